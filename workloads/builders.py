@@ -1,0 +1,166 @@
+"""Builders for standard one-dimensional and product-domain range workloads.
+
+Every builder documents the query semantics and the shape ``(k, N)`` of the
+matrix it returns; ``N`` is the histogram length, ``k`` the number of queries.
+Sizes must be positive integers (otherwise :class:`WorkloadError`). Builders that
+store an explicit matrix refuse to allocate more than
+``DEFAULT_MAX_DENSE_ENTRIES`` entries; multi-dimensional workloads are Kronecker
+products of small factors and never densify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import nonnegative_int, positive_int
+from .domain import Domain
+from .errors import WorkloadError
+from .files import from_file
+from .operators import DEFAULT_MAX_DENSE_ENTRIES, DenseWorkload, KronWorkload, SparseWorkload, Workload
+
+__all__ = [
+    "identity",
+    "total",
+    "prefix",
+    "all_range",
+    "width_range",
+    "prefix_nd",
+    "range_nd",
+    "hadamard",
+    "random_pm1",
+    "sizes_of",
+    "from_file",
+]
+
+
+def _check_entries(k: int, n: int, name: str) -> None:
+    if k * n > DEFAULT_MAX_DENSE_ENTRIES:
+        raise WorkloadError(
+            f"{name} would store a {k} x {n} matrix ({k * n} entries), above the limit "
+            f"DEFAULT_MAX_DENSE_ENTRIES={DEFAULT_MAX_DENSE_ENTRIES}; use a Kronecker product of "
+            f"smaller factors (e.g. prefix_nd / range_nd) instead"
+        )
+
+
+def sizes_of(domain_or_sizes: Domain | Sequence[int], name: str = "sizes") -> tuple[int, ...]:
+    """Attribute sizes of a :class:`Domain` or a non-empty sequence of positive ints."""
+    if isinstance(domain_or_sizes, Domain):
+        return domain_or_sizes.sizes
+    if isinstance(domain_or_sizes, (str, bytes)):
+        raise WorkloadError(f"{name} must be a Domain or a sequence of positive integers, got a string")
+    try:
+        raw = list(domain_or_sizes)
+    except TypeError:
+        raise WorkloadError(
+            f"{name} must be a Domain or a sequence of positive integers, got {type(domain_or_sizes).__name__}"
+        ) from None
+    if not raw:
+        raise WorkloadError(f"{name} must contain at least one size")
+    return tuple(positive_int(s, f"{name}[{i}]") for i, s in enumerate(raw))
+
+
+def identity(n: int) -> SparseWorkload:
+    """Identity workload ``I_n``: query ``i`` counts cell ``i``. Shape ``(n, n)``, sparse."""
+    n = positive_int(n, "identity size n")
+    _check_entries(1, n, "identity(n)")
+    return SparseWorkload(sp.identity(n, dtype=np.float64, format="csr"))
+
+
+def total(n: int) -> DenseWorkload:
+    """Total workload: one query, the sum of all ``n`` cells. Shape ``(1, n)`` of ones."""
+    n = positive_int(n, "total size n")
+    _check_entries(1, n, "total(n)")
+    return DenseWorkload(np.ones((1, n)))
+
+
+def prefix(n: int) -> DenseWorkload:
+    """Prefix sums (CDF): query ``i`` counts cells ``0..i``.
+
+    Shape ``(n, n)``, lower-triangular all-ones ``L_n`` (``L[i, j] = 1`` iff ``j <= i``).
+    """
+    n = positive_int(n, "prefix size n")
+    _check_entries(n, n, "prefix(n)")
+    return DenseWorkload(np.tril(np.ones((n, n))))
+
+
+def all_range(n: int) -> DenseWorkload:
+    """All range queries: one query per interval ``[i, j]``, ``0 <= i <= j < n``, counting cells ``i..j``.
+
+    Rows are ordered by ``i`` then ``j``; shape ``(n(n+1)/2, n)``.
+    """
+    n = positive_int(n, "allrange size n")
+    k = n * (n + 1) // 2
+    _check_entries(k, n, "all_range(n)")
+    lo, hi = np.triu_indices(n)  # row-major: by lo, then hi
+    cols = np.arange(n)
+    return DenseWorkload(((cols >= lo[:, None]) & (cols <= hi[:, None])).astype(np.float64))
+
+
+def width_range(n: int, w: int) -> DenseWorkload:
+    """All ranges of width exactly ``w``: query ``i`` counts cells ``i..i+w-1``, ``i = 0..n-w``.
+
+    Shape ``(n - w + 1, n)``; requires ``1 <= w <= n``.
+    """
+    n = positive_int(n, "width-range size n")
+    w = positive_int(w, "range width w")
+    if w > n:
+        raise WorkloadError(f"range width w={w} exceeds the domain size n={n}")
+    k = n - w + 1
+    _check_entries(k, n, "width_range(n, w)")
+    lo = np.arange(k)
+    cols = np.arange(n)
+    return DenseWorkload(((cols >= lo[:, None]) & (cols < lo[:, None] + w)).astype(np.float64))
+
+
+def prefix_nd(sizes: Domain | Sequence[int]) -> KronWorkload:
+    """Multi-dimensional prefix (orthant) queries: ``prefix(n_0) ⊗ prefix(n_1) ⊗ ...``.
+
+    Query ``(i_0, ..., i_{d-1})`` counts cells ``c`` with ``c_j <= i_j`` for all ``j``.
+    Shape ``(Π n_j, Π n_j)``; always a :class:`KronWorkload` (even for one size).
+    """
+    return KronWorkload([prefix(n) for n in sizes_of(sizes)])
+
+
+def range_nd(sizes: Domain | Sequence[int]) -> KronWorkload:
+    """Multi-dimensional range (box) queries: ``all_range(n_0) ⊗ all_range(n_1) ⊗ ...``.
+
+    One query per box ``Π_j [lo_j, hi_j]``; shape ``(Π n_j(n_j+1)/2, Π n_j)``;
+    always a :class:`KronWorkload`.
+    """
+    return KronWorkload([all_range(n) for n in sizes_of(sizes)])
+
+
+_H2 = np.array([[1.0, 1.0], [1.0, -1.0]])
+
+
+def hadamard(n: int) -> Workload:
+    """Sylvester Hadamard matrix ``H_n`` (``n`` a power of 2): ``H_n = H_2^{⊗ log2 n}``.
+
+    Entry ``(r, c) = (-1)^{popcount(r & c)}``; shape ``(n, n)``; ``H Hᵀ = n I``.
+    Returned as a :class:`KronWorkload` of ``[[1, 1], [1, -1]]`` factors, or a
+    1x1 :class:`DenseWorkload` ``[[1]]`` for ``n = 1``.
+    """
+    n = positive_int(n, "hadamard size n")
+    if n & (n - 1):
+        raise WorkloadError(f"hadamard size n must be a power of 2, got {n}")
+    if n == 1:
+        return DenseWorkload(np.ones((1, 1)))
+    h2 = DenseWorkload(_H2)
+    return KronWorkload([h2] * (n.bit_length() - 1))
+
+
+def random_pm1(k: int, n: int, seed: int) -> DenseWorkload:
+    """Random ±1 workload: ``k`` queries over ``n`` cells with i.i.d. uniform ±1 entries.
+
+    Entries are ``2 * np.random.default_rng(seed).integers(0, 2, size=(k, n)) - 1``;
+    the seed is required so that the workload is reproducible. Shape ``(k, n)``.
+    """
+    k = positive_int(k, "random workload rows k")
+    n = positive_int(n, "random workload columns n")
+    seed = nonnegative_int(seed, "seed")
+    _check_entries(k, n, "random_pm1(k, n)")
+    rng = np.random.default_rng(seed)
+    return DenseWorkload(2.0 * rng.integers(0, 2, size=(k, n)) - 1.0)

@@ -1,0 +1,266 @@
+"""Product domains: named attributes with finite sizes, and the cell indexing of histograms.
+
+A :class:`Domain` with attributes ``a_0, ..., a_{d-1}`` of sizes ``n_0, ..., n_{d-1}``
+has ``N = Π n_j`` cells. A record ``(v_0, ..., v_{d-1})`` with ``0 <= v_j < n_j``
+falls in cell ``ravel_C(v) = ((v_0 · n_1 + v_1) · n_2 + v_2) ...`` -- row-major order,
+attribute 0 varying slowest. This is the column order of
+``KronWorkload([W_0, ..., W_{d-1}])`` (i.e. of ``np.kron(W_0, W_1, ...)``), so a
+Kronecker workload applies ``W_j`` along attribute ``j``.
+
+Records are private data: validation messages name attributes and count bad rows,
+never print values.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._validation import positive_int
+from .errors import DomainError
+from .operators import DEFAULT_MAX_DENSE_ENTRIES
+
+__all__ = ["Domain"]
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _rows(count: int) -> str:
+    return f"{count} row" if count == 1 else f"{count} rows"
+
+
+class Domain:
+    """A product domain: ordered attribute names with positive integer sizes.
+
+    Parameters
+    ----------
+    attributes:
+        Distinct non-empty attribute names, in order (attribute 0 varies slowest).
+    sizes:
+        ``sizes[j]`` is the number of values of attribute ``j`` (values ``0..sizes[j]-1``).
+    """
+
+    __slots__ = ("_attributes", "_sizes")
+
+    def __init__(self, attributes: Sequence[str], sizes: Sequence[int]) -> None:
+        if isinstance(attributes, str):
+            raise DomainError("attributes must be a sequence of names, got a single string")
+        attrs = list(attributes)
+        try:
+            raw_sizes = list(sizes)
+        except TypeError:
+            raise DomainError(f"sizes must be a sequence of integers, got {type(sizes).__name__}") from None
+        if len(attrs) != len(raw_sizes):
+            raise DomainError(f"got {len(attrs)} attribute names but {len(raw_sizes)} sizes")
+        if not attrs:
+            raise DomainError("a domain needs at least one attribute")
+        for a in attrs:
+            if not isinstance(a, str) or not a:
+                raise DomainError(f"attribute names must be non-empty strings, got {a!r}")
+        seen: set[str] = set()
+        dups = [a for a in attrs if a in seen or seen.add(a)]  # type: ignore[func-returns-value]
+        if dups:
+            raise DomainError(f"duplicate attribute names: {sorted(set(dups))}")
+        self._attributes = tuple(attrs)
+        self._sizes = tuple(
+            positive_int(s, f"size of attribute {a!r}", DomainError) for a, s in zip(attrs, raw_sizes)
+        )
+
+    # -- constructors -------------------------------------------------------
+    @classmethod
+    def from_dict(cls, mapping: Mapping[str, int]) -> Domain:
+        """Build from a mapping ``name -> size``, keeping the mapping's order."""
+        if not isinstance(mapping, Mapping):
+            raise DomainError(f"expected a mapping name -> size, got {type(mapping).__name__}")
+        return cls(list(mapping.keys()), list(mapping.values()))
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> Domain:
+        """Read a JSON object ``{"name": size, ...}`` (order preserved), e.g. ``adult-domain.json``."""
+
+        def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            keys = [k for k, _ in pairs]
+            if len(set(keys)) != len(keys):
+                raise DomainError(f"domain file {os.fspath(path)!r} repeats an attribute name")
+            return dict(pairs)
+
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh, object_pairs_hook=no_duplicates)
+        except OSError as exc:
+            raise DomainError(f"cannot read domain file {os.fspath(path)!r}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise DomainError(f"domain file {os.fspath(path)!r} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+        if not isinstance(data, dict):
+            raise DomainError(f"domain file {os.fspath(path)!r} must contain a JSON object name -> size")
+        return cls.from_dict(data)
+
+    # -- properties ---------------------------------------------------------
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """Attribute names, in order."""
+        return self._attributes
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Attribute sizes, in order (Python ints)."""
+        return self._sizes
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Same as :attr:`sizes`: the shape of the histogram as a d-dimensional array."""
+        return self._sizes
+
+    @property
+    def size(self) -> int:
+        """``N``: number of cells, the product of the sizes (Python int, no overflow)."""
+        return math.prod(self._sizes)
+
+    def __len__(self) -> int:
+        return len(self._attributes)
+
+    def __getitem__(self, name: str) -> int:
+        """Size of attribute ``name``."""
+        return self._sizes[self.axes([name])[0]]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._attributes
+
+    def axes(self, attrs: str | Iterable[str]) -> tuple[int, ...]:
+        """Positions of the named attributes (in the order given)."""
+        names = [attrs] if isinstance(attrs, str) else list(attrs)
+        unknown = [a for a in names if a not in self._attributes]
+        if unknown:
+            raise DomainError(f"unknown attributes {unknown}; the domain has {list(self._attributes)}")
+        return tuple(self._attributes.index(a) for a in names)
+
+    def project(self, attrs: str | Iterable[str]) -> Domain:
+        """Sub-domain on the named attributes, in the order given."""
+        names = [attrs] if isinstance(attrs, str) else list(attrs)
+        if not names:
+            raise DomainError("project() needs at least one attribute")
+        if len(set(names)) != len(names):
+            raise DomainError(f"project() got duplicate attribute names: {names}")
+        axes = self.axes(names)
+        return Domain([self._attributes[i] for i in axes], [self._sizes[i] for i in axes])
+
+    def to_dict(self) -> dict[str, int]:
+        """``{name: size}`` in attribute order."""
+        return dict(zip(self._attributes, self._sizes))
+
+    # -- records <-> cells --------------------------------------------------
+    def _check_records(self, records: Any) -> np.ndarray:
+        arr = np.asarray(records)
+        d = len(self._attributes)
+        if arr.ndim != 2:
+            raise DomainError(
+                f"records must be a 2-D array (n records x {d} attributes), got a {arr.ndim}-D array"
+            )
+        if arr.shape[1] != d:
+            raise DomainError(
+                f"records have {arr.shape[1]} columns but the domain has {d} attributes "
+                f"{list(self._attributes)}"
+            )
+        kind = arr.dtype.kind
+        if kind == "b":
+            arr = arr.astype(np.int64)
+        elif kind == "f":
+            problems = []
+            for j, a in enumerate(self._attributes):
+                col = arr[:, j]
+                bad = int(np.count_nonzero(~np.isfinite(col) | (col != np.round(col))))
+                if bad:
+                    problems.append(f"{a!r}: {_rows(bad)}")
+            if problems:
+                raise DomainError("records must hold integer values; non-integer values in " + "; ".join(problems))
+        elif kind not in "iu":
+            raise DomainError(f"records must be an integer array, got dtype {arr.dtype}")
+        problems = []
+        for j, (a, s) in enumerate(zip(self._attributes, self._sizes)):
+            col = arr[:, j]
+            bad = int(np.count_nonzero((col < 0) | (col >= s)))
+            if bad:
+                problems.append(f"{a!r} (size {s}, valid values 0..{s - 1}): {_rows(bad)}")
+        if problems:
+            raise DomainError(
+                f"records out of range for {len(problems)} attribute(s) of {arr.shape[0]} rows: "
+                + "; ".join(problems)
+            )
+        return arr.astype(np.int64)
+
+    def index(self, records: Any) -> np.ndarray:
+        """Histogram cells of ``records`` (``(n, d)`` integers) as an ``(n,)`` array.
+
+        Row-major (C) order, attribute 0 slowest -- the column order of
+        ``KronWorkload``; equal to ``np.ravel_multi_index(records.T, sizes)``.
+        Returns int64 when ``N < 2**63``, else an object array of Python ints.
+        """
+        arr = self._check_records(records)
+        if self.size <= _INT64_MAX:
+            out = np.zeros(arr.shape[0], dtype=np.int64)
+            for j, s in enumerate(self._sizes):
+                out *= s
+                out += arr[:, j]
+            return out
+        out_obj = np.zeros(arr.shape[0], dtype=object)
+        for j, s in enumerate(self._sizes):
+            out_obj = out_obj * s + arr[:, j].astype(object)
+        return out_obj
+
+    def unindex(self, cells: Any) -> np.ndarray:
+        """Records ``(n, d)`` (int64) of histogram cells ``(n,)``; the inverse of :meth:`index`."""
+        arr = np.asarray(cells)
+        if arr.ndim != 1:
+            raise DomainError(f"cells must be a 1-D array, got a {arr.ndim}-D array")
+        n_total = self.size
+        if arr.dtype.kind == "O":
+            if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) for c in arr):
+                raise DomainError("cells must be integers")
+        elif arr.dtype.kind == "f":
+            bad = int(np.count_nonzero(~np.isfinite(arr) | (arr != np.round(arr))))
+            if bad:
+                raise DomainError(f"cells must be integers; {bad} of {arr.size} cells are not")
+        elif arr.dtype.kind not in "iu":
+            raise DomainError(f"cells must be an integer array, got dtype {arr.dtype}")
+        bad = int(np.count_nonzero((arr < 0) | (arr >= n_total)))
+        if bad:
+            raise DomainError(f"{bad} of {arr.size} cells are outside 0..N-1 (N={n_total})")
+        if n_total <= _INT64_MAX:
+            rest: np.ndarray = arr.astype(np.int64)
+        else:
+            rest = np.array([int(c) for c in arr], dtype=object)
+        out = np.empty((arr.shape[0], len(self._sizes)), dtype=np.int64)
+        for j in range(len(self._sizes) - 1, -1, -1):
+            s = self._sizes[j]
+            out[:, j] = (rest % s).astype(np.int64)
+            rest = rest // s
+        return out
+
+    def histogram(self, records: Any) -> np.ndarray:
+        """Histogram ``h`` (length ``N``, float64 counts) of ``records`` in :meth:`index` order."""
+        n_total = self.size
+        if n_total > DEFAULT_MAX_DENSE_ENTRIES:
+            raise DomainError(
+                f"refusing to build a dense histogram with N={n_total} cells "
+                f"(limit {DEFAULT_MAX_DENSE_ENTRIES})"
+            )
+        cells = self.index(records)
+        return np.bincount(cells, minlength=n_total).astype(np.float64)
+
+    # -- dunder -------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Domain):
+            return NotImplemented
+        return self._attributes == other._attributes and self._sizes == other._sizes
+
+    def __hash__(self) -> int:
+        return hash((self._attributes, self._sizes))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{a!r}: {s}" for a, s in zip(self._attributes, self._sizes))
+        return f"Domain({{{inner}}})"
