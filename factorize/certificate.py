@@ -1,0 +1,260 @@
+"""Certificates: a primal factorization (upper bound) plus a dual witness (lower bound).
+
+A certificate for norm ν ∈ {γ_F, γ₂, γ₂(·; η)} of a workload W states
+
+    lower ≤ ν(W) ≤ upper,
+
+and ``verify()`` recomputes both numbers from the stored matrices alone — column/row
+norms, one SVD per factor or one symmetric eigenvalue problem, no solver — together
+with ``||W − R·A||_max`` (MATH.md §2.2).
+
+Lower bounds (dual witnesses), all homogeneous so any non-negative weights are valid:
+
+* γ_F (seed 003 §3.1; MATH.md §2.2): for q ≥ 0, q ≠ 0,
+  ``γ_F(W) ≥ ||W diag(√q)||_tr / sqrt(k · Σq)``.
+* γ₂ (Lee–Shraibman–Špalek; seed 003 §3.2): for p, q ≥ 0,
+  ``γ₂(W) ≥ ||diag(√p) W diag(√q)||_tr / sqrt(Σp · Σq)``.
+* approximate γ₂ with entrywise radius η (seed 003 Lemma 12 with the radius made
+  explicit, MATH.md §2.1): for U ≠ 0 and d with ``diag(d) − ½[[0, U], [Uᵀ, 0]] ⪰ 0``,
+  ``γ₂(W; η) ≥ (⟨W, U⟩ − η ||U||_1) / Σd``  (Σd ≥ γ₂*(U) by the Grothendieck SDP).
+
+For Kronecker workloads ``W = ⊗W_i`` the weights are Kronecker products ``q = ⊗q_i``
+(and ``p = ⊗p_i``); trace norms, Σq and k are multiplicative, so the bound is the
+product of the factors' bounds (MATH.md §2.3).
+
+Every spectral quantity is taken with a rounding allowance (``factorize.norms``), so the
+reported interval holds for the exact matrices, not only in floating point.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from factorize import norms
+from factorize.factorization import Factorization, kron_residual_max
+from factorize.structure import kron_leaves
+
+NORMS = ("gamma_f", "gamma_2", "approx_gamma_2")
+
+#: Default tolerance on ``||W − R·A||_max`` relative to ``max(1, ||W||_max)``.
+DEFAULT_RESIDUAL_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class GammaFWitness:
+    """Column weights ``q = ⊗ q_factors`` (one non-negative vector per Kronecker factor)."""
+
+    q: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class Gamma2Witness:
+    """Row weights ``p = ⊗ p_factors`` and column weights ``q = ⊗ q_factors``."""
+
+    p: tuple[np.ndarray, ...]
+    q: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class ApproxGamma2Witness:
+    """A dual matrix U (k×N) and a diagonal d (k+N) bounding γ₂*(U) ≤ Σd."""
+
+    U: np.ndarray
+    d: np.ndarray
+
+
+Witness = Union[GammaFWitness, Gamma2Witness, ApproxGamma2Witness]
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The primal factorization and the dual witness for one norm of one workload."""
+
+    norm: str
+    factorization: Factorization
+    witness: Witness
+    eta: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.norm not in NORMS:
+            raise ValueError(f"unknown norm {self.norm!r}; expected one of {NORMS}")
+        expected = {"gamma_f": GammaFWitness, "gamma_2": Gamma2Witness,
+                    "approx_gamma_2": ApproxGamma2Witness}[self.norm]
+        if not isinstance(self.witness, expected):
+            raise ValueError(f"a {self.norm} certificate needs a {expected.__name__}")
+        if (self.norm == "approx_gamma_2") != (self.eta is not None):
+            raise ValueError("eta is required for approx_gamma_2 and only for it")
+        if self.eta is not None and not (math.isfinite(self.eta) and self.eta >= 0):
+            raise ValueError(f"eta must be a finite number ≥ 0, got {self.eta}")
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What ``verify`` recomputed, and whether every check passed."""
+
+    norm: str
+    passed: bool
+    upper: float
+    lower: float
+    gap: float  # upper / lower − 1 (inf when lower ≤ 0)
+    residual: float  # ||W − R·A||_max, or an upper bound on it for Kronecker factors
+    residual_limit: float
+    failures: tuple[str, ...] = ()
+    details: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        status = "PASS" if self.passed else "FAIL"
+        text = (f"{status} {self.norm}: lower {self.lower:.12g} ≤ value ≤ upper "
+                f"{self.upper:.12g} (relative gap {self.gap:.3g}); "
+                f"||W − RA||_max = {self.residual:.3g} (limit {self.residual_limit:.3g})")
+        if self.failures:
+            text += "; failures: " + "; ".join(self.failures)
+        return text
+
+
+def relative_gap(upper: float, lower: float) -> float:
+    """``upper / lower − 1``; infinite when the lower bound is not positive."""
+    return upper / lower - 1.0 if lower > 0 else math.inf
+
+
+# ---------------------------------------------------------------------------------
+# lower bounds from witnesses (pure functions of dense factor matrices)
+# ---------------------------------------------------------------------------------
+def _sum_factor(n: int) -> float:
+    """Deflation covering the rounding of a floating-point sum of n terms."""
+    return 1.0 - 4.0 * (n + 2) * norms.UNIT_ROUNDOFF
+
+
+def gamma_f_lower(W: np.ndarray, q: np.ndarray) -> float:
+    """``||W diag(√q)||_tr / sqrt(k Σq)``, certified against rounding (seed 003 §3.1)."""
+    _check_weights(q, W.shape[1], "q")
+    s = float(np.sum(q))
+    tr = norms.trace_norm_lower_bound(W * np.sqrt(q)[None, :])
+    return tr / math.sqrt(W.shape[0] * s) * _sum_factor(W.shape[1])
+
+
+def gamma_2_lower(W: np.ndarray, p: np.ndarray, q: np.ndarray) -> float:
+    """``||diag(√p) W diag(√q)||_tr / sqrt(Σp Σq)``, certified against rounding."""
+    _check_weights(p, W.shape[0], "p")
+    _check_weights(q, W.shape[1], "q")
+    tr = norms.trace_norm_lower_bound(np.sqrt(p)[:, None] * W * np.sqrt(q)[None, :])
+    return tr / math.sqrt(float(np.sum(p)) * float(np.sum(q))) * _sum_factor(sum(W.shape))
+
+
+def grothendieck_psd_margin(U: np.ndarray, d: np.ndarray) -> float:
+    """Certified ``λ_min(diag(d) − ½ M_U)`` with ``M_U = [[0, U], [Uᵀ, 0]]`` (MATH.md §2.2)."""
+    k, N = U.shape
+    S = np.diag(d.astype(np.float64))
+    S[:k, k:] -= 0.5 * U
+    S[k:, :k] -= 0.5 * U.T
+    return norms.certified_psd_margin(S)
+
+
+def approx_gamma_2_lower(W: np.ndarray, U: np.ndarray, d: np.ndarray, eta: float) -> float:
+    """``(⟨W, U⟩ − η ||U||_1) / Σd`` (seed 003 Lemma 12, radius η explicit), rounding-safe.
+
+    Valid only when ``diag(d) − ½ M_U ⪰ 0``; ``verify`` checks that separately.
+    """
+    if U.shape != W.shape:
+        raise ValueError(f"witness U has shape {U.shape}, the workload {W.shape}")
+    n_terms = W.size
+    inner = float(np.sum(W * U))
+    l1 = float(np.sum(np.abs(U)))
+    slack = 4.0 * (n_terms + 2) * norms.UNIT_ROUNDOFF * (float(np.sum(np.abs(W * U))) + eta * l1)
+    beta = float(np.sum(d)) / _sum_factor(d.size)
+    if beta <= 0:
+        return 0.0
+    return (inner - eta * l1 - slack) / beta
+
+
+def _check_weights(w: np.ndarray, n: int, name: str) -> None:
+    if w.shape != (n,):
+        raise ValueError(f"witness {name} has shape {w.shape}, expected ({n},)")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
+        raise ValueError(f"witness {name} must be finite, non-negative and not all zero")
+
+
+# ---------------------------------------------------------------------------------
+# verify
+# ---------------------------------------------------------------------------------
+def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_TOL) -> Verification:
+    """Recompute the certificate's bounds and residual from its matrices alone.
+
+    ``workload`` is a ``workloads.Workload`` (Kronecker structure is used factor by
+    factor when the factorization has matching factors) or a dense array.
+    Checks: shapes agree; ``||W − RA||_max ≤ residual_tol · max(1, ||W||_max)`` (plus η
+    for approximate γ₂); the witness is valid (non-negative weights; for approximate γ₂
+    the certified λ_min of ``diag(d) − ½ M_U`` is ≥ 0); the lower bound is positive and
+    not above the upper bound.
+    """
+    fact = cert.factorization
+    failures: list[str] = []
+    W_factors = _workload_factors(workload, fact)
+    details: dict[str, float] = {}
+
+    shape = (math.prod(W.shape[0] for W in W_factors), math.prod(W.shape[1] for W in W_factors))
+    if fact.shape != shape:
+        raise ValueError(f"factorization has shape {fact.shape} but the workload {shape}")
+
+    if len(W_factors) == 1:
+        W0 = W_factors[0]
+        residual = float(np.max(np.abs(W0 - fact.R_factors[0] @ fact.A_factors[0])))
+    else:
+        residual = kron_residual_max(W_factors, fact)
+    w_max = math.prod(float(np.max(np.abs(W))) for W in W_factors)
+    limit = residual_tol * max(1.0, w_max) + (cert.eta or 0.0)
+    if not residual <= limit:
+        failures.append(f"||W − RA||_max = {residual:.3g} exceeds {limit:.3g}")
+
+    upper = fact.value_upper_bound(cert.norm)
+    w = cert.witness
+    if isinstance(w, GammaFWitness):
+        _match_factor_count(w.q, W_factors, "q")
+        lower = math.prod(gamma_f_lower(W, q) for W, q in zip(W_factors, w.q))
+    elif isinstance(w, Gamma2Witness):
+        _match_factor_count(w.q, W_factors, "q")
+        _match_factor_count(w.p, W_factors, "p")
+        lower = math.prod(gamma_2_lower(W, p, q) for W, p, q in zip(W_factors, w.p, w.q))
+    else:
+        if len(W_factors) != 1:
+            raise ValueError("approximate γ₂ certificates are for dense workloads")
+        W0 = W_factors[0]
+        if w.d.shape != (sum(W0.shape),) or not np.all(np.isfinite(w.d)) or not np.all(np.isfinite(w.U)):
+            raise ValueError("approximate γ₂ witness: d must have length k+N and all entries finite")
+        margin = grothendieck_psd_margin(w.U, w.d)
+        details["grothendieck_psd_margin"] = margin
+        if margin < 0:
+            failures.append(f"diag(d) − ½M_U is not certified PSD (λ_min margin {margin:.3g})")
+        lower = approx_gamma_2_lower(W0, w.U, w.d, float(cert.eta))
+
+    if not lower > 0:
+        failures.append(f"lower bound {lower:.3g} is not positive")
+    if lower > upper:
+        failures.append(f"lower bound {lower:.12g} exceeds upper bound {upper:.12g}: "
+                        "one of the two is wrong")
+    return Verification(norm=cert.norm, passed=not failures, upper=upper, lower=lower,
+                        gap=relative_gap(upper, lower), residual=residual, residual_limit=limit,
+                        failures=tuple(failures), details=details)
+
+
+def _match_factor_count(ws: tuple[np.ndarray, ...], W_factors: list[np.ndarray], name: str) -> None:
+    if len(ws) != len(W_factors):
+        raise ValueError(f"witness {name} has {len(ws)} Kronecker factors, the workload {len(W_factors)}")
+
+
+def _workload_factors(workload, fact: Factorization) -> list[np.ndarray]:
+    """Dense workload factors aligned with the factorization's Kronecker factors."""
+    if isinstance(workload, np.ndarray):
+        return [np.asarray(workload, dtype=np.float64)]
+    factors = kron_leaves(workload)
+    if fact.is_kron:
+        if len(factors) != len(fact.R_factors):
+            raise ValueError(
+                f"a factorization with {len(fact.R_factors)} Kronecker factors needs a Kronecker "
+                "workload with as many factors")
+        return [f.dense() for f in factors]
+    return [workload.dense()]

@@ -1,0 +1,258 @@
+"""The planner: solve for an optimal factorization and return it with a verified certificate.
+
+``solve(workload, norm)``:
+
+1. splits a Kronecker workload into its leaf factors and solves each *distinct* factor
+   once (γ_F and γ₂ are multiplicative, MATH.md §2.3: ``X = ⊗X_i`` is primal-feasible
+   and ``q = ⊗q_i`` (``p = ⊗p_i``) dual-feasible, so the composed certificate is exact);
+2. for each factor runs the cvxpy SDP (``solvers``), builds two primal candidates (from
+   the SDP's X and from its dual weights, ``factorize.recovery``) and keeps the better;
+3. composes, then re-checks the whole certificate with ``certificate.verify`` — the only
+   source of the numbers it returns — and raises if it fails or if the certified relative
+   gap exceeds ``gap_tol``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from factorize import recovery
+from factorize.certificate import (DEFAULT_RESIDUAL_TOL, NORMS, Certificate, Gamma2Witness,
+                                   GammaFWitness, Verification, verify)
+from factorize.factorization import Factorization, kron_compose
+from factorize.structure import kron_leaves
+from solvers import (CertificateGapError, CertificateInvalidError, SolveInfo, SolverInaccurateError,
+                     SolverOptions, solve_approx_gamma_2_sdp, solve_gamma_2_sdp, solve_gamma_f_sdp)
+from workloads import Workload, parse_workload
+
+#: Default bound on the certified relative gap ``upper / lower − 1``.
+DEFAULT_GAP_TOL = 1e-6
+
+#: Back-end tolerances tried in turn when the caller does not fix one (see _solve_dense).
+TOLERANCE_SCHEDULE = {"scs": (1e-6, 1e-7, 1e-8, 1e-9, 1e-10),
+                      "clarabel": (1e-8, 1e-9, 1e-10),
+                      "mosek": (1e-8, 1e-10)}
+
+
+@dataclass(frozen=True)
+class FactorSolve:
+    """One SDP solve of one distinct Kronecker factor (or of the whole dense workload)."""
+
+    shape: tuple[int, int]
+    backend: str
+    status: str
+    seconds: float
+    iterations: int | None
+    primal_route: str  # "gram" (from the SDP's X) or "weights" (from its dual)
+    uses: int  # how many leaves of the workload this solve serves
+    eps: float  # the back-end tolerance of the solve that was kept
+    gap: float  # the factor's own certified relative gap
+
+
+@dataclass(frozen=True)
+class CertifiedFactorization:
+    """A factorization with its certificate and the verification that produced its numbers."""
+
+    workload: Workload
+    norm: str
+    eta: float | None
+    certificate: Certificate
+    verification: Verification
+    solves: tuple[FactorSolve, ...]
+    seconds: float
+
+    @property
+    def factorization(self) -> Factorization:
+        return self.certificate.factorization
+
+    @property
+    def value(self) -> float:
+        """The achieved norm of the returned factorization (= the certified upper bound)."""
+        return self.verification.upper
+
+    @property
+    def lower(self) -> float:
+        return self.verification.lower
+
+    @property
+    def upper(self) -> float:
+        return self.verification.upper
+
+    @property
+    def gap(self) -> float:
+        return self.verification.gap
+
+    def summary_dict(self) -> dict:
+        """The JSON summary printed by ``factorize solve --json``."""
+        k, N = self.workload.shape
+        return {
+            "workload": self.workload.spec,
+            "fingerprint": self.workload.fingerprint(),
+            "shape": [k, N],
+            "norm": self.norm,
+            "eta": self.eta,
+            "value": self.value,
+            "lower": self.lower,
+            "upper": self.upper,
+            "gap": self.gap,
+            "residual": self.verification.residual,
+            "verified": self.verification.passed,
+            "seconds": self.seconds,
+            "kron_factors": len(self.factorization.R_factors),
+            "solves": [s.__dict__ | {"shape": list(s.shape)} for s in self.solves],
+        }
+
+
+def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None = None,
+          options: SolverOptions | None = None, gap_tol: float = DEFAULT_GAP_TOL,
+          residual_tol: float = DEFAULT_RESIDUAL_TOL) -> CertifiedFactorization:
+    """Optimal γ_F / γ₂ / approximate-γ₂ factorization of ``workload`` with a verified certificate.
+
+    Raises a ``solvers.SolverError`` subclass when a solve fails, stalls or times out,
+    ``CertificateInvalidError`` when the re-check fails and ``CertificateGapError`` when
+    the certified relative gap exceeds ``gap_tol``.
+    """
+    start = time.perf_counter()
+    options = options or SolverOptions()
+    W = parse_workload(workload) if isinstance(workload, str) else workload
+    if norm not in NORMS:
+        raise ValueError(f"unknown norm {norm!r}; expected one of {', '.join(NORMS)}")
+    if (norm == "approx_gamma_2") != (eta is not None):
+        raise ValueError("--eta is required with approx_gamma_2 and meaningless otherwise")
+
+    leaves = [W] if norm == "approx_gamma_2" else kron_leaves(W)
+    by_fingerprint: dict[str, tuple[Factorization, tuple, FactorSolve]] = {}
+    order: list[str] = []
+    for leaf in leaves:
+        fp = leaf.fingerprint()
+        order.append(fp)
+        if fp in by_fingerprint:
+            f, wit, rep = by_fingerprint[fp]
+            by_fingerprint[fp] = (f, wit, FactorSolve(**{**rep.__dict__, "uses": rep.uses + 1}))
+            continue
+        opts = options.remaining(time.perf_counter() - start)
+        by_fingerprint[fp] = _solve_dense(leaf.dense(), norm, eta, opts, residual_tol,
+                                          gap_target=gap_tol / (2 * len(leaves)))
+
+    fact = kron_compose([by_fingerprint[fp][0] for fp in order])
+    parts = [by_fingerprint[fp][1] for fp in order]
+    if norm == "gamma_f":
+        witness = GammaFWitness(q=tuple(p[0] for p in parts))
+    elif norm == "gamma_2":
+        witness = Gamma2Witness(p=tuple(p[0] for p in parts), q=tuple(p[1] for p in parts))
+    else:
+        witness = parts[0][0]
+    cert = Certificate(norm=norm, factorization=fact, witness=witness, eta=eta)
+    check = verify(cert, W, residual_tol=residual_tol)
+    if not check.passed:
+        raise CertificateInvalidError("the certificate failed verification: " + check.summary())
+    solves = tuple(by_fingerprint[fp][2] for fp in dict.fromkeys(order))
+    if not check.gap <= gap_tol:
+        raise CertificateGapError(
+            f"certified relative gap {check.gap:.3g} exceeds the requested {gap_tol:g} "
+            f"(lower {check.lower:.10g}, upper {check.upper:.10g}) after tightening the "
+            f"{options.backend} tolerance to {min(s.eps for s in solves):g}; try another "
+            "--solver or loosen --gap-tol")
+    return CertifiedFactorization(workload=W, norm=norm, eta=eta, certificate=cert,
+                                  verification=check, solves=solves,
+                                  seconds=time.perf_counter() - start)
+
+
+def _solve_dense(W: np.ndarray, norm: str, eta: float | None, opts: SolverOptions,
+                 residual_tol: float, gap_target: float) -> tuple[Factorization, tuple, FactorSolve]:
+    """Solve one dense factor: (factorization, witness parts, report).
+
+    With an explicit ``opts.eps`` this is one solve. Otherwise the back-end tolerance is
+    tightened along ``TOLERANCE_SCHEDULE`` until the factor's re-checked certificate has
+    relative gap ≤ ``gap_target`` (a looser solve is far cheaper for first-order back-ends,
+    and the certificate, not the back-end's own residuals, decides when to stop).
+    """
+    schedule = (opts.eps,) if opts.eps is not None else TOLERANCE_SCHEDULE[opts.backend]
+    start = time.perf_counter()
+    best = None
+    for i, eps in enumerate(schedule):
+        step = SolverOptions(opts.backend, eps, opts.max_iters, opts.time_limit, opts.verbose)
+        step = step.remaining(time.perf_counter() - start)
+        try:
+            fact, parts, route, info = _solve_dense_once(W, norm, eta, step, residual_tol)
+        except SolverInaccurateError:
+            if best is None or i == len(schedule) - 1:
+                raise
+            break  # the back-end cannot go tighter: keep the best certificate so far
+        gap = _leaf_gap(W, norm, eta, fact, parts, residual_tol)
+        if best is None or gap < best[4]:
+            best = (fact, parts, route, info, gap, eps)
+        if gap <= gap_target:
+            break
+    fact, parts, route, info, gap, eps = best
+    report = FactorSolve(shape=(int(W.shape[0]), int(W.shape[1])), backend=info.backend,
+                         status=info.status, seconds=time.perf_counter() - start,
+                         iterations=info.iterations, primal_route=route, uses=1,
+                         eps=eps, gap=gap)
+    return fact, parts, report
+
+
+def _leaf_gap(W: np.ndarray, norm: str, eta: float | None, fact: Factorization, parts: tuple,
+              residual_tol: float) -> float:
+    """The certified relative gap of one factor's certificate (inf if it does not verify)."""
+    witness = {"gamma_f": lambda: GammaFWitness(q=(parts[0],)),
+               "gamma_2": lambda: Gamma2Witness(p=(parts[0],), q=(parts[1],)),
+               "approx_gamma_2": lambda: parts[0]}[norm]()
+    check = verify(Certificate(norm=norm, factorization=fact, witness=witness, eta=eta), W,
+                   residual_tol=residual_tol)
+    return check.gap if check.passed else float("inf")
+
+
+def _solve_dense_once(W: np.ndarray, norm: str, eta: float | None, opts: SolverOptions,
+                      residual_tol: float) -> tuple[Factorization, tuple, str, SolveInfo]:
+    """One SDP solve of a dense factor and the recovery of its primal and dual."""
+    if norm == "gamma_f":
+        res = solve_gamma_f_sdp(W, opts)
+        q = recovery.normalized_weights(res.diag_multipliers)
+        candidates = {"gram": lambda: recovery.factorization_from_gram(W, res.X),
+                      "weights": lambda: recovery.factorization_from_weights(W, None, q)}
+        route, fact = _best_candidate(W, candidates, norm, residual_tol)
+        return fact, (q,), route, res.info
+    if norm == "gamma_2":
+        res = solve_gamma_2_sdp(W, opts)
+        p = recovery.normalized_weights(res.row_multipliers)
+        q = recovery.normalized_weights(res.col_multipliers)
+        candidates = {"gram": lambda: recovery.factorization_from_gram(W, res.X),
+                      "weights": lambda: recovery.factorization_from_weights(W, p, q)}
+        route, fact = _best_candidate(W, candidates, norm, residual_tol)
+        return fact, (p, q), route, res.info
+    w_max = float(np.max(np.abs(W)))
+    if eta >= w_max:
+        raise ValueError(f"eta = {eta:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
+                         "so γ₂(W; η) = 0 and there is nothing to plan")
+    res = solve_approx_gamma_2_sdp(W, eta, opts)
+    fact = recovery.factorization_from_psd_blocks(W, res.P, eta)
+    return fact, (recovery.approx_witness_from_dual(W, res.Y),), "psd-blocks", res.info
+
+
+def _best_candidate(W: np.ndarray, candidates: dict, norm: str,
+                    residual_tol: float) -> tuple[str, Factorization]:
+    """The candidate with the smallest value among those with ``||W − RA||_max`` in tolerance."""
+    limit = residual_tol * max(1.0, float(np.max(np.abs(W))))
+    best: tuple[str, Factorization] | None = None
+    errors = []
+    for name, build in candidates.items():
+        try:
+            f = build()
+        except (ValueError, np.linalg.LinAlgError) as exc:
+            errors.append(f"{name}: {exc}")
+            continue
+        res = float(np.max(np.abs(W - f.R_factors[0] @ f.A_factors[0])))
+        if not res <= limit:
+            errors.append(f"{name}: residual {res:.3g} > {limit:.3g}")
+            continue
+        if best is None or f.value(norm) < best[1].value(norm):
+            best = (name, f)
+    if best is None:
+        raise CertificateInvalidError("no primal factorization could be recovered from the "
+                                      "solver output: " + "; ".join(errors))
+    return best
+

@@ -1,0 +1,50 @@
+"""The γ_F SDP (MATH.md §2.1; seed 003 §3.1), through cvxpy.
+
+    k · γ_F(W)² = min { tr(W X⁻¹ Wᵀ) : X ⪰ 0, diag(X) ≤ 1 }
+                = min { tr(T) : [[X, Bᵀ], [B, T]] ⪰ 0, diag(X) ≤ 1 }
+
+where ``B`` (r×N, r = rank W) is any matrix with ``BᵀB = WᵀW`` (taken from the SVD of W),
+so the PSD cone has size N + r, never k + N. The multipliers λ of ``diag(X) ≤ 1`` are the
+dual witness q (after normalisation) of ``factorize.certificate.gamma_f_lower``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cvxpy as cp
+import numpy as np
+
+from solvers.backends import SolveInfo, SolverOptions, solve_cvxpy
+
+
+@dataclass(frozen=True)
+class GammaFSDPResult:
+    """Raw SDP output: the primal Gram matrix X = AᵀA and the multipliers of diag X ≤ 1."""
+
+    X: np.ndarray
+    diag_multipliers: np.ndarray
+    info: SolveInfo
+
+
+def row_space_factor(W: np.ndarray, rel_tol: float = 1e-12) -> np.ndarray:
+    """``B = diag(s) Vᵀ`` (r×N) from the SVD of W, so ``BᵀB = WᵀW``, rank-revealing."""
+    _, s, Vt = np.linalg.svd(W, full_matrices=False)
+    keep = s > rel_tol * (s[0] if s.size else 0.0)
+    if not np.any(keep):
+        raise ValueError("the workload is the zero matrix: every factorization norm is 0")
+    return s[keep, None] * Vt[keep]
+
+
+def solve_gamma_f_sdp(W: np.ndarray, opts: SolverOptions) -> GammaFSDPResult:
+    """Solve the γ_F SDP of the dense workload W (k×N)."""
+    B = row_space_factor(W)
+    B = B / np.linalg.norm(B, 2)  # unit spectral norm: first-order back-ends converge faster
+    r, N = B.shape
+    X = cp.Variable((N, N), symmetric=True)
+    T = cp.Variable((r, r), symmetric=True)
+    box = cp.diag(X) <= 1
+    problem = cp.Problem(cp.Minimize(cp.trace(T)), [cp.bmat([[X, B.T], [B, T]]) >> 0, box])
+    info = solve_cvxpy(problem, opts, f"γ_F SDP of a {W.shape[0]}×{N} workload (rank {r})")
+    return GammaFSDPResult(X=np.asarray(X.value), diag_multipliers=np.asarray(box.dual_value).ravel(),
+                           info=info)
