@@ -38,9 +38,8 @@ def solve_gamma_2_sdp(W: np.ndarray, opts: SolverOptions, rel_tol: float = 1e-12
     if not np.any(keep):
         raise ValueError("the workload is the zero matrix: every factorization norm is 0")
     C = U[:, keep]                         # k×r, W = C B
-    # Scale so that the identity strategy has value 1 (max row norm of W): the optimum
-    # then lies in [(lower/upper)², 1], which first-order back-ends need.
-    B = (s[keep, None] * Vt[keep]) / float(np.sqrt(np.max(np.einsum("ij,ij->i", W, W))))
+    B = s[keep, None] * Vt[keep]           # r×N; unscaled: measured fastest for SCS on
+    #                                        prefix and marginals (reports/bench_core.md)
     r, N = B.shape
     X = cp.Variable((N, N), symmetric=True)
     S = cp.Variable((r, r), symmetric=True)
