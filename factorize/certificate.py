@@ -17,6 +17,8 @@ Lower bounds (dual witnesses), all homogeneous so any non-negative weights are v
 * approximate γ₂ with entrywise radius η (seed 003 Lemma 12 with the radius made
   explicit, MATH.md §2.1): for U ≠ 0 and d with ``diag(d) − ½[[0, U], [Uᵀ, 0]] ⪰ 0``,
   ``γ₂(W; η) ≥ (⟨W, U⟩ − η ||U||_1) / Σd``  (Σd ≥ γ₂*(U) by the Grothendieck SDP).
+  Both bounds are stated for the effective radius ``η_eff = max(η, ||W − RA||_max)``,
+  which ``verify`` requires to be within η + residual_tol.
 
 For Kronecker workloads ``W = ⊗W_i`` the weights are Kronecker products ``q = ⊗q_i``
 (and ``p = ⊗p_i``); trace norms, Σq and k are multiplicative, so the bound is the
@@ -229,7 +231,12 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
         details["grothendieck_psd_margin"] = margin
         if margin < 0:
             failures.append(f"diag(d) − ½M_U is not certified PSD (λ_min margin {margin:.3g})")
-        lower = approx_gamma_2_lower(W0, w.U, w.d, float(cert.eta))
+        # R·A is within η only up to rounding / solver feasibility; the upper bound is then
+        # one for γ₂(W; residual), so the lower bound is taken at the same effective radius
+        # (γ₂(W; ·) is non-increasing): both bound γ₂(W; η_eff), η ≤ η_eff ≤ η + tolerance.
+        eta_eff = max(float(cert.eta), residual)
+        details["eta_effective"] = eta_eff
+        lower = approx_gamma_2_lower(W0, w.U, w.d, eta_eff)
 
     if not lower > 0:
         failures.append(f"lower bound {lower:.3g} is not positive")

@@ -135,7 +135,7 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
             continue
         opts = options.remaining(time.perf_counter() - start)
         by_fingerprint[fp] = _solve_dense(leaf.dense(), norm, eta, opts, residual_tol,
-                                          gap_target=gap_tol / (2 * len(leaves)))
+                                          gap_target=_leaf_gap_target(gap_tol, len(leaves)))
 
     fact = kron_compose([by_fingerprint[fp][0] for fp in order])
     parts = [by_fingerprint[fp][1] for fp in order]
@@ -195,6 +195,15 @@ def _solve_dense(W: np.ndarray, norm: str, eta: float | None, opts: SolverOption
     return fact, parts, report
 
 
+def _leaf_gap_target(gap_tol: float, n_leaves: int) -> float:
+    """Per-factor gap so that the composed gap Π(1 + g_i) − 1 stays within ``gap_tol``.
+
+    Upper and lower bounds multiply over the Kronecker factors, so the composed ratio is
+    the product of the factors' ratios; 0.9 leaves room for the composed rounding.
+    """
+    return 0.9 * ((1.0 + gap_tol) ** (1.0 / n_leaves) - 1.0)
+
+
 def _leaf_gap(W: np.ndarray, norm: str, eta: float | None, fact: Factorization, parts: tuple,
               residual_tol: float) -> float:
     """The certified relative gap of one factor's certificate (inf if it does not verify)."""
@@ -229,7 +238,8 @@ def _solve_dense_once(W: np.ndarray, norm: str, eta: float | None, opts: SolverO
         raise ValueError(f"eta = {eta:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
                          "so γ₂(W; η) = 0 and there is nothing to plan")
     res = solve_approx_gamma_2_sdp(W, eta, opts)
-    fact = recovery.factorization_from_psd_blocks(W, res.P, eta)
+    radius = eta + 0.5 * residual_tol * max(1.0, w_max)  # half of verify's slack
+    fact = recovery.factorization_from_psd_blocks(W, res.P, radius)
     return fact, (recovery.approx_witness_from_dual(W, res.Y),), "psd-blocks", res.info
 
 

@@ -50,14 +50,14 @@ def factorization_from_weights(W: np.ndarray, p: np.ndarray | None, q: np.ndarra
     return Factorization.dense(R, A).normalized()
 
 
-def factorization_from_psd_blocks(W: np.ndarray, P: np.ndarray, eta: float) -> Factorization:
+def factorization_from_psd_blocks(W: np.ndarray, P: np.ndarray, radius: float) -> Factorization:
     """Approximate γ₂ primal from ``P = GᵀG``: ``R = G[:, :k]ᵀ``, ``A = G[:, k:]``.
 
     ``R·A = P₁₂`` is within η of W only up to the solver's feasibility tolerance. When it
     is not, blend with the exact factorization ``W = W·I``: the stacked pair
     ``[√(1−λ) R, √λ W]·[√(1−λ) A; √λ I]`` equals ``(1−λ) R A + λ W``, whose distance to W
-    is ``(1−λ) ||RA − W||_max``; λ = 1 − η/dist makes it exactly η (norms change by at most
-    the same convex combination of squares).
+    is ``(1−λ) ||RA − W||_max``; λ = 1 − radius/dist brings it within ``radius`` (η plus the
+    residual tolerance of ``verify``); norms change by the same convex combination of squares.
     """
     k = W.shape[0]
     P = 0.5 * (P + P.T)
@@ -66,8 +66,8 @@ def factorization_from_psd_blocks(W: np.ndarray, P: np.ndarray, eta: float) -> F
     G = np.sqrt(w[keep])[:, None] * V[:, keep].T
     R, A = G[:, :k].T, G[:, k:]
     dist = float(np.max(np.abs(R @ A - W)))
-    if dist > eta:
-        lam = 1.0 - eta / dist * (1.0 - 4 * norms.UNIT_ROUNDOFF * W.size)
+    if dist > radius:
+        lam = 1.0 - radius / dist * (1.0 - 4 * norms.UNIT_ROUNDOFF * W.size)
         a, b = np.sqrt(1.0 - lam), np.sqrt(lam)
         R = np.hstack([a * R, b * W])
         A = np.vstack([a * A, b * np.eye(W.shape[1])])

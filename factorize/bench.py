@@ -1,0 +1,158 @@
+"""``factorize bench``: the planner's back-ends side by side, written to ``reports/``.
+
+Cases (issue 2): prefix n ∈ {16, 32, 64, 128} and all-range n ∈ {16, 32, 64}, for γ_F and γ₂,
+with every available back-end, plus ``kron(prefix:64,prefix:64,prefix:64)``. Each case
+runs in a fresh subprocess (``python -m factorize.bench CASE…``) so its peak resident
+memory is its own; a baseline process that only imports the stack is measured in the
+same run. Columns: value, certified relative gap, seconds, peak RSS, and the time
+relative to the fastest back-end on the same case. Cost growth: the SDP cone has size
+N + rank(W) (never k + N), so each interior-point iteration costs O((N + r)^6) with a
+dense KKT (Clarabel), each first-order iteration O((N + r)^3) (SCS: one eigendecomposition).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FULL_CASES = ([f"prefix:{n}" for n in (16, 32, 64, 128)]
+              + [f"allrange:{n}" for n in (16, 32, 64)])
+QUICK_CASES = ["prefix:16", "allrange:16"]
+KRON_CASE = "kron(prefix:64,prefix:64,prefix:64)"
+
+
+def _run_case(spec: str, norm: str, backend: str, time_limit: float) -> dict:
+    cmd = [sys.executable, "-m", "factorize.bench", "--case", spec, norm, backend, str(time_limit)]
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit + 120)
+    except subprocess.TimeoutExpired:
+        return {"status": f"killed after {time_limit + 120:.0f} s"}
+    wall = time.perf_counter() - start
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"status": f"failed: {err[:200]}", "wall": wall}
+    out = json.loads(lines[-1])
+    out["wall"] = wall
+    return out
+
+
+def _case_main(spec: str, norm: str, backend: str, time_limit: float) -> None:
+    """Run one case in this process and print one JSON line (used by the subprocesses)."""
+    from factorize.planner import solve
+    from solvers import SolverError, SolverOptions
+
+    try:
+        r = solve(spec, norm, options=SolverOptions(backend=backend, time_limit=time_limit))
+        out = {"status": "ok", "value": r.value, "lower": r.lower, "gap": r.gap,
+               "seconds": r.seconds, "eps": min(s.eps for s in r.solves)}
+    except SolverError as exc:
+        out = {"status": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+def _baseline_rss() -> float:
+    code = ("import resource, factorize.planner, cvxpy, scs, clarabel;"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)")
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.strip())
+
+
+def machine_description() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.platform()}"
+
+
+def run_core_benchmark(out: str, quick: bool = False, solvers: tuple[str, ...] | None = None,
+                       time_limit: float = 300.0) -> list[dict]:
+    """Run every case, write a Markdown table to ``out`` and a JSON twin next to it."""
+    from factorize.io.result_file import versions
+    from solvers import available_backends
+
+    backends = solvers or available_backends()
+    cases = QUICK_CASES if quick else FULL_CASES
+    rows = []
+    for spec in cases:
+        for norm in ("gamma_f", "gamma_2"):
+            for backend in backends:
+                r = _run_case(spec, norm, backend, time_limit)
+                rows.append({"workload": spec, "norm": norm, "backend": backend, **r})
+                print(json.dumps(rows[-1]), flush=True)
+    if not quick:
+        for norm in ("gamma_f", "gamma_2"):
+            r = _run_case(KRON_CASE, norm, "scs", time_limit)
+            rows.append({"workload": KRON_CASE, "norm": norm, "backend": "scs", **r})
+            print(json.dumps(rows[-1]), flush=True)
+    _add_ratios(rows)
+    base = _baseline_rss()
+    _write_markdown(Path(out), rows, base, backends, time_limit, versions())
+    Path(out).with_suffix(".json").write_text(json.dumps(
+        {"machine": machine_description(), "baseline_rss_mb": base, "rows": rows}, indent=1))
+    return rows
+
+
+def _add_ratios(rows: list[dict]) -> None:
+    best: dict[tuple, float] = {}
+    for r in rows:
+        if r.get("status") == "ok":
+            key = (r["workload"], r["norm"])
+            best[key] = min(best.get(key, float("inf")), r["seconds"])
+    for r in rows:
+        if r.get("status") == "ok":
+            r["ratio_to_fastest"] = r["seconds"] / best[(r["workload"], r["norm"])]
+
+
+def _write_markdown(path: Path, rows: list[dict], base: float, backends, time_limit: float,
+                    vers: dict) -> None:
+    lines = [
+        "# Planner core benchmark (generic SDP back-ends)",
+        "",
+        f"- generated: {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}",
+        f"- machine: {machine_description()}",
+        f"- versions: {', '.join(f'{k} {v}' for k, v in vers.items())}",
+        f"- back-ends: {', '.join(backends)}; per-case time limit {time_limit:g} s",
+        f"- command: `factorize bench --out {path}`",
+        f"- baseline peak RSS of a process that only imports the stack: {base:.0f} MB",
+        "- value = certified upper bound (the returned factorization's norm); gap = upper/lower − 1,",
+        "  both recomputed by `certificate.verify` (SVD / eigenvalue, no solver); eps = the tightest",
+        "  back-end tolerance the tolerance continuation needed to reach gap ≤ 1e-6.",
+        "",
+        "| workload | norm | back-end | status | value | gap | eps | seconds | × fastest | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.get("status") == "ok":
+            lines.append(f"| {r['workload']} | {r['norm']} | {r['backend']} | ok | {r['value']:.10f} | "
+                         f"{r['gap']:.2e} | {r['eps']:g} | {r['seconds']:.2f} | "
+                         f"{r['ratio_to_fastest']:.1f} | {r['peak_rss_mb']:.0f} |")
+        else:
+            rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "–"
+            lines.append(f"| {r['workload']} | {r['norm']} | {r['backend']} | {r['status']} | – | – | – | "
+                         f"– | – | {rss} |")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--case":
+        _case_main(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
+    else:
+        sys.exit("usage: python -m factorize.bench --case SPEC NORM BACKEND TIME_LIMIT "
+                 "(use `factorize bench` for the whole benchmark)")

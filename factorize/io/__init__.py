@@ -1,0 +1,1 @@
+"""File formats (I/O only; no math here). Nothing is ever pickled."""

@@ -1,0 +1,49 @@
+"""A solve that fails, stalls, times out or is inaccurate raises an error saying which."""
+
+from __future__ import annotations
+
+import pytest
+
+from factorize.planner import solve
+from solvers import (BackendUnavailableError, CertificateGapError, SolverInaccurateError,
+                     SolverOptions, SolverTimeLimitError, mosek_available)
+
+
+def test_iteration_cap_raises_inaccurate():
+    with pytest.raises(SolverInaccurateError, match="iteration cap of 5"):
+        solve("prefix:32", "gamma_2", options=SolverOptions(backend="scs", eps=1e-10, max_iters=5))
+
+
+def test_time_limit_raises():
+    with pytest.raises(SolverTimeLimitError, match="time limit"):
+        solve("allrange:24", "gamma_2", options=SolverOptions(backend="scs", eps=1e-12, time_limit=0.05))
+
+
+def test_unreachable_gap_raises_with_numbers():
+    with pytest.raises(CertificateGapError, match=r"certified relative gap .* exceeds the requested 1e-14"):
+        solve("prefix:16", "gamma_2", gap_tol=1e-14)
+
+
+def test_loose_tolerance_is_refused_not_returned():
+    """A loose explicit eps yields a loose certificate, which the planner refuses."""
+    with pytest.raises(CertificateGapError):
+        solve("allrange:16", "gamma_2", options=SolverOptions(backend="scs", eps=1e-2))
+
+
+@pytest.mark.skipif(mosek_available(), reason="MOSEK is licensed here; the refusal path cannot be shown")
+def test_mosek_without_license_is_a_clear_error():
+    with pytest.raises(BackendUnavailableError, match="MOSEK"):
+        solve("prefix:4", "gamma_f", options=SolverOptions(backend="mosek"))
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="back-end"):
+        SolverOptions(backend="cplex")
+    with pytest.raises(ValueError, match="eps"):
+        SolverOptions(eps=2.0)
+    with pytest.raises(ValueError, match="eta"):
+        solve("prefix:4", "approx_gamma_2")
+    with pytest.raises(ValueError, match="eta"):
+        solve("prefix:4", "gamma_f", eta=0.1)
+    with pytest.raises(ValueError, match="unknown norm"):
+        solve("prefix:4", "gamma_3")
