@@ -51,6 +51,10 @@ class FactorSolve:
     eps: float  # the back-end tolerance of the solve that was kept
     gap: float  # the factor's own certified relative gap
 
+    def to_dict(self) -> dict:
+        """Plain-JSON form (shape as a list)."""
+        return {**self.__dict__, "shape": list(self.shape)}
+
 
 @dataclass(frozen=True)
 class CertifiedFactorization:
@@ -102,7 +106,7 @@ class CertifiedFactorization:
             "verified": self.verification.passed,
             "seconds": self.seconds,
             "kron_factors": len(self.factorization.R_factors),
-            "solves": [s.__dict__ | {"shape": list(s.shape)} for s in self.solves],
+            "solves": [s.to_dict() for s in self.solves],
         }
 
 

@@ -61,7 +61,7 @@ def save_result(result, path: str | Path) -> None:
                      "shape": list(result.workload.shape)},
         "bounds_when_saved": {"upper": v.upper, "lower": v.lower, "gap": v.gap,
                               "residual": v.residual},
-        "solves": [s.__dict__ | {"shape": list(s.shape)} for s in result.solves],
+        "solves": [s.to_dict() for s in result.solves],
         "seconds": result.seconds,
         "versions": versions(),
     }
