@@ -1,0 +1,25 @@
+"""Execution engines: turn private records into a histogram ``h`` over a :class:`workloads.Domain`.
+
+- :func:`histogram_duckdb`: from a CSV or Parquet file, computed inside an embedded DuckDB
+  (records are never loaded as Python objects).
+- :func:`histogram_numpy`: from an in-memory ``(n, d)`` records array (reference engine).
+- :func:`histogram_from_npy`: load and validate a histogram saved with ``np.save``.
+
+All return int64 arrays of length ``domain.size`` in the cell order of
+:meth:`workloads.Domain.index` and raise :class:`DataError`, whose messages never contain
+record values.
+"""
+
+from ._common import MAX_HISTOGRAM_CELLS
+from .duckdb_engine import INTEGER_PATTERN, histogram_duckdb
+from .errors import DataError
+from .numpy_engine import histogram_from_npy, histogram_numpy
+
+__all__ = [
+    "INTEGER_PATTERN",
+    "MAX_HISTOGRAM_CELLS",
+    "DataError",
+    "histogram_duckdb",
+    "histogram_from_npy",
+    "histogram_numpy",
+]

@@ -1,0 +1,342 @@
+"""Histograms of private records computed inside an embedded DuckDB, from CSV or Parquet.
+
+:func:`histogram_duckdb` never loads records as Python objects. With one scan of the file
+DuckDB groups the rows by their raw values (``GROUP BY`` all domain columns, into an
+in-memory temporary table of distinct value tuples with their counts); every check then runs
+in SQL on that small table, weighted by the counts, and -- only when all checks pass -- the
+histogram is a second ``GROUP BY`` on the cell index expression
+``Σ_j code_j · stride_j`` (row-major strides of :class:`workloads.Domain`, attribute 0
+slowest), fetched as two NumPy columns (cell, count).
+
+Grouping by raw values first makes the checks cheap (they run once per distinct value, not
+once per row), lets one scan serve both the checks and the histogram (so the file cannot
+change between them), and lets DuckDB use its perfect-hash aggregate on Parquet integer
+columns whose min/max statistics are small.
+
+CSV files are read with every column as ``VARCHAR`` and an explicit dialect (comma, double
+quote, header row required): DuckDB's numeric casts accept ``"1.5"`` (rounded to 2),
+``"0x10"`` and ``"1_000"``, so integers are instead recognised with the pattern
+``[+-]?[0-9]+(\\.0*)?`` (surrounding spaces allowed; ``"3.0"`` is 3, ``"1e3"`` is refused).
+
+Records are private: error messages name columns and count rows, never show values. DuckDB's
+own error messages can quote a CSV line, so they are replaced by a summary (line number and
+kind of problem). Spilling to disk is disabled (``temp_directory=''``): no intermediate
+result derived from the records is written outside memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workloads.domain import Domain
+
+from ._common import check_domain, format_problems
+from .errors import DataError
+from .numpy_engine import histogram_from_npy, histogram_numpy
+
+__all__ = ["INTEGER_PATTERN", "histogram_duckdb", "histogram_from_npy", "histogram_numpy"]
+
+#: How an integer must be written in a text (CSV or string) column, after trimming spaces.
+INTEGER_PATTERN = r"[+-]?[0-9]+(\.0*)?"
+
+_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+_INT_TYPES = frozenset(
+    ["TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT", "UHUGEINT"]
+)
+_FLOAT_TYPES = frozenset(["FLOAT", "DOUBLE", "REAL"])
+_COUNT = "__factorize_count"
+# Perfect-hash aggregation tables have 2**bits entries per thread; allow it up to this size.
+_MAX_PERFECT_HT_BITS = 22
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# -- file and columns -------------------------------------------------------------------------
+
+
+def _check_path(path: Any) -> tuple[Path, str]:
+    try:
+        p = Path(os.fspath(path))
+    except TypeError:
+        raise DataError(f"path must be a str or os.PathLike, got {type(path).__name__}") from None
+    fmt = _FORMATS.get(p.suffix.lower())
+    if fmt is None:
+        raise DataError(
+            f"unsupported data file suffix {p.suffix!r} for {str(p)!r}: expected .csv, .parquet or .pq"
+        )
+    if any(ch in str(p) for ch in "*?[]{}"):
+        raise DataError(f"data file path {str(p)!r} contains glob characters; give a single plain file path")
+    if not p.is_file():
+        raise DataError(f"data file {str(p)!r} does not exist or is not a regular file")
+    return p, fmt
+
+
+def _source_columns(domain: Domain, columns: Sequence[str] | None) -> list[str]:
+    if columns is None:
+        return list(domain.attributes)
+    if isinstance(columns, str):
+        raise DataError("columns must be a sequence of column names, got a single string")
+    cols = list(columns)
+    if len(cols) != len(domain):
+        raise DataError(
+            f"columns gives {len(cols)} names but the domain has {len(domain)} attributes "
+            f"{list(domain.attributes)}; give one file column per attribute, in domain order"
+        )
+    if not all(isinstance(c, str) and c for c in cols):
+        raise DataError("columns must be non-empty strings")
+    if len(set(cols)) != len(cols):
+        raise DataError(f"columns repeats a name: {cols}")
+    return cols
+
+
+def _csv_header(p: Path) -> list[str]:
+    """Column names from the first row (names are schema, not record values)."""
+    try:
+        with open(p, newline="", encoding="utf-8-sig") as fh:
+            header = next(csv.reader(fh, delimiter=",", quotechar='"', doublequote=True, strict=True), None)
+    except (csv.Error, UnicodeDecodeError):
+        raise DataError(f"cannot parse the header row of CSV file {str(p)!r} (comma-separated UTF-8 expected)") from None
+    except OSError as exc:
+        raise DataError(f"cannot read CSV file {str(p)!r}: {exc.strerror or type(exc).__name__}") from None
+    if header is None:
+        raise DataError(f"CSV file {str(p)!r} is empty: a header row naming the columns is required")
+    if not header or header == [""]:
+        raise DataError(f"CSV file {str(p)!r} starts with an empty line: a header row naming the columns is required")
+    return header
+
+
+def _match_columns(
+    file_names: list[str], wanted: list[str], strict: bool, what: str
+) -> list[int]:
+    """Positions in ``file_names`` of the ``wanted`` columns; DataError on missing/extra/repeated.
+
+    If some wanted column is missing, the other header fields are counted but not named: the
+    "header" may in fact be a first record (a file without header row).
+    """
+    missing = [c for c in wanted if c not in file_names]
+    others = [c for c in file_names if c not in wanted]
+    if missing:
+        hint = ""
+        if len(missing) == len(wanted):
+            hint = " -- none of the domain's columns were found; does the file start with a header row?"
+        raise DataError(
+            f"{what} lacks column(s) {missing} needed by the domain (it has {len(file_names)} columns, "
+            f"{len(others)} of them not in the domain; their names are not shown){hint}"
+        )
+    repeated = sorted({c for c in wanted if file_names.count(c) > 1})
+    if repeated:
+        raise DataError(f"{what} has more than one column named {repeated}")
+    if others and strict:
+        raise DataError(
+            f"{what} has column(s) {others} that are not domain attributes; remove them, or pass "
+            f"allow_extra_columns=True (or columns=[...]) to ignore them"
+        )
+    return [file_names.index(c) for c in wanted]
+
+
+# -- per-column SQL ---------------------------------------------------------------------------
+
+
+def _column_sql(col: str, sql_type: str, size: int, name: str) -> tuple[str, str]:
+    """``(status, code)`` SQL expressions for one column reference ``col``.
+
+    ``status`` is 0 (valid), 1 (missing: NULL / empty / NaN), 2 (not an integer) or
+    3 (outside ``0..size-1``); ``code`` is the BIGINT value, used only when status is 0.
+    """
+    t = sql_type.upper()
+    hi = size - 1
+    if t in _INT_TYPES or t == "BOOLEAN":
+        v = f"CAST({col} AS BIGINT)" if t == "BOOLEAN" else col
+        status = f"CASE WHEN {col} IS NULL THEN 1 WHEN {v} < 0 OR {v} > {hi} THEN 3 ELSE 0 END"
+        return status, f"CAST({col} AS BIGINT)"
+    if t in _FLOAT_TYPES or t.startswith(("DECIMAL", "NUMERIC")):
+        nan = f" OR isnan({col})" if t in _FLOAT_TYPES else ""
+        inf = f"isinf({col}) OR " if t in _FLOAT_TYPES else ""
+        status = (
+            f"CASE WHEN {col} IS NULL{nan} THEN 1 WHEN {inf}{col} <> trunc({col}) THEN 2 "
+            f"WHEN {col} < 0 OR {col} > {hi} THEN 3 ELSE 0 END"
+        )
+        return status, f"CAST({col} AS BIGINT)"
+    if t == "VARCHAR" or t.startswith("VARCHAR("):
+        s = f"trim({col})"
+        status = (
+            f"CASE WHEN {col} IS NULL OR {s} = '' THEN 1 "
+            f"WHEN NOT regexp_full_match({s}, {_literal(INTEGER_PATTERN)}) THEN 2 "
+            f"WHEN coalesce(TRY_CAST({s} AS BIGINT) NOT BETWEEN 0 AND {hi}, true) THEN 3 ELSE 0 END"
+        )
+        return status, f"CAST({s} AS BIGINT)"
+    raise DataError(f"column {name!r} has type {sql_type}, which cannot hold integer codes")
+
+
+def _perfect_ht_bits(domain: Domain) -> int:
+    # DuckDB needs about bit_length(range) (+1 for NULL) bits per grouped column.
+    need = sum(int(s).bit_length() + 1 for s in domain.sizes)
+    return max(12, min(need, _MAX_PERFECT_HT_BITS))
+
+
+_CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
+_CSV_COLUMNS = re.compile(r"Expected Number of Columns: (\d+) Found: (\d+)")
+
+
+def _read_error(exc: Exception, p: Path, fmt: str) -> DataError:
+    """A DataError for a DuckDB failure, without DuckDB's text (it may quote record contents)."""
+    kind = type(exc).__name__
+    text = str(exc)
+    if "OutOfMemory" in kind:
+        return DataError(f"DuckDB ran out of memory while reading {str(p)!r} ({kind})")
+    line = _CSV_LINE.search(text)
+    if fmt == "csv" and line:
+        cols = _CSV_COLUMNS.search(text)
+        if cols:
+            why = f"expected {cols.group(1)} fields, found {cols.group(2)}"
+        elif "unterminated quote" in text:
+            why = "unterminated quote"
+        elif "unicode" in text.lower() or "utf" in text.lower():
+            why = "invalid UTF-8"
+        else:
+            why = "malformed row"
+        return DataError(
+            f"cannot parse CSV file {str(p)!r}: line {line.group(1)}: {why} "
+            f"(DuckDB's message is withheld: it may quote record contents)"
+        )
+    what = "CSV" if fmt == "csv" else "Parquet"
+    return DataError(
+        f"DuckDB cannot read {what} file {str(p)!r} ({kind}; its message is withheld: it may quote record contents)"
+    )
+
+
+# -- the engine -------------------------------------------------------------------------------
+
+
+def histogram_duckdb(
+    path: str | os.PathLike[str],
+    domain: Domain,
+    *,
+    columns: Sequence[str] | None = None,
+    allow_extra_columns: bool = False,
+    threads: int | None = None,
+) -> np.ndarray:
+    """Histogram (int64, length ``domain.size``) of the records in a CSV or Parquet file.
+
+    Parameters
+    ----------
+    path:
+        ``.csv`` (comma-separated, UTF-8, header row required), ``.parquet`` or ``.pq``.
+    domain:
+        The domain; ``domain.size`` must be at most ``2**40`` (else use marginals: a
+        projection of the domain onto a few attributes).
+    columns:
+        File column holding each domain attribute, in domain order (default: the attribute
+        names). When given, other columns of the file are ignored.
+    allow_extra_columns:
+        Ignore file columns that are not domain attributes (default: they are an error).
+    threads:
+        DuckDB worker threads (default: DuckDB's, the number of cores).
+
+    Every value must be an integer in ``0 .. sizes[j]-1``: integer or boolean columns,
+    integral float/decimal values, or text matching :data:`INTEGER_PATTERN`. NULL, empty
+    and NaN values, non-integers (``1.5``, ``abc``) and out-of-range values are counted per
+    column and reported in one :class:`DataError` (no values shown); so are an empty file,
+    missing or unexpected columns, unparsable rows and unsupported column types.
+    """
+    domain = check_domain(domain)
+    p, fmt = _check_path(path)
+    wanted = _source_columns(domain, columns)
+    strict = columns is None and not allow_extra_columns
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise DataError(f"threads must be a positive int or None, got {threads!r}")
+
+    import duckdb  # deferred: importing factorize.engines should not require loading DuckDB
+
+    config: dict[str, Any] = {
+        "temp_directory": "",  # never spill data derived from records to disk
+        "preserve_insertion_order": False,
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "perfect_ht_threshold": _perfect_ht_bits(domain),
+    }
+    if threads is not None:
+        config["threads"] = threads
+    con = duckdb.connect(":memory:", config=config)
+    try:
+        return _histogram(con, p, fmt, domain, wanted, strict)
+    except duckdb.Error as exc:
+        raise _read_error(exc, p, fmt) from None
+    finally:
+        con.close()
+
+
+def _histogram(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str], strict: bool) -> np.ndarray:
+    """The three steps; DuckDB errors are turned into DataError by the caller."""
+    d = len(domain)
+    if fmt == "csv":
+        header = _csv_header(p)
+        pos = _match_columns(header, wanted, strict, f"CSV file {str(p)!r}")
+        # Positional internal names avoid DuckDB's case-insensitive identifiers and renaming.
+        spec = ", ".join(f"{_literal(f'c{i}')}: 'VARCHAR'" for i in range(len(header)))
+        source = (
+            f"read_csv({_literal(str(p))}, header = true, auto_detect = false, columns = {{{spec}}}, "
+            f"delim = ',', quote = '\"', escape = '\"', strict_mode = true, null_padding = false)"
+        )
+        refs = [_ident(f"c{i}") for i in pos]
+        types = ["VARCHAR"] * d
+    else:
+        source = f"read_parquet({_literal(str(p))})"
+        described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+        names = [str(r[0]) for r in described]
+        pos = _match_columns(names, wanted, strict, f"Parquet file {str(p)!r}")
+        refs = [_ident(names[i]) for i in pos]
+        types = [str(described[i][1]) for i in pos]
+
+    # Per-column status/code on the grouped table g(v0..v{d-1}, count).
+    status_code = [_column_sql(_ident(f"v{j}"), types[j], s, domain.attributes[j]) for j, s in enumerate(domain.sizes)]
+
+    # 1. One scan: distinct raw value tuples with their counts (in memory only).
+    select = ", ".join(f"{r} AS {_ident(f'v{j}')}" for j, r in enumerate(refs))
+    con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM {source} GROUP BY ALL")
+
+    # 2. Checks: one aggregate query, per-column counts weighted by the group counts.
+    statuses = ", ".join(f"{st} AS {_ident(f's{j}')}" for j, (st, _) in enumerate(status_code))
+    aggs = ", ".join(
+        f"sum({_COUNT}) FILTER (WHERE {_ident(f's{j}')} = {k})" for j in range(d) for k in (1, 2, 3)
+    )
+    row = con.execute(f"SELECT sum({_COUNT}), {aggs} FROM (SELECT {_COUNT}, {statuses} FROM g)").fetchone()
+    n_rows = int(row[0] or 0)
+    if n_rows == 0:
+        raise DataError(f"data file {str(p)!r} has no records (0 rows): refusing to build an empty histogram")
+    counts = [tuple(int(row[1 + 3 * j + k] or 0) for k in range(3)) for j in range(d)]
+    msg = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)  # type: ignore[arg-type]
+    if msg:
+        raise DataError(f"data file {str(p)!r}: {msg}")
+
+    # 3. The histogram: GROUP BY the cell index Σ_j code_j · stride_j (row-major strides).
+    strides = [1] * d
+    for j in range(d - 2, -1, -1):
+        strides[j] = strides[j + 1] * domain.sizes[j + 1]
+    index = " + ".join(f"{code} * {stride}" for (_, code), stride in zip(status_code, strides))
+    res = con.execute(
+        f"SELECT cell, CAST(sum({_COUNT}) AS BIGINT) AS n FROM "
+        f"(SELECT {index} AS cell, {_COUNT} FROM g) GROUP BY cell"
+    ).fetchnumpy()
+    cells = np.asarray(res["cell"], dtype=np.int64)
+    cnt = np.asarray(res["n"], dtype=np.int64)
+    n_cells = domain.size
+    if cells.size and (cells.min() < 0 or cells.max() >= n_cells) or int(cnt.sum()) != n_rows:
+        raise RuntimeError("internal error: DuckDB histogram inconsistent with its checks")  # pragma: no cover
+    h = np.zeros(n_cells, dtype=np.int64)
+    h[cells] = cnt
+    return h
+

@@ -1,0 +1,146 @@
+"""In-process histograms with NumPy: from a records array, or from a saved histogram ``.npy``.
+
+:func:`histogram_numpy` is the reference the DuckDB engine is tested against; it uses the
+cell indexing of :meth:`workloads.Domain.index` (row-major, attribute 0 slowest).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workloads.domain import Domain
+from workloads.errors import DomainError
+
+from ._common import check_domain, format_problems
+from .errors import DataError
+
+__all__ = ["histogram_from_npy", "histogram_numpy"]
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _entries(count: int) -> str:
+    return "1 entry is" if count == 1 else f"{count} entries are"
+
+
+def _column_problems(col: np.ndarray, size: int) -> tuple[int, int, int]:
+    """``(missing, non_integer, out_of_range)`` counts of one column; each value counted once."""
+    if col.dtype.kind == "f":
+        missing = np.isnan(col)
+        finite = np.isfinite(col)
+        nonint = ~missing & (~finite | (col != np.round(col)))
+        ok = finite & ~nonint
+        with np.errstate(invalid="ignore"):
+            oor = ok & ((col < 0) | (col >= size))
+        return int(missing.sum()), int(nonint.sum()), int(oor.sum())
+    if col.size and col.min() >= 0 and col.max() < size:  # fast path: no temporaries
+        return 0, 0, 0
+    return 0, 0, int(np.count_nonzero((col < 0) | (col >= size)))
+
+
+def histogram_numpy(records: Any, domain: Domain) -> np.ndarray:
+    """Histogram (int64, length ``domain.size``) of ``records``, an ``(n, d)`` array.
+
+    Column ``j`` holds attribute ``domain.attributes[j]``; values must be integers in
+    ``0 .. sizes[j]-1`` (integer, boolean, or integral float dtype; NaN is missing).
+    Raises :class:`DataError` (counts per column, no values) on invalid records or when
+    there are no records.
+    """
+    domain = check_domain(domain)
+    arr = np.asarray(records)
+    d = len(domain)
+    if arr.ndim != 2 or arr.shape[1] != d:
+        raise DataError(
+            f"records must be a 2-D array (n records x {d} attributes {list(domain.attributes)}), "
+            f"got shape {arr.shape}"
+        )
+    if arr.shape[0] == 0:
+        raise DataError("there are no records (0 rows): refusing to build an empty histogram")
+    kind = arr.dtype.kind
+    if kind == "b":
+        arr = arr.astype(np.int64)
+    elif kind not in "iuf":
+        raise DataError(f"records must be a numeric (integer) array, got dtype {arr.dtype}")
+    counts = [_column_problems(arr[:, j], s) for j, s in enumerate(domain.sizes)]
+    msg = format_problems(list(domain.attributes), list(domain.sizes), counts, arr.shape[0])
+    if msg:
+        raise DataError(msg)
+    try:
+        cells = domain.index(arr)
+    except DomainError as exc:  # not expected after the checks above; its messages hold no values
+        raise DataError(str(exc)) from None
+    return np.bincount(cells, minlength=domain.size).astype(np.int64, copy=False)
+
+
+def histogram_from_npy(path: str | os.PathLike[str], domain: Domain | int) -> np.ndarray:
+    """Load a histogram saved with ``np.save`` and validate it; returns int64.
+
+    ``domain`` is a :class:`~workloads.Domain` (the length must be ``domain.size``) or the
+    expected length ``N`` itself. The file is read with ``allow_pickle=False``; the array
+    must be 1-D, of a real numeric dtype, with finite, non-negative, integral entries, not
+    all zero. Raises :class:`DataError`.
+    """
+    if isinstance(domain, Domain):
+        n_cells = check_domain(domain).size
+    elif isinstance(domain, (int, np.integer)) and not isinstance(domain, bool) and int(domain) >= 1:
+        n_cells = int(domain)
+    else:
+        raise DataError(f"domain must be a workloads.Domain or a positive int N, got {type(domain).__name__}")
+    p = Path(os.fspath(path))
+    try:
+        with open(p, "rb") as fh:
+            magic = fh.read(6)
+    except FileNotFoundError:
+        raise DataError(f"histogram file {str(p)!r} does not exist") from None
+    except OSError as exc:
+        raise DataError(f"cannot read histogram file {str(p)!r} ({type(exc).__name__})") from None
+    if magic.startswith(b"PK"):
+        raise DataError(f"histogram file {str(p)!r} is an .npz archive; expected a single array (.npy)")
+    if magic != b"\x93NUMPY":
+        # np.load would treat any other file as pickled data (refused with allow_pickle=False)
+        raise DataError(f"histogram file {str(p)!r} is not a valid .npy file")
+    try:
+        h = np.load(p, allow_pickle=False)
+    except ValueError as exc:
+        if "Object arrays" in str(exc) or "pickle" in str(exc):
+            raise DataError(
+                f"histogram file {str(p)!r} holds Python objects (refused: never unpickled)"
+            ) from None
+        raise DataError(f"histogram file {str(p)!r} is not a valid .npy file") from None
+    except (OSError, EOFError):
+        raise DataError(f"histogram file {str(p)!r} is not a valid .npy file (truncated or unreadable)") from None
+    if not isinstance(h, np.ndarray):  # pragma: no cover - excluded by the magic check
+        raise DataError(f"histogram file {str(p)!r} is not a single array (.npy)")
+    where = f"histogram in {str(p)!r}"
+    if h.ndim != 1:
+        raise DataError(f"{where} must be 1-D, got shape {h.shape}")
+    if h.shape[0] != n_cells:
+        raise DataError(f"{where} has length {h.shape[0]}, expected N={n_cells}")
+    kind = h.dtype.kind
+    if kind not in "iuf":
+        raise DataError(f"{where} must have an integer or float dtype, got {h.dtype}")
+    if kind == "f":
+        bad = int(np.count_nonzero(~np.isfinite(h)))
+        if bad:
+            raise DataError(f"{where}: {_entries(bad)} not finite (NaN or infinite)")
+        bad = int(np.count_nonzero(h != np.round(h)))
+        if bad:
+            raise DataError(f"{where}: {_entries(bad)} not integral")
+        # 2**63 is exactly representable; anything >= it overflows int64
+        bad = int(np.count_nonzero(h >= 2.0**63))
+        if bad:
+            raise DataError(f"{where}: {_entries(bad)} too large for int64 counts")
+    elif kind == "u":
+        bad = int(np.count_nonzero(h > _INT64_MAX))
+        if bad:
+            raise DataError(f"{where}: {_entries(bad)} too large for int64 counts")
+    bad = int(np.count_nonzero(h < 0))
+    if bad:
+        raise DataError(f"{where}: {_entries(bad)} negative (counts must be >= 0)")
+    if not np.any(h):
+        raise DataError(f"{where} is all zeros (an empty dataset)")
+    return h.astype(np.int64)
