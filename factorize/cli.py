@@ -5,6 +5,7 @@
                     [--gap-tol G] [--json] [--out FILE]
     factorize check FILE [--json]      re-verify a saved result against its workload
     factorize bench [--quick] [--out reports/bench_core.md] [--solvers scs,clarabel]
+    factorize plan | run | verify | inspect    mechanism plans and the executor (cli_plan.py)
 
 Exit codes: 0 success; 2 bad input (workload spec, arguments, file); 3 the solver or the
 certificate failed (the message says which and why).
@@ -130,6 +131,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--solvers", default=None, help="comma-separated back-ends (default: all available)")
     b.add_argument("--time-limit", type=float, default=300.0, help="per-case limit in seconds")
     b.set_defaults(func=_bench)
+
+    from factorize.cli_plan import register
+
+    register(sub)  # plan, run, verify, inspect (mechanism plans and the executor)
     return parser
 
 

@@ -2,8 +2,9 @@
 
 Layout (a ``factorize.io.container`` file of format ``factorize-result``):
 
-* arrays ``R.i`` / ``A.i`` for each Kronecker factor i (one pair when dense);
-* the dual witness: ``q.i`` (γ_F), ``p.i`` and ``q.i`` (γ₂), or ``U`` and ``d`` (approximate γ₂);
+* arrays ``R.i`` / ``A.i`` for each Kronecker factor i (one pair when dense) and the dual
+  witness ``q.i`` / ``p.i`` / ``U``, ``d`` (naming in ``factorize.io.certificate_arrays``,
+  shared with plan files);
 * the manifest: norm, η, the workload's spec, fingerprint and shape, the bounds as verified
   when saved, the solves, and versions.
 
@@ -21,10 +22,9 @@ from typing import Any
 import numpy as np
 
 import factorize
-from factorize.certificate import (ApproxGamma2Witness, Certificate, Gamma2Witness,
-                                   GammaFWitness)
-from factorize.factorization import Factorization
+from factorize.certificate import Certificate
 from factorize.io import container
+from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays
 
 FORMAT = "factorize-result"
 SCHEMA_VERSION = 1
@@ -40,18 +40,7 @@ def save_result(result, path: str | Path) -> None:
     """Write a ``planner.CertifiedFactorization`` to ``path``."""
     cert = result.certificate
     fact = cert.factorization
-    arrays: dict[str, np.ndarray] = {}
-    for i, (R, A) in enumerate(zip(fact.R_factors, fact.A_factors)):
-        arrays[f"R.{i}"] = R
-        arrays[f"A.{i}"] = A
-    w = cert.witness
-    if isinstance(w, GammaFWitness):
-        arrays.update({f"q.{i}": q for i, q in enumerate(w.q)})
-    elif isinstance(w, Gamma2Witness):
-        arrays.update({f"p.{i}": p for i, p in enumerate(w.p)})
-        arrays.update({f"q.{i}": q for i, q in enumerate(w.q)})
-    else:
-        arrays.update({"U": w.U, "d": w.d})
+    arrays = certificate_arrays(cert)
     v = result.verification
     manifest = {
         "norm": cert.norm,
@@ -72,18 +61,8 @@ def load_result(path: str | Path) -> LoadedResult:
     """Read a result file back into a ``Certificate`` (digests and structure checked)."""
     manifest, arrays = container.read(path, FORMAT, SCHEMA_VERSION)
     try:
-        d = int(manifest["kron_factors"])
-        norm = manifest["norm"]
-        fact = Factorization(tuple(arrays[f"R.{i}"] for i in range(d)),
-                             tuple(arrays[f"A.{i}"] for i in range(d)))
-        if norm == "gamma_f":
-            witness = GammaFWitness(q=tuple(arrays[f"q.{i}"] for i in range(d)))
-        elif norm == "gamma_2":
-            witness = Gamma2Witness(p=tuple(arrays[f"p.{i}"] for i in range(d)),
-                                    q=tuple(arrays[f"q.{i}"] for i in range(d)))
-        else:
-            witness = ApproxGamma2Witness(U=arrays["U"], d=arrays["d"])
-        cert = Certificate(norm=norm, factorization=fact, witness=witness, eta=manifest.get("eta"))
+        cert = certificate_from_arrays(arrays, manifest["norm"], int(manifest["kron_factors"]),
+                                       manifest.get("eta"))
     except (KeyError, TypeError, ValueError) as exc:
         raise container.ContainerError(f"{path}: inconsistent result file ({exc})") from None
     return LoadedResult(certificate=cert, manifest=manifest)

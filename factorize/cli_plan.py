@@ -1,0 +1,215 @@
+"""``factorize plan | run | verify | inspect``: mechanism plans and the production executor.
+
+    factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
+                   [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
+                   [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
+                   [--solver scs|clarabel|mosek] [--eps E] [--time-limit S] [--gap-tol G]
+                   --out FILE.plan [--json]
+    factorize run FILE.plan --data DATA.{npy,csv,parquet} --out ANSWERS.{csv,json,parquet}
+                  [--seed N] [--allow-float-noise] [--ignore-extra-columns] [--json]
+    factorize verify FILE.plan [--no-certificate] [--json]
+    factorize inspect FILE.plan [--json]
+
+Exit codes: 0 ok; 2 bad input, refused plan or bad data; 3 solver failure.
+``--seed`` switches to reproducible *test* noise: every output is marked NOT PRIVATE.
+Call :func:`register` on the ``factorize`` sub-parsers to add the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_OK, EXIT_INPUT, EXIT_SOLVER = 0, 2, 3
+
+
+def register(subparsers: Any) -> None:
+    """Add ``plan``, ``run``, ``verify`` and ``inspect`` to an argparse sub-parsers object."""
+    p = subparsers.add_parser("plan", help="build a verified mechanism plan file")
+    p.add_argument("--workload", required=True, help="workload spec, e.g. prefix:64")
+    p.add_argument("--privacy", required=True,
+                   help='"epsilon=1,delta=1e-6" ((ε,δ)-DP), "rho=0.5" (zCDP) or "epsilon=1" (pure DP)')
+    p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
+    p.add_argument("--eta", type=float, default=None)
+    p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace"))
+    p.add_argument("--domain", default=None,
+                   help='JSON file name→size (e.g. adult-domain.json) or inline "sex=2,race=5"')
+    p.add_argument("--attributes", default=None, help="comma-separated subset/order of --domain file")
+    p.add_argument("--noise", default="auto", choices=("auto", "gaussian", "laplace", "knorm"),
+                   help="noise family (auto: Gaussian for (ε,δ)/zCDP, Laplace for pure DP; "
+                        "knorm = ℓ2-ball K-norm for pure DP, float sampler)")
+    p.add_argument("--postprocess", default="none", choices=("none", "nonneg"))
+    p.add_argument("--solver", default=None, choices=("scs", "clarabel", "mosek"))
+    p.add_argument("--eps", type=float, default=None)
+    p.add_argument("--time-limit", type=float, default=None)
+    p.add_argument("--gap-tol", type=float, default=None)
+    p.add_argument("--out", required=True, help="plan file to write")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_plan)
+
+    r = subparsers.add_parser("run", help="run a plan on private data (verifies it first)")
+    r.add_argument("plan")
+    r.add_argument("--data", required=True, help="histogram .npy or records .csv/.parquet")
+    r.add_argument("--out", required=True, help="answers .csv, .json or .parquet")
+    r.add_argument("--seed", type=int, default=None,
+                   help="TEST MODE: reproducible noise; the output is NOT PRIVATE")
+    r.add_argument("--allow-float-noise", action="store_true",
+                   help="accept a plan whose sampler is 'float' (not exact; Mironov 2012)")
+    r.add_argument("--ignore-extra-columns", action="store_true",
+                   help="records may have columns that are not domain attributes (ignored)")
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=_cmd_run)
+
+    v = subparsers.add_parser("verify", help="run the plan checks alone (no data)")
+    v.add_argument("plan")
+    v.add_argument("--no-certificate", action="store_true", help="skip the certificate re-check (SVD)")
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(func=_cmd_verify)
+
+    i = subparsers.add_parser("inspect", help="print a plan's summary")
+    i.add_argument("plan")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=_cmd_inspect)
+
+
+def _err(msg: str) -> None:
+    print(f"factorize: error: {msg}", file=sys.stderr)
+
+
+def _guarded(fn):
+    """Map exceptions to exit codes; messages never include private values (DataError)."""
+
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            from solvers.errors import SolverError
+        except Exception:  # noqa: BLE001 - the executor does not need solvers
+            SolverError = ()  # type: ignore[assignment]
+        try:
+            return fn(args)
+        except SolverError as exc:  # type: ignore[misc]
+            print(f"factorize: solver error: {exc}", file=sys.stderr)
+            return EXIT_SOLVER
+        except (ValueError, OSError, KeyError) as exc:  # PlanError, DataError, PrivacyError, …
+            _err(str(exc))
+            return EXIT_INPUT
+
+    return wrapper
+
+
+def parse_domain(text: str | None, attributes: str | None):
+    from workloads import Domain, DomainError
+
+    if text is None:
+        if attributes:
+            raise DomainError("--attributes needs --domain (a JSON file of name→size)")
+        return None
+    if text.endswith(".json") or Path(text).is_file():
+        dom = Domain.from_json(text)
+    else:
+        pairs = [p.strip() for p in text.split(",") if p.strip()]
+        mapping: dict[str, int] = {}
+        for p in pairs:
+            if p.count("=") != 1:
+                raise DomainError(f"cannot parse {p!r} in --domain {text!r}; expected name=size pairs")
+            name, size = (s.strip() for s in p.split("="))
+            try:
+                mapping[name] = int(size)
+            except ValueError:
+                raise DomainError(f"size {size!r} of {name!r} in --domain is not an integer") from None
+        dom = Domain.from_dict(mapping)
+    if attributes:
+        dom = dom.project([a.strip() for a in attributes.split(",") if a.strip()])
+    return dom
+
+
+@_guarded
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from factorize.plan.build import build_plan
+    from factorize.plan.plan_file import save_plan
+
+    domain = parse_domain(args.domain, args.attributes)
+    options = None
+    if args.solver or args.eps or args.time_limit:
+        from solvers import SolverOptions
+        kw = {k: v for k, v in (("backend", args.solver), ("eps", args.eps),
+                                 ("time_limit", args.time_limit)) if v is not None}
+        options = SolverOptions(**kw)
+    family = {"auto": None, "knorm": "l2_knorm"}.get(args.noise, args.noise)
+    plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
+                      relation=args.neighbouring, domain=domain, noise_family=family,
+                      postprocess=args.postprocess, options=options, gap_tol=args.gap_tol)
+    save_plan(plan, args.out)
+    if args.json:
+        print(json.dumps({"out": args.out, **plan.manifest()}, allow_nan=False, default=str))
+    else:
+        print("\n".join(plan.summary_lines()))
+        print(f"wrote       {args.out}")
+    return EXIT_OK
+
+
+@_guarded
+def _cmd_run(args: argparse.Namespace) -> int:
+    from factorize.executor import run_plan
+
+    if args.seed is not None:
+        print("WARNING: --seed test mode: the released answers are NOT PRIVATE", file=sys.stderr)
+    rel = run_plan(args.plan, args.data, args.out, seed=args.seed,
+                   allow_float_noise=args.allow_float_noise,
+                   allow_extra_columns=args.ignore_extra_columns)
+    meta = rel.metadata
+    if args.json:
+        print(json.dumps({"out": args.out, "metadata": meta}, allow_nan=False))
+    else:
+        tag = "  [test_mode: NOT PRIVATE]" if meta["test_mode"] else ""
+        print(f"released    {meta['n_queries']} answers of {meta['workload']} → {args.out}{tag}")
+        print(f"noise       {meta['noise']['family']} ({meta['noise']['sampler']}), "
+              f"95% CI method {meta['ci']['method']}")
+        if "postprocess" in meta:
+            pp = meta["postprocess"]
+            print(f"postprocess n̂={pp['n_hat']:.6g}, {pp['iterations']} iterations, "
+                  f"KKT residual {pp['kkt_residual']:.2g}")
+        if meta["test_mode"]:
+            print("test_mode   true — NOT PRIVATE (--seed)")
+    return EXIT_OK
+
+
+@_guarded
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from factorize.plan.checks import verify_plan
+    from factorize.plan.plan_file import load_plan
+
+    plan = load_plan(args.plan)
+    check = verify_plan(plan, certificate=not args.no_certificate)
+    if args.json:
+        print(json.dumps(check.to_dict(), allow_nan=False))
+    else:
+        print("\n".join(check.lines()))
+        print(f"{'PASS' if check.passed else 'REFUSED'} ({check.seconds:.2f}s)")
+    return EXIT_OK if check.passed else EXIT_INPUT
+
+
+@_guarded
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from factorize.plan.plan_file import load_plan
+
+    plan = load_plan(args.plan)
+    if args.json:
+        print(json.dumps(plan.manifest(), allow_nan=False))
+    else:
+        print("\n".join(plan.summary_lines()))
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry (tests, ``python -m factorize.cli_plan``)."""
+    parser = argparse.ArgumentParser(prog="factorize")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

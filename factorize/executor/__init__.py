@@ -1,0 +1,17 @@
+"""The production executor: run a verified plan on private data (issue #3, item 5).
+
+``import factorize.executor`` needs only numpy and the plan file: no cvxpy, no solver (a test
+checks it in a fresh interpreter). DuckDB is imported only when records are read; the privacy
+layer (calibration re-check, exact samplers) only when a plan is verified or run.
+
+- :func:`run_plan`: verify → read data → exact noise → answers (+ optional post-processing);
+- :func:`load_histogram`: histogram from ``.npy`` / ``.csv`` / ``.parquet`` (DuckDB);
+- :func:`write_answers`: CSV / JSON / Parquet, atomically.
+"""
+
+from .data import load_histogram
+from .output import write_answers
+from .release import ExecutionError, Release, release_answers, run_plan
+
+__all__ = ["ExecutionError", "Release", "load_histogram", "release_answers", "run_plan",
+           "write_answers"]

@@ -1,0 +1,43 @@
+"""Private input: a histogram over the plan's Domain, from a histogram file or records.
+
+``.npy``: a histogram (validated by ``engines.histogram_from_npy``: length N, finite,
+non-negative integers, no pickle). ``.csv`` / ``.parquet`` / ``.pq``: records whose columns
+are the Domain's attributes, aggregated inside DuckDB (``engines.histogram_duckdb``) without
+loading the records into Python objects. Every problem raises ``engines.DataError``, whose
+messages never contain record values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from factorize.engines import DataError, histogram_duckdb, histogram_from_npy
+from workloads import Domain
+
+SUFFIXES = {".npy": "histogram", ".csv": "records", ".parquet": "records", ".pq": "records"}
+
+
+def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
+                   allow_extra_columns: bool = False) -> np.ndarray:
+    """The histogram (int64, length ``domain.size``); extra record columns are an error unless
+    ``allow_extra_columns`` (e.g. a plan over a few attributes of a wide table)."""
+    p = Path(os.fspath(path))
+    kind = SUFFIXES.get(p.suffix.lower())
+    if kind is None:
+        raise DataError(f"data file {str(p)!r}: unknown type {p.suffix!r}; expected a histogram "
+                        ".npy or records .csv / .parquet")
+    if not p.is_file():
+        raise DataError(f"data file {str(p)!r} does not exist")
+    if kind == "histogram":
+        h = histogram_from_npy(p, domain)
+    else:
+        h = histogram_duckdb(p, domain, allow_extra_columns=allow_extra_columns)
+    h = np.asarray(h, dtype=np.int64)
+    if h.shape != (domain.size,):  # defensive: the engines guarantee it
+        raise DataError(f"data file {str(p)!r}: histogram of length {h.shape}, expected {domain.size}")
+    if int(h.sum()) <= 0:
+        raise DataError(f"data file {str(p)!r}: the dataset is empty")
+    return h

@@ -1,0 +1,144 @@
+"""Building a mechanism plan (needs the planner, hence cvxpy, unless a certificate is given).
+
+``build_plan(workload, guarantee, ...)``:
+
+1. the factorization and its certificate: ``planner.solve`` (per-factor SDPs), or a
+   ``Certificate`` from any source, which is re-verified here (``certificate.verify``) —
+   any non-negative dual witness gives a valid lower bound;
+2. the strategy's sensitivity under the chosen neighbouring relation
+   (``privacy.kron_sensitivity``: L2 for Gaussian / K-norm noise, L1 for Laplace);
+3. the noise (``privacy.calibrate``): analytic / discrete Gaussian for (ε, δ)-DP, σ = Δ/√(2ρ)
+   for ρ-zCDP, Laplace with the L1 sensitivity or the ℓ2-ball K-norm for pure ε-DP.
+   Exact sampling (default) releases on a lattice γZ; γ is the largest power of two with
+   ``γ√m ≤ 10⁻³·Δ₂`` (Gaussian) or ``γm ≤ 10⁻³·Δ₁`` (Laplace), so the rounding inflation of the
+   sensitivity (``privacy.discretized_sensitivity``) costs at most 0.1% of the noise scale;
+   powers of two keep the sampler's rationals small and ``y/γ`` exact;
+4. the expected error (``model.expected_error``) and provenance.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import platform
+import time
+from typing import Any
+
+import numpy as np
+
+import factorize
+from factorize.certificate import Certificate, verify
+from workloads import Domain, Workload, parse_workload
+
+from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
+
+#: Rounding inflation allowed, relative to the base sensitivity.
+GRID_INFLATION = 1e-3
+
+
+def default_domain(W: Workload) -> Domain:
+    """``x0..x{d-1}`` from the workload's Kronecker leaf sizes (or one attribute ``x0``)."""
+    from factorize.structure import kron_leaves
+
+    leaves = kron_leaves(W)
+    sizes = [int(leaf.shape[1]) for leaf in leaves] if len(leaves) > 1 else [int(W.shape[1])]
+    return Domain([f"x{i}" for i in range(len(sizes))], sizes)
+
+
+def choose_grid(base_sensitivity: float, m: int, norm: str) -> float:
+    """Largest power of two γ with inflation ``γ√m`` (l2) or ``γm`` (l1) ≤ 10⁻³·Δ."""
+    spread = math.sqrt(m) if norm == "l2" else float(m)
+    target = GRID_INFLATION * base_sensitivity / spread
+    return float(2.0 ** math.floor(math.log2(target)))
+
+
+def versions() -> dict[str, str]:
+    out = {"factorize": factorize.__version__, "python": platform.python_version(),
+           "numpy": np.__version__}
+    for mod in ("scipy", "cvxpy", "safetensors"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - provenance only
+            pass
+    return out
+
+
+def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f",
+               eta: float | None = None, relation: str = "add_remove",
+               domain: Domain | None = None, noise_family: str | None = None, exact: bool = True,
+               postprocess: str | None = None, certificate: Certificate | None = None,
+               options: Any = None, gap_tol: float | None = None) -> Plan:
+    """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input."""
+    from factorize.privacy import Neighbouring, calibrate, kron_sensitivity, parse_guarantee
+
+    t0 = time.perf_counter()
+    W = parse_workload(workload) if isinstance(workload, str) else workload
+    if not W.spec:
+        raise PlanError("the workload needs a spec (the plan rebuilds W from it)")
+    g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
+    rel = Neighbouring.parse(relation)
+    k, N = W.shape
+    dom = domain if domain is not None else default_domain(W)
+    if dom.size != N:
+        raise PlanError(f"the workload has N={N} cells but the domain "
+                        f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes))}) has "
+                        f"{dom.size}")
+    if postprocess not in (None, "none", *POSTPROCESS_METHODS):
+        raise PlanError(f"unknown post-processing {postprocess!r}; expected one of "
+                        f"{('none',) + POSTPROCESS_METHODS}")
+
+    solves: list[dict] = []
+    if certificate is None:
+        from factorize.planner import DEFAULT_GAP_TOL, solve
+
+        kwargs = {"eta": eta, "gap_tol": gap_tol or DEFAULT_GAP_TOL}
+        if options is not None:
+            kwargs["options"] = options
+        result = solve(W, norm, **kwargs)
+        cert, v = result.certificate, result.verification
+        solves = [s.to_dict() if hasattr(s, "to_dict") else {**s.__dict__, "shape": list(s.shape)}
+                  for s in result.solves]
+        source = "planner"
+    else:
+        cert = certificate
+        v = verify(cert, W)
+        if not v.passed:
+            raise PlanError("the given certificate does not verify: " + "; ".join(v.failures))
+        source = "explicit certificate (re-verified)"
+    solve_seconds = time.perf_counter() - t0
+    fact = cert.factorization
+    m = fact.strategy_rows
+
+    family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
+    snorm = "l1" if family == "laplace" else "l2"
+    sens = kron_sensitivity(list(fact.A_factors), snorm, rel)
+    if not sens.value > 0:
+        raise PlanError("the strategy has zero sensitivity")
+    grid = choose_grid(sens.value, m, snorm) if exact and family != "l2_knorm" else None
+    if exact and family == "l2_knorm":
+        exact = False  # no exact sampler for the K-norm: recorded as sampler "float"
+    spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
+                     sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
+                     relation=rel, family=family)
+    noise = spec.to_dict()
+    noise["sensitivity_exact"] = sens.exact
+    if spec.sampler == "float":
+        noise["warning"] = ("floating-point noise (Mironov 2012): not an exact sampler; "
+                            "`factorize run` refuses it unless --allow-float-noise")
+    plan = Plan(
+        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [k, N]},
+        domain={"attributes": list(dom.attributes), "sizes": list(dom.sizes)},
+        relation=rel.key,
+        guarantee=g.to_dict(),
+        certificate=cert,
+        bounds={"norm": cert.norm, "upper": v.upper, "lower": v.lower, "gap": v.gap,
+                "residual": v.residual, "residual_limit": v.residual_limit},
+        noise=noise,
+        postprocess=({"method": postprocess, "max_iter": 2000, "tol": 1e-8}
+                     if postprocess not in (None, "none") else None),
+        expected_error=expected_error(fact, noise),
+        provenance={"versions": versions(), "certificate_source": source, "solves": solves,
+                    "solve_seconds": solve_seconds,
+                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+    )
+    return plan

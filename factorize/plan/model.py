@@ -1,0 +1,200 @@
+"""The mechanism plan: what to release, how, with which noise, and what error to expect.
+
+A :class:`Plan` is pure data plus a :class:`~factorize.certificate.Certificate` (numpy
+arrays); nothing here imports cvxpy, a solver or the privacy calibration (so the executor
+can load a plan with numpy alone). The mechanism it describes is (MATH.md §2–3)
+
+    M(h) = R · ( γ·round(A h / γ) + γ·Y ),      Y_j i.i.d. exact integer noise,
+
+for the exact lattice samplers ("discrete_gaussian" / "discrete_laplace" on ``γZ``), or
+``R (A h + Z)`` with floating-point Z for a ``"float"`` sampler (only the ℓ2 K-norm, which has
+no exact sampler here; the executor refuses it unless explicitly allowed).
+
+Expected error (stored in the plan, recomputed by ``checks.verify_plan``): with ``v`` the
+per-coordinate noise variance bound (Gaussian σ², also a bound for the discrete Gaussian by
+CKS20 Cor. 9; Laplace 2b², also a bound for the discrete Laplace; K-norm E‖Z‖²/m, the noise
+being isotropic) and ``r_i`` the rows of R:
+
+* per-query standard deviation ``√v·‖r_i‖``; RMSE ``√v·‖R‖_F/√k``;
+* expected max error: Gaussian ``≤ √v·‖R‖_{2→∞}·√(2 ln 2k)`` (the discrete Gaussian is
+  σ-subgaussian, CKS20), otherwise ``≤ √v·‖R‖_F`` (Jensen: E max ≤ √(Σ E X_i²));
+* plus, for lattice releases, the deterministic rounding bias ``|bias_i| ≤ (γ/2)‖r_i‖₁``,
+  reported separately and added to the confidence intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from factorize.certificate import Certificate
+from factorize.factorization import Factorization
+
+#: The two-sided 95% normal quantile.
+Z95 = 1.959963984540054
+#: Chebyshev: P(|X| ≥ √20·sd) ≤ 1/20, valid for any distribution with that variance.
+CHEBYSHEV95 = math.sqrt(20.0)
+
+KNOWN_SAMPLERS = ("discrete_gaussian", "discrete_laplace", "float")
+POSTPROCESS_METHODS = ("nonneg",)
+
+
+class PlanError(ValueError):
+    """A plan is malformed, inconsistent, or refused by verification."""
+
+
+@dataclass
+class Plan:
+    """Everything a release needs; see the module docstring and ``plan_file`` for the format."""
+
+    workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
+    domain: dict[str, Any]            # attributes [names], sizes [ints] (row-major, attr 0 slowest)
+    relation: str                     # "add_remove" | "replace"
+    guarantee: dict[str, Any]         # Guarantee.to_dict()
+    certificate: Certificate          # factorization (R, A) + dual witness
+    bounds: dict[str, Any]            # upper, lower, gap, residual, residual_limit (when built)
+    noise: dict[str, Any]             # NoiseSpec.to_dict() + variance_bound
+    postprocess: dict[str, Any] | None
+    expected_error: dict[str, Any]
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def factorization(self) -> Factorization:
+        return self.certificate.factorization
+
+    @property
+    def norm(self) -> str:
+        return self.certificate.norm
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        k, N = self.workload["shape"]
+        return int(k), int(N)
+
+    @property
+    def strategy_rows(self) -> int:
+        return self.factorization.strategy_rows
+
+    def manifest(self) -> dict[str, Any]:
+        """The JSON manifest (without the container's format/version/arrays keys)."""
+        fact = self.factorization
+        return {
+            "workload": dict(self.workload),
+            "domain": {"attributes": list(self.domain["attributes"]),
+                       "sizes": [int(s) for s in self.domain["sizes"]]},
+            "neighbouring": self.relation,
+            "guarantee": dict(self.guarantee),
+            "factorization": {
+                "norm": self.certificate.norm, "eta": self.certificate.eta,
+                "kron_factors": len(fact.R_factors), "strategy_rows": fact.strategy_rows,
+                "R_shapes": [list(R.shape) for R in fact.R_factors],
+                "A_shapes": [list(A.shape) for A in fact.A_factors],
+            },
+            "certificate": dict(self.bounds),
+            "noise": dict(self.noise),
+            "postprocess": None if self.postprocess is None else dict(self.postprocess),
+            "expected_error": dict(self.expected_error),
+            "provenance": dict(self.provenance),
+        }
+
+    def summary_lines(self) -> list[str]:
+        """Human-readable summary (``factorize inspect``)."""
+        k, N = self.shape
+        g = self.guarantee
+        gtxt = {"approx_dp": lambda: f"(ε={g['epsilon']:g}, δ={g['delta']:g})-DP",
+                "zcdp": lambda: f"ρ={g['rho']:g}-zCDP",
+                "pure_dp": lambda: f"ε={g['epsilon']:g} pure DP"}[g["type"]]()
+        n, b, e = self.noise, self.bounds, self.expected_error
+        grid = f", grid γ={n['grid']:.6g}" if n.get("grid") else ""
+        lines = [
+            f"workload    {self.workload['spec']}  ({k} queries × {N} cells)",
+            f"fingerprint {self.workload['fingerprint']}",
+            "domain      " + ", ".join(f"{a}={s}" for a, s in zip(self.domain["attributes"],
+                                                                 self.domain["sizes"])),
+            f"guarantee   {gtxt} under {self.relation.replace('_', '/')} neighbours",
+            f"strategy    m={self.strategy_rows} noisy measurements, "
+            f"{len(self.factorization.R_factors)} Kronecker factor(s), norm {self.norm}",
+            f"noise       {n['family']} scale {n['scale']:.6g} calibrated to {n['sensitivity_norm']} "
+            f"sensitivity {n['sensitivity']:.6g} (base {n['base_sensitivity']:.6g}); "
+            f"sampler {n['sampler']}{grid}",
+            f"accounting  {n.get('accounting', '')}",
+            f"certificate lower {b['lower']:.10g} ≤ {self.norm} ≤ upper {b['upper']:.10g} "
+            f"(gap {b['gap']:.3g}, residual {b['residual']:.3g})",
+            f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
+            f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
+            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else ""),
+            f"postprocess {self.postprocess['method'] if self.postprocess else 'none'}",
+        ]
+        prov = self.provenance
+        if prov:
+            lines.append(f"provenance  factorize {prov.get('versions', {}).get('factorize', '?')}, "
+                         f"certificate from {prov.get('certificate_source', '?')}, "
+                         f"solve {prov.get('solve_seconds', 0.0):.2f}s")
+        return lines
+
+
+# ---------------------------------------------------------------------------------------
+# numpy helpers shared by build, checks and the executor
+
+
+def variance_bound(noise: dict[str, Any]) -> float:
+    """Per-coordinate noise variance bound (see the module docstring)."""
+    fam, s = noise["family"], float(noise["scale"])
+    if fam == "gaussian":
+        return s * s
+    if fam == "laplace":
+        return 2.0 * s * s
+    if fam == "l2_knorm":
+        return (int(noise["dim"]) + 1) * s * s
+    raise PlanError(f"unknown noise family {fam!r}")
+
+
+def row_l1_norms_R(fact: Factorization) -> np.ndarray:
+    """``‖r_i‖₁`` for every query (Kronecker product of the factors' row ℓ1 norms)."""
+    out = np.ones(1)
+    for R in fact.R_factors:
+        out = np.kron(out, np.abs(R).sum(axis=1))
+    return out
+
+
+def ci_method(noise: dict[str, Any]) -> str:
+    return "normal" if noise["family"] == "gaussian" else "chebyshev"
+
+
+def ci_multiplier(noise: dict[str, Any]) -> float:
+    return Z95 if ci_method(noise) == "normal" else CHEBYSHEV95
+
+
+def expected_error(fact: Factorization, noise: dict[str, Any]) -> dict[str, Any]:
+    """The expected-error summary of a plan (module docstring)."""
+    k, _ = fact.shape
+    sd = math.sqrt(variance_bound(noise))
+    rn = fact.row_norms_R()
+    grid = noise.get("grid")
+    bias_max = 0.5 * float(grid) * float(row_l1_norms_R(fact).max()) if grid else 0.0
+    if noise["family"] == "gaussian":
+        emax = sd * fact.row_norm_max_R() * math.sqrt(2.0 * math.log(2.0 * k))
+        emax_note = "sigma·‖R‖_{2→∞}·sqrt(2 ln 2k) (subgaussian noise)"
+    else:
+        emax = sd * fact.frobenius_R()
+        emax_note = "sd·‖R‖_F (Jensen, any noise distribution)"
+    return {
+        "per_query_std_max": sd * float(rn.max()),
+        "per_query_std_min": sd * float(rn.min()),
+        "per_query_std_mean": sd * float(rn.mean()),
+        "rmse": sd * fact.frobenius_R() / math.sqrt(k),
+        "expected_max_bound": emax + bias_max,
+        "expected_max_method": emax_note + (" + rounding bias" if grid else ""),
+        "rounding_bias_max": bias_max,
+        "noise_variance_bound": sd * sd,
+        "variance_note": {
+            "gaussian": "sigma^2 (the discrete Gaussian's variance is <= sigma^2, CKS20 Cor. 9)",
+            "laplace": "2 b^2 (the discrete Laplace on the grid has a smaller variance)",
+            "l2_knorm": "E||Z||^2/m = (m+1)(Delta/eps)^2 per coordinate, isotropic",
+        }[noise["family"]],
+        "ci_method": ci_method(noise),
+        "ci_multiplier": ci_multiplier(noise),
+    }

@@ -1,0 +1,228 @@
+"""The ``.plan`` file: one self-contained, non-executable file per mechanism plan.
+
+Format (a ``factorize.io.container`` file, i.e. safetensors: an 8-byte length, a JSON
+header, raw little-endian float64 buffers — nothing in it can execute on load):
+
+* arrays (names shared with result files, ``factorize.io.certificate_arrays``): ``R.i`` and
+  ``A.i`` per Kronecker factor (one pair when dense) and the dual witness (``q.i``; ``p.i``
+  and ``q.i``; or ``U`` and ``d``), each listed in the manifest with its shape and SHA-256;
+* the JSON manifest (``format: "factorize-plan"``, ``schema_version``): ``workload`` (spec,
+  fingerprint, shape), ``domain`` (attributes, sizes, order), ``neighbouring``, ``guarantee``,
+  ``factorization`` (norm, η, factor shapes), ``certificate`` (upper, lower, gap, residual),
+  ``noise`` (family, scale, sensitivity and its norm, relation, sampler, grid, dim, base
+  sensitivity, accounting), ``postprocess``, ``expected_error``, ``provenance``, and
+  ``content_sha256`` — the SHA-256 of the canonical JSON of every other manifest field.
+
+Compatibility policy (``COMPATIBILITY``): a reader refuses a format other than
+``factorize-plan`` and any ``schema_version`` it does not know (currently only 1). Within a
+schema version fields are only ever *added*, never removed or changed in meaning; a reader
+ignores fields it does not know. A change of meaning gets a new schema version.
+
+Integrity: the reader checks every array digest, the manifest's ``content_sha256``, and that
+the header is exactly the canonical (compact) JSON the writer produces, so any corruption —
+a flipped byte anywhere, truncation, appended data — is refused. (Digests detect corruption
+and accidental edits; they are not a signature against a deliberate forger, which is why
+``checks.verify_plan`` re-derives everything privacy depends on from the arrays.)
+
+:func:`load_plan` raises :class:`PlanFormatError` for every unreadable, corrupt, tampered or
+inconsistent file and never anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from factorize.io import container
+from factorize.io.certificate_arrays import (certificate_arrays, certificate_from_arrays,
+                                             expected_array_names)
+
+from .model import KNOWN_SAMPLERS, POSTPROCESS_METHODS, Plan, PlanError
+
+FORMAT = "factorize-plan"
+SCHEMA_VERSION = 1
+COMPATIBILITY = ("readers refuse unknown formats and schema versions; within a schema version "
+                 "fields are only added, never removed or changed in meaning; unknown fields "
+                 "are ignored")
+_CONTAINER_KEYS = ("format", "schema_version", "arrays", "content_sha256")
+
+
+class PlanFormatError(PlanError):
+    """The plan file is missing, truncated, corrupt, tampered with, or of an unknown version."""
+
+
+def content_digest(manifest: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of the manifest without the container keys."""
+    body = {k: v for k, v in manifest.items() if k not in _CONTAINER_KEYS}
+    text = json.dumps(body, sort_keys=True, allow_nan=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def save_plan(plan: Plan, path: str | Path) -> None:
+    """Write ``plan`` to ``path`` atomically (temporary file + ``os.replace``)."""
+    manifest = plan.manifest()
+    manifest["compatibility"] = COMPATIBILITY
+    manifest["content_sha256"] = content_digest(manifest)
+    container.write(path, FORMAT, SCHEMA_VERSION, manifest, certificate_arrays(plan.certificate))
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read and structurally check a plan file (see the module docstring)."""
+    try:
+        return _load(Path(path))
+    except PlanFormatError:
+        raise
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as exc:  # noqa: BLE001 — includes pyo3 panics from a corrupt header
+        raise PlanFormatError(f"{path}: not a valid plan file ({type(exc).__name__}: "
+                              f"{str(exc)[:200]})") from None
+
+
+def _digest(a: np.ndarray) -> str:
+    """``container.array_digest`` without the copy (hashlib releases the GIL on large buffers)."""
+    h = hashlib.sha256()
+    h.update(f"{a.dtype.str}|{a.shape}|".encode())
+    h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+    return h.hexdigest()
+
+
+def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``container.read`` with the same checks, hashing the arrays in parallel threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from safetensors.numpy import load_file
+
+    if not path.is_file():
+        raise PlanFormatError(f"{path}: no such file")
+    with open(path, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        if n <= 0 or n > 100_000_000:
+            raise PlanFormatError(f"{path}: corrupt header length")
+        header = json.loads(fh.read(n))
+    arrays = load_file(str(path))
+    manifest = json.loads(header["__metadata__"]["manifest"])
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise PlanFormatError(f"{path}: expected a {FORMAT!r} file, found format "
+                              f"{manifest.get('format') if isinstance(manifest, dict) else None!r}")
+    version = manifest.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+        raise PlanFormatError(f"{path}: schema_version {version!r} is not one this reader knows "
+                              f"(1..{SCHEMA_VERSION}); upgrade factorize to read it")
+    listed = manifest.get("arrays")
+    if not isinstance(listed, dict) or set(listed) != set(arrays):
+        raise PlanFormatError(f"{path}: the manifest's array list does not match the file's arrays")
+    for name, meta in listed.items():
+        a = arrays[name]
+        if not isinstance(meta, dict) or meta.get("shape") != list(a.shape) or a.dtype != np.float64:
+            raise PlanFormatError(f"{path}: array {name!r} has shape {list(a.shape)} / dtype {a.dtype}, "
+                                  "not what the manifest says")
+    names = sorted(arrays, key=lambda k: -arrays[k].size)
+    with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
+        digests = dict(zip(names, pool.map(lambda k: _digest(arrays[k]), names)))
+    for name, meta in listed.items():
+        if meta.get("sha256") != digests[name]:
+            raise PlanFormatError(f"{path}: array {name!r} fails its SHA-256 check (tampered or corrupt)")
+    return manifest, arrays
+
+
+def _load(path: Path) -> Plan:
+    manifest, arrays = _read(path)
+    _check_canonical_header(path)
+    if manifest.get("content_sha256") != content_digest(manifest):
+        raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
+    m = manifest
+    fz = _dict(m, "factorization")
+    norm, d = fz["norm"], fz["kron_factors"]
+    if not isinstance(d, int) or isinstance(d, bool) or not 1 <= d <= 64:
+        raise PlanFormatError(f"{path}: kron_factors must be an integer in 1..64")
+    if set(arrays) != expected_array_names(norm, d):
+        raise PlanFormatError(f"{path}: the arrays do not match a {norm} certificate with {d} factor(s)")
+    for name, a in arrays.items():
+        if not np.isfinite(a).all():
+            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+    eta = fz.get("eta")
+    try:
+        cert = certificate_from_arrays(arrays, norm, d, eta)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanFormatError(f"{path}: inconsistent certificate arrays ({exc})") from None
+    fact = cert.factorization
+    if fz.get("R_shapes") != [list(R.shape) for R in fact.R_factors] or \
+            fz.get("A_shapes") != [list(A.shape) for A in fact.A_factors] or \
+            fz.get("strategy_rows") != fact.strategy_rows:
+        raise PlanFormatError(f"{path}: factor shapes disagree with the manifest")
+    wl = _dict(m, "workload")
+    shape = wl.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 2 and all(_is_int(x) and x >= 1 for x in shape)):
+        raise PlanFormatError(f"{path}: workload shape must be [k, N]")
+    if tuple(shape) != fact.shape:
+        raise PlanFormatError(f"{path}: the factorization has shape {fact.shape}, the workload {tuple(shape)}")
+    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
+        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
+    dom = _dict(m, "domain")
+    attrs, sizes = dom.get("attributes"), dom.get("sizes")
+    if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1
+            and all(isinstance(a, str) and a for a in attrs) and len(set(attrs)) == len(attrs)
+            and all(_is_int(s) and s >= 1 for s in sizes)):
+        raise PlanFormatError(f"{path}: the domain must list distinct attribute names and positive sizes")
+    if math.prod(sizes) != shape[1]:
+        raise PlanFormatError(f"{path}: the domain has {math.prod(sizes)} cells, the workload N={shape[1]}")
+    if m.get("neighbouring") not in ("add_remove", "replace"):
+        raise PlanFormatError(f"{path}: unknown neighbouring relation {m.get('neighbouring')!r}")
+    noise = _dict(m, "noise")
+    if noise.get("sampler") not in KNOWN_SAMPLERS:
+        raise PlanFormatError(f"{path}: unknown noise sampler {noise.get('sampler')!r} "
+                              f"(known: {', '.join(KNOWN_SAMPLERS)})")
+    for key in ("scale", "sensitivity", "base_sensitivity"):
+        v = noise.get(key)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+            raise PlanFormatError(f"{path}: noise {key} must be a finite positive number")
+    post = m.get("postprocess")
+    if post is not None and (not isinstance(post, dict) or post.get("method") not in POSTPROCESS_METHODS):
+        raise PlanFormatError(f"{path}: unknown post-processing {post!r}")
+    return Plan(workload=wl, domain=dom, relation=m["neighbouring"], guarantee=_dict(m, "guarantee"),
+                certificate=cert, bounds=_dict(m, "certificate"), noise=noise, postprocess=post,
+                expected_error=_dict(m, "expected_error"),
+                provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {})
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _dict(m: dict[str, Any], key: str) -> dict[str, Any]:
+    v = m.get(key)
+    if not isinstance(v, dict):
+        raise PlanFormatError(f"plan manifest: {key!r} is missing or not an object")
+    return v
+
+
+def _check_canonical_header(path: Path) -> None:
+    """The header must be the writer's compact JSON followed by < 8 padding spaces."""
+    with open(path, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        raw = fh.read(n)
+    body = raw.rstrip(b" ")
+    if len(raw) - len(body) > 7:
+        raise PlanFormatError(f"{path}: the header has unexpected padding")
+    parsed = json.loads(body)
+    canon = json.dumps(parsed, separators=(",", ":"), ensure_ascii=False).encode()
+    if canon != body:
+        raise PlanFormatError(f"{path}: the header is not in canonical form (corrupt or edited)")
+    end = max((int(v["data_offsets"][1]) for k, v in parsed.items() if k != "__metadata__"), default=0)
+    if path.stat().st_size != 8 + n + end:
+        raise PlanFormatError(f"{path}: the file has {path.stat().st_size} bytes, its header "
+                              f"describes {8 + n + end} (truncated or data appended)")
