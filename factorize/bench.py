@@ -37,9 +37,13 @@ def _run_case(spec: str, norm: str, backend: str, time_limit: float) -> dict:
         return {"status": f"killed after {time_limit + 120:.0f} s"}
     wall = time.perf_counter() - start
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode < 0:
+        sig = -proc.returncode
+        why = " (SIGKILL: most likely the kernel's out-of-memory killer)" if sig == 9 else ""
+        return {"status": f"killed by signal {sig} after {wall:.0f} s{why}", "wall": wall}
     if proc.returncode != 0 or not lines:
         err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"status": f"failed: {err[:200]}", "wall": wall}
+        return {"status": f"failed (exit {proc.returncode}): {err[:200]}", "wall": wall}
     out = json.loads(lines[-1])
     out["wall"] = wall
     return out
@@ -130,6 +134,7 @@ def _write_markdown(path: Path, rows: list[dict], base: float, backends, time_li
         f"- back-ends: {', '.join(backends)}; per-case time limit {time_limit:g} s",
         f"- command: `factorize bench --out {path}`",
         f"- baseline peak RSS of a process that only imports the stack: {base:.0f} MB",
+        "- each case runs alone in a fresh process; the machine ran nothing else during the run",
         "- value = certified upper bound (the returned factorization's norm); gap = upper/lower − 1,",
         "  both recomputed by `certificate.verify` (SVD / eigenvalue, no solver); eps = the tightest",
         "  back-end tolerance the tolerance continuation needed to reach gap ≤ 1e-6.",
