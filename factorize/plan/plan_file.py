@@ -92,51 +92,12 @@ def load_plan(path: str | Path) -> Plan:
                               f"{str(exc)[:200]})") from None
 
 
-def _digest(a: np.ndarray) -> str:
-    """``container.array_digest`` without the copy (hashlib releases the GIL on large buffers)."""
-    h = hashlib.sha256()
-    h.update(f"{a.dtype.str}|{a.shape}|".encode())
-    h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
-    return h.hexdigest()
-
-
 def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``container.read`` with the same checks, hashing the arrays in parallel threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from safetensors.numpy import load_file
-
-    if not path.is_file():
-        raise PlanFormatError(f"{path}: no such file")
-    with open(path, "rb") as fh:
-        n = int.from_bytes(fh.read(8), "little")
-        if n <= 0 or n > 100_000_000:
-            raise PlanFormatError(f"{path}: corrupt header length")
-        header = json.loads(fh.read(n))
-    arrays = load_file(str(path))
-    manifest = json.loads(header["__metadata__"]["manifest"])
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise PlanFormatError(f"{path}: expected a {FORMAT!r} file, found format "
-                              f"{manifest.get('format') if isinstance(manifest, dict) else None!r}")
-    version = manifest.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
-        raise PlanFormatError(f"{path}: schema_version {version!r} is not one this reader knows "
-                              f"(1..{SCHEMA_VERSION}); upgrade factorize to read it")
-    listed = manifest.get("arrays")
-    if not isinstance(listed, dict) or set(listed) != set(arrays):
-        raise PlanFormatError(f"{path}: the manifest's array list does not match the file's arrays")
-    for name, meta in listed.items():
-        a = arrays[name]
-        if not isinstance(meta, dict) or meta.get("shape") != list(a.shape) or a.dtype != np.float64:
-            raise PlanFormatError(f"{path}: array {name!r} has shape {list(a.shape)} / dtype {a.dtype}, "
-                                  "not what the manifest says")
-    names = sorted(arrays, key=lambda k: -arrays[k].size)
-    with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
-        digests = dict(zip(names, pool.map(lambda k: _digest(arrays[k]), names)))
-    for name, meta in listed.items():
-        if meta.get("sha256") != digests[name]:
-            raise PlanFormatError(f"{path}: array {name!r} fails its SHA-256 check (tampered or corrupt)")
-    return manifest, arrays
+    """``container.read`` (format, version, array list, digests), as ``PlanFormatError``."""
+    try:
+        return container.read(path, FORMAT, SCHEMA_VERSION)
+    except container.ContainerError as exc:
+        raise PlanFormatError(str(exc)) from None
 
 
 def _load(path: Path) -> Plan:
