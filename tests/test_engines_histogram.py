@@ -18,6 +18,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
+from tests.hostile_files import write_object_npy
 from factorize.engines import (
     MAX_HISTOGRAM_CELLS,
     DataError,
@@ -385,9 +386,7 @@ def test_histogram_from_npy_roundtrip(tmp_path):
 
 def _write_object_npy(path: Path) -> None:
     """A .npy whose header declares an object dtype (its payload is never unpickled)."""
-    with open(path, "wb") as fh:
-        np.lib.format.write_array_header_1_0(fh, {"descr": "|O", "fortran_order": False, "shape": (DOM.size,)})
-        fh.write(str(SENTINEL).encode() * 20)
+    write_object_npy(path, (DOM.size,), payload=str(SENTINEL).encode() * 3)
 
 
 def test_histogram_from_npy_rejects_bad_files(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 
 from factorize.cli_plan import main
 from factorize.plan.plan_file import save_plan
-from tests.test_plan_helpers import identity_certificate
+from tests.hostile_files import write_object_npy
+from tests.plan_fixtures import identity_certificate
 
 SECRET = 987654  # a value that must never appear in an error message
 
@@ -84,7 +85,7 @@ def test_bad_histograms_refused(tmp_path, plan_path, capsys, name, arr):
 
 
 def test_pickled_histogram_refused(tmp_path, plan_path, capsys):
-    np.save(tmp_path / "obj.npy", np.array([object()] * 6), allow_pickle=True)
+    write_object_npy(tmp_path / "obj.npy", (6,))
     rc, err = _run(plan_path, tmp_path / "obj.npy", tmp_path / "o.csv", capsys)
     assert rc == 2 and ("pickle" in err.lower() or "objects" in err)
 

@@ -8,7 +8,7 @@ import pytest
 from factorize.cli_plan import main
 from factorize.plan.checks import PlanRefused, verify_plan
 from factorize.plan.plan_file import load_plan, save_plan
-from tests.test_plan_helpers import identity_certificate, small_plan
+from tests.plan_fixtures import identity_certificate, small_plan
 
 
 @pytest.mark.parametrize("privacy,family", [("epsilon=1,delta=1e-6", None), ("rho=0.5", None),

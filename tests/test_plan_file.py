@@ -13,7 +13,7 @@ from factorize.io import container
 from factorize.plan.checks import verify_plan
 from factorize.plan.plan_file import (FORMAT, SCHEMA_VERSION, PlanFormatError, load_plan,
                                       save_plan)
-from tests.test_plan_helpers import small_plan
+from tests.plan_fixtures import small_plan
 
 
 def test_round_trip_from_planner(tmp_path):

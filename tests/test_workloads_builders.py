@@ -9,6 +9,7 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+from tests.hostile_files import write_object_npy
 from workloads import (
     DenseWorkload,
     Domain,
@@ -265,7 +266,7 @@ def test_from_file_errors(tmp_path):
     (tmp_path / "w.txt").write_text("1,2\n")
     with pytest.raises(WorkloadError, match="unsupported"):
         from_file(tmp_path / "w.txt")
-    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    write_object_npy(tmp_path / "obj.npy", (1,))
     with pytest.raises(WorkloadError, match="pickle"):
         from_file(tmp_path / "obj.npy")
     (tmp_path / "h.csv").write_text("a,b\n1,2\n")

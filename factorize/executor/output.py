@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from factorize.io.atomic import atomic_target
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -32,24 +33,13 @@ def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
                   metadata: dict[str, Any]) -> None:
     p = Path(os.fspath(path))
     fmt = output_format(p)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    try:
+    with atomic_target(p) as tmp:
         if fmt == "csv":
             _csv(tmp, columns, metadata)
         elif fmt == "json":
             _json(tmp, columns, metadata)
         else:
             _parquet(tmp, columns, metadata)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _csv(tmp: str, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,8 @@ from typing import Any
 import numpy as np
 from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
+
+from factorize.io.atomic import atomic_target
 
 
 class ContainerError(ValueError):
@@ -55,19 +55,8 @@ def write(path: str | Path, fmt: str, version: int, manifest: dict[str, Any],
     full["schema_version"] = version
     full["arrays"] = {name: {"shape": list(a.shape), "sha256": array_digest(a)} for name, a in clean.items()}
     header = {"manifest": json.dumps(full, sort_keys=True, allow_nan=False)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_target(path) as tmp:
         save_file(clean, tmp, metadata=header)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def read(path: str | Path, fmt: str, max_version: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
