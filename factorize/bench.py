@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -71,23 +69,10 @@ def _baseline_rss() -> float:
                                 check=True).stdout.strip())
 
 
-def machine_description() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.platform()}"
-
-
 def run_core_benchmark(out: str, quick: bool = False, solvers: tuple[str, ...] | None = None,
                        time_limit: float = 300.0) -> list[dict]:
     """Run every case, write a Markdown table to ``out`` and a JSON twin next to it."""
-    from factorize.io.result_file import versions
+    from factorize.io.provenance import machine_description, versions
     from solvers import available_backends
 
     backends = solvers or available_backends()
@@ -125,6 +110,8 @@ def _add_ratios(rows: list[dict]) -> None:
 
 def _write_markdown(path: Path, rows: list[dict], base: float, backends, time_limit: float,
                     vers: dict) -> None:
+    from factorize.io.provenance import machine_description
+
     lines = [
         "# Planner core benchmark (generic SDP back-ends)",
         "",

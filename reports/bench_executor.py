@@ -134,11 +134,12 @@ def main() -> None:
     else:
         rows.append(("`factorize run` on Adult", "skipped: ../shared/data/adult absent", "—"))
 
-    cpu = os.cpu_count()
+    from factorize.io.provenance import machine_description
+
     lines = ["# Executor benchmark (issue #3)", "",
              f"Measured by `python reports/bench_executor.py{' --quick' if args.quick else ''}` on "
-             f"{platform.processor() or platform.machine()}, {cpu} CPU(s), Python "
-             f"{platform.python_version()}, numpy {np.__version__}. Best of 3 where repeated.", "",
+             f"{machine_description()}, Python {platform.python_version()}, numpy {np.__version__}. "
+             "Best of 3 where repeated.", "",
              "| what | size | result |", "|---|---|---|"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     lines += ["", "Targets: exact noise ≥ 10⁵ coordinates/s; verify + run of a ~1024-query plan on "

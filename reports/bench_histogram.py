@@ -41,6 +41,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from factorize.engines import histogram_duckdb, histogram_numpy
+from factorize.io.provenance import machine_info
 from workloads import Domain
 
 SIZES = (10, 20, 30, 40)
@@ -49,28 +50,8 @@ TARGET = 1e7  # records/s, Parquet path on 2 cores
 
 
 def machine() -> dict[str, str]:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = "unknown"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                ram = f"{int(line.split()[1]) / 2**20:.1f} GiB"
-                break
-    except OSError:
-        pass
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
-        "CPU": cpu,
-        "cores": f"{os.cpu_count()} logical ({usable} usable by this process)",
-        "RAM": ram,
-        "OS": platform.platform(),
+        **machine_info(),
         "Python": platform.python_version(),
         "numpy": np.__version__,
         "duckdb": duckdb.__version__,

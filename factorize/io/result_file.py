@@ -14,17 +14,14 @@ Loading returns the ``Certificate``; the bounds in the manifest are informationa
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-import factorize
 from factorize.certificate import Certificate
 from factorize.io import container
 from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays
+from factorize.io.provenance import versions
 
 FORMAT = "factorize-result"
 SCHEMA_VERSION = 1
@@ -66,12 +63,3 @@ def load_result(path: str | Path) -> LoadedResult:
     except (KeyError, TypeError, ValueError) as exc:
         raise container.ContainerError(f"{path}: inconsistent result file ({exc})") from None
     return LoadedResult(certificate=cert, manifest=manifest)
-
-
-def versions() -> dict[str, str]:
-    """Versions of factorize and the numerical stack, for provenance."""
-    import cvxpy
-    import scipy
-
-    return {"factorize": factorize.__version__, "python": platform.python_version(),
-            "numpy": np.__version__, "scipy": scipy.__version__, "cvxpy": cvxpy.__version__}

@@ -20,14 +20,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import platform
 import time
 from typing import Any
 
-import numpy as np
-
-import factorize
 from factorize.certificate import Certificate, verify
+from factorize.io.provenance import versions
 from workloads import Domain, Workload, parse_workload
 
 from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
@@ -50,17 +47,6 @@ def choose_grid(base_sensitivity: float, m: int, norm: str) -> float:
     spread = math.sqrt(m) if norm == "l2" else float(m)
     target = GRID_INFLATION * base_sensitivity / spread
     return float(2.0 ** math.floor(math.log2(target)))
-
-
-def versions() -> dict[str, str]:
-    out = {"factorize": factorize.__version__, "python": platform.python_version(),
-           "numpy": np.__version__}
-    for mod in ("scipy", "cvxpy", "safetensors"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - provenance only
-            pass
-    return out
 
 
 def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f",
