@@ -1,7 +1,7 @@
 """The ``factorize`` command line (I/O only: parsing, printing, exit codes).
 
     factorize solve --workload SPEC --norm gamma_f|gamma_2|approx_gamma_2 [--eta X]
-                    [--solver scs|clarabel|mosek] [--eps E] [--time-limit S]
+                    [--method auto|dual|sdp|algebra] [--solver scs|clarabel|mosek] [--eps E] [--time-limit S]
                     [--gap-tol G] [--json] [--out FILE]
     factorize check FILE [--json]      re-verify a saved result against its workload
     factorize bench [--quick] [--out reports/bench_core.md] [--solvers scs,clarabel]
@@ -28,7 +28,8 @@ def _solve(args: argparse.Namespace) -> int:
     from solvers import SolverOptions
 
     options = SolverOptions(backend=args.solver, eps=args.eps, time_limit=args.time_limit)
-    result = solve(args.workload, args.norm, eta=args.eta, options=options, gap_tol=args.gap_tol)
+    result = solve(args.workload, args.norm, eta=args.eta, method=args.method, options=options,
+                   gap_tol=args.gap_tol)
     if args.out:
         save_result(result, args.out)
     summary = result.summary_dict()
@@ -51,9 +52,12 @@ def _print_summary(s: dict) -> None:
     print(f"gap        {s['gap']:.3g}   (upper / lower − 1)")
     print(f"residual   {s['residual']:.3g}   (max |W − R·A|)")
     print(f"seconds    {s['seconds']:.2f}")
+    print(f"method     {s['method']}")
     for sv in s["solves"]:
         kk, nn = sv["shape"]
-        print(f"  solve {kk}×{nn} ×{sv['uses']}: {sv['backend']} eps={sv['eps']:g} "
+        how = (f"dual fixed point" if sv["method"] == "dual"
+               else f"{sv['backend']} SDP eps={sv['eps']:g}")
+        print(f"  solve {kk}×{nn} ×{sv['uses']}: {how} "
               f"{sv['seconds']:.2f}s iters={sv['iterations']} primal from {sv['primal_route']}, "
               f"factor gap {sv['gap']:.2g}")
     if "out" in s:
@@ -110,7 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
     p.add_argument("--eta", type=float, default=None,
                    help="entrywise radius η (required with approx_gamma_2)")
-    p.add_argument("--solver", default="scs", choices=("scs", "clarabel", "mosek"))
+    p.add_argument("--method", default="auto", choices=("auto", "dual", "sdp", "algebra"),
+                   help="auto (default): marginal algebra for marginal workloads, else Kronecker "
+                        "factors by the dual fixed-point solver, the generic SDP if that misses "
+                        "the gap; dual / sdp / algebra force one")
+    p.add_argument("--solver", default="scs", choices=("scs", "clarabel", "mosek"),
+                   help="back-end of the generic SDP (method sdp, or auto's fallback)")
     p.add_argument("--eps", type=float, default=None,
                    help="back-end tolerance; default: tightened until the certificate meets --gap-tol")
     p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")

@@ -1,15 +1,20 @@
 """The planner: solve for an optimal factorization and return it with a verified certificate.
 
-``solve(workload, norm)``:
+``solve(workload, norm, method="auto")``:
 
-1. splits a Kronecker workload into its leaf factors and solves each *distinct* factor
-   once (γ_F and γ₂ are multiplicative, MATH.md §2.3: ``X = ⊗X_i`` is primal-feasible
-   and ``q = ⊗q_i`` (``p = ⊗p_i``) dual-feasible, so the composed certificate is exact);
-2. for each factor runs the cvxpy SDP (``solvers``), builds two primal candidates (from
-   the SDP's X and from its dual weights, ``factorize.recovery``) and keeps the better;
-3. composes, then re-checks the whole certificate with ``certificate.verify`` — the only
-   source of the numbers it returns — and raises if it fails or if the certified relative
-   gap exceeds ``gap_tol``.
+1. structure first: a workload of marginals (any family of attribute subsets) is solved
+   in the algebra of attribute subsets (``marginal_planner``), never forming its N
+   columns; otherwise a Kronecker workload is split into its leaf factors and each
+   *distinct* factor is solved once (γ_F and γ₂ are multiplicative, MATH.md §2.3:
+   ``X = ⊗X_i`` is primal-feasible and ``q = ⊗q_i`` (``p = ⊗p_i``) dual-feasible);
+2. each dense factor is solved by the specialised dual solver (``method="dual"``:
+   fixed-point iteration on the dual weights, ``solvers.dual_gamma_f`` /
+   ``solvers.dual_gamma_2``) or by the generic cvxpy SDP (``method="sdp"``); ``auto``
+   picks the dual solver and falls back to the SDP when it does not reach the gap;
+3. every route yields primal candidates (``factorize.recovery``) and dual weights; the
+   best candidate is kept, the leaves are composed, and ``certificate.verify`` — the only
+   source of the numbers returned — re-checks the whole certificate; a failed check or a
+   certified relative gap above ``gap_tol`` raises.
 """
 
 from __future__ import annotations
@@ -24,12 +29,19 @@ from factorize.certificate import (DEFAULT_RESIDUAL_TOL, NORMS, Certificate, Gam
                                    GammaFWitness, Verification, verify)
 from factorize.factorization import Factorization, kron_compose
 from factorize.structure import kron_leaves
-from solvers import (CertificateGapError, CertificateInvalidError, SolveInfo, SolverInaccurateError,
-                     SolverOptions, solve_approx_gamma_2_sdp, solve_gamma_2_sdp, solve_gamma_f_sdp)
+from solvers import (CertificateGapError, CertificateInvalidError, SolveInfo, SolverError,
+                     SolverInaccurateError, SolverOptions, SolverTimeLimitError,
+                     solve_approx_gamma_2_sdp, solve_gamma_2_sdp, solve_gamma_f_sdp)
+from solvers.backends import require_backend
+from solvers.dual_gamma_2 import solve_gamma_2_dual
+from solvers.dual_gamma_f import solve_gamma_f_dual
 from workloads import Workload, parse_workload
 
 #: Default bound on the certified relative gap ``upper / lower − 1``.
 DEFAULT_GAP_TOL = 1e-6
+
+#: Methods ``solve`` accepts: ``auto`` picks structure first, then the dual solver, then the SDP.
+METHODS = ("auto", "dual", "sdp", "algebra")
 
 #: Back-end tolerances tried in turn when the caller does not fix one (see _solve_dense).
 TOLERANCE_SCHEDULE = {"scs": (1e-6, 1e-7, 1e-8, 1e-9, 1e-10),
@@ -42,13 +54,14 @@ class FactorSolve:
     """One SDP solve of one distinct Kronecker factor (or of the whole dense workload)."""
 
     shape: tuple[int, int]
+    method: str  # "dual" (specialised fixed-point solver) or "sdp" (generic cvxpy)
     backend: str
     status: str
     seconds: float
     iterations: int | None
     primal_route: str  # "gram" (from the SDP's X) or "weights" (from its dual)
     uses: int  # how many leaves of the workload this solve serves
-    eps: float  # the back-end tolerance of the solve that was kept
+    eps: float | None  # the back-end tolerance of the SDP solve that was kept (None: dual)
     gap: float  # the factor's own certified relative gap
 
     def to_dict(self) -> dict:
@@ -106,18 +119,22 @@ class CertifiedFactorization:
             "verified": self.verification.passed,
             "seconds": self.seconds,
             "kron_factors": len(self.factorization.R_factors),
+            "method": "+".join(sorted({s.method for s in self.solves})),
             "solves": [s.to_dict() for s in self.solves],
         }
 
 
 def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None = None,
-          options: SolverOptions | None = None, gap_tol: float = DEFAULT_GAP_TOL,
+          method: str = "auto", options: SolverOptions | None = None,
+          gap_tol: float = DEFAULT_GAP_TOL,
           residual_tol: float = DEFAULT_RESIDUAL_TOL) -> CertifiedFactorization:
     """Optimal γ_F / γ₂ / approximate-γ₂ factorization of ``workload`` with a verified certificate.
 
-    Raises a ``solvers.SolverError`` subclass when a solve fails, stalls or times out,
-    ``CertificateInvalidError`` when the re-check fails and ``CertificateGapError`` when
-    the certified relative gap exceeds ``gap_tol``.
+    ``method``: ``auto`` (default), ``dual`` (the specialised solvers only), ``sdp`` (the
+    generic cvxpy SDP only; ``options`` picks its back-end) or ``algebra`` (marginal
+    workloads). Raises a ``solvers.SolverError`` subclass when a solve fails, stalls or
+    times out, ``CertificateInvalidError`` when the re-check fails and
+    ``CertificateGapError`` when the certified relative gap exceeds ``gap_tol``.
     """
     start = time.perf_counter()
     options = options or SolverOptions()
@@ -126,6 +143,12 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
         raise ValueError(f"unknown norm {norm!r}; expected one of {', '.join(NORMS)}")
     if (norm == "approx_gamma_2") != (eta is not None):
         raise ValueError("--eta is required with approx_gamma_2 and meaningless otherwise")
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if norm == "approx_gamma_2" and method == "dual":
+        raise ValueError("method 'dual' solves γ_F and γ₂; approximate γ₂ uses 'sdp' (or 'auto')")
+    if method in ("auto", "sdp"):
+        require_backend(options)  # a back-end asked for must exist, even if auto never needs it
 
     leaves = [W] if norm == "approx_gamma_2" else kron_leaves(W)
     by_fingerprint: dict[str, tuple[Factorization, tuple, FactorSolve]] = {}
@@ -138,8 +161,8 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
             by_fingerprint[fp] = (f, wit, FactorSolve(**{**rep.__dict__, "uses": rep.uses + 1}))
             continue
         opts = options.remaining(time.perf_counter() - start)
-        by_fingerprint[fp] = _solve_dense(leaf.dense(), norm, eta, opts, residual_tol,
-                                          gap_target=_leaf_gap_target(gap_tol, len(leaves)))
+        by_fingerprint[fp] = _solve_leaf(leaf.dense(), norm, eta, method, opts, residual_tol,
+                                         gap_target=_leaf_gap_target(gap_tol, len(leaves)))
 
     fact = kron_compose([by_fingerprint[fp][0] for fp in order])
     parts = [by_fingerprint[fp][1] for fp in order]
@@ -157,12 +180,77 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
     if not check.gap <= gap_tol:
         raise CertificateGapError(
             f"certified relative gap {check.gap:.3g} exceeds the requested {gap_tol:g} "
-            f"(lower {check.lower:.10g}, upper {check.upper:.10g}) after tightening the "
-            f"{options.backend} tolerance to {min(s.eps for s in solves):g}; try another "
-            "--solver or loosen --gap-tol")
+            f"(lower {check.lower:.10g}, upper {check.upper:.10g}) with "
+            + ", ".join(sorted({_describe(s) for s in solves}))
+            + "; try another --method or --solver, a longer --time-limit, or loosen --gap-tol")
     return CertifiedFactorization(workload=W, norm=norm, eta=eta, certificate=cert,
                                   verification=check, solves=solves,
                                   seconds=time.perf_counter() - start)
+
+
+def _describe(s: FactorSolve) -> str:
+    if s.method == "dual":
+        return f"the dual solver ({s.iterations} iterations)"
+    return f"the {s.backend} SDP at tolerance {s.eps:g}"
+
+
+def _solve_leaf(W: np.ndarray, norm: str, eta: float | None, method: str, opts: SolverOptions,
+                residual_tol: float, gap_target: float) -> tuple[Factorization, tuple, FactorSolve]:
+    """One dense factor by the chosen method; ``auto`` tries the dual solver, then the SDP.
+
+    The dual solvers handle γ_F and γ₂; approximate γ₂ goes to the SDP. In ``auto`` mode a
+    dual solve that fails or misses ``gap_target`` within its budget hands over to the SDP
+    with the time left; the better certified of the two results is kept.
+    """
+    if norm == "approx_gamma_2" or method == "sdp":
+        return _solve_dense(W, norm, eta, opts, residual_tol, gap_target)
+    start = time.perf_counter()
+    try:
+        result = _solve_dense_dual(W, norm, opts, residual_tol, gap_target)
+    except (SolverError, CertificateInvalidError):
+        if method == "dual":
+            raise
+        result = None
+    if result is not None and (result[2].gap <= gap_target or method == "dual"):
+        return result
+    remaining = opts.remaining(time.perf_counter() - start)
+    try:
+        fallback = _solve_dense(W, norm, eta, remaining, residual_tol, gap_target)
+    except SolverError:
+        if result is None:
+            raise
+        return result
+    return fallback if result is None or fallback[2].gap < result[2].gap else result
+
+
+def _solve_dense_dual(W: np.ndarray, norm: str, opts: SolverOptions, residual_tol: float,
+                      gap_target: float) -> tuple[Factorization, tuple, FactorSolve]:
+    """The specialised dual solver on one dense factor, its best primal and its witness.
+
+    The solver's own gap estimate aims at half the factor's target; the certified gap
+    (``verify``, with rounding allowances) is what the report and the planner use.
+    """
+    start = time.perf_counter()
+    target = 0.5 * gap_target
+    if norm == "gamma_f":
+        res = solve_gamma_f_dual(W.T @ W, W.shape[0], target_gap=target, time_limit=opts.time_limit)
+        parts: tuple = (res.q,)
+    else:
+        res = solve_gamma_2_dual(W, target_gap=target, time_limit=opts.time_limit)
+        parts = (res.p, res.q)
+    candidates = {name: (lambda A=A: recovery.factorization_from_strategy(W, A))
+                  for name, A in res.strategies.items()}
+    route, fact = _best_candidate(W, candidates, norm, residual_tol)
+    gap = _leaf_gap(W, norm, None, fact, parts, residual_tol)
+    if opts.time_limit is not None and not gap <= gap_target and res.seconds >= opts.time_limit:
+        raise SolverTimeLimitError(
+            f"the dual solver reached the {opts.time_limit:g} s limit after {res.iterations} "
+            f"iterations at certified gap {gap:.3g}")
+    report = FactorSolve(shape=(int(W.shape[0]), int(W.shape[1])), method="dual",
+                         backend="numpy", status="converged" if res.converged else "stalled",
+                         seconds=time.perf_counter() - start, iterations=res.iterations,
+                         primal_route=route, uses=1, eps=None, gap=gap)
+    return fact, parts, report
 
 
 def _solve_dense(W: np.ndarray, norm: str, eta: float | None, opts: SolverOptions,
@@ -192,7 +280,7 @@ def _solve_dense(W: np.ndarray, norm: str, eta: float | None, opts: SolverOption
         if gap <= gap_target:
             break
     fact, parts, route, info, gap, eps = best
-    report = FactorSolve(shape=(int(W.shape[0]), int(W.shape[1])), backend=info.backend,
+    report = FactorSolve(shape=(int(W.shape[0]), int(W.shape[1])), method="sdp", backend=info.backend,
                          status=info.status, seconds=time.perf_counter() - start,
                          iterations=info.iterations, primal_route=route, uses=1,
                          eps=eps, gap=gap)

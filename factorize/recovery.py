@@ -16,6 +16,7 @@ Both give ``R·A = W`` up to rounding whenever the rows of W lie in the row spac
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
 
 from factorize import norms
 from factorize.certificate import ApproxGamma2Witness
@@ -47,6 +48,19 @@ def factorization_from_weights(W: np.ndarray, p: np.ndarray | None, q: np.ndarra
         raise ValueError("the dual weights annihilate the workload")
     A = (U[:, keep].T @ (sp[:, None] * W)) / np.sqrt(s[keep])[:, None]
     R = np.linalg.lstsq(A.T, W.T, rcond=None)[0].T
+    return Factorization.dense(R, A).normalized()
+
+
+def factorization_from_strategy(W: np.ndarray, A: np.ndarray) -> Factorization:
+    """``R = W A⁺ = W Aᵀ (AAᵀ)⁻¹`` for a strategy A of full row rank (the dual solvers').
+
+    ``R·A = W`` holds exactly when W's rows lie in A's row space; ``verify`` checks it.
+    """
+    try:
+        factor = scipy.linalg.cho_factor(A @ A.T)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(f"the strategy does not have full row rank: {exc}") from exc
+    R = scipy.linalg.cho_solve(factor, A @ W.T).T
     return Factorization.dense(R, A).normalized()
 
 

@@ -117,17 +117,22 @@ def _solver_kwargs(opts: SolverOptions) -> dict:
     return dict(solver=cp.MOSEK, mosek_params=params)
 
 
-def solve_cvxpy(problem: cp.Problem, opts: SolverOptions, what: str) -> SolveInfo:
-    """Solve ``problem`` with ``opts``; raise a ``SolverError`` for anything but optimal.
-
-    ``what`` names the problem in error messages (e.g. "γ_F SDP of a 64×64 workload").
-    """
+def require_backend(opts: SolverOptions) -> None:
+    """Raise ``BackendUnavailableError`` unless ``opts.backend`` can run here."""
     if opts.backend == "mosek" and not mosek_available():
         raise BackendUnavailableError(
             "MOSEK was requested but is not usable here (not installed, or no license found); "
             "use --solver scs or --solver clarabel")
     if opts.backend.upper() not in cp.installed_solvers():
         raise BackendUnavailableError(f"back-end {opts.backend} is not installed in cvxpy")
+
+
+def solve_cvxpy(problem: cp.Problem, opts: SolverOptions, what: str) -> SolveInfo:
+    """Solve ``problem`` with ``opts``; raise a ``SolverError`` for anything but optimal.
+
+    ``what`` names the problem in error messages (e.g. "γ_F SDP of a 64×64 workload").
+    """
+    require_backend(opts)
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():  # cvxpy warns on inaccurate status; we raise instead

@@ -11,12 +11,19 @@ from solvers import (BackendUnavailableError, CertificateGapError, SolverInaccur
 
 def test_iteration_cap_raises_inaccurate():
     with pytest.raises(SolverInaccurateError, match="iteration cap of 5"):
-        solve("prefix:32", "gamma_2", options=SolverOptions(backend="scs", eps=1e-10, max_iters=5))
+        solve("prefix:32", "gamma_2", method="sdp",
+              options=SolverOptions(backend="scs", eps=1e-10, max_iters=5))
 
 
 def test_time_limit_raises():
     with pytest.raises(SolverTimeLimitError, match="time limit"):
-        solve("allrange:24", "gamma_2", options=SolverOptions(backend="scs", eps=1e-12, time_limit=0.05))
+        solve("allrange:24", "gamma_2", method="sdp",
+              options=SolverOptions(backend="scs", eps=1e-12, time_limit=0.05))
+
+
+def test_dual_time_limit_raises():
+    with pytest.raises(SolverTimeLimitError, match=r"dual solver reached the [0-9.]+ s limit"):
+        solve("allrange:24", "gamma_2", method="dual", options=SolverOptions(time_limit=0.05))
 
 
 def test_unreachable_gap_raises_with_numbers():
@@ -27,7 +34,7 @@ def test_unreachable_gap_raises_with_numbers():
 def test_loose_tolerance_is_refused_not_returned():
     """A loose explicit eps yields a loose certificate, which the planner refuses."""
     with pytest.raises(CertificateGapError):
-        solve("allrange:16", "gamma_2", options=SolverOptions(backend="scs", eps=1e-2))
+        solve("allrange:16", "gamma_2", method="sdp", options=SolverOptions(backend="scs", eps=1e-2))
 
 
 @pytest.mark.skipif(mosek_available(), reason="MOSEK is licensed here; the refusal path cannot be shown")
@@ -47,3 +54,7 @@ def test_bad_options_are_refused():
         solve("prefix:4", "gamma_f", eta=0.1)
     with pytest.raises(ValueError, match="unknown norm"):
         solve("prefix:4", "gamma_3")
+    with pytest.raises(ValueError, match="unknown method"):
+        solve("prefix:4", "gamma_f", method="newton")
+    with pytest.raises(ValueError, match="approximate γ₂ uses"):
+        solve("prefix:4", "approx_gamma_2", eta=0.1, method="dual")

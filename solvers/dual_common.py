@@ -1,0 +1,81 @@
+"""What the specialised dual solvers share: their result, weights on the simplex, stopping.
+
+The dual solvers (``dual_gamma_f``, ``dual_gamma_2``) iterate on dual weights, read a
+primal strategy A off every iterate, and keep the best lower and the best upper bound
+seen. Their own bound estimates decide only when to stop; the planner re-checks the
+returned weights and strategy with ``factorize.certificate.verify`` like any solver output.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from solvers.errors import SolverFailedError
+
+#: Eigenvalues below this fraction of the largest are treated as zero (rank detection).
+REL_EIG_TOL = 1e-13
+
+#: log-weights are floored this far below their maximum (e^-60 ≈ 1e-26: numerically zero).
+LOG_FLOOR = -60.0
+
+
+@dataclass(frozen=True)
+class DualSolveResult:
+    """Raw output of a dual solver: weights, candidate strategies and its own estimates."""
+
+    q: np.ndarray  # column weights on the simplex (length N)
+    p: np.ndarray | None  # row weights on the simplex (length k), γ₂ only
+    strategies: dict[str, np.ndarray]  # candidate A matrices (m×N) by construction route
+    lower_estimate: float  # the solver's own numbers, not certified
+    upper_estimate: float
+    iterations: int
+    seconds: float
+    converged: bool
+    history: tuple[tuple[int, float, float], ...] = field(default=())
+
+    @property
+    def gap_estimate(self) -> float:
+        return self.upper_estimate / self.lower_estimate - 1.0 if self.lower_estimate > 0 else math.inf
+
+
+def simplex_from_log(x: np.ndarray) -> np.ndarray:
+    """``softmax(x)``, with x floored at ``LOG_FLOOR`` below its maximum: every weight is
+    positive (an extrapolated step can push log-weights arbitrarily low)."""
+    w = np.exp(np.maximum(x - np.max(x), LOG_FLOOR))
+    return w / np.sum(w)
+
+
+def log_weights(values: np.ndarray, scale: float) -> np.ndarray:
+    """``log(values / scale)`` floored at ``LOG_FLOOR`` below the maximum (zeros allowed)."""
+    with np.errstate(divide="ignore"):
+        out = np.log(np.maximum(values, 0.0) / scale)
+    top = float(np.max(out))
+    return np.maximum(out, top + LOG_FLOOR)
+
+
+def positive_eigenpairs(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues > ``REL_EIG_TOL·λ_max`` of the symmetric PSD ``M`` and their vectors."""
+    lam, V = np.linalg.eigh(M)
+    top = float(lam[-1]) if lam.size else 0.0
+    if not top > 0:
+        raise SolverFailedError("the weighted Gram matrix has no positive eigenvalue")
+    keep = lam > REL_EIG_TOL * top
+    return lam[keep], V[:, keep]
+
+
+class Deadline:
+    """A wall-clock budget (None = unlimited)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.start = time.perf_counter()
+        self.seconds = seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def passed(self) -> bool:
+        return self.seconds is not None and self.elapsed() >= self.seconds

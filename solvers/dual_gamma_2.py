@@ -1,0 +1,134 @@
+"""γ₂ by its concave dual over two simplices (Lee–Shraibman–Špalek; MATH.md §2.2).
+
+    γ₂(W) = max_{p ∈ Δ_k, q ∈ Δ_N} F(p, q),   F(p, q) = ||D_p^{1/2} W D_q^{1/2}||_tr,
+
+jointly concave (F² (p,q) = max over the inner γ_F problem — the minimax
+``γ₂(W)² = max_p k·γ_F(D_p^{1/2} W)²`` of MATH.md §2.2 is this with q eliminated). With
+``K = D_p^{1/2} W D_q^{1/2} = U Σ Vᵀ``, the partial derivatives are
+``∂F/∂p_i = (UΣUᵀ)_ii / (2p_i)`` and ``∂F/∂q_j = (VΣVᵀ)_jj / (2q_j)``, and the KKT
+conditions on the simplices are the joint fixed point
+
+    p_i = (UΣUᵀ)_ii / F,   q_j = (VΣVᵀ)_jj / F,
+
+iterated in log-weights with Anderson acceleration. One iteration costs one N×N
+eigendecomposition of KᵀK plus O(k·N·r) products (r = rank W): O(kN² + N³).
+
+Primal from (p, q): ``A = Σ^{1/2} Vᵀ D_q^{-1/2}`` with its columns scaled to unit norm
+(``"balanced"``) or by their maximum (``"scaled"``); ``R = W A⁺`` and
+``γ₂ ≤ ||R||_{2→∞} ||A||_{1→2}``. At the saddle point every row of R with p_i > 0 has
+norm γ₂; the estimate converges to first order in the weights' error, so the iteration
+runs until the target gap is met or the budget ends.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.linalg
+
+from solvers.anderson import Anderson
+from solvers.dual_common import (Deadline, DualSolveResult, log_weights, positive_eigenpairs,
+                                 simplex_from_log)
+from solvers.errors import SolverFailedError
+
+
+def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int = 5,
+                       max_iters: int = 1_000_000, time_limit: float | None = None,
+                       stall_iters: int = 200) -> DualSolveResult:
+    """Maximise F(p, q) over Δ_k × Δ_N; weights, candidate strategies and estimates.
+
+    Stops when the estimated relative gap (best primal against best dual) is ≤
+    ``target_gap``, after ``stall_iters`` iterations without improvement, at
+    ``max_iters`` or at ``time_limit`` (``converged`` says whether the target was met).
+    """
+    W = np.asarray(W, dtype=np.float64)
+    if W.ndim != 2 or 0 in W.shape:
+        raise ValueError(f"the workload must be a non-empty matrix, got shape {W.shape}")
+    if not np.all(np.isfinite(W)):
+        raise ValueError("the workload has a non-finite entry")
+    deadline = Deadline(time_limit)
+    rows = np.any(W != 0, axis=1)
+    cols = np.any(W != 0, axis=0)
+    if not np.any(rows):
+        raise SolverFailedError("the workload is zero: γ₂(0) = 0 has nothing to plan")
+    Ws = W[np.ix_(rows, cols)]
+    k, N = Ws.shape
+
+    x = np.concatenate([np.full(k, -math.log(k)), np.full(N, -math.log(N))])
+    acc = Anderson(memory)
+    best_lower = (-math.inf, None, None)
+    best_upper = (math.inf, None, None)  # (value, A over the support columns, route)
+    history = []
+    since_improvement = 0
+    it = 0
+    gap = math.inf
+    for it in range(1, max_iters + 1):
+        p, q = simplex_from_log(x[:k]), simplex_from_log(x[k:])
+        F, dp, dq, strategies = _eval(Ws, p, q)
+        improved = False
+        plain = np.concatenate([log_weights(dp, F), log_weights(dq, F)])
+        if F > best_lower[0]:
+            best_lower = (F, p, q)
+            best_plain = plain
+            improved = True
+        for route, A in strategies.items():
+            value = _primal_value(Ws, A)
+            if value < best_upper[0]:
+                best_upper = (value, A, route)
+                improved = True
+        gap = best_upper[0] / best_lower[0] - 1.0
+        history.append((it, best_lower[0], best_upper[0]))
+        since_improvement = 0 if improved else since_improvement + 1
+        if gap <= target_gap or since_improvement >= stall_iters or deadline.passed():
+            break
+        if F < best_lower[0] * (1 - 1e-12):
+            # the accelerated step lost ground: restart with a plain step from the best point
+            acc.reset()
+            x = best_plain
+        else:
+            x = acc.step(x, plain)
+
+    p_full = np.zeros(W.shape[0])
+    p_full[rows] = best_lower[1]
+    q_full = np.zeros(W.shape[1])
+    q_full[cols] = best_lower[2]
+    A_full = np.zeros((best_upper[1].shape[0], W.shape[1]))
+    A_full[:, cols] = best_upper[1]
+    return DualSolveResult(q=q_full, p=p_full, strategies={best_upper[2]: A_full},
+                           lower_estimate=best_lower[0], upper_estimate=best_upper[0],
+                           iterations=it, seconds=deadline.elapsed(),
+                           converged=gap <= target_gap, history=tuple(history))
+
+
+def _eval(W: np.ndarray, p: np.ndarray, q: np.ndarray):
+    """F(p, q), diag(UΣUᵀ), diag(VΣVᵀ) and the strategies read off (p, q)."""
+    sp, sq = np.sqrt(p), np.sqrt(q)
+    K = sp[:, None] * W * sq[None, :]
+    lam, V = positive_eigenpairs(K.T @ K)
+    sig = np.sqrt(lam)
+    KV = K @ V  # = U Σ
+    dp = np.einsum("ij,j,ij->i", KV, 1.0 / sig, KV)
+    dq = np.einsum("ij,j,ij->i", V, sig, V)
+    base = np.sqrt(sig)[:, None] * V.T / sq[None, :]
+    cn = np.sqrt(np.einsum("ij,ij->j", base, base))
+    strategies = {"scaled": base / float(np.max(cn))}
+    if lam.size == W.shape[1]:  # unit columns keep the row space only when A is square
+        strategies["balanced"] = base / cn[None, :]
+    return float(np.sum(sig)), dp, dq, strategies
+
+
+def _primal_value(W: np.ndarray, A: np.ndarray) -> float:
+    """``||W A⁺||_{2→∞} · ||A||_{1→2}``, or inf when ``W A⁺ A`` does not reproduce W.
+
+    ``R = W Aᵀ (AAᵀ)⁻¹`` (A of full row rank); when a weight has collapsed, A can lose
+    rank or W's row space, and then R·A ≠ W: such a candidate bounds nothing.
+    """
+    try:
+        Rt = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A @ A.T), A @ W.T)  # = Rᵀ
+    except np.linalg.LinAlgError:
+        return math.inf
+    if not float(np.max(np.abs(Rt.T @ A - W))) <= 1e-9 * max(1.0, float(np.max(np.abs(W)))):
+        return math.inf
+    row = float(np.sqrt(np.max(np.einsum("ij,ij->j", Rt, Rt))))
+    return row * float(np.sqrt(np.max(np.einsum("ij,ij->j", A, A))))

@@ -1,0 +1,147 @@
+"""γ_F by its concave dual over the simplex, from the Gram matrix G = WᵀW alone.
+
+Dual (MATH.md §2.2; seed 003 §3.1): for q in the simplex Δ_N,
+
+    √k · γ_F(W) = max_q f(q),   f(q) = tr(M_q^{1/2}),   M_q = D^{1/2} G D^{1/2},  D = diag(q),
+
+a concave function whose partial derivatives are ``∂f/∂q_j = [M_q^{1/2}]_jj / (2 q_j)``
+(differentiate ``||W D^{1/2}||_tr``). Its KKT conditions on the simplex are the fixed point
+
+    q_j = [M_q^{1/2}]_jj / f(q),
+
+iterated here in log-weights with Anderson acceleration (``solvers.anderson``), one
+symmetric eigendecomposition of the N×N matrix M_q per iteration: the cost is
+O(N³) per iteration whatever the number of queries k.
+
+Primal from any q (the inner minimiser of the Lagrangian): ``X_q = D^{-1/2} M_q^{1/2}
+D^{-1/2} / f`` with ``tr(G X_q⁻¹) = f²`` and ``diag X_q = r``, ``r_j = [M_q^{1/2}]_jj/(q_j f)``.
+Two feasible strategies (``diag X ≤ 1``) are read off it:
+
+* ``"scaled"``:  X = X_q / max_j r_j,   k·γ_F² ≤ f² · max_j r_j  — first order in ||q − q*||;
+* ``"balanced"``: X = D_r^{-1/2} X_q D_r^{-1/2} (unit diagonal),
+  k·γ_F² ≤ tr(G X⁻¹) = f · Σ_ab (λ_a/√λ_b) C_ab²,  C = Vᵀ D_{√r} V,  M_q = V Λ Vᵀ.
+  At the optimum r = 1 and X is stationary on {diag X = 1}, so this bound is *second*
+  order in ||q − q*||: a q accurate to 1e-3 certifies a gap near 1e-6. It reproduces W
+  only when its rows span W's row space — always when G is non-singular; the planner's
+  residual check decides otherwise.
+
+The strategies are ``A = Λ^{1/4} Vᵀ D^{-1/2} (D_r^{-1/2}) / √f`` (rows for the positive
+eigenvalues), so ``AᵀA = X``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from solvers.anderson import Anderson
+from solvers.dual_common import (Deadline, DualSolveResult, log_weights, positive_eigenpairs,
+                                 simplex_from_log)
+from solvers.errors import SolverFailedError
+
+
+def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memory: int = 5,
+                       max_iters: int = 2000, time_limit: float | None = None,
+                       stall_iters: int = 40) -> DualSolveResult:
+    """Maximise f(q) over the simplex; return weights, strategies and the solver's estimates.
+
+    ``G`` is WᵀW (N×N, symmetric PSD), ``k`` the number of queries (it only scales the
+    reported values to γ_F's normalisation). Stops when the estimated relative gap of the
+    best primal against the best dual is ≤ ``target_gap``, after ``stall_iters`` iterations
+    without improvement, at ``max_iters`` or at ``time_limit`` (``converged`` says which).
+    """
+    G = _check_gram(G)
+    deadline = Deadline(time_limit)
+    N = G.shape[0]
+    support = np.diag(G) > 0
+    if not np.any(support):
+        raise SolverFailedError("the workload is zero: γ_F(0) = 0 has nothing to plan")
+    Gs = G[np.ix_(support, support)]
+    n = Gs.shape[0]
+    full_rank = None
+
+    x = np.full(n, -math.log(n))
+    acc = Anderson(memory)
+    best_lower = (-math.inf, None)  # (f, q)
+    best_upper = (math.inf, None, None)  # (k·γ² bound, q, route)
+    history = []
+    since_improvement = 0
+    it = 0
+    for it in range(1, max_iters + 1):
+        q = simplex_from_log(x)
+        lam, V, f, diag_root = _eval(Gs, q)
+        if full_rank is None:
+            full_rank = lam.size == n
+        improved = False
+        plain = log_weights(diag_root, f)
+        if f > best_lower[0]:
+            best_lower = (f, q)
+            best_plain = plain
+            improved = True
+        r = diag_root / (q * f)
+        bounds = {"scaled": f * f * float(np.max(r))}
+        if full_rank:
+            C = V.T @ (np.sqrt(r)[:, None] * V)
+            bounds["balanced"] = f * float(np.sum((lam[:, None] / np.sqrt(lam)[None, :]) * C * C))
+        route = min(bounds, key=bounds.get)
+        if bounds[route] < best_upper[0]:
+            best_upper = (bounds[route], q, route)
+            improved = True
+        gap = math.sqrt(best_upper[0]) / best_lower[0] - 1.0
+        history.append((it, best_lower[0] / math.sqrt(k), math.sqrt(best_upper[0] / k)))
+        since_improvement = 0 if improved else since_improvement + 1
+        if gap <= target_gap or since_improvement >= stall_iters or deadline.passed():
+            break
+        if f < best_lower[0] * (1 - 1e-12):
+            # the accelerated step lost ground: restart with a plain step from the best point
+            acc.reset()
+            x = best_plain
+        else:
+            x = acc.step(x, plain)
+
+    converged = gap <= target_gap
+    q_full = np.zeros(N)
+    q_full[support] = best_lower[1]
+    strategies = _strategies(Gs, best_upper[1], support)
+    if best_lower[1] is not best_upper[1]:
+        strategies.update({f"{name}@dual": A for name, A in _strategies(Gs, best_lower[1], support).items()})
+    return DualSolveResult(q=q_full, p=None, strategies=strategies,
+                           lower_estimate=best_lower[0] / math.sqrt(k),
+                           upper_estimate=math.sqrt(best_upper[0] / k), iterations=it,
+                           seconds=deadline.elapsed(), converged=converged, history=tuple(history))
+
+
+def _check_gram(G: np.ndarray) -> np.ndarray:
+    G = np.asarray(G, dtype=np.float64)
+    if G.ndim != 2 or G.shape[0] != G.shape[1] or G.shape[0] == 0:
+        raise ValueError(f"the Gram matrix must be square and non-empty, got shape {G.shape}")
+    if not np.all(np.isfinite(G)):
+        raise ValueError("the Gram matrix has a non-finite entry")
+    return 0.5 * (G + G.T)
+
+
+def _eval(G: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Positive eigenpairs of M_q, f(q) = tr M_q^{1/2} and diag(M_q^{1/2})."""
+    s = np.sqrt(q)
+    lam, V = positive_eigenpairs(s[:, None] * G * s[None, :])
+    sig = np.sqrt(lam)
+    diag_root = np.einsum("ij,j,ij->i", V, sig, V)
+    return lam, V, float(np.sum(sig)), diag_root
+
+
+def _strategies(G: np.ndarray, q: np.ndarray, support: np.ndarray) -> dict[str, np.ndarray]:
+    """The "scaled" and (when G is non-singular) "balanced" strategies of q, as m×N matrices."""
+    lam, V, f, diag_root = _eval(G, q)
+    base = (lam ** 0.25)[:, None] * V.T / np.sqrt(q)[None, :] / math.sqrt(f)  # AᵀA = X_q
+    r = diag_root / (q * f)
+    out = {"scaled": base / math.sqrt(float(np.max(r)))}
+    if lam.size == G.shape[0]:
+        out["balanced"] = base / np.sqrt(r)[None, :]
+    N = support.size
+    full = {}
+    for name, A in out.items():
+        wide = np.zeros((A.shape[0], N))
+        wide[:, support] = A
+        full[name] = wide
+    return full
