@@ -4,7 +4,8 @@
                     [--method auto|dual|sdp|algebra] [--solver scs|clarabel|mosek] [--eps E] [--time-limit S]
                     [--gap-tol G] [--json] [--out FILE]
     factorize check FILE [--json]      re-verify a saved result against its workload
-    factorize bench [--quick] [--out reports/bench_core.md] [--solvers scs,clarabel]
+    factorize bench [--suite core|scale] [--quick] [--out reports/bench_<suite>.md] [--solvers scs,clarabel]
+                    [--time-limit S] [--memory-cap GIB] [--dry-run]
     factorize plan | run | verify | inspect    mechanism plans and the executor (cli_plan.py)
 
 Exit codes: 0 success; 2 bad input (workload spec, arguments, file); 3 the solver or the
@@ -30,6 +31,10 @@ def _solve(args: argparse.Namespace) -> int:
     options = SolverOptions(backend=args.solver, eps=args.eps, time_limit=args.time_limit)
     result = solve(args.workload, args.norm, eta=args.eta, method=args.method, options=options,
                    gap_tol=args.gap_tol)
+    if args.out and not hasattr(result, "certificate"):
+        raise ValueError("--out saves dense or Kronecker factors; a marginal-algebra solution "
+                         "has none (its strategy is Σ_T x_T P_T, printed with --json). Use "
+                         "--method dual for a dense factorization of a small marginal workload")
     if args.out:
         save_result(result, args.out)
     summary = result.summary_dict()
@@ -48,12 +53,16 @@ def _print_summary(s: dict) -> None:
     print(f"workload   {s['workload']}  ({k} queries × {N} cells)")
     print(f"norm       {name}")
     print(f"value      {s['value']:.10g}   (the returned factorization's norm = certified upper bound)")
-    print(f"lower      {s['lower']:.10g}   (dual witness, re-checked by SVD/eigenvalue)")
+    print(f"lower      {s['lower']:.10g}   (dual witness, re-checked independently of the solver)")
     print(f"gap        {s['gap']:.3g}   (upper / lower − 1)")
-    print(f"residual   {s['residual']:.3g}   (max |W − R·A|)")
+    if "residual" in s:
+        print(f"residual   {s['residual']:.3g}   (max |W − R·A|)")
+    else:
+        print(f"strategy   X = Σ_T x_T P_T over {s['algebra_terms']} attribute subsets "
+              f"(R·A = W exactly in the algebra)")
     print(f"seconds    {s['seconds']:.2f}")
     print(f"method     {s['method']}")
-    for sv in s["solves"]:
+    for sv in s.get("solves", []):
         kk, nn = sv["shape"]
         how = (f"dual fixed point" if sv["method"] == "dual"
                else f"{sv['backend']} SDP eps={sv['eps']:g}")
@@ -88,10 +97,20 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    solvers = tuple(s.strip() for s in args.solvers.split(",")) if args.solvers else None
+    if args.suite == "scale":
+        from factorize.bench_scale import run_scale_benchmark
+
+        run_scale_benchmark(out=args.out or "reports/bench_scale.md", quick=args.quick, solvers=solvers,
+                            time_limit=args.time_limit, memory_cap_gib=args.memory_cap,
+                            dry_run=args.dry_run)
+        return 0
+    if args.dry_run:
+        raise ValueError("--dry-run lists the runs of --suite scale only")
     from factorize.bench import run_core_benchmark
 
-    solvers = tuple(s.strip() for s in args.solvers.split(",")) if args.solvers else None
-    run_core_benchmark(out=args.out, quick=args.quick, solvers=solvers, time_limit=args.time_limit)
+    run_core_benchmark(out=args.out or "reports/bench_core.md", quick=args.quick, solvers=solvers,
+                       time_limit=args.time_limit)
     return 0
 
 
@@ -135,10 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_check)
 
     b = sub.add_parser("bench", help="benchmark the planner's back-ends (writes reports/)")
+    b.add_argument("--suite", default="core", choices=("core", "scale"),
+                   help="core (default): the generic SDP back-ends on small workloads; scale: the "
+                        "specialised solvers against the generic SDP up to N = 2048 and marginals")
     b.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
-    b.add_argument("--out", default="reports/bench_core.md")
-    b.add_argument("--solvers", default=None, help="comma-separated back-ends (default: all available)")
+    b.add_argument("--out", default=None,
+                   help="Markdown report (JSON twin next to it); default reports/bench_<suite>.md")
+    b.add_argument("--solvers", default=None,
+                   help="comma-separated SDP back-ends (default: all available)")
     b.add_argument("--time-limit", type=float, default=300.0, help="per-case limit in seconds")
+    b.add_argument("--memory-cap", type=float, default=16.0, metavar="GIB",
+                   help="scale suite: address-space cap (RLIMIT_AS) of each case's process, GiB")
+    b.add_argument("--dry-run", action="store_true",
+                   help="scale suite: list the runs and skip reasons, solve nothing")
     b.set_defaults(func=_bench)
 
     from factorize.cli_plan import register

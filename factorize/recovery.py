@@ -16,11 +16,11 @@ Both give ``R·A = W`` up to rounding whenever the rows of W lie in the row spac
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from factorize import norms
 from factorize.certificate import ApproxGamma2Witness
 from factorize.factorization import Factorization
+from solvers.dual_common import cholesky_solve
 
 _REL_EIG_TOL = 1e-13
 
@@ -57,10 +57,9 @@ def factorization_from_strategy(W: np.ndarray, A: np.ndarray) -> Factorization:
     ``R·A = W`` holds exactly when W's rows lie in A's row space; ``verify`` checks it.
     """
     try:
-        factor = scipy.linalg.cho_factor(A @ A.T)
+        R = cholesky_solve(A @ A.T, A @ W.T).T
     except np.linalg.LinAlgError as exc:
         raise ValueError(f"the strategy does not have full row rank: {exc}") from exc
-    R = scipy.linalg.cho_solve(factor, A @ W.T).T
     return Factorization.dense(R, A).normalized()
 
 

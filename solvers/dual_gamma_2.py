@@ -25,11 +25,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg
 
 from solvers.anderson import Anderson
-from solvers.dual_common import (Deadline, DualSolveResult, log_weights, positive_eigenpairs,
-                                 simplex_from_log)
+from solvers.dual_common import (Deadline, DualSolveResult, cholesky_solve, log_weights,
+                                 positive_eigenpairs, simplex_from_log)
 from solvers.errors import SolverFailedError
 
 
@@ -125,7 +124,7 @@ def _primal_value(W: np.ndarray, A: np.ndarray) -> float:
     rank or W's row space, and then R·A ≠ W: such a candidate bounds nothing.
     """
     try:
-        Rt = scipy.linalg.cho_solve(scipy.linalg.cho_factor(A @ A.T), A @ W.T)  # = Rᵀ
+        Rt = cholesky_solve(A @ A.T, A @ W.T)  # = Rᵀ
     except np.linalg.LinAlgError:
         return math.inf
     if not float(np.max(np.abs(Rt.T @ A - W))) <= 1e-9 * max(1.0, float(np.max(np.abs(W)))):

@@ -145,3 +145,26 @@ def test_anderson_accelerates_a_linear_fixed_point():
 
     assert steps(0) > 200
     assert steps(5) < 100  # measured: 66
+
+
+def test_auto_routes_marginals_to_the_algebra_and_agrees_with_dual():
+    """Above ALGEBRA_MIN_CELLS auto uses the algebra; below, the dense route (dense factors)."""
+    assert solve("marginals:2x3x4:2", "gamma_2").summary_dict()["method"] == "dual"
+    algebra = solve("marginals:2x3x4:2", "gamma_2", method="algebra")
+    assert algebra.summary_dict()["method"] == "marginal-algebra"
+    dense = solve("marginals:2x3x4:2", "gamma_2", method="dual")
+    assert algebra.value == pytest.approx(dense.value, rel=AGREE)
+    big = solve("marginals:2x2x2x2x2x2x2x2x2x2x2x2x2:2", "gamma_f")  # N = 8192
+    assert big.summary_dict()["method"] == "marginal-algebra"
+    with pytest.raises(ValueError, match="needs a marginal workload"):
+        solve("prefix:8", "gamma_f", method="algebra")
+
+
+def test_cli_refuses_to_save_an_algebra_solution(tmp_path, capsys):
+    from factorize.cli import EXIT_INPUT, main
+
+    code = main(["solve", "--workload", "marginals:2x2x2:2", "--method", "algebra",
+                 "--out", str(tmp_path / "m.fct")])
+    assert code == EXIT_INPUT
+    assert "marginal-algebra solution has none" in capsys.readouterr().err
+    assert not (tmp_path / "m.fct").exists()

@@ -81,6 +81,10 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         if options is not None:
             kwargs["options"] = options
         result = solve(W, norm, **kwargs)
+        if not hasattr(result, "certificate"):
+            # a marginal-algebra solution has no dense factors for the executor: plan the
+            # same workload densely (the executor needs R and A; fine while W fits in memory)
+            result = solve(W, norm, method="dual", **kwargs)
         cert, v = result.certificate, result.verification
         solves = [s.to_dict() if hasattr(s, "to_dict") else {**s.__dict__, "shape": list(s.shape)}
                   for s in result.solves]
