@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from solvers.anderson import Anderson
-from solvers.dual_common import (Deadline, DualSolveResult, cholesky_solve, log_weights,
+from solvers.dual_common import (Deadline, DualSolveResult, log_weights,
                                  positive_eigenpairs, simplex_from_log)
 from solvers.errors import SolverFailedError
 
@@ -57,24 +57,23 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
     x = np.concatenate([np.full(k, -math.log(k)), np.full(N, -math.log(N))])
     acc = Anderson(memory)
     best_lower = (-math.inf, None, None)
-    best_upper = (math.inf, None, None)  # (value, A over the support columns, route)
+    best_upper = (math.inf, None, None)  # (value, (p, q), route)
     history = []
     since_improvement = 0
     it = 0
     gap = math.inf
     for it in range(1, max_iters + 1):
         p, q = simplex_from_log(x[:k]), simplex_from_log(x[k:])
-        F, dp, dq, strategies = _eval(Ws, p, q)
+        F, dp, dq, estimates = _eval(Ws, p, q)
         improved = False
         plain = np.concatenate([log_weights(dp, F), log_weights(dq, F)])
         if F > best_lower[0]:
             best_lower = (F, p, q)
             best_plain = plain
             improved = True
-        for route, A in strategies.items():
-            value = _primal_value(Ws, A)
+        for route, value in estimates.items():
             if value < best_upper[0]:
-                best_upper = (value, A, route)
+                best_upper = (value, (p, q), route)
                 improved = True
         gap = best_upper[0] / best_lower[0] - 1.0
         history.append((it, best_lower[0], best_upper[0]))
@@ -92,8 +91,9 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
     p_full[rows] = best_lower[1]
     q_full = np.zeros(W.shape[1])
     q_full[cols] = best_lower[2]
-    A_full = np.zeros((best_upper[1].shape[0], W.shape[1]))
-    A_full[:, cols] = best_upper[1]
+    A = _strategy(Ws, *best_upper[1], best_upper[2])
+    A_full = np.zeros((A.shape[0], W.shape[1]))
+    A_full[:, cols] = A
     return DualSolveResult(q=q_full, p=p_full, strategies={best_upper[2]: A_full},
                            lower_estimate=best_lower[0], upper_estimate=best_upper[0],
                            iterations=it, seconds=deadline.elapsed(),
@@ -101,33 +101,43 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
 
 
 def _eval(W: np.ndarray, p: np.ndarray, q: np.ndarray):
-    """F(p, q), diag(UΣUᵀ), diag(VΣVᵀ) and the strategies read off (p, q)."""
+    """F(p, q), diag(UΣUᵀ), diag(VΣVᵀ) and the primal values of the strategies of (p, q).
+
+    With ``base = Σ^{1/2} Vᵀ D_q^{-1/2}`` (column norms² ``c_j = (VΣVᵀ)_jj / q_j``) and
+    ``Z = W D_q^{1/2} V``: the "scaled" strategy ``base / max √c`` has
+    ``R = Z Σ^{-1/2} · max √c`` (R·A = W: V spans D_q^{1/2}·range(Wᵀ)), so its value is
+    ``√(max_i Σ_a Z_ia²/σ_a · max_j c_j)``; when V is square the "balanced" strategy
+    ``base · D_c^{-1/2}`` (unit columns) has ``R = W D_q^{1/2} D_c^{1/2} V Σ^{-1/2}``.
+    One gemm each, no solve: these are the solver's estimates; the planner re-derives R.
+    """
+    sp, sq = np.sqrt(p), np.sqrt(q)
+    Wq = W * sq[None, :]
+    K = sp[:, None] * Wq
+    lam, V = positive_eigenpairs(K.T @ K)
+    sig = np.sqrt(lam)
+    Z = Wq @ V  # KV = D_p^{1/2} Z = U Σ
+    row_sq = np.einsum("ij,j,ij->i", Z, 1.0 / sig, Z)  # (UΣUᵀ)_ii / p_i
+    dp = p * row_sq
+    dq = np.einsum("ij,j,ij->i", V, sig, V)
+    c = dq / q
+    estimates = {"scaled": math.sqrt(float(np.max(row_sq)) * float(np.max(c)))}
+    if lam.size < W.shape[1]:
+        # rank-deficient: V spans D_q^{1/2}·range(Wᵀ) only if no row weight has collapsed
+        # numerically; check R·A = Z Vᵀ D_q^{-1/2} against W
+        residual = float(np.max(np.abs((Z @ V.T) / sq[None, :] - W)))
+        if not residual <= 1e-9 * max(1.0, float(np.max(np.abs(W)))):
+            estimates["scaled"] = math.inf
+        return float(np.sum(sig)), dp, dq, estimates
+        Rb = (Wq * np.sqrt(c)[None, :]) @ (V / np.sqrt(sig)[None, :])
+        estimates["balanced"] = float(np.sqrt(np.max(np.einsum("ij,ij->i", Rb, Rb))))
+    return float(np.sum(sig)), dp, dq, estimates
+
+
+def _strategy(W: np.ndarray, p: np.ndarray, q: np.ndarray, route: str) -> np.ndarray:
+    """The strategy matrix of ``route`` ("scaled" or "balanced") read off (p, q)."""
     sp, sq = np.sqrt(p), np.sqrt(q)
     K = sp[:, None] * W * sq[None, :]
     lam, V = positive_eigenpairs(K.T @ K)
-    sig = np.sqrt(lam)
-    KV = K @ V  # = U Σ
-    dp = np.einsum("ij,j,ij->i", KV, 1.0 / sig, KV)
-    dq = np.einsum("ij,j,ij->i", V, sig, V)
-    base = np.sqrt(sig)[:, None] * V.T / sq[None, :]
+    base = np.sqrt(np.sqrt(lam))[:, None] * V.T / sq[None, :]
     cn = np.sqrt(np.einsum("ij,ij->j", base, base))
-    strategies = {"scaled": base / float(np.max(cn))}
-    if lam.size == W.shape[1]:  # unit columns keep the row space only when A is square
-        strategies["balanced"] = base / cn[None, :]
-    return float(np.sum(sig)), dp, dq, strategies
-
-
-def _primal_value(W: np.ndarray, A: np.ndarray) -> float:
-    """``||W A⁺||_{2→∞} · ||A||_{1→2}``, or inf when ``W A⁺ A`` does not reproduce W.
-
-    ``R = W Aᵀ (AAᵀ)⁻¹`` (A of full row rank); when a weight has collapsed, A can lose
-    rank or W's row space, and then R·A ≠ W: such a candidate bounds nothing.
-    """
-    try:
-        Rt = cholesky_solve(A @ A.T, A @ W.T)  # = Rᵀ
-    except np.linalg.LinAlgError:
-        return math.inf
-    if not float(np.max(np.abs(Rt.T @ A - W))) <= 1e-9 * max(1.0, float(np.max(np.abs(W)))):
-        return math.inf
-    row = float(np.sqrt(np.max(np.einsum("ij,ij->j", Rt, Rt))))
-    return row * float(np.sqrt(np.max(np.einsum("ij,ij->j", A, A))))
+    return base / cn[None, :] if route == "balanced" else base / float(np.max(cn))
