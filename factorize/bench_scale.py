@@ -52,11 +52,7 @@ WALL_GRACE = 60.0
 GAP_TOL = 1e-6
 NORMS = ("gamma_f", "gamma_2")
 NORM_NAMES = {"gamma_f": "γ_F", "gamma_2": "γ₂"}
-SPECIALISED = ("dual", "algebra", "auto")
-
-#: ``auto`` (what ``factorize solve`` does by default) is measured where it differs from
-#: ``dual``: γ₂ of tall factors with N ≤ 24 goes to Clarabel (planner.IPM_MAX_COLUMNS_TALL_GAMMA_2).
-AUTO_ALLRANGE_MAX_N = 32
+SPECIALISED = ("dual", "algebra")
 RANDOM_SEED = 1
 
 # Limits read off reports/bench_core.md (2 cores, 24 GiB; per-case limit 240 s).
@@ -124,8 +120,6 @@ def methods_for(case: Case, sdp_backends: tuple[str, ...]) -> list[tuple[str, st
     out = [("sdp", b) for b in sdp_backends] + [("dual", "numpy")]
     if case.family == "marginals":
         out.append(("algebra", "numpy"))
-    if case.family == "allrange" and int(case.spec.split(":")[1]) <= AUTO_ALLRANGE_MAX_N:
-        out.append(("auto", "planner"))
     return out
 
 
@@ -475,7 +469,7 @@ def _best_sdp(rows: list[dict]) -> dict[tuple, tuple[float, str]]:
 
 
 def sdp_violations(rows: list[dict]) -> list[str]:
-    """Cases where every specialised route (dual, algebra, auto) that finished is slower
+    """Cases where every specialised route (dual, algebra) that finished is slower
     than the fastest generic SDP on the same case (both finished)."""
     best = _best_sdp(rows)
     mine: dict[tuple, dict] = {}

@@ -1,7 +1,7 @@
 """The ``factorize`` command line (I/O only: parsing, printing, exit codes).
 
     factorize solve --workload SPEC --norm gamma_f|gamma_2|approx_gamma_2 [--eta X]
-                    [--method auto|dual|sdp|algebra] [--solver scs|clarabel|mosek] [--eps E] [--time-limit S]
+                    [--method auto|dual|sdp|algebra|low-rank] [--solver scs|clarabel|mosek] [--eps E] [--time-limit S]
                     [--gap-tol G] [--json] [--out FILE]
     factorize check FILE [--json]      re-verify a saved result against its workload
     factorize bench [--suite core|scale] [--quick] [--out reports/bench_<suite>.md] [--solvers scs,clarabel]
@@ -64,8 +64,8 @@ def _print_summary(s: dict) -> None:
     print(f"method     {s['method']}")
     for sv in s.get("solves", []):
         kk, nn = sv["shape"]
-        how = (f"dual fixed point" if sv["method"] == "dual"
-               else f"{sv['backend']} SDP eps={sv['eps']:g}")
+        how = {"dual": "dual fixed point", "low-rank": "low-rank Burer–Monteiro"}.get(
+            sv["method"]) or f"{sv['backend']} SDP eps={sv['eps']:g}"
         print(f"  solve {kk}×{nn} ×{sv['uses']}: {how} "
               f"{sv['seconds']:.2f}s iters={sv['iterations']} primal from {sv['primal_route']}, "
               f"factor gap {sv['gap']:.2g}")
@@ -133,10 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
     p.add_argument("--eta", type=float, default=None,
                    help="entrywise radius η (required with approx_gamma_2)")
-    p.add_argument("--method", default="auto", choices=("auto", "dual", "sdp", "algebra"),
+    p.add_argument("--method", default="auto", choices=("auto", "dual", "sdp", "algebra", "low-rank"),
                    help="auto (default): marginal algebra for marginal workloads, else Kronecker "
                         "factors by the dual fixed-point solver, the generic SDP if that misses "
-                        "the gap; dual / sdp / algebra force one")
+                        "the gap; approximate γ₂ by low-rank (k+N ≥ 32) or sdp; dual / sdp / "
+                        "algebra / low-rank force one")
     p.add_argument("--solver", default="scs", choices=("scs", "clarabel", "mosek"),
                    help="back-end of the generic SDP (method sdp, or auto's fallback)")
     p.add_argument("--eps", type=float, default=None,

@@ -38,7 +38,10 @@ class Factorization:
 
     @classmethod
     def dense(cls, R: np.ndarray, A: np.ndarray) -> "Factorization":
-        return cls((np.asarray(R, dtype=np.float64),), (np.asarray(A, dtype=np.float64),))
+        """One factor pair, stored C-contiguous: norms summed over another memory layout
+        can differ in the last bit from those of the same matrix read back from a file."""
+        return cls((np.ascontiguousarray(R, dtype=np.float64),),
+                   (np.ascontiguousarray(A, dtype=np.float64),))
 
     @property
     def is_kron(self) -> bool:

@@ -109,8 +109,12 @@ def test_larger_prefix_reaches_gap():
 def test_auto_uses_dual_and_reports_it():
     r = solve("prefix:32", "gamma_f")
     assert r.summary_dict()["method"] == "dual"
-    r = solve("prefix:8", "approx_gamma_2", eta=0.1)
+    r = solve("prefix:8", "approx_gamma_2", eta=0.1)  # k + N = 16 < LOWRANK_MIN_SIZE
     assert r.summary_dict()["method"] == "sdp"
+    r = solve("prefix:16", "approx_gamma_2", eta=0.1)
+    assert r.summary_dict()["method"] == "low-rank" and r.gap <= 1e-6
+    with pytest.raises(ValueError, match="'low-rank' solves approximate"):
+        solve("prefix:8", "gamma_f", method="low-rank")
 
 
 def test_hostile_inputs():
