@@ -67,6 +67,70 @@ def positive_eigenpairs(M: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return lam[keep], V[:, keep]
 
 
+def square_finite(M: np.ndarray, name: str) -> np.ndarray:
+    """``M`` as a float64 non-empty square matrix with finite entries, or ``ValueError``."""
+    M = np.asarray(M, dtype=np.float64)
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix, got shape {M.shape}")
+    if not np.all(np.isfinite(M)):
+        raise ValueError(f"{name} has a non-finite entry")
+    return M
+
+
+class SafeguardedAnderson:
+    """The loop bookkeeping both dual solvers share: Anderson-accelerated fixed-point steps
+    on log-weights, the best dual (lower) and primal (upper) estimates seen, and when to stop.
+
+    Safeguard: when an accelerated step lowers the dual objective (which the plain map does
+    not), the history is dropped and the next iterate is the plain image of the best point.
+    """
+
+    def __init__(self, memory: int, target_gap: float, stall_iters: int, deadline: Deadline) -> None:
+        from solvers.anderson import Anderson
+
+        self.acc = Anderson(memory)
+        self.target_gap = target_gap
+        self.stall_iters = stall_iters
+        self.deadline = deadline
+        self.lower, self.lower_at, self._lower_plain = -math.inf, None, None
+        self.upper, self.upper_at, self.route = math.inf, None, None
+        self.history: list[tuple[int, float, float]] = []
+        self._since_improvement = 0
+
+    @property
+    def gap(self) -> float:
+        return self.upper / self.lower - 1.0 if self.lower > 0 else math.inf
+
+    @property
+    def converged(self) -> bool:
+        return self.gap <= self.target_gap
+
+    def record(self, it: int, lower: float, plain: np.ndarray, primal: dict[str, float],
+               point) -> bool:
+        """Record iteration ``it`` at ``point`` (dual value, plain image T(x), primal values
+        by route); True when the loop should stop."""
+        improved = False
+        self._last_lower = lower
+        if lower > self.lower:
+            self.lower, self.lower_at, self._lower_plain = lower, point, plain
+            improved = True
+        route = min(primal, key=primal.get)
+        if primal[route] < self.upper:
+            self.upper, self.upper_at, self.route = primal[route], point, route
+            improved = True
+        self.history.append((it, self.lower, self.upper))
+        self._since_improvement = 0 if improved else self._since_improvement + 1
+        return (self.converged or self._since_improvement >= self.stall_iters
+                or self.deadline.passed())
+
+    def next_iterate(self, x: np.ndarray, plain: np.ndarray) -> np.ndarray:
+        """The next log-weights: accelerated, or the plain image of the best point."""
+        if self._last_lower < self.lower * (1 - 1e-12):
+            self.acc.reset()
+            return self._lower_plain
+        return self.acc.step(x, plain)
+
+
 def cholesky_solve(S: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``S⁻¹ B`` for symmetric positive definite S (raises ``LinAlgError`` otherwise).
 

@@ -26,8 +26,7 @@ import math
 
 import numpy as np
 
-from solvers.anderson import Anderson
-from solvers.dual_common import (Deadline, DualSolveResult, log_weights,
+from solvers.dual_common import (Deadline, DualSolveResult, SafeguardedAnderson, log_weights,
                                  positive_eigenpairs, simplex_from_log)
 from solvers.errors import SolverFailedError
 
@@ -55,49 +54,27 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
     k, N = Ws.shape
 
     x = np.concatenate([np.full(k, -math.log(k)), np.full(N, -math.log(N))])
-    acc = Anderson(memory)
-    best_lower = (-math.inf, None, None)
-    best_upper = (math.inf, None, None)  # (value, (p, q), route)
-    history = []
-    since_improvement = 0
+    loop = SafeguardedAnderson(memory, target_gap, stall_iters, deadline)
     it = 0
-    gap = math.inf
     for it in range(1, max_iters + 1):
         p, q = simplex_from_log(x[:k]), simplex_from_log(x[k:])
         F, dp, dq, estimates = _eval(Ws, p, q)
-        improved = False
         plain = np.concatenate([log_weights(dp, F), log_weights(dq, F)])
-        if F > best_lower[0]:
-            best_lower = (F, p, q)
-            best_plain = plain
-            improved = True
-        for route, value in estimates.items():
-            if value < best_upper[0]:
-                best_upper = (value, (p, q), route)
-                improved = True
-        gap = best_upper[0] / best_lower[0] - 1.0
-        history.append((it, best_lower[0], best_upper[0]))
-        since_improvement = 0 if improved else since_improvement + 1
-        if gap <= target_gap or since_improvement >= stall_iters or deadline.passed():
+        if loop.record(it, F, plain, estimates, (p, q)):
             break
-        if F < best_lower[0] * (1 - 1e-12):
-            # the accelerated step lost ground: restart with a plain step from the best point
-            acc.reset()
-            x = best_plain
-        else:
-            x = acc.step(x, plain)
+        x = loop.next_iterate(x, plain)
 
     p_full = np.zeros(W.shape[0])
-    p_full[rows] = best_lower[1]
+    p_full[rows] = loop.lower_at[0]
     q_full = np.zeros(W.shape[1])
-    q_full[cols] = best_lower[2]
-    A = _strategy(Ws, *best_upper[1], best_upper[2])
+    q_full[cols] = loop.lower_at[1]
+    A = _strategy(Ws, *loop.upper_at, loop.route)
     A_full = np.zeros((A.shape[0], W.shape[1]))
     A_full[:, cols] = A
-    return DualSolveResult(q=q_full, p=p_full, strategies={best_upper[2]: A_full},
-                           lower_estimate=best_lower[0], upper_estimate=best_upper[0],
-                           iterations=it, seconds=deadline.elapsed(),
-                           converged=gap <= target_gap, history=tuple(history))
+    return DualSolveResult(q=q_full, p=p_full, strategies={loop.route: A_full},
+                           lower_estimate=loop.lower, upper_estimate=loop.upper, iterations=it,
+                           seconds=deadline.elapsed(), converged=loop.converged,
+                           history=tuple(loop.history))
 
 
 def _eval(W: np.ndarray, p: np.ndarray, q: np.ndarray):

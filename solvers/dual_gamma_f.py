@@ -35,9 +35,8 @@ import math
 
 import numpy as np
 
-from solvers.anderson import Anderson
-from solvers.dual_common import (Deadline, DualSolveResult, log_weights, positive_eigenpairs,
-                                 simplex_from_log)
+from solvers.dual_common import (Deadline, DualSolveResult, SafeguardedAnderson, log_weights,
+                                 positive_eigenpairs, simplex_from_log, square_finite)
 from solvers.errors import SolverFailedError
 
 
@@ -62,62 +61,36 @@ def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memor
     full_rank = None
 
     x = np.full(n, -math.log(n))
-    acc = Anderson(memory)
-    best_lower = (-math.inf, None)  # (f, q)
-    best_upper = (math.inf, None, None)  # (k·γ² bound, q, route)
-    history = []
-    since_improvement = 0
+    loop = SafeguardedAnderson(memory, target_gap, stall_iters, deadline)
     it = 0
     for it in range(1, max_iters + 1):
         q = simplex_from_log(x)
         lam, V, f, diag_root = _eval(Gs, q)
         if full_rank is None:
             full_rank = lam.size == n
-        improved = False
-        plain = log_weights(diag_root, f)
-        if f > best_lower[0]:
-            best_lower = (f, q)
-            best_plain = plain
-            improved = True
         r = diag_root / (q * f)
-        bounds = {"scaled": f * f * float(np.max(r))}
+        bounds = {"scaled": f * f * float(np.max(r))}  # k·γ_F² ≤ this, see the module doc
         if full_rank:
             C = V.T @ (np.sqrt(r)[:, None] * V)
             bounds["balanced"] = f * float(np.sum((lam[:, None] / np.sqrt(lam)[None, :]) * C * C))
-        route = min(bounds, key=bounds.get)
-        if bounds[route] < best_upper[0]:
-            best_upper = (bounds[route], q, route)
-            improved = True
-        gap = math.sqrt(best_upper[0]) / best_lower[0] - 1.0
-        history.append((it, best_lower[0] / math.sqrt(k), math.sqrt(best_upper[0] / k)))
-        since_improvement = 0 if improved else since_improvement + 1
-        if gap <= target_gap or since_improvement >= stall_iters or deadline.passed():
+        plain = log_weights(diag_root, f)
+        primal = {route: math.sqrt(b / k) for route, b in bounds.items()}
+        if loop.record(it, f / math.sqrt(k), plain, primal, q):
             break
-        if f < best_lower[0] * (1 - 1e-12):
-            # the accelerated step lost ground: restart with a plain step from the best point
-            acc.reset()
-            x = best_plain
-        else:
-            x = acc.step(x, plain)
+        x = loop.next_iterate(x, plain)
 
-    converged = gap <= target_gap
     q_full = np.zeros(N)
-    q_full[support] = best_lower[1]
-    strategies = _strategies(Gs, best_upper[1], support)
-    if best_lower[1] is not best_upper[1]:
-        strategies.update({f"{name}@dual": A for name, A in _strategies(Gs, best_lower[1], support).items()})
-    return DualSolveResult(q=q_full, p=None, strategies=strategies,
-                           lower_estimate=best_lower[0] / math.sqrt(k),
-                           upper_estimate=math.sqrt(best_upper[0] / k), iterations=it,
-                           seconds=deadline.elapsed(), converged=converged, history=tuple(history))
+    q_full[support] = loop.lower_at
+    strategies = _strategies(Gs, loop.upper_at, support)
+    if loop.lower_at is not loop.upper_at:
+        strategies.update({f"{name}@dual": A for name, A in _strategies(Gs, loop.lower_at, support).items()})
+    return DualSolveResult(q=q_full, p=None, strategies=strategies, lower_estimate=loop.lower,
+                           upper_estimate=loop.upper, iterations=it, seconds=deadline.elapsed(),
+                           converged=loop.converged, history=tuple(loop.history))
 
 
 def _check_gram(G: np.ndarray) -> np.ndarray:
-    G = np.asarray(G, dtype=np.float64)
-    if G.ndim != 2 or G.shape[0] != G.shape[1] or G.shape[0] == 0:
-        raise ValueError(f"the Gram matrix must be square and non-empty, got shape {G.shape}")
-    if not np.all(np.isfinite(G)):
-        raise ValueError("the Gram matrix has a non-finite entry")
+    G = square_finite(G, "the Gram matrix")
     return 0.5 * (G + G.T)
 
 
