@@ -1,6 +1,6 @@
 """From raw solver output to factorizations and dual witnesses (pure numpy).
 
-Two primal constructions per norm, so a certificate never depends on one route only:
+Primal constructions, so a certificate never depends on one route only:
 
 * from a Gram matrix X ≈ AᵀA (the SDP primal): ``A = diag(√w) Vᵀ`` from ``X = V diag(w) Vᵀ``,
   ``R = W A⁺`` (MATH.md §2.1: ``R = W X⁻¹ Aᵀ``);
@@ -9,7 +9,10 @@ Two primal constructions per norm, so a certificate never depends on one route o
   For γ_F take p = 1: then ``AᵀA = D^{-1/2} (D^{1/2} WᵀW D^{1/2})^{1/2} D^{-1/2}`` with
   ``D = diag(q)``, and ``tr(W X⁻¹ Wᵀ) = ||W D^{1/2}||_tr`` — the primal matching q exactly.
 
-Both give ``R·A = W`` up to rounding whenever the rows of W lie in the row space of A;
+* from a strategy A alone (the dual solvers' output, ``solvers.dual_gamma_f`` /
+  ``dual_gamma_2``): ``R = W A⁺ = W Aᵀ (AAᵀ)⁻¹``.
+
+All give ``R·A = W`` up to rounding whenever the rows of W lie in the row space of A;
 ``certificate.verify`` checks the residual, so a bad construction is caught, not trusted.
 """
 
