@@ -13,7 +13,7 @@ from scipy import stats
 from factorize.executor import release_answers
 from factorize.executor.release import sampled_variance
 from factorize.privacy import NoiseSpec, PureDP, TestRandom, ZCDP, sample_on_grid
-from tests.plan_fixtures import identity_certificate, small_plan
+from tests.plan_fixtures import small_plan
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
 
