@@ -85,6 +85,12 @@ def minimum_enclosing_ellipsoid(A: np.ndarray, *, tol: float = 1e-6, max_iters: 
     X = Bas.T @ A  # r×N coordinates in the span
     r, N = X.shape
 
+    if r == 1:  # on a line the MEE is the segment [−max|x|, max|x|]: all weight on the longest
+        p = np.zeros(N)
+        p[int(np.argmax(np.abs(X[0])))] = 1.0
+        M = (X * p[None, :]) @ X.T
+        return EnclosingEllipsoid(weights=p, basis=Bas, moment=M, optimality=1.0, log_volume_gap=0.0,
+                                  iterations=0, seconds=time.perf_counter() - start)
     p = np.full(N, 1.0 / N)
     Minv, g = _refresh(X, p)
     it = 0
