@@ -1,6 +1,7 @@
 """``factorize plan | run | verify | inspect``: mechanism plans and the production executor.
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
+                   [--mechanism factorization|ellipsoid]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
                    [--solver scs|clarabel|mosek] [--eps E] [--time-limit S] [--gap-tol G]
@@ -34,6 +35,9 @@ def register(subparsers: Any) -> None:
                    help='"epsilon=1,delta=1e-6" ((ε,δ)-DP), "rho=0.5" (zCDP) or "epsilon=1" (pure DP)')
     p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
     p.add_argument("--eta", type=float, default=None)
+    p.add_argument("--mechanism", default="factorization", choices=("factorization", "ellipsoid"),
+                   help="factorization (optimal for --norm) or ellipsoid (seed 002 Alg. 1–2, "
+                        "base decomposition; certified against the optimum's dual witness)")
     p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace"))
     p.add_argument("--domain", default=None,
                    help='JSON file name→size (e.g. adult-domain.json) or inline "sex=2,race=5"')
@@ -140,7 +144,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     family = {"auto": None, "knorm": "l2_knorm"}.get(args.noise, args.noise)
     plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
                       relation=args.neighbouring, domain=domain, noise_family=family,
-                      postprocess=args.postprocess, options=options, gap_tol=args.gap_tol)
+                      postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
+                      mechanism=args.mechanism)
     save_plan(plan, args.out)
     if args.json:
         print(json.dumps({"out": args.out, **plan.manifest()}, allow_nan=False, default=str))

@@ -48,3 +48,27 @@ def test_identity_bounds():
     assert [U.shape[1] for U in pieces] == [4, 2, 1, 1]
     value = ellipsoid_factorization(np.eye(8)).gamma_2_value()
     assert 1 - 1e-12 <= value <= 2 + 1e-12
+
+
+def test_ellipsoid_plan_is_verified_and_runs(tmp_path):
+    """`--mechanism ellipsoid` writes a plan the executor verifies and runs; its certificate
+    upper bound is the ellipsoid mechanism's value, its lower bound the optimum's."""
+    from factorize.cli import main
+    from factorize.plan.build import build_plan
+    from factorize.plan.plan_file import load_plan
+
+    plan = build_plan("prefix:16", "epsilon=1,delta=1e-6", norm="gamma_2", mechanism="ellipsoid")
+    f = ellipsoid_factorization(parse_workload("prefix:16").dense())
+    assert plan.bounds["upper"] == pytest.approx(f.gamma_2_value(), rel=1e-12)
+    assert plan.bounds["lower"] == pytest.approx(solve("prefix:16", "gamma_2").lower, rel=1e-9)
+    assert plan.provenance["mechanism"] == "ellipsoid"
+    out = tmp_path / "e.plan"
+    assert main(["plan", "--workload", "prefix:16", "--privacy", "epsilon=1,delta=1e-6",
+                 "--mechanism", "ellipsoid", "--out", str(out)]) == 0
+    assert load_plan(out).provenance["mechanism"] == "ellipsoid"
+    data = tmp_path / "h.npy"
+    np.save(data, np.arange(16, dtype=float))
+    assert main(["run", str(out), "--data", str(data), "--out", str(tmp_path / "a.csv")]) == 0
+    from factorize.plan.model import PlanError
+    with pytest.raises(PlanError, match="unknown mechanism"):
+        build_plan("prefix:16", "epsilon=1,delta=1e-6", mechanism="jl")

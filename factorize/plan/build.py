@@ -23,6 +23,8 @@ import math
 import time
 from typing import Any
 
+import numpy as np
+
 from factorize.certificate import Certificate, verify
 from factorize.io.provenance import versions
 from workloads import Domain, Workload, parse_workload
@@ -49,12 +51,44 @@ def choose_grid(base_sensitivity: float, m: int, norm: str) -> float:
     return float(2.0 ** math.floor(math.log2(target)))
 
 
+#: Plan mechanisms ``build_plan`` writes (issue 5 adds the geometric ones one by one).
+MECHANISMS = ("factorization", "ellipsoid")
+
+
+def _dense_witness(witness):
+    """A Kronecker witness (tuples of factor weights) as one dense witness (⊗ of the factors)."""
+    from factorize.certificate import Gamma2Witness, GammaFWitness
+
+    def kron(parts):
+        out = np.ones(1)
+        for w in parts:
+            out = np.kron(out, w)
+        return (out,)
+
+    if isinstance(witness, GammaFWitness):
+        return GammaFWitness(q=kron(witness.q))
+    return Gamma2Witness(p=kron(witness.p), q=kron(witness.q))
+
+
 def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f",
                eta: float | None = None, relation: str = "add_remove",
                domain: Domain | None = None, noise_family: str | None = None, exact: bool = True,
                postprocess: str | None = None, certificate: Certificate | None = None,
-               options: Any = None, gap_tol: float | None = None) -> Plan:
-    """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input."""
+               options: Any = None, gap_tol: float | None = None,
+               mechanism: str = "factorization") -> Plan:
+    """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input.
+
+    ``mechanism``: ``factorization`` (the optimal W = R·A of ``norm``) or ``ellipsoid``
+    (seed 002 Alg. 1–2: the base-decomposition Gaussian mechanism, written as W = R·S by
+    ``geometry.ellipsoid_factorization``; its certificate keeps the optimal dual witness, so
+    the plan's gap says how far the ellipsoid mechanism is from the optimal factorization).
+    """
+    if mechanism not in MECHANISMS:
+        raise PlanError(f"unknown mechanism {mechanism!r}; expected one of {', '.join(MECHANISMS)}")
+    if mechanism == "ellipsoid" and (certificate is not None or norm == "approx_gamma_2"):
+        raise PlanError("the ellipsoid mechanism takes neither an explicit certificate nor "
+                        "approx_gamma_2 (its strategy is fixed by the ellipsoid; norm picks the "
+                        "witness, gamma_f or gamma_2)")
     from factorize.privacy import Neighbouring, calibrate, kron_sensitivity, parse_guarantee
 
     t0 = time.perf_counter()
@@ -86,6 +120,16 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
             # same workload densely (the executor needs R and A; fine while W fits in memory)
             result = solve(W, norm, method="dual", **kwargs)
         cert, v = result.certificate, result.verification
+        if mechanism == "ellipsoid":
+            from factorize.geometry import ellipsoid_factorization
+
+            witness = _dense_witness(cert.witness)
+            cert = Certificate(norm=norm, factorization=ellipsoid_factorization(W.dense()),
+                               witness=witness)
+            v = verify(cert, W.dense())
+            if not v.passed:
+                raise PlanError("the ellipsoid mechanism's certificate does not verify: "
+                                + "; ".join(v.failures))
         solves = [s.to_dict() if hasattr(s, "to_dict") else {**s.__dict__, "shape": list(s.shape)}
                   for s in result.solves]
         source = "planner"
@@ -127,7 +171,8 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         postprocess=({"method": postprocess, "max_iter": 2000, "tol": 1e-8}
                      if postprocess not in (None, "none") else None),
         expected_error=expected_error(fact, noise),
-        provenance={"versions": versions(), "certificate_source": source, "solves": solves,
+        provenance={"versions": versions(), "mechanism": mechanism,
+                    "certificate_source": source, "solves": solves,
                     "solve_seconds": solve_seconds,
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
     )

@@ -129,6 +129,9 @@ class Plan:
             f"postprocess {self.postprocess['method'] if self.postprocess else 'none'}",
         ]
         prov = self.provenance
+        if prov and prov.get("mechanism", "factorization") != "factorization":
+            lines.insert(1, f"mechanism   {prov['mechanism']} (the certificate's lower bound is the "
+                            "optimal factorization's: the gap is this mechanism's distance to it)")
         if prov:
             lines.append(f"provenance  factorize {prov.get('versions', {}).get('factorize', '?')}, "
                          f"certificate from {prov.get('certificate_source', '?')}, "
