@@ -3,12 +3,14 @@
 ``mee``: the minimum-volume enclosing ellipsoid of a symmetric point set (D-optimal design).
 ``spectral_projection``: projections onto the simplex and the spectraplex {M ⪰ 0, tr M = t}.
 ``base_decomposition``: seed 002 Alg. 1 and its Gaussian mechanism (Alg. 2) as W = R·S.
+``least_squares``: the projection onto n·K by Frank–Wolfe (seed 002 Alg. 3's estimator).
 """
 
 from factorize.geometry.base_decomposition import base_decomposition, ellipsoid_factorization
 
+from factorize.geometry.least_squares import Projection, project_least_squares
 from factorize.geometry.mee import EnclosingEllipsoid, minimum_enclosing_ellipsoid
 from factorize.geometry.spectral_projection import project_to_simplex, project_to_spectraplex
 
-__all__ = ["base_decomposition", "ellipsoid_factorization", "EnclosingEllipsoid", "minimum_enclosing_ellipsoid", "project_to_simplex",
+__all__ = ["Projection", "project_least_squares", "base_decomposition", "ellipsoid_factorization", "EnclosingEllipsoid", "minimum_enclosing_ellipsoid", "project_to_simplex",
            "project_to_spectraplex"]
