@@ -15,7 +15,8 @@
    ``lowrank_approx_gamma_2``) from k + N ≥ 32 on, to the SDP below;
 3. every route yields primal candidates (``factorize.recovery``) and dual weights; the
    best candidate is kept, the leaves are composed, and ``certificate.verify`` — the only
-   source of the numbers returned — re-checks the whole certificate; a failed check or a
+   source of the numbers returned — re-checks the whole certificate (a one-leaf workload's
+   leaf check is that same call, so it is not repeated); a failed check or a
    certified relative gap above ``gap_tol`` raises.
 """
 
@@ -183,14 +184,15 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
                          "products of identities and all-ones rows) and norm gamma_f or gamma_2")
 
     leaves = [W] if norm == "approx_gamma_2" else kron_leaves(W)
-    by_fingerprint: dict[str, tuple[Factorization, tuple, FactorSolve]] = {}
+    by_fingerprint: dict[str, tuple[Factorization, tuple, FactorSolve, Verification]] = {}
     order: list[str] = []
     for leaf in leaves:
         fp = leaf.fingerprint()
         order.append(fp)
         if fp in by_fingerprint:
-            f, wit, rep = by_fingerprint[fp]
-            by_fingerprint[fp] = (f, wit, FactorSolve(**{**rep.__dict__, "uses": rep.uses + 1}))
+            f, wit, rep, leaf_check = by_fingerprint[fp]
+            by_fingerprint[fp] = (f, wit, FactorSolve(**{**rep.__dict__, "uses": rep.uses + 1}),
+                                  leaf_check)
             continue
         opts = options.remaining(time.perf_counter() - start)
         by_fingerprint[fp] = _solve_leaf(leaf.dense(), norm, eta, method, opts, residual_tol,
@@ -205,7 +207,9 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
     else:
         witness = parts[0][0]
     cert = Certificate(norm=norm, factorization=fact, witness=witness, eta=eta)
-    check = verify(cert, W, residual_tol=residual_tol)
+    # one leaf: its own check (the same verify on the same dense matrix) is the certificate's
+    check = (by_fingerprint[order[0]][3] if len(leaves) == 1
+             else verify(cert, W, residual_tol=residual_tol))
     if not check.passed:
         raise CertificateInvalidError("the certificate failed verification: " + check.summary())
     solves = tuple(by_fingerprint[fp][2] for fp in dict.fromkeys(order))
@@ -220,6 +224,10 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
                                   seconds=time.perf_counter() - start)
 
 
+#: What solving one leaf returns: its factorization, witness parts, report and its verify().
+_LeafResult = tuple[Factorization, tuple, FactorSolve, Verification]
+
+
 def _describe(s: FactorSolve) -> str:
     if s.method in ("dual", "low-rank"):
         return f"the {s.method} solver ({s.iterations} iterations)"
@@ -227,7 +235,7 @@ def _describe(s: FactorSolve) -> str:
 
 
 def _solve_leaf(W: np.ndarray, norm: str, eta: float | None, method: str, opts: SolverOptions,
-                residual_tol: float, gap_target: float) -> tuple[Factorization, tuple, FactorSolve]:
+                residual_tol: float, gap_target: float) -> _LeafResult:
     """One dense factor by the chosen method; ``auto`` tries the dual solver, then the SDP.
 
     The dual solvers handle γ_F and γ₂; approximate γ₂ goes to the SDP. In ``auto`` mode a
@@ -259,7 +267,7 @@ def _solve_leaf(W: np.ndarray, norm: str, eta: float | None, method: str, opts: 
 
 
 def _solve_dense_dual(W: np.ndarray, norm: str, opts: SolverOptions, residual_tol: float,
-                      gap_target: float) -> tuple[Factorization, tuple, FactorSolve]:
+                      gap_target: float) -> _LeafResult:
     """The specialised dual solver on one dense factor, its best primal and its witness.
 
     The solver's own gap estimate aims at half the factor's target; the certified gap
@@ -276,7 +284,8 @@ def _solve_dense_dual(W: np.ndarray, norm: str, opts: SolverOptions, residual_to
     candidates = {name: (lambda A=A: recovery.factorization_from_strategy(W, A))
                   for name, A in res.strategies.items()}
     route, fact = _best_candidate(W, candidates, norm, residual_tol)
-    gap = _leaf_gap(W, norm, None, fact, parts, residual_tol)
+    check = _leaf_check(W, norm, None, fact, parts, residual_tol)
+    gap = _gap_of(check)
     if opts.time_limit is not None and not gap <= gap_target and res.seconds >= opts.time_limit:
         raise SolverTimeLimitError(
             f"the dual solver reached the {opts.time_limit:g} s limit after {res.iterations} "
@@ -285,11 +294,11 @@ def _solve_dense_dual(W: np.ndarray, norm: str, opts: SolverOptions, residual_to
                          backend="numpy", status="converged" if res.converged else "stalled",
                          seconds=time.perf_counter() - start, iterations=res.iterations,
                          primal_route=route, uses=1, eps=None, gap=gap)
-    return fact, parts, report
+    return fact, parts, report, check
 
 
 def _solve_dense_lowrank(W: np.ndarray, eta: float, opts: SolverOptions, residual_tol: float,
-                         gap_target: float) -> tuple[Factorization, tuple, FactorSolve]:
+                         gap_target: float) -> _LeafResult:
     """Approximate γ₂ by the Burer–Monteiro augmented-Lagrangian solver (``lowrank_approx_gamma_2``),
     which stops on its own re-checked certificate."""
     from factorize.lowrank_approx_gamma_2 import solve_approx_gamma_2_scalable
@@ -301,11 +310,11 @@ def _solve_dense_lowrank(W: np.ndarray, eta: float, opts: SolverOptions, residua
                          backend="numpy", status="converged", seconds=time.perf_counter() - start,
                          iterations=info.get("inner_iterations"), primal_route="bm-alm", uses=1,
                          eps=None, gap=info["gap"])
-    return fact, (witness,), report
+    return fact, (witness,), report, info["verification"]
 
 
 def _solve_dense(W: np.ndarray, norm: str, eta: float | None, opts: SolverOptions,
-                 residual_tol: float, gap_target: float) -> tuple[Factorization, tuple, FactorSolve]:
+                 residual_tol: float, gap_target: float) -> _LeafResult:
     """Solve one dense factor: (factorization, witness parts, report).
 
     With an explicit ``opts.eps`` this is one solve. Otherwise the back-end tolerance is
@@ -325,17 +334,18 @@ def _solve_dense(W: np.ndarray, norm: str, eta: float | None, opts: SolverOption
             if best is None or i == len(schedule) - 1:
                 raise
             break  # the back-end cannot go tighter: keep the best certificate so far
-        gap = _leaf_gap(W, norm, eta, fact, parts, residual_tol)
+        check = _leaf_check(W, norm, eta, fact, parts, residual_tol)
+        gap = _gap_of(check)
         if best is None or gap < best[4]:
-            best = (fact, parts, route, info, gap, eps)
+            best = (fact, parts, route, info, gap, eps, check)
         if gap <= gap_target:
             break
-    fact, parts, route, info, gap, eps = best
+    fact, parts, route, info, gap, eps, check = best
     report = FactorSolve(shape=(int(W.shape[0]), int(W.shape[1])), method="sdp", backend=info.backend,
                          status=info.status, seconds=time.perf_counter() - start,
                          iterations=info.iterations, primal_route=route, uses=1,
                          eps=eps, gap=gap)
-    return fact, parts, report
+    return fact, parts, report, check
 
 
 def _leaf_gap_target(gap_tol: float, n_leaves: int) -> float:
@@ -347,14 +357,18 @@ def _leaf_gap_target(gap_tol: float, n_leaves: int) -> float:
     return 0.9 * ((1.0 + gap_tol) ** (1.0 / n_leaves) - 1.0)
 
 
-def _leaf_gap(W: np.ndarray, norm: str, eta: float | None, fact: Factorization, parts: tuple,
-              residual_tol: float) -> float:
-    """The certified relative gap of one factor's certificate (inf if it does not verify)."""
+def _leaf_check(W: np.ndarray, norm: str, eta: float | None, fact: Factorization, parts: tuple,
+                residual_tol: float) -> Verification:
+    """``verify`` of one factor's certificate (for a one-leaf workload it is the final one)."""
     witness = {"gamma_f": lambda: GammaFWitness(q=(parts[0],)),
                "gamma_2": lambda: Gamma2Witness(p=(parts[0],), q=(parts[1],)),
                "approx_gamma_2": lambda: parts[0]}[norm]()
-    check = verify(Certificate(norm=norm, factorization=fact, witness=witness, eta=eta), W,
-                   residual_tol=residual_tol)
+    return verify(Certificate(norm=norm, factorization=fact, witness=witness, eta=eta), W,
+                  residual_tol=residual_tol)
+
+
+def _gap_of(check: Verification) -> float:
+    """The certified relative gap, inf when the certificate does not verify."""
     return check.gap if check.passed else float("inf")
 
 

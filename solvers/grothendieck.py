@@ -65,6 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from factorize.norms import UNIT_ROUNDOFF
+from solvers.dual_common import square_finite
 from solvers.errors import SolverInaccurateError, SolverTimeLimitError
 
 _U = UNIT_ROUNDOFF
@@ -549,11 +550,7 @@ def _give_up(best, p, V, lower_slack, it, start, newton_steps, probes, require_g
 # helpers
 # ---------------------------------------------------------------------------------
 def _check_symmetric(C: np.ndarray) -> np.ndarray:
-    C = np.asarray(C, dtype=np.float64)
-    if C.ndim != 2 or C.shape[0] != C.shape[1] or C.shape[0] == 0:
-        raise ValueError(f"C must be a non-empty square matrix, got shape {C.shape}")
-    if not np.all(np.isfinite(C)):
-        raise ValueError("C has a non-finite entry")
+    C = square_finite(C, "C")
     if not np.array_equal(C, C.T):
         scale = max(float(np.max(np.abs(C))), 1e-300)
         if float(np.max(np.abs(C - C.T))) > 1e-12 * scale:

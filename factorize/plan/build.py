@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import time
+from functools import reduce
 from typing import Any
 
 import numpy as np
@@ -59,15 +60,9 @@ def _dense_witness(witness):
     """A Kronecker witness (tuples of factor weights) as one dense witness (⊗ of the factors)."""
     from factorize.certificate import Gamma2Witness, GammaFWitness
 
-    def kron(parts):
-        out = np.ones(1)
-        for w in parts:
-            out = np.kron(out, w)
-        return (out,)
-
     if isinstance(witness, GammaFWitness):
-        return GammaFWitness(q=kron(witness.q))
-    return Gamma2Witness(p=kron(witness.p), q=kron(witness.q))
+        return GammaFWitness(q=(reduce(np.kron, witness.q),))
+    return Gamma2Witness(p=(reduce(np.kron, witness.p),), q=(reduce(np.kron, witness.q),))
 
 
 def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f",
