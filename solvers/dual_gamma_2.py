@@ -58,9 +58,10 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
     it = 0
     for it in range(1, max_iters + 1):
         p, q = simplex_from_log(x[:k]), simplex_from_log(x[k:])
-        F, dp, dq, estimates = _eval(Ws, p, q)
+        F, dp, dq, estimates, eig = _eval(Ws, p, q)
         plain = np.concatenate([log_weights(dp, F), log_weights(dq, F)])
-        if loop.record(it, F, plain, estimates, (p, q)):
+        # the point carries its eigendecomposition, so the strategy needs no second one
+        if loop.record(it, F, plain, estimates, (p, q, eig)):
             break
         x = loop.next_iterate(x, plain)
 
@@ -68,7 +69,7 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
     p_full[rows] = loop.lower_at[0]
     q_full = np.zeros(W.shape[1])
     q_full[cols] = loop.lower_at[1]
-    A = _strategy(Ws, *loop.upper_at, loop.route)
+    A = _strategy(*loop.upper_at[1:], loop.route)
     A_full = np.zeros((A.shape[0], W.shape[1]))
     A_full[:, cols] = A
     return DualSolveResult(q=q_full, p=p_full, strategies={loop.route: A_full},
@@ -104,17 +105,17 @@ def _eval(W: np.ndarray, p: np.ndarray, q: np.ndarray):
         residual = float(np.max(np.abs((Z @ V.T) / sq[None, :] - W)))
         if not residual <= 1e-9 * max(1.0, float(np.max(np.abs(W)))):
             estimates["scaled"] = math.inf
-        return float(np.sum(sig)), dp, dq, estimates
+        return float(np.sum(sig)), dp, dq, estimates, (lam, V)
         Rb = (Wq * np.sqrt(c)[None, :]) @ (V / np.sqrt(sig)[None, :])
         estimates["balanced"] = float(np.sqrt(np.max(np.einsum("ij,ij->i", Rb, Rb))))
-    return float(np.sum(sig)), dp, dq, estimates
+    return float(np.sum(sig)), dp, dq, estimates, (lam, V)
 
 
-def _strategy(W: np.ndarray, p: np.ndarray, q: np.ndarray, route: str) -> np.ndarray:
-    """The strategy matrix of ``route`` ("scaled" or "balanced") read off (p, q)."""
-    sp, sq = np.sqrt(p), np.sqrt(q)
-    K = sp[:, None] * W * sq[None, :]
-    lam, V = positive_eigenpairs(K.T @ K)
+def _strategy(q: np.ndarray, eig: tuple[np.ndarray, np.ndarray], route: str) -> np.ndarray:
+    """The strategy matrix of ``route`` ("scaled" or "balanced") read off q and the
+    eigendecomposition of KᵀK that the iteration made at (p, q)."""
+    sq = np.sqrt(q)
+    lam, V = eig
     base = np.sqrt(np.sqrt(lam))[:, None] * V.T / sq[None, :]
     cn = np.sqrt(np.einsum("ij,ij->j", base, base))
     return base / cn[None, :] if route == "balanced" else base / float(np.max(cn))

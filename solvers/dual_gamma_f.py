@@ -75,15 +75,16 @@ def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memor
             bounds["balanced"] = f * float(np.sum((lam[:, None] / np.sqrt(lam)[None, :]) * C * C))
         plain = log_weights(diag_root, f)
         primal = {route: math.sqrt(b / k) for route, b in bounds.items()}
-        if loop.record(it, f / math.sqrt(k), plain, primal, q):
+        # the point carries its eigendecomposition, so the strategies need no second one
+        if loop.record(it, f / math.sqrt(k), plain, primal, (q, (lam, V, f, diag_root))):
             break
         x = loop.next_iterate(x, plain)
 
     q_full = np.zeros(N)
-    q_full[support] = loop.lower_at
-    strategies = _strategies(Gs, loop.upper_at, support)
+    q_full[support] = loop.lower_at[0]
+    strategies = _strategies(*loop.upper_at, support)
     if loop.lower_at is not loop.upper_at:
-        strategies.update({f"{name}@dual": A for name, A in _strategies(Gs, loop.lower_at, support).items()})
+        strategies.update({f"{name}@dual": A for name, A in _strategies(*loop.lower_at, support).items()})
     return DualSolveResult(q=q_full, p=None, strategies=strategies, lower_estimate=loop.lower,
                            upper_estimate=loop.upper, iterations=it, seconds=deadline.elapsed(),
                            converged=loop.converged, history=tuple(loop.history))
@@ -103,13 +104,14 @@ def _eval(G: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, 
     return lam, V, float(np.sum(sig)), diag_root
 
 
-def _strategies(G: np.ndarray, q: np.ndarray, support: np.ndarray) -> dict[str, np.ndarray]:
-    """The "scaled" and (when G is non-singular) "balanced" strategies of q, as m×N matrices."""
-    lam, V, f, diag_root = _eval(G, q)
+def _strategies(q: np.ndarray, evaluation: tuple, support: np.ndarray) -> dict[str, np.ndarray]:
+    """The "scaled" and (when G is non-singular) "balanced" strategies of q, as m×N matrices,
+    from q's evaluation ``_eval(G, q)`` made by the iteration."""
+    lam, V, f, diag_root = evaluation
     base = (lam ** 0.25)[:, None] * V.T / np.sqrt(q)[None, :] / math.sqrt(f)  # AᵀA = X_q
     r = diag_root / (q * f)
     out = {"scaled": base / math.sqrt(float(np.max(r)))}
-    if lam.size == G.shape[0]:
+    if lam.size == q.size:
         out["balanced"] = base / np.sqrt(r)[None, :]
     N = support.size
     full = {}
