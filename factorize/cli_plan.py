@@ -1,7 +1,7 @@
 """``factorize plan | run | verify | inspect``: mechanism plans and the production executor.
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
-                   [--mechanism factorization|ellipsoid]
+                   [--mechanism factorization|ellipsoid|least-squares] [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
                    [--solver scs|clarabel|mosek] [--eps E] [--time-limit S] [--gap-tol G]
@@ -35,9 +35,15 @@ def register(subparsers: Any) -> None:
                    help='"epsilon=1,delta=1e-6" ((ε,δ)-DP), "rho=0.5" (zCDP) or "epsilon=1" (pure DP)')
     p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
     p.add_argument("--eta", type=float, default=None)
-    p.add_argument("--mechanism", default="factorization", choices=("factorization", "ellipsoid"),
-                   help="factorization (optimal for --norm) or ellipsoid (seed 002 Alg. 1–2, "
-                        "base decomposition; certified against the optimum's dual witness)")
+    p.add_argument("--mechanism", default="factorization",
+                   choices=("factorization", "ellipsoid", "least-squares"),
+                   help="factorization (optimal for --norm); ellipsoid (seed 002 Alg. 1–2, "
+                        "base decomposition; certified against the optimum's dual witness); "
+                        "least-squares (seed 002 Alg. 3: the optimal factorization's noise, then "
+                        "the executor projects the release onto n·conv{w_j})")
+    p.add_argument("--public-n", type=int, default=None,
+                   help="least-squares only, replace neighbours only: the public dataset size "
+                        "(the data must have exactly this many records)")
     p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace"))
     p.add_argument("--domain", default=None,
                    help='JSON file name→size (e.g. adult-domain.json) or inline "sex=2,race=5"')
@@ -145,7 +151,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
                       relation=args.neighbouring, domain=domain, noise_family=family,
                       postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
-                      mechanism=args.mechanism)
+                      mechanism=args.mechanism, public_n=args.public_n)
     save_plan(plan, args.out)
     if args.json:
         print(json.dumps({"out": args.out, **plan.manifest()}, allow_nan=False, default=str))
@@ -174,8 +180,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"95% CI method {meta['ci']['method']}")
         if "postprocess" in meta:
             pp = meta["postprocess"]
-            print(f"postprocess n̂={pp['n_hat']:.6g}, {pp['iterations']} iterations, "
-                  f"KKT residual {pp['kkt_residual']:.2g}")
+            conv = (f"KKT residual {pp['kkt_residual']:.2g}" if "kkt_residual" in pp else
+                    f"Frank–Wolfe gap {pp['gap']:.3g}; RMSE ≤ {pp['rmse_bound']:.6g}")
+            print(f"postprocess {pp['method'].split(':')[0]}: n̂={pp['n_hat']:.6g}, "
+                  f"{pp['iterations']} iterations, {conv}"
+                  + ("" if pp.get("converged", True) else " (NOT converged: gap above target)"))
         if meta["test_mode"]:
             print("test_mode   true — NOT PRIVATE (--seed)")
     return EXIT_OK

@@ -102,6 +102,7 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
     h = np.asarray(h, dtype=np.float64)
     if h.shape != (plan.shape[1],):
         raise ExecutionError(f"histogram of length {h.shape[0] if h.ndim else 0}, the plan needs N={plan.shape[1]}")
+    _check_public_n(plan, h)
     y = kron_matvec(fact.A_factors, h)
     noisy = add_noise(y, spec, rng)
     del y
@@ -128,17 +129,53 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
         meta["warning"] = NOT_PRIVATE
     rel = Release(estimate=est, std_error=se, ci_low=est - half, ci_high=est + half, metadata=meta)
     if plan.postprocess:
-        from .postprocess import nonneg_consistent
-
         W = workload
         if W is None:
             from workloads import parse_workload
             W = parse_workload(plan.workload["spec"])
-        pp = nonneg_consistent(W, est, max_iter=int(plan.postprocess.get("max_iter", 2000)),
-                               tol=float(plan.postprocess.get("tol", 1e-8)))
+        pp = _postprocess(plan, W, est, se)
         rel.postprocessed = pp["answers"]
         meta["postprocess"] = {k: v for k, v in pp.items() if k not in ("answers", "histogram")}
     return rel
+
+
+def _check_public_n(plan: Plan, h: np.ndarray) -> None:
+    """A least-squares plan with a public n (replace neighbours) runs only on data of that size."""
+    post = plan.postprocess or {}
+    n = post.get("n")
+    if n is None:
+        return
+    if plan.relation != "replace":
+        raise ExecutionError("the plan states a public dataset size but add/remove neighbours "
+                             "(under which the size is private); refusing")
+    if float(h.sum()) != float(n):
+        from factorize.engines.errors import DataError
+        raise DataError(f"the plan's public dataset size is n={int(n)} (replace-one neighbours); "
+                        "the data has a different number of records")
+
+
+def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray) -> dict[str, Any]:
+    """Run the plan's post-processing on the released estimates (never on private data)."""
+    from factorize.plan.model import least_squares_rmse_bound
+
+    from .postprocess import least_squares, nonneg_consistent
+
+    post = plan.postprocess
+    if post["method"] == "nonneg":
+        return nonneg_consistent(W, est, max_iter=int(post.get("max_iter", 2000)),
+                                 tol=float(post.get("tol", 1e-8)))
+    if post["method"] == "least_squares":
+        pp = least_squares(W, est, n=post.get("n"), gap_tol=float(post["gap_tol"]),
+                           max_iter=int(post["max_iter"]))
+        k = est.size
+        linear_rmse = float(np.sqrt(np.mean(se * se)))
+        coef = post.get("bound_coefficient")
+        pp["rmse_bound"] = least_squares_rmse_bound(coef, linear_rmse, pp["n_hat"], k, pp["gap"])
+        pp["rmse_bound_note"] = ("min(linear RMSE, sqrt(c·n/k)) + sqrt(2·gap/k), c from the plan "
+                                 "(Gaussian noise); " + ("n public, exact" if post.get("n") is not None
+                                                         else "evaluated at n̂: exact only if n̂ = n"))
+        return pp
+    raise ExecutionError(f"unknown post-processing {post['method']!r}")
 
 
 def run_plan(plan_path: str, data_path: str, out_path: str | None = None, *, seed: int | None = None,

@@ -53,7 +53,10 @@ def choose_grid(base_sensitivity: float, m: int, norm: str) -> float:
 
 
 #: Plan mechanisms ``build_plan`` writes (issue 5 adds the geometric ones one by one).
-MECHANISMS = ("factorization", "ellipsoid")
+MECHANISMS = ("factorization", "ellipsoid", "least-squares")
+#: Frank–Wolfe gap target of the least-squares estimator, relative to E‖z‖² = k·RMSE².
+LS_GAP_FRACTION = 1e-4
+LS_MAX_ITER = 20000
 
 
 def _dense_witness(witness):
@@ -70,13 +73,22 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
                domain: Domain | None = None, noise_family: str | None = None, exact: bool = True,
                postprocess: str | None = None, certificate: Certificate | None = None,
                options: Any = None, gap_tol: float | None = None,
-               mechanism: str = "factorization") -> Plan:
+               mechanism: str = "factorization", public_n: int | None = None) -> Plan:
     """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input.
 
     ``mechanism``: ``factorization`` (the optimal W = R·A of ``norm``) or ``ellipsoid``
     (seed 002 Alg. 1–2: the base-decomposition Gaussian mechanism, written as W = R·S by
     ``geometry.ellipsoid_factorization``; its certificate keeps the optimal dual witness, so
-    the plan's gap says how far the ellipsoid mechanism is from the optimal factorization).
+    the plan's gap says how far the ellipsoid mechanism is from the optimal factorization),
+    or ``least-squares`` (seed 002 Alg. 3: the optimal factorization's noise, then the executor
+    projects the released answers onto n·conv{w_j} by Frank–Wolfe — post-processing of released
+    values only; its error bound is ``model.least_squares_rmse_bound``). The seed projects only
+    the pieces of dimension ≥ εn; projecting every piece never increases the error, since the
+    projection onto a convex set containing Wh is non-expansive toward it.
+
+    ``public_n``: the dataset size, public only under replace-one neighbours (the data must then
+    have exactly that many records); under add/remove the executor estimates n from the
+    released values.
     """
     if mechanism not in MECHANISMS:
         raise PlanError(f"unknown mechanism {mechanism!r}; expected one of {', '.join(MECHANISMS)}")
@@ -98,6 +110,17 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         raise PlanError(f"the workload has N={N} cells but the domain "
                         f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes))}) has "
                         f"{dom.size}")
+    if public_n is not None:
+        if mechanism != "least-squares":
+            raise PlanError("a public dataset size is used only by the least-squares mechanism")
+        if relation != "replace":
+            raise PlanError("the dataset size is public only under replace-one neighbours; under "
+                            "add/remove it is private (the executor estimates it from the release)")
+        if isinstance(public_n, bool) or int(public_n) != public_n or public_n < 1:
+            raise PlanError(f"the public dataset size must be a positive integer, got {public_n!r}")
+    if mechanism == "least-squares" and postprocess not in (None, "none"):
+        raise PlanError("the least-squares mechanism's post-processing is its projection; "
+                        "do not also give --postprocess")
     if postprocess not in (None, "none", *POSTPROCESS_METHODS):
         raise PlanError(f"unknown post-processing {postprocess!r}; expected one of "
                         f"{('none',) + POSTPROCESS_METHODS}")
@@ -163,8 +186,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         bounds={"norm": cert.norm, "upper": v.upper, "lower": v.lower, "gap": v.gap,
                 "residual": v.residual, "residual_limit": v.residual_limit},
         noise=noise,
-        postprocess=({"method": postprocess, "max_iter": 2000, "tol": 1e-8}
-                     if postprocess not in (None, "none") else None),
+        postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, noise),
         expected_error=expected_error(fact, noise),
         provenance={"versions": versions(), "mechanism": mechanism,
                     "certificate_source": source, "solves": solves,
@@ -172,3 +194,22 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
     )
     return plan
+
+
+def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None, fact,
+                      noise: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan's post-processing step (run by the executor on released values only)."""
+    from .model import least_squares_bound_coefficient, variance_bound
+
+    if mechanism == "least-squares":
+        k = fact.shape[0]
+        energy = variance_bound(noise) * fact.frobenius_R() ** 2  # E‖z‖² = k·RMSE²
+        return {"method": "least_squares", "body": "conv_columns",
+                "n": None if public_n is None else int(public_n),
+                "gap_tol": LS_GAP_FRACTION * energy, "max_iter": LS_MAX_ITER,
+                "bound_coefficient": least_squares_bound_coefficient(fact, noise),
+                "bound_note": "E||y_hat - Wh||^2 <= coefficient * n (Gaussian noise, n exact); "
+                              f"k = {k}"}
+    if postprocess in (None, "none"):
+        return None
+    return {"method": postprocess, "max_iter": 2000, "tol": 1e-8}

@@ -39,7 +39,7 @@ Z95 = 1.959963984540054
 CHEBYSHEV95 = math.sqrt(20.0)
 
 KNOWN_SAMPLERS = ("discrete_gaussian", "discrete_laplace", "float")
-POSTPROCESS_METHODS = ("nonneg",)
+POSTPROCESS_METHODS = ("nonneg", "least_squares")
 
 
 class PlanError(ValueError):
@@ -100,6 +100,21 @@ class Plan:
             "provenance": dict(self.provenance),
         }
 
+    def _postprocess_line(self) -> str:
+        post = self.postprocess
+        if not post:
+            return "none"
+        if post["method"] != "least_squares":
+            return post["method"]
+        n = post.get("n")
+        c = post.get("bound_coefficient")
+        k = self.shape[0]
+        bound = (f"; RMSE ≤ min({self.expected_error['rmse']:.6g}, √({c:.6g}·n/{k}))"
+                 if c is not None else "")
+        return ("least_squares: Frank–Wolfe projection onto n·conv{w_j} of the released answers, "
+                + (f"public n = {n}" if n is not None else "n estimated from the release")
+                + f", gap ≤ {post['gap_tol']:.3g}" + bound)
+
     def summary_lines(self) -> list[str]:
         """Human-readable summary (``factorize inspect``)."""
         k, N = self.shape
@@ -126,7 +141,7 @@ class Plan:
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else ""),
-            f"postprocess {self.postprocess['method'] if self.postprocess else 'none'}",
+            f"postprocess {self._postprocess_line()}",
         ]
         prov = self.provenance
         if prov and prov.get("mechanism", "factorization") != "factorization":
@@ -201,3 +216,33 @@ def expected_error(fact: Factorization, noise: dict[str, Any]) -> dict[str, Any]
         "ci_method": ci_method(noise),
         "ci_multiplier": ci_multiplier(noise),
     }
+
+
+def least_squares_bound_coefficient(fact: Factorization, noise: dict[str, Any]) -> float | None:
+    """``c`` with ``E‖ŷ − Wh‖₂² ≤ c·n`` for the exact least-squares estimator (seed 002 Lemma 1).
+
+    With y = Wh ∈ n·K, K = conv{w_j}, the noisy answers ỹ = y + z (z = R·Z) and p the exact
+    projection of ỹ onto n·K: ‖p − y‖² ≤ ⟨z, p − y⟩ ≤ n·(max_j⟨z, w_j⟩ − min_j⟨z, w_j⟩)
+    ≤ 2n·max_j |⟨Z, Rᵀw_j⟩|. For Gaussian noise (σ-subgaussian, also the discrete Gaussian,
+    CKS20) each ⟨Z, Rᵀw_j⟩ is σ·s_j-subgaussian with s_j = ‖Rᵀw_j‖₂ = ‖RᵀR a_j‖₂, so
+    E max over the 2N signed terms ≤ σ·max_j s_j·√(2 ln 2N): c = 2σ·max_j s_j·√(2 ln 2N).
+    Projection is also non-expansive toward y, so ‖p − y‖ ≤ ‖z‖ as well. ``None`` for
+    non-Gaussian noise (no bound stated).
+    """
+    if noise["family"] != "gaussian":
+        return None
+    N = fact.shape[1]
+    s = np.ones(1)
+    for R, A in zip(fact.R_factors, fact.A_factors):
+        s = np.kron(s, np.linalg.norm(R.T @ (R @ A), axis=0))
+    sigma = math.sqrt(variance_bound(noise))
+    return 2.0 * sigma * float(s.max()) * math.sqrt(2.0 * math.log(2.0 * N))
+
+
+def least_squares_rmse_bound(coefficient: float | None, linear_rmse: float, n: float, k: int,
+                             gap: float = 0.0) -> float:
+    """RMSE bound of the least-squares estimate with Frank–Wolfe gap ``gap``:
+    ``min(linear RMSE, √(c·n/k)) + √(2·gap/k)`` (f = ½‖·−ỹ‖² is 1-strongly convex, so an
+    iterate with suboptimality ≤ gap is within √(2·gap) of the exact projection)."""
+    exact = linear_rmse if coefficient is None else min(linear_rmse, math.sqrt(coefficient * n / k))
+    return exact + math.sqrt(2.0 * max(gap, 0.0) / k)
