@@ -1,7 +1,8 @@
 """``factorize plan | run | verify | inspect``: mechanism plans and the production executor.
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
-                   [--mechanism factorization|ellipsoid|least-squares] [--public-n N]
+                   [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection]
+                   [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
                    [--solver scs|clarabel|mosek] [--eps E] [--time-limit S] [--gap-tol G]
@@ -36,14 +37,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
     p.add_argument("--eta", type=float, default=None)
     p.add_argument("--mechanism", default="factorization",
-                   choices=("factorization", "ellipsoid", "least-squares"),
+                   choices=("factorization", "ellipsoid", "least-squares", "jl", "covariance",
+                            "relaxed-projection"),
                    help="factorization (optimal for --norm); ellipsoid (seed 002 Alg. 1–2, "
                         "base decomposition; certified against the optimum's dual witness); "
                         "least-squares (seed 002 Alg. 3: the optimal factorization's noise, then "
-                        "the executor projects the release onto n·conv{w_j})")
+                        "the executor projects the release onto n·conv{w_j}); jl (seed 000 Alg. 1, "
+                        "pure DP, random projection + K-norm noise + projection back); covariance "
+                        "(seed 000 §6) and relaxed-projection (seed 001 §4) for parity:d:2 — "
+                        "the last four need --neighbouring replace --public-n N")
     p.add_argument("--public-n", type=int, default=None,
-                   help="least-squares only, replace neighbours only: the public dataset size "
-                        "(the data must have exactly this many records)")
+                   help="replace neighbours only: the public dataset size (the data must have "
+                        "exactly this many records); needed by jl, covariance, relaxed-projection")
     p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace"))
     p.add_argument("--domain", default=None,
                    help='JSON file name→size (e.g. adult-domain.json) or inline "sex=2,race=5"')
@@ -148,6 +153,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                                  ("time_limit", args.time_limit)) if v is not None}
         options = SolverOptions(**kw)
     family = {"auto": None, "knorm": "l2_knorm"}.get(args.noise, args.noise)
+    from factorize.plan.projection_plan import PROJECTION_KINDS
+    if args.mechanism in PROJECTION_KINDS:
+        return _plan_projection(args, domain, family)
     plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
                       relation=args.neighbouring, domain=domain, noise_family=family,
                       postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
@@ -161,12 +169,57 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _plan_projection(args: argparse.Namespace, domain: Any, family: str | None) -> int:
+    from factorize.plan.plan_file import save_projection_plan
+    from factorize.plan.projection_plan import build_projection_plan
+
+    if args.public_n is None:
+        raise ValueError(f"--mechanism {args.mechanism} needs --public-n N (and --neighbouring replace)")
+    plan = build_projection_plan(args.workload, args.privacy, args.mechanism, n=args.public_n,
+                                 relation=args.neighbouring, domain=domain, noise_family=family)
+    save_projection_plan(plan, args.out)
+    if args.json:
+        print(json.dumps({"out": args.out, **plan.manifest()}, allow_nan=False, default=str))
+    else:
+        print("\n".join(plan.summary_lines()))
+        print(f"wrote       {args.out}")
+    return EXIT_OK
+
+
+def _is_projection_plan(path: str) -> bool:
+    from factorize.plan.plan_file import PROJECTION_FORMAT, plan_format
+
+    return plan_format(path) == PROJECTION_FORMAT
+
+
 @_guarded
 def _cmd_run(args: argparse.Namespace) -> int:
     from factorize.executor import run_plan
 
     if args.seed is not None:
         print("WARNING: --seed test mode: the released answers are NOT PRIVATE", file=sys.stderr)
+    if _is_projection_plan(args.plan):
+        from factorize.executor.projection import run_projection_plan
+
+        rel = run_projection_plan(args.plan, args.data, args.out, seed=args.seed,
+                                  allow_float_noise=args.allow_float_noise,
+                                  allow_extra_columns=args.ignore_extra_columns)
+        meta = rel.metadata
+        if args.json:
+            print(json.dumps({"out": args.out, "metadata": meta}, allow_nan=False))
+        else:
+            tag = "  [test_mode: NOT PRIVATE]" if meta["test_mode"] else ""
+            dec = meta["decode"]
+            bound = ("no bound (decode missed its gap target)" if meta["rmse_bound"] is None
+                     else f"RMSE ≤ {meta['rmse_bound']:.6g}")
+            print(f"released    {meta['n_queries']} answers of {meta['workload']} "
+                  f"({meta['mechanism']}) → {args.out}{tag}")
+            print(f"noise       {meta['noise']['family']} ({meta['noise']['sampler']})")
+            print(f"decode      {dec['method']}: {dec['iterations']} iterations, gap {dec['gap']:.3g}, "
+                  f"{dec['seconds']:.2f}s; {bound}")
+            if meta["test_mode"]:
+                print("test_mode   true — NOT PRIVATE (--seed)")
+        return EXIT_OK
     rel = run_plan(args.plan, args.data, args.out, seed=args.seed,
                    allow_float_noise=args.allow_float_noise,
                    allow_extra_columns=args.ignore_extra_columns)
@@ -195,8 +248,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from factorize.plan.checks import verify_plan
     from factorize.plan.plan_file import load_plan
 
-    plan = load_plan(args.plan)
-    check = verify_plan(plan, certificate=not args.no_certificate)
+    if _is_projection_plan(args.plan):
+        from factorize.executor.projection import verify_projection_plan
+        from factorize.plan.plan_file import load_projection_plan
+
+        check = verify_projection_plan(load_projection_plan(args.plan))
+    else:
+        check = verify_plan(load_plan(args.plan), certificate=not args.no_certificate)
     if args.json:
         print(json.dumps(check.to_dict(), allow_nan=False))
     else:
@@ -207,9 +265,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 @_guarded
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from factorize.plan.plan_file import load_plan
+    from factorize.plan.plan_file import load_any_plan
 
-    plan = load_plan(args.plan)
+    plan = load_any_plan(args.plan)
     if args.json:
         print(json.dumps(plan.manifest(), allow_nan=False))
     else:

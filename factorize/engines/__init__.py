@@ -11,7 +11,7 @@ record values.
 """
 
 from ._common import MAX_HISTOGRAM_CELLS
-from .duckdb_engine import INTEGER_PATTERN, histogram_duckdb
+from .duckdb_engine import INTEGER_PATTERN, distinct_records_duckdb, histogram_duckdb
 from .errors import DataError
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
@@ -20,6 +20,7 @@ __all__ = [
     "MAX_HISTOGRAM_CELLS",
     "DataError",
     "histogram_duckdb",
+    "distinct_records_duckdb",
     "histogram_from_npy",
     "histogram_numpy",
 ]

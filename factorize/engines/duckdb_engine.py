@@ -253,6 +253,35 @@ def histogram_duckdb(
     missing or unexpected columns, unparsable rows and unsupported column types.
     """
     domain = check_domain(domain)
+    return _run(path, domain, columns, allow_extra_columns, threads, _histogram)
+
+
+def distinct_records_duckdb(
+    path: str | os.PathLike[str],
+    domain: Domain,
+    *,
+    columns: Sequence[str] | None = None,
+    allow_extra_columns: bool = False,
+    threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The records as their distinct value tuples with counts: ``(codes, counts)``, codes an
+    int64 array (distinct tuples × attributes, in domain order), counts int64 > 0.
+
+    The same single scan and checks as :func:`histogram_duckdb` (same parameters, same
+    :class:`DataError` on any bad value), but no dense histogram: the domain may have any
+    number of cells (e.g. 100 binary attributes, 2¹⁰⁰ cells) — the result has at most one
+    row per record. Statistics that are sums over records (second moments) are computed from
+    it exactly.
+    """
+    if not isinstance(domain, Domain):
+        raise DataError(f"domain must be a workloads.Domain, got {type(domain).__name__}")
+    return _run(path, domain, columns, allow_extra_columns, threads, _distinct)
+
+
+def _run(path: Any, domain: Domain, columns: Sequence[str] | None, allow_extra_columns: bool,
+         threads: int | None, finish: Any) -> Any:
+    """Open an in-memory DuckDB, group and check the records, then ``finish`` (histogram or
+    distinct tuples); DuckDB errors become :class:`DataError`."""
     p, fmt = _check_path(path)
     wanted = _source_columns(domain, columns)
     strict = columns is None and not allow_extra_columns
@@ -272,15 +301,18 @@ def histogram_duckdb(
         config["threads"] = threads
     con = duckdb.connect(":memory:", config=config)
     try:
-        return _histogram(con, p, fmt, domain, wanted, strict)
+        status_code, n_rows = _grouped(con, p, fmt, domain, wanted, strict)
+        return finish(con, domain, status_code, n_rows)
     except duckdb.Error as exc:
         raise _read_error(exc, p, fmt) from None
     finally:
         con.close()
 
 
-def _histogram(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str], strict: bool) -> np.ndarray:
-    """The three steps; DuckDB errors are turned into DataError by the caller."""
+def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
+             strict: bool) -> tuple[list[tuple[str, str]], int]:
+    """Steps 1–2: the temporary table g of distinct raw tuples with counts, checked; returns
+    the per-column (status, code) SQL and the number of rows. DuckDB errors propagate."""
     d = len(domain)
     if fmt == "csv":
         header = _csv_header(p)
@@ -321,7 +353,12 @@ def _histogram(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str], s
     msg = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)  # type: ignore[arg-type]
     if msg:
         raise DataError(f"data file {str(p)!r}: {msg}")
+    return status_code, n_rows
 
+
+def _histogram(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_rows: int) -> np.ndarray:
+    """Step 3 for a dense histogram."""
+    d = len(domain)
     # 3. The histogram: GROUP BY the cell index Σ_j code_j · stride_j (row-major strides).
     strides = [1] * d
     for j in range(d - 2, -1, -1):
@@ -339,4 +376,16 @@ def _histogram(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str], s
     h = np.zeros(n_cells, dtype=np.int64)
     h[cells] = cnt
     return h
+
+
+def _distinct(con: Any, domain: Domain, status_code: list[tuple[str, str]],
+              n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step 3 for distinct tuples: the codes of every column, grouped, with counts."""
+    codes = ", ".join(f"{code} AS {_ident(f'k{j}')}" for j, (_, code) in enumerate(status_code))
+    res = con.execute(f"SELECT {codes}, CAST(sum({_COUNT}) AS BIGINT) AS n FROM g GROUP BY ALL").fetchnumpy()
+    out = np.column_stack([np.asarray(res[f"k{j}"], dtype=np.int64) for j in range(len(domain))])
+    cnt = np.asarray(res["n"], dtype=np.int64)
+    if int(cnt.sum()) != n_rows:
+        raise RuntimeError("internal error: DuckDB tuples inconsistent with the checks")  # pragma: no cover
+    return out, cnt
 

@@ -4,6 +4,11 @@
 ``spectral_projection``: projections onto the simplex and the spectraplex {M ⪰ 0, tr M = t}.
 ``base_decomposition``: seed 002 Alg. 1 and its Gaussian mechanism (Alg. 2) as W = R·S.
 ``least_squares``: the projection onto n·K by Frank–Wolfe (seed 002 Alg. 3's estimator).
+``jl``: the JL mechanism's projection, explicit error bound and decode (seed 000 Alg. 1).
+``moment_bodies``: second-moment projections — spectraplex (seed 000 §6) and the Grothendieck
+relaxation (elliptope, seed 001 §4) — and the 2-way-marginal ↔ moment conversion.
+``lower_bounds``: spectral, determinant (seed 002 §2.3.3) and packing (seed 000 Lemma 7) bounds
+on any mechanism's error, with explicit constants.
 """
 
 from factorize.geometry.base_decomposition import base_decomposition, ellipsoid_factorization

@@ -187,3 +187,103 @@ def _check_canonical_header(path: Path) -> None:
     if path.stat().st_size != 8 + n + end:
         raise PlanFormatError(f"{path}: the file has {path.stat().st_size} bytes, its header "
                               f"describes {8 + n + end} (truncated or data appended)")
+
+
+# ---------------------------------------------------------------------------------------
+# projection plans (``plan.projection_plan``): their own format, the same container rules
+
+PROJECTION_FORMAT = "factorize-projection-plan"
+PROJECTION_SCHEMA_VERSION = 1
+
+
+def save_projection_plan(plan: Any, path: str | Path) -> None:
+    """Write a :class:`~factorize.plan.projection_plan.ProjectionPlan` atomically."""
+    manifest = plan.manifest()
+    manifest["compatibility"] = COMPATIBILITY
+    manifest["content_sha256"] = content_digest(manifest)
+    container.write(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, manifest, dict(plan.arrays))
+
+
+def load_projection_plan(path: str | Path) -> Any:
+    """Read and structurally check a projection plan; :class:`PlanFormatError` on any problem."""
+    try:
+        return _load_projection(Path(path))
+    except PlanFormatError:
+        raise
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except BaseException as exc:  # noqa: BLE001
+        raise PlanFormatError(f"{path}: not a valid projection plan file ({type(exc).__name__}: "
+                              f"{str(exc)[:200]})") from None
+
+
+def plan_format(path: str | Path) -> str:
+    """The ``format`` named in a plan file's header (no other check)."""
+    try:
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if not 0 < n <= 1 << 26:
+                raise ValueError("bad header length")
+            header = json.loads(fh.read(n))
+        return str(json.loads(header["__metadata__"]["manifest"]).get("format"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PlanFormatError(f"{path}: not a valid plan file ({type(exc).__name__})") from None
+
+
+def load_any_plan(path: str | Path) -> Any:
+    """A factorization plan or a projection plan, by the file's format."""
+    return load_projection_plan(path) if plan_format(path) == PROJECTION_FORMAT else load_plan(path)
+
+
+def _load_projection(path: Path) -> Any:
+    from .projection_plan import PROJECTION_KINDS, ProjectionPlan
+
+    try:
+        manifest, arrays = container.read(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION)
+    except container.ContainerError as exc:
+        raise PlanFormatError(str(exc)) from None
+    _check_canonical_header(path)
+    if manifest.get("content_sha256") != content_digest(manifest):
+        raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
+    m = manifest
+    kind = m.get("kind")
+    if kind not in PROJECTION_KINDS:
+        raise PlanFormatError(f"{path}: unknown projection mechanism {kind!r}")
+    if set(arrays) != ({"T"} if kind == "jl" else set()):
+        raise PlanFormatError(f"{path}: the arrays do not match a {kind} plan")
+    for name, a in arrays.items():
+        if not np.isfinite(a).all():
+            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+    wl = _dict(m, "workload")
+    shape = wl.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 2 and all(_is_int(x) and x >= 1 for x in shape)):
+        raise PlanFormatError(f"{path}: workload shape must be [k, N]")
+    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
+        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
+    if kind == "jl" and (arrays["T"].ndim != 2 or arrays["T"].shape[1] != shape[0]):
+        raise PlanFormatError(f"{path}: T must have k={shape[0]} columns")
+    dom = _dict(m, "domain")
+    attrs, sizes = dom.get("attributes"), dom.get("sizes")
+    if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1
+            and all(isinstance(a, str) and a for a in attrs) and len(set(attrs)) == len(attrs)
+            and all(_is_int(s) and s >= 1 for s in sizes)):
+        raise PlanFormatError(f"{path}: the domain must list distinct attribute names and positive sizes")
+    if math.prod(sizes) != shape[1]:
+        raise PlanFormatError(f"{path}: the domain has {math.prod(sizes)} cells, the workload N={shape[1]}")
+    if m.get("neighbouring") != "replace":
+        raise PlanFormatError(f"{path}: projection plans need replace-one neighbours (public n)")
+    n = m.get("n")
+    if not (_is_int(n) and n >= 1):
+        raise PlanFormatError(f"{path}: the public dataset size n must be a positive integer")
+    noise = _dict(m, "noise")
+    if noise.get("sampler") not in KNOWN_SAMPLERS:
+        raise PlanFormatError(f"{path}: unknown noise sampler {noise.get('sampler')!r}")
+    for key in ("scale", "sensitivity", "base_sensitivity"):
+        v = noise.get(key)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
+            raise PlanFormatError(f"{path}: noise {key} must be a finite positive number")
+    return ProjectionPlan(kind=kind, workload=wl, domain=dom, relation="replace",
+                          guarantee=_dict(m, "guarantee"), n=n, noise=noise,
+                          decoder=_dict(m, "decoder"), bounds=_dict(m, "bounds"),
+                          expected_error=_dict(m, "expected_error"), arrays=arrays,
+                          provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {})

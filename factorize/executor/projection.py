@@ -1,0 +1,258 @@
+"""Running a projection plan (``jl``, ``covariance``, ``relaxed-projection``): verify, measure,
+add noise once, decode by projection (released values only), write all answers or none.
+
+Verification (:func:`verify_projection_plan`) re-derives what privacy depends on from the
+plan's arrays and public parameters: the workload from its spec (fingerprint), the measurement
+(``T·W`` for jl; the ±1 second moments of ``parity:d:2`` for the moment kinds, with d binary
+attributes in the domain), its sensitivity under replace-one neighbours (``jl_sensitivity`` of
+TW; the exact flip-set formula ``projection_plan.moment_sensitivity``, cross-checked against
+the columns of W when 2^d is small), and the noise scale (``privacy.calibrate``); a plan whose
+scale is below the re-derived one is refused. The stated error bound is recomputed too.
+
+Measurement: jl — ``TW·h`` from the histogram; moment kinds — ``Σ_records (x_a x_b)_{a<b}``,
+``x = 1 − 2·code`` (code 0 ↦ +1, the cell order of ``parity:d:2``), from a histogram
+(``.npy``, small d) or from records (CSV/Parquet through DuckDB's grouped scan,
+``engines.distinct_records_duckdb``: no 2^d histogram, d up to hundreds). The data must have
+exactly the plan's public n records.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from factorize.plan.checks import PlanCheck, PlanRefused
+from factorize.plan.projection_plan import (MOMENT_KINDS, ProjectionPlan, moment_matrix,
+                                            moment_rmse_bound, moment_sensitivity,
+                                            parity_attributes)
+
+from .release import NOT_PRIVATE, ExecutionError, Release, make_rng
+
+#: Below this many cells the moment sensitivity is also recomputed from W's columns.
+BRUTE_FORCE_CELLS = 4096
+
+
+def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = False,
+                           workload: Any = None) -> PlanCheck:
+    """The checks of the module docstring; ``raise_on_failure`` raises ``PlanRefused``."""
+    from factorize.privacy import PrivacyError, calibrate, guarantee_from_dict
+    from workloads import parse_workload
+
+    t0 = time.perf_counter()
+    checks: list[dict[str, Any]] = []
+
+    def record(name: str, ok: bool, detail: str) -> bool:
+        checks.append({"name": name, "ok": bool(ok), "detail": detail})
+        return ok
+
+    record("file", True, "format, schema version, array digests, manifest digest, finite values")
+    out = PlanCheck(passed=False, checks=checks)
+    k, N = plan.shape
+    W = workload
+    try:
+        if W is None:
+            W = parse_workload(plan.workload["spec"])
+        same = W.fingerprint() == plan.workload["fingerprint"] and tuple(W.shape) == (k, N)
+        record("workload", same, f"{plan.workload['spec']!r} rebuilt: fingerprint "
+               f"{'matches' if same else 'DIFFERS from the plan'}")
+    except Exception as exc:  # noqa: BLE001 - a bad spec is a refused plan
+        record("workload", False, f"cannot rebuild {plan.workload.get('spec')!r}: {exc}")
+        W = None
+    out.workload = W
+    noise = plan.noise
+    if W is not None and checks[-1]["ok"]:
+        try:
+            sens, dim, detail = _measurement_sensitivity(plan, W)
+            out.recomputed_sensitivity = sens
+            record("measurement", True, detail)
+            record("sensitivity", sens <= float(noise["base_sensitivity"]),
+                   f"{noise['sensitivity_norm']} sensitivity under replace recomputed: {sens:.12g}; "
+                   f"the plan states {float(noise['base_sensitivity']):.12g}")
+            g = guarantee_from_dict(plan.guarantee)
+            if noise.get("dim") != dim:
+                raise PrivacyError(f"the noise was calibrated for dim={noise.get('dim')}, the "
+                                   f"measurement has {dim} coordinates")
+            if noise.get("relation") != "replace":
+                raise PrivacyError("the noise was not calibrated for replace-one neighbours")
+            snorm = "l1" if noise["family"] == "laplace" else "l2"
+            if noise.get("sensitivity_norm") != snorm:
+                raise PrivacyError(f"{noise['family']} noise needs {snorm} sensitivity")
+            grid = noise.get("grid") if noise["sampler"] != "float" else None
+            req = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
+                            sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=dim,
+                            relation="replace", family=noise["family"])
+            out.required_scale = req.scale
+            if req.sampler != noise["sampler"]:
+                raise PrivacyError(f"the guarantee needs sampler {req.sampler!r}, the plan has "
+                                   f"{noise['sampler']!r}")
+            ok = float(noise["scale"]) >= req.scale
+            record("noise", ok, f"{noise['family']} scale {float(noise['scale']):.12g} vs "
+                   f"{req.scale:.12g} required by {g}"
+                   + ("" if ok else " — UNDER-NOISED"))
+        except (PrivacyError, KeyError, TypeError, ValueError) as exc:
+            record("noise", False, f"cannot re-derive the measurement or its noise: {exc}")
+    out.failures = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"]]
+    out.passed = not out.failures
+    out.seconds = time.perf_counter() - t0
+    if raise_on_failure and not out.passed:
+        raise PlanRefused("plan refused: " + "; ".join(out.failures))
+    return out
+
+
+def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, str]:
+    """(sensitivity, measurement dimension, description) recomputed from first principles."""
+    snorm = plan.noise["sensitivity_norm"]
+    if plan.kind == "jl":
+        from factorize.geometry.jl import jl_sensitivity
+
+        T = plan.arrays["T"]
+        ell = T.shape[0]
+        if not np.all(np.abs(np.abs(T) * math.sqrt(ell) - 1.0) <= 1e-12):
+            raise ValueError("T is not a ±1/√ℓ matrix (the plan's error bound assumes one)")
+        if snorm != "l2":
+            raise ValueError("the JL mechanism's noise is calibrated to l2 sensitivity")
+        sens = jl_sensitivity(T @ W.dense(), "replace")
+        return sens, ell, f"T ∈ R^({ell}×{T.shape[1]}), ±1/√ℓ; TW recomputed"
+    d = parity_attributes(W)
+    sizes = plan.domain["sizes"]
+    if list(sizes) != [2] * d:
+        raise ValueError(f"the moment mechanisms need d={d} binary attributes in the domain")
+    sens = moment_sensitivity(d, snorm, "replace")
+    detail = f"±1 second moments of d={d} binary attributes (k={d * (d - 1) // 2} pairs)"
+    if 2 ** d <= BRUTE_FORCE_CELLS:
+        from factorize.privacy.sensitivity import sensitivity
+
+        brute = float(sensitivity(W.dense(), snorm, "replace").value)
+        if not math.isclose(brute, sens, rel_tol=1e-9):
+            raise ValueError(f"moment sensitivity {sens} disagrees with W's columns ({brute})")
+        detail += "; sensitivity cross-checked against W's columns"
+    return sens, d * (d - 1) // 2, detail
+
+
+def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
+            allow_extra_columns: bool = False) -> tuple[np.ndarray, int]:
+    """The exact (noiseless) measurement and the number of records (module docstring)."""
+    from pathlib import Path
+
+    from factorize.engines import DataError, distinct_records_duckdb
+    from workloads import Domain
+
+    from .data import SUFFIXES, load_histogram
+
+    domain = Domain(plan.domain["attributes"], plan.domain["sizes"])
+    if plan.kind == "jl":
+        h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns)
+        return plan.arrays["T"] @ W.matvec(h.astype(np.float64)), int(h.sum())
+    d = len(domain.sizes)
+    if SUFFIXES.get(Path(data_path).suffix.lower()) == "histogram":
+        h = load_histogram(data_path, domain)
+        return np.asarray(W.matvec(h.astype(np.float64))), int(h.sum())
+    if Path(data_path).suffix.lower() not in SUFFIXES:
+        raise DataError(f"unsupported data file {data_path!r}; expected one of {sorted(SUFFIXES)}")
+    codes, counts = distinct_records_duckdb(data_path, domain, allow_extra_columns=allow_extra_columns)
+    X = 1.0 - 2.0 * codes.astype(np.float64)
+    M = (X * counts[:, None].astype(np.float64)).T @ X  # exact: integers < 2^53
+    iu = np.triu_indices(d, 1)
+    return M[iu], int(counts.sum())
+
+
+def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int, rng: Any, *,
+                       workload: Any, allow_float_noise: bool = False,
+                       metadata: dict[str, Any] | None = None) -> Release:
+    """Noise once, decode, and the released answers with the error bound (no per-query CIs)."""
+    from factorize.engines import DataError
+    from factorize.privacy import add_noise
+
+    from .release import noise_spec
+
+    if n_records != plan.n:
+        raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
+                        "the data has a different number of records")
+    spec = noise_spec(plan)  # type: ignore[arg-type]
+    if spec.sampler == "float" and not allow_float_noise:
+        raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
+                             "(pass --allow-float-noise to accept it)")
+    noisy = add_noise(np.asarray(values, dtype=np.float64), spec, rng)
+    del values
+    t0 = time.perf_counter()
+    dec = plan.decoder
+    k = plan.shape[0]
+    info: dict[str, Any] = {"method": dec["method"]}
+    if plan.kind == "jl":
+        from factorize.geometry.jl import jl_decode
+
+        TW = plan.arrays["T"] @ workload.dense()
+        res = jl_decode(TW, noisy, float(plan.n), workload.dense(), gap_tol=float(dec["gap_tol"]),
+                        max_iters=int(dec["max_iter"]))
+        answers = res.answers
+        info.update(gap=float(res.gap), iterations=int(res.iterations), converged=bool(res.converged))
+        bound = float(plan.bounds["upper_rmse"]) if res.gap <= dec["gap_tol"] else None
+    else:
+        d = len(plan.domain["sizes"])
+        M_noisy = moment_matrix(noisy, d, float(plan.n))
+        if plan.kind == "covariance":
+            from factorize.geometry.moment_bodies import project_second_moment
+
+            M = project_second_moment(M_noisy, float(dec["trace"]))
+            info.update(gap=0.0, iterations=1, converged=True)
+        else:
+            from factorize.geometry.moment_bodies import project_to_elliptope
+
+            res = project_to_elliptope(M_noisy, float(plan.n), max_iters=int(dec["max_iter"]),
+                                       gap_tol=float(dec["gap_tol"]), rel_gap_tol=0.0)
+            M = res.M
+            info.update(gap=float(res.gap), iterations=int(res.iterations),
+                        converged=bool(res.gap <= dec["gap_tol"]))
+        answers = M[np.triu_indices(d, 1)]
+        lin = plan.expected_error.get("linear_rmse")
+        bound = (moment_rmse_bound(lin, d, plan.n, lin, info["gap"])
+                 if plan.noise["family"] == "gaussian" and lin is not None else None)
+    info["seconds"] = time.perf_counter() - t0
+    test_mode = bool(getattr(rng, "is_test_mode", False))
+    meta = dict(metadata or {})
+    meta.update({
+        "test_mode": test_mode, "mechanism": plan.kind, "workload": plan.workload["spec"],
+        "workload_fingerprint": plan.workload["fingerprint"], "guarantee": plan.guarantee,
+        "neighbouring": plan.relation, "n": plan.n,
+        "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},
+        "decode": info,
+        "rmse_bound": bound,
+        "rmse_bound_note": plan.bounds.get("upper_note") if bound is not None else
+        "no bound: the decode did not reach its gap target",
+        "n_queries": int(k),
+        "ci": {"level": None, "method": "none: projected answers carry the RMSE bound, not per-query intervals"},
+    })
+    if test_mode:
+        meta["warning"] = NOT_PRIVATE
+    nan = np.full(k, np.nan)
+    return Release(estimate=np.asarray(answers, dtype=np.float64), std_error=nan, ci_low=nan,
+                   ci_high=nan, metadata=meta)
+
+
+def run_projection_plan(plan_path: str, data_path: str, out_path: str | None = None, *,
+                        seed: int | None = None, allow_float_noise: bool = False,
+                        allow_extra_columns: bool = False) -> Release:
+    """Load + verify, measure, release, write ``out_path`` (all or nothing)."""
+    from factorize.plan.plan_file import file_sha256, load_projection_plan
+
+    from .output import output_format, write_answers
+
+    if out_path is not None:
+        output_format(out_path)
+    plan = load_projection_plan(plan_path)
+    check = verify_projection_plan(plan, raise_on_failure=True)
+    if plan.noise["sampler"] == "float" and not allow_float_noise:
+        raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
+                             "(pass --allow-float-noise to accept it)")
+    values, n_records = measure(plan, data_path, check.workload,
+                                allow_extra_columns=allow_extra_columns)
+    rel = release_projection(plan, values, n_records, make_rng(seed), workload=check.workload,
+                             allow_float_noise=allow_float_noise,
+                             metadata={"plan_sha256": file_sha256(plan_path)})
+    if out_path is not None:
+        cols = {"query": np.arange(rel.estimate.size, dtype=np.int64), "estimate": rel.estimate}
+        write_answers(out_path, cols, rel.metadata)
+    return rel
