@@ -30,6 +30,7 @@ from factorize.certificate import Certificate, verify
 from factorize.io.provenance import versions
 from workloads import Domain, Workload, parse_workload
 
+from .lower_bound import any_mechanism_lower_bound
 from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
 
 #: Rounding inflation allowed, relative to the base sensitivity.
@@ -184,7 +185,8 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         guarantee=g.to_dict(),
         certificate=cert,
         bounds={"norm": cert.norm, "upper": v.upper, "lower": v.lower, "gap": v.gap,
-                "residual": v.residual, "residual_limit": v.residual_limit},
+                "residual": v.residual, "residual_limit": v.residual_limit,
+                "any_mechanism": any_mechanism_lower_bound(W, g, rel.key, public_n)},
         noise=noise,
         postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, noise),
         expected_error=expected_error(fact, noise),

@@ -143,6 +143,10 @@ class Plan:
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else ""),
             f"postprocess {self._postprocess_line()}",
         ]
+        anyb = b.get("any_mechanism")
+        if anyb:
+            lines.insert(-1, f"any mech.   RMSE ≥ {anyb['value']:.4g} for every mechanism with this "
+                             f"guarantee ({anyb['bound']})")
         prov = self.provenance
         if prov and prov.get("mechanism", "factorization") != "factorization":
             lines.insert(1, f"mechanism   {prov['mechanism']} (the certificate's lower bound is the "

@@ -282,5 +282,8 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
 
 
 def _lower_bound(W: Any, g: Any, n: int, kind: str) -> dict[str, Any] | None:
-    """A lower bound on any mechanism's RMSE for the report (``geometry.lower_bounds``), or None."""
-    return None
+    """A lower bound on any mechanism's RMSE (``plan.lower_bound``), with a note; or None."""
+    from .lower_bound import any_mechanism_lower_bound
+
+    b = any_mechanism_lower_bound(W, g, "replace", n)
+    return None if b is None else {"value": b["value"], "note": f"{b['bound']}; {b['binds']}"}
