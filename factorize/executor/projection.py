@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from factorize.plan.checks import PlanCheck, PlanRefused
-from factorize.plan.projection_plan import (MOMENT_KINDS, ProjectionPlan, moment_matrix,
+from factorize.plan.projection_plan import (ProjectionPlan, moment_matrix,
                                             moment_rmse_bound, moment_sensitivity,
                                             parity_attributes)
 

@@ -82,6 +82,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.geometry._validation import positive
 from factorize.geometry.least_squares import project_least_squares
 
 __all__ = [
@@ -239,14 +240,7 @@ def _max_weighted_ratio(ells: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check_pos(name: str, x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {x!r}")
-    return v
+_check_pos = positive
 
 
 def _check_int(name: str, x: Any, lo: int = 1) -> int:

@@ -103,6 +103,8 @@ d − 1 tables, is in fact less noisy than the rest.
 
 from __future__ import annotations
 
+from factorize.geometry._validation import positive
+
 import math
 import time
 from dataclasses import dataclass
@@ -422,10 +424,4 @@ def _square_finite(M: np.ndarray, name: str) -> np.ndarray:
 
 
 def _positive(x: float, name: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive finite number, got {x!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
-    return v
+    return positive(name, x)

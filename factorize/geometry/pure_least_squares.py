@@ -98,6 +98,8 @@ notes any additive accuracy α ≤ Σ n r_i² keeps near-optimality.
 
 from __future__ import annotations
 
+from factorize.geometry._validation import positive
+
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -230,16 +232,7 @@ class PureLeastSquaresResult:
 # planning
 
 
-def _positive(name: str, x: Any) -> float:
-    if isinstance(x, bool):
-        raise ValueError(f"{name} must be a positive number, got {x!r}")  # noqa: TRY004 (project: ValueError)
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {x!r}")
-    return v
+_positive = positive
 
 
 def _split_budget(epsilon: float, m: int) -> tuple[float, ...]:

@@ -65,10 +65,14 @@ def content_digest(manifest: dict[str, Any]) -> str:
 
 def save_plan(plan: Plan, path: str | Path) -> None:
     """Write ``plan`` to ``path`` atomically (temporary file + ``os.replace``)."""
-    manifest = plan.manifest()
+    _write(path, FORMAT, SCHEMA_VERSION, plan.manifest(), certificate_arrays(plan.certificate))
+
+
+def _write(path: str | Path, fmt: str, version: int, manifest: dict[str, Any],
+           arrays: dict[str, np.ndarray]) -> None:
     manifest["compatibility"] = COMPATIBILITY
     manifest["content_sha256"] = content_digest(manifest)
-    container.write(path, FORMAT, SCHEMA_VERSION, manifest, certificate_arrays(plan.certificate))
+    container.write(path, fmt, version, manifest, arrays)
 
 
 def file_sha256(path: str | Path) -> str:
@@ -81,14 +85,19 @@ def file_sha256(path: str | Path) -> str:
 
 def load_plan(path: str | Path) -> Plan:
     """Read and structurally check a plan file (see the module docstring)."""
+    return _guarded_load(_load, path, "plan")
+
+
+def _guarded_load(loader: Any, path: str | Path, what: str) -> Any:
+    """``loader(path)``, every failure but PlanFormatError turned into one."""
     try:
-        return _load(Path(path))
+        return loader(Path(path))
     except PlanFormatError:
         raise
     except (KeyboardInterrupt, SystemExit, MemoryError):
         raise
     except BaseException as exc:  # noqa: BLE001 — includes pyo3 panics from a corrupt header
-        raise PlanFormatError(f"{path}: not a valid plan file ({type(exc).__name__}: "
+        raise PlanFormatError(f"{path}: not a valid {what} file ({type(exc).__name__}: "
                               f"{str(exc)[:200]})") from None
 
 
@@ -198,23 +207,12 @@ PROJECTION_SCHEMA_VERSION = 1
 
 def save_projection_plan(plan: Any, path: str | Path) -> None:
     """Write a :class:`~factorize.plan.projection_plan.ProjectionPlan` atomically."""
-    manifest = plan.manifest()
-    manifest["compatibility"] = COMPATIBILITY
-    manifest["content_sha256"] = content_digest(manifest)
-    container.write(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, manifest, dict(plan.arrays))
+    _write(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, plan.manifest(), dict(plan.arrays))
 
 
 def load_projection_plan(path: str | Path) -> Any:
     """Read and structurally check a projection plan; :class:`PlanFormatError` on any problem."""
-    try:
-        return _load_projection(Path(path))
-    except PlanFormatError:
-        raise
-    except (KeyboardInterrupt, SystemExit, MemoryError):
-        raise
-    except BaseException as exc:  # noqa: BLE001
-        raise PlanFormatError(f"{path}: not a valid projection plan file ({type(exc).__name__}: "
-                              f"{str(exc)[:200]})") from None
+    return _guarded_load(_load_projection, path, "projection plan")
 
 
 def plan_format(path: str | Path) -> str:
