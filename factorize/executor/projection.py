@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from factorize.plan.checks import PlanCheck, PlanRefused
+from factorize.plan.checks import PlanCheck, PlanRefused, rebuild_workload
 from factorize.plan.projection_plan import (ProjectionPlan, moment_matrix,
                                             moment_rmse_bound, moment_sensitivity,
                                             parity_attributes)
@@ -39,7 +39,6 @@ def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = Fal
                            workload: Any = None) -> PlanCheck:
     """The checks of the module docstring; ``raise_on_failure`` raises ``PlanRefused``."""
     from factorize.privacy import PrivacyError, calibrate, guarantee_from_dict
-    from workloads import parse_workload
 
     t0 = time.perf_counter()
     checks: list[dict[str, Any]] = []
@@ -50,17 +49,7 @@ def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = Fal
 
     record("file", True, "format, schema version, array digests, manifest digest, finite values")
     out = PlanCheck(passed=False, checks=checks)
-    k, N = plan.shape
-    W = workload
-    try:
-        if W is None:
-            W = parse_workload(plan.workload["spec"])
-        same = W.fingerprint() == plan.workload["fingerprint"] and tuple(W.shape) == (k, N)
-        record("workload", same, f"{plan.workload['spec']!r} rebuilt: fingerprint "
-               f"{'matches' if same else 'DIFFERS from the plan'}")
-    except Exception as exc:  # noqa: BLE001 - a bad spec is a refused plan
-        record("workload", False, f"cannot rebuild {plan.workload.get('spec')!r}: {exc}")
-        W = None
+    W = rebuild_workload(plan.workload, workload, record)
     out.workload = W
     noise = plan.noise
     if W is not None and checks[-1]["ok"]:

@@ -72,7 +72,6 @@ def verify_plan(plan: Plan, *, certificate: bool = False, raise_on_failure: bool
     """Run the checks of the module docstring; ``raise_on_failure`` raises :class:`PlanRefused`."""
     from factorize.privacy import (Neighbouring, PrivacyError, calibrate, guarantee_from_dict,
                                    kron_sensitivity)
-    from workloads import parse_workload
 
     t0 = time.perf_counter()
     checks: list[dict[str, Any]] = []
@@ -88,16 +87,7 @@ def verify_plan(plan: Plan, *, certificate: bool = False, raise_on_failure: bool
     out = PlanCheck(passed=False, checks=checks)
 
     # 2. workload
-    W = workload
-    try:
-        if W is None:
-            W = parse_workload(plan.workload["spec"])
-        same = W.fingerprint() == plan.workload["fingerprint"] and tuple(W.shape) == (k, N)
-        record("workload", same, f"{plan.workload['spec']!r} rebuilt: shape {tuple(W.shape)}, "
-               f"fingerprint {'matches' if same else 'DIFFERS from the plan'}")
-    except Exception as exc:  # noqa: BLE001 - a bad spec is a refused plan
-        record("workload", False, f"cannot rebuild {plan.workload.get('spec')!r}: {exc}")
-        W = None
+    W = rebuild_workload(plan.workload, workload, record)
     out.workload = W
 
     # 3. residual
@@ -187,6 +177,23 @@ def verify_plan(plan: Plan, *, certificate: bool = False, raise_on_failure: bool
     if raise_on_failure and not out.passed:
         raise PlanRefused("plan refused: " + "; ".join(out.failures))
     return out
+
+
+def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any) -> Any:
+    """The workload rebuilt from the plan's spec (or the one given) if its fingerprint and
+    shape match the plan's; records the check ``"workload"``; None when it cannot be used."""
+    from workloads import parse_workload
+
+    k, N = stated["shape"]
+    try:
+        W = workload if workload is not None else parse_workload(stated["spec"])
+        same = W.fingerprint() == stated["fingerprint"] and tuple(W.shape) == (k, N)
+        record("workload", same, f"{stated['spec']!r} rebuilt: shape {tuple(W.shape)}, "
+               f"fingerprint {'matches' if same else 'DIFFERS from the plan'}")
+        return W
+    except Exception as exc:  # noqa: BLE001 - a bad spec is a refused plan
+        record("workload", False, f"cannot rebuild {stated.get('spec')!r}: {exc}")
+        return None
 
 
 def _residual_check(W: Any, fact, eta: float) -> tuple[bool, str]:

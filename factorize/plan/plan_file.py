@@ -135,21 +135,9 @@ def _load(path: Path) -> Plan:
             fz.get("strategy_rows") != fact.strategy_rows:
         raise PlanFormatError(f"{path}: factor shapes disagree with the manifest")
     wl = _dict(m, "workload")
-    shape = wl.get("shape")
-    if not (isinstance(shape, list) and len(shape) == 2 and all(_is_int(x) and x >= 1 for x in shape)):
-        raise PlanFormatError(f"{path}: workload shape must be [k, N]")
+    shape, dom = _workload_and_domain(path, m)
     if tuple(shape) != fact.shape:
         raise PlanFormatError(f"{path}: the factorization has shape {fact.shape}, the workload {tuple(shape)}")
-    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
-        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
-    dom = _dict(m, "domain")
-    attrs, sizes = dom.get("attributes"), dom.get("sizes")
-    if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1
-            and all(isinstance(a, str) and a for a in attrs) and len(set(attrs)) == len(attrs)
-            and all(_is_int(s) and s >= 1 for s in sizes)):
-        raise PlanFormatError(f"{path}: the domain must list distinct attribute names and positive sizes")
-    if math.prod(sizes) != shape[1]:
-        raise PlanFormatError(f"{path}: the domain has {math.prod(sizes)} cells, the workload N={shape[1]}")
     if m.get("neighbouring") not in ("add_remove", "replace"):
         raise PlanFormatError(f"{path}: unknown neighbouring relation {m.get('neighbouring')!r}")
     noise = _dict(m, "noise")
@@ -167,6 +155,26 @@ def _load(path: Path) -> Plan:
                 certificate=cert, bounds=_dict(m, "certificate"), noise=noise, postprocess=post,
                 expected_error=_dict(m, "expected_error"),
                 provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {})
+
+
+def _workload_and_domain(path: Path, m: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    """The manifest's workload shape [k, N] (with spec and fingerprint) and its domain,
+    checked: distinct attribute names, positive sizes, Π sizes = N."""
+    wl = _dict(m, "workload")
+    shape = wl.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 2 and all(_is_int(x) and x >= 1 for x in shape)):
+        raise PlanFormatError(f"{path}: workload shape must be [k, N]")
+    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
+        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
+    dom = _dict(m, "domain")
+    attrs, sizes = dom.get("attributes"), dom.get("sizes")
+    if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1
+            and all(isinstance(a, str) and a for a in attrs) and len(set(attrs)) == len(attrs)
+            and all(_is_int(s) and s >= 1 for s in sizes)):
+        raise PlanFormatError(f"{path}: the domain must list distinct attribute names and positive sizes")
+    if math.prod(sizes) != shape[1]:
+        raise PlanFormatError(f"{path}: the domain has {math.prod(sizes)} cells, the workload N={shape[1]}")
+    return shape, dom
 
 
 def _is_int(x: Any) -> bool:
@@ -253,21 +261,9 @@ def _load_projection(path: Path) -> Any:
         if not np.isfinite(a).all():
             raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
     wl = _dict(m, "workload")
-    shape = wl.get("shape")
-    if not (isinstance(shape, list) and len(shape) == 2 and all(_is_int(x) and x >= 1 for x in shape)):
-        raise PlanFormatError(f"{path}: workload shape must be [k, N]")
-    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
-        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
+    shape, dom = _workload_and_domain(path, m)
     if kind == "jl" and (arrays["T"].ndim != 2 or arrays["T"].shape[1] != shape[0]):
         raise PlanFormatError(f"{path}: T must have k={shape[0]} columns")
-    dom = _dict(m, "domain")
-    attrs, sizes = dom.get("attributes"), dom.get("sizes")
-    if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1
-            and all(isinstance(a, str) and a for a in attrs) and len(set(attrs)) == len(attrs)
-            and all(_is_int(s) and s >= 1 for s in sizes)):
-        raise PlanFormatError(f"{path}: the domain must list distinct attribute names and positive sizes")
-    if math.prod(sizes) != shape[1]:
-        raise PlanFormatError(f"{path}: the domain has {math.prod(sizes)} cells, the workload N={shape[1]}")
     if m.get("neighbouring") != "replace":
         raise PlanFormatError(f"{path}: projection plans need replace-one neighbours (public n)")
     n = m.get("n")
