@@ -116,12 +116,14 @@ def least_squares(W: Any, y: np.ndarray, *, n: float | None = None, symmetric: b
     by Frank–Wolfe over the column weights (``geometry.project_least_squares``: one W·x and one
     Wᵀg per iteration, the domain never enumerated beyond Wᵀg), stopped when the Frank–Wolfe
     gap — an upper bound on ½‖ŷ − ỹ‖² − min — is ≤ ``gap_tol`` or after ``max_iter``
-    iterations. ``n``: the public dataset size (replace neighbours); ``None`` estimates it from
-    the released values alone, n̂ = max(0, Σ ĥ) with ĥ the minimum-norm least-squares
+    iterations, where the budget is ``min(max_iter, Clarkson's T for accuracy gap_tol)``
+    (``geometry.least_squares.clarkson_iterations``; the a-priori budget is usually far above
+    the cap, and the reported gap is the certificate). ``n``: the public dataset size
+    (replace neighbours); ``None`` estimates it from the released values alone, n̂ = max(0, Σ ĥ) with ĥ the minimum-norm least-squares
     solution of W h ≈ ỹ (as ``nonneg``), so privacy is unchanged. Returns the answers ŷ = W x,
     the weights, n̂, the gap, the iterations and whether the gap target was met.
     """
-    from factorize.geometry import project_least_squares
+    from factorize.geometry.least_squares import clarkson_iterations, project_least_squares
 
     k, N = W.shape
     n_hat = float(n) if n is not None else max(0.0, float(cgls(W, y, N).sum()))
@@ -131,11 +133,16 @@ def least_squares(W: Any, y: np.ndarray, *, n: float | None = None, symmetric: b
         return {"answers": np.zeros(k), "histogram": np.zeros(N), "n_hat": n_hat, "n_source":
                 "public" if n is not None else "estimated", "iterations": 0, "gap": 0.0,
                 "converged": True, "method": "least_squares: n̂ = 0, the body is {0}"}
-    proj = project_least_squares(W, y, n_hat, symmetric=symmetric, max_iters=max_iter,
+    clarkson = clarkson_iterations(W, n_hat, gap_tol) if gap_tol > 0 else None
+    budget = max_iter if clarkson is None else min(max_iter, clarkson)
+    proj = project_least_squares(W, y, n_hat, symmetric=symmetric, max_iters=budget,
                                  gap_tol=gap_tol)
     return {"answers": proj.y, "histogram": proj.x, "n_hat": n_hat,
             "n_source": "public" if n is not None else "estimated from the released values",
             "iterations": proj.iterations, "gap": proj.gap, "gap_tol": gap_tol,
             "converged": proj.gap <= gap_tol,
+            # Clarkson: after this many iterations f − min f ≤ gap_tol is guaranteed a priori
+            "clarkson_iterations": clarkson,
+            "budget": budget,
             "method": "least_squares: Frank–Wolfe projection onto n̂·conv{"
                       + ("±" if symmetric else "") + "w_j} (seed 002 Alg. 3)"}

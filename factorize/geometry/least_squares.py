@@ -56,8 +56,7 @@ def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool =
         raise ValueError(f"the dataset size bound n must be positive, got {n}")
     diam_sq = 4.0 * n * n * _max_column_norm_sq(W)  # n·K ⊆ ball of radius n·max||w_j||
     if max_iters is None:
-        a = alpha if alpha is not None else 1e-3 * diam_sq
-        max_iters = max(1, math.ceil(2.0 * diam_sq / a) - 2)
+        max_iters = clarkson_iterations(W, n, alpha if alpha is not None else 1e-3 * diam_sq)
     # atoms: column j with sign +1 (index j) or, when symmetric, −1 (index N + j); x = n·Σ λ_a atom_a
     lam: dict[int, float] = {}
     column_cache: dict[int, np.ndarray] = {}
@@ -139,6 +138,15 @@ def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool =
     gap = float(np.dot(g, y)) - vmin
     return Projection(y=y, x=x, gap=max(gap, 0.0), iterations=it,
                       clarkson_bound=2.0 * diam_sq / (it + 2))
+
+
+def clarkson_iterations(W, n: float, alpha: float) -> int:
+    """Iterations after which f(y_T) − min f ≤ α is guaranteed: T = ⌈2 C_f/α⌉ − 2 with the
+    curvature C_f ≤ diam(n·K)² ≤ 4n²·max_j‖w_j‖² (Clarkson 2010, Thm 2.3)."""
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"the accuracy alpha must be positive, got {alpha}")
+    diam_sq = 4.0 * n * n * _max_column_norm_sq(W)
+    return max(1, math.ceil(2.0 * diam_sq / alpha) - 2)
 
 
 def _operator(W):
