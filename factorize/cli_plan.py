@@ -44,7 +44,8 @@ def register(subparsers: Any) -> None:
                         "least-squares (seed 002 Alg. 3: the optimal factorization's noise, then "
                         "the executor projects the release onto n·conv{w_j}); jl (seed 000 Alg. 1, "
                         "pure DP, random projection + K-norm noise + projection back); covariance "
-                        "(seed 000 §6) and relaxed-projection (seed 001 §4) for parity:d:2 — "
+                        "(seed 000 §6) and relaxed-projection (seed 001 §4) for parity:d:2 or "
+                        "marginals:2x…x2:2 — "
                         "the last four need --neighbouring replace --public-n N")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "

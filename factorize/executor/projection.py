@@ -9,8 +9,9 @@ TW; the exact flip-set formula ``projection_plan.moment_sensitivity``, cross-che
 the columns of W when 2^d is small), and the noise scale (``privacy.calibrate``); a plan whose
 scale is below the re-derived one is refused. The stated error bound is recomputed too.
 
-Measurement: jl — ``TW·h`` from the histogram; moment kinds — ``Σ_records (x_a x_b)_{a<b}``,
-``x = 1 − 2·code`` (code 0 ↦ +1, the cell order of ``parity:d:2``), from a histogram
+Measurement: jl — ``TW·h`` from the histogram; moment kinds — ``Σ_records (x_a x_b)_{a<b}``
+with ``x = s = 2·code − 1`` (``parity:d:2``; pair products do not depend on the sign
+convention) or ``x = (1, s)`` (``marginals:2x…x2:2``), ``MomentLayout``, from a histogram
 (``.npy``, small d) or from records (CSV/Parquet through DuckDB's grouped scan,
 ``engines.distinct_records_duckdb``: no 2^d histogram, d up to hundreds). The data must have
 exactly the plan's public n records.
@@ -25,9 +26,8 @@ from typing import Any
 import numpy as np
 
 from factorize.plan.checks import PlanCheck, PlanRefused, rebuild_workload
-from factorize.plan.projection_plan import (ProjectionPlan, moment_matrix,
-                                            moment_rmse_bound, moment_sensitivity,
-                                            parity_attributes)
+from factorize.plan.projection_plan import (ProjectionPlan, moment_layout, moment_matrix,
+                                            moment_sensitivity)
 
 from .release import NOT_PRIVATE, ExecutionError, Release, make_rng
 
@@ -105,20 +105,25 @@ def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, 
             raise ValueError("the JL mechanism's noise is calibrated to l2 sensitivity")
         sens = jl_sensitivity(T @ W.dense(), "replace")
         return sens, ell, f"T ∈ R^({ell}×{T.shape[1]}), ±1/√ℓ; TW recomputed"
-    d = parity_attributes(W)
+    lay = moment_layout(W)
     sizes = plan.domain["sizes"]
-    if list(sizes) != [2] * d:
-        raise ValueError(f"the moment mechanisms need d={d} binary attributes in the domain")
-    sens = moment_sensitivity(d, snorm, "replace")
-    detail = f"±1 second moments of d={d} binary attributes (k={d * (d - 1) // 2} pairs)"
-    if 2 ** d <= BRUTE_FORCE_CELLS:
+    if list(sizes) != [2] * lay.d:
+        raise ValueError(f"the moment mechanisms need d={lay.d} binary attributes in the domain")
+    sens = moment_sensitivity(lay.m, snorm, "replace")
+    detail = (f"±1 second moments of d={lay.d} binary attributes"
+              + (" augmented by the constant 1 (marginal cells)" if lay.augmented else "")
+              + f": {lay.pairs} measured pairs")
+    if 2 ** lay.d <= BRUTE_FORCE_CELLS:
         from factorize.privacy.sensitivity import sensitivity
 
-        brute = float(sensitivity(W.dense(), snorm, "replace").value)
+        cells = np.arange(2 ** lay.d)
+        codes = (cells[:, None] >> np.arange(lay.d - 1, -1, -1)) & 1  # attribute 0 slowest
+        A = np.stack([lay.moments(c[None, :], np.ones(1)) for c in codes], axis=1)
+        brute = float(sensitivity(A, snorm, "replace").value)
         if not math.isclose(brute, sens, rel_tol=1e-9):
-            raise ValueError(f"moment sensitivity {sens} disagrees with W's columns ({brute})")
-        detail += "; sensitivity cross-checked against W's columns"
-    return sens, d * (d - 1) // 2, detail
+            raise ValueError(f"moment sensitivity {sens} disagrees with the measurement's columns ({brute})")
+        detail += "; sensitivity cross-checked against the measurement's 2^d columns"
+    return sens, lay.pairs, detail
 
 
 def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
@@ -135,17 +140,16 @@ def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
     if plan.kind == "jl":
         h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns)
         return plan.arrays["T"] @ W.matvec(h.astype(np.float64)), int(h.sum())
-    d = len(domain.sizes)
+    lay = moment_layout(W)
     if SUFFIXES.get(Path(data_path).suffix.lower()) == "histogram":
         h = load_histogram(data_path, domain)
-        return np.asarray(W.matvec(h.astype(np.float64))), int(h.sum())
+        nz = np.flatnonzero(h)
+        codes = (nz[:, None] >> np.arange(lay.d - 1, -1, -1)) & 1  # attribute 0 slowest
+        return lay.moments(codes, h[nz]), int(h.sum())
     if Path(data_path).suffix.lower() not in SUFFIXES:
         raise DataError(f"unsupported data file {data_path!r}; expected one of {sorted(SUFFIXES)}")
     codes, counts = distinct_records_duckdb(data_path, domain, allow_extra_columns=allow_extra_columns)
-    X = 1.0 - 2.0 * codes.astype(np.float64)
-    M = (X * counts[:, None].astype(np.float64)).T @ X  # exact: integers < 2^53
-    iu = np.triu_indices(d, 1)
-    return M[iu], int(counts.sum())
+    return lay.moments(codes, counts), int(counts.sum())
 
 
 def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int, rng: Any, *,
@@ -180,8 +184,8 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
         info.update(gap=float(res.gap), iterations=int(res.iterations), converged=bool(res.converged))
         bound = float(plan.bounds["upper_rmse"]) if res.gap <= dec["gap_tol"] else None
     else:
-        d = len(plan.domain["sizes"])
-        M_noisy = moment_matrix(noisy, d, float(plan.n))
+        lay = moment_layout(workload)
+        M_noisy = moment_matrix(noisy, lay.m, float(plan.n))
         if plan.kind == "covariance":
             from factorize.geometry.moment_bodies import project_second_moment
 
@@ -195,10 +199,10 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
             M = res.M
             info.update(gap=float(res.gap), iterations=int(res.iterations),
                         converged=bool(res.gap <= dec["gap_tol"]))
-        answers = M[np.triu_indices(d, 1)]
-        lin = plan.expected_error.get("linear_rmse")
-        bound = (moment_rmse_bound(lin, d, plan.n, lin, info["gap"])
-                 if plan.noise["family"] == "gaussian" and lin is not None else None)
+        answers = lay.answers(M, float(plan.n))
+        meas = plan.expected_error.get("measurement_rmse")
+        bound = (lay.answer_rmse_bound(meas, plan.n, info["gap"])
+                 if plan.noise["family"] == "gaussian" and meas is not None else None)
     info["seconds"] = time.perf_counter() - t0
     test_mode = bool(getattr(rng, "is_test_mode", False))
     meta = dict(metadata or {})

@@ -8,9 +8,11 @@ projection — post-processing of released values only, run inside the executor:
   noise with ``Δ = sensitivity of TW``, decode ``ŷ = W x*``, ``x* = argmin_{x ∈ n·Δ_N}
   ‖TWx − z̃‖`` (``geometry.jl``); ℓ minimises the explicit bound ``geometry.jl_error_bound``.
 * ``covariance`` (seed 000 §6): records in {±1}^d, workload ``parity:d:2`` (the off-diagonal
-  second moments Σ x_a x_b), measurement = the workload itself with Gaussian (or Laplace /
-  K-norm) noise; decode: the moment matrix ``n·I + offdiag(ṽ)`` projected onto
-  ``{M ⪰ 0, tr M = n·d}`` by one eigendecomposition (``geometry.project_second_moment``).
+  second moments Σ x_a x_b) or ``marginals:2x…x2:2`` (all 2-way marginals of d binary
+  attributes, through the moments of (1, s) ∈ {±1}^{d+1}: :class:`MomentLayout`); the
+  measurement is the upper triangle of the moment matrix with Gaussian (or Laplace /
+  K-norm) noise; decode: ``n·I + offdiag(ṽ)`` projected onto ``{M ⪰ 0, tr M = n·m}`` by one
+  eigendecomposition (``geometry.project_second_moment``), then the answers.
 * ``relaxed-projection`` (seed 001 §4): the same release, projected onto the Grothendieck
   relaxation ``n·E_d = {M ⪰ 0, diag M = n}`` ⊇ n·conv{x xᵀ} by Frank–Wolfe whose linear step is
   a MAX-CUT-type SDP (``geometry.project_to_elliptope``) — d up to 100s of attributes; the
@@ -99,17 +101,92 @@ class ProjectionPlan:
 # the measurement and its sensitivity (shared by build, verification and the executor)
 
 
-def parity_attributes(W: Any) -> int:
-    """d for a ``parity:d:2`` workload (k = d(d−1)/2 rows, N = 2^d); PlanError otherwise."""
+@dataclass(frozen=True)
+class MomentLayout:
+    """How a moment plan's workload maps to ±1 second moments of records s ∈ {±1}^d
+    (s_a = 2·code_a − 1).
+
+    * ``parity:d:2``: the answers are the pair products Σ s_a s_b (a < b); the measured
+      matrix is d×d (``augmented`` False).
+    * ``marginals:2x…x2:2`` (d binary attributes, all 2-way marginals): the measured matrix is
+      that of the augmented records (1, s) ∈ {±1}^{d+1}: its first row holds Σ s_a, the rest
+      Σ s_a s_b, and every 2-way marginal cell is affine in them with the public n
+      (``geometry.moments_to_marginals``); ``augmented`` True.
+    """
+
+    d: int
+    augmented: bool
+
+    @property
+    def m(self) -> int:
+        """Side of the measured moment matrix."""
+        return self.d + 1 if self.augmented else self.d
+
+    @property
+    def pairs(self) -> int:
+        """Measured coordinates: the upper triangle of the m×m matrix."""
+        return self.m * (self.m - 1) // 2
+
+    def moments(self, codes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """The exact measurement Σ_records (x_a x_b)_{a<b} from distinct 0/1 code rows and counts."""
+        S = 2.0 * np.asarray(codes, dtype=np.float64) - 1.0
+        if self.augmented:
+            S = np.column_stack([np.ones(S.shape[0]), S])
+        M = (S * np.asarray(counts, dtype=np.float64)[:, None]).T @ S  # exact: integers < 2^53
+        return M[np.triu_indices(self.m, 1)]
+
+    def answers(self, M: np.ndarray, n: float) -> np.ndarray:
+        """The workload's answers from a (projected) m×m moment matrix."""
+        if self.augmented:
+            from factorize.geometry.moment_bodies import moments_to_marginals
+
+            return moments_to_marginals(M, n=n).reshape(-1)
+        return M[np.triu_indices(self.m, 1)]
+
+    def answer_rmse_factor(self) -> float:
+        """RMSE of the answers ≤ factor × RMSE of the measured pairs. parity: 1. marginals:
+        a cell's error is (σ_i e_a + σ_j e_b + σ_iσ_j e_ab)/4, whose squares sum over a table's
+        4 cells to (e_a² + e_b² + e_ab²)/4, so over all tables ((d−1)Σe_a² + Σe_ab²)/4 ≤
+        (d−1)‖ē‖²/4; with 2d(d−1) cells and d(d+1)/2 pairs the factor is √((d+1)/16)."""
+        return math.sqrt((self.d + 1) / 16.0) if self.augmented else 1.0
+
+    def linear_answer_rmse(self, sigma: float) -> float:
+        """RMSE of the answers of the unprojected release, i.i.d. noise of variance σ² per
+        pair: σ (parity); marginals: E Σ_cells err² = ((d−1)·d + d(d−1)/2)σ²/4 over 2d(d−1)
+        cells, i.e. RMSE = σ·√(3/16)."""
+        return sigma * math.sqrt(3.0 / 16.0) if self.augmented else sigma
+
+    def answer_rmse_bound(self, sigma: float, n: float, gap: float = 0.0) -> float:
+        """RMSE bound of the projected answers: f × ``moment_rmse_bound`` (the measured pairs'
+        bound, whose non-expansive branch is σ), f = :meth:`answer_rmse_factor`.
+
+        Not min(unprojected answer RMSE, …): the projection is non-expansive for the matrix
+        in Frobenius norm, not for the marginal cells, which weight the first moments d − 1
+        times — a projection can move error from pairs to first moments and *raise* the
+        cells' error above the unprojected σ·√(3/16) (measured in reports/geometric.md)."""
+        return self.answer_rmse_factor() * moment_rmse_bound(sigma, self.m, n, sigma, gap)
+
+
+def moment_layout(W: Any) -> MomentLayout:
+    """The :class:`MomentLayout` of a moment plan's workload; PlanError for other workloads."""
     spec = getattr(W, "spec", "") or ""
     parts = spec.split(":")
-    if len(parts) != 3 or parts[0] != "parity" or parts[2] != "2":
-        raise PlanError(f"the {'/'.join(MOMENT_KINDS)} mechanisms release the 2-way parities "
-                        f"(second moments) of ±1 records: workload parity:d:2, got {spec!r}")
-    d = int(parts[1])
-    if tuple(W.shape) != (d * (d - 1) // 2, 2 ** d):
-        raise PlanError(f"workload {spec!r} has shape {tuple(W.shape)}, expected (d(d−1)/2, 2^d)")
-    return d
+    if len(parts) == 3 and parts[0] == "parity" and parts[2] == "2" and parts[1].isdigit():
+        d = int(parts[1])
+        expected = (d * (d - 1) // 2, 2 ** d)
+        layout = MomentLayout(d, False)
+    elif (len(parts) == 3 and parts[0] == "marginals" and parts[2] == "2"
+          and all(p == "2" for p in parts[1].split("x")) and parts[1].count("x") >= 1):
+        d = parts[1].count("x") + 1
+        expected = (2 * d * (d - 1), 2 ** d)
+        layout = MomentLayout(d, True)
+    else:
+        raise PlanError(f"the {'/'.join(MOMENT_KINDS)} mechanisms release second moments of "
+                        "binary records: workload parity:d:2 or marginals:2x…x2:2, got "
+                        f"{spec!r}")
+    if tuple(W.shape) != expected:
+        raise PlanError(f"workload {spec!r} has shape {tuple(W.shape)}, expected {expected}")
+    return layout
 
 
 def moment_sensitivity(d: int, norm: str, relation: str) -> float:
@@ -224,43 +301,59 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
                       "larger at this n·ε)")
         sigma_lin = None
     else:
-        d = parity_attributes(W)
+        lay = moment_layout(W)
+        m_dim, pairs = lay.m, lay.pairs
         family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
         snorm = "l1" if family == "laplace" else "l2"
-        sens = moment_sensitivity(d, snorm, rel.key)
-        grid = choose_grid(sens, k, snorm) if exact and family != "l2_knorm" else None
+        sens = moment_sensitivity(m_dim, snorm, rel.key)
+        grid = choose_grid(sens, pairs, snorm) if exact and family != "l2_knorm" else None
         spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
-                         sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=k,
+                         sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=pairs,
                          relation=rel, family=family)
         from .model import variance_bound
 
-        var = variance_bound({**spec.to_dict(), "dim": k})
-        sigma_lin = math.sqrt(var)
-        gap_tol = DECODE_GAP_FRACTION * k * var
+        var = variance_bound({**spec.to_dict(), "dim": pairs})
+        sigma_meas = math.sqrt(var)
+        factor = lay.answer_rmse_factor()
+        gap_tol = DECODE_GAP_FRACTION * pairs * var
+        what = ("moments n·I + offdiag(ṽ)" if not lay.augmented else
+                "the augmented moments of (1, s) (first moments and pair products)")
         if kind == "covariance":
-            decoder = {"method": "spectraplex", "trace": n * d, "gap_tol": 0.0, "max_iter": 0,
-                       "description": "moments n·I + offdiag(ṽ) projected onto {M ⪰ 0, tr M = n·d} "
-                                      "by one eigendecomposition (seed 000 §6)"}
+            decoder = {"method": "spectraplex", "trace": n * m_dim, "gap_tol": 0.0, "max_iter": 0,
+                       "description": f"{what} projected onto {{M ⪰ 0, tr M = n·{m_dim}}} by one "
+                                      "eigendecomposition (seed 000 §6)"}
             gap_tol = 0.0
         else:
             decoder = {"method": "elliptope", "gap_tol": gap_tol, "max_iter": 2000,
-                       "description": "moments n·I + offdiag(ṽ) projected onto the Grothendieck "
-                                      "relaxation {M ⪰ 0, diag M = n} by Frank–Wolfe with a "
-                                      "MAX-CUT-type SDP step (seed 001 §4)"}
+                       "description": f"{what} projected onto the Grothendieck relaxation "
+                                      "{M ⪰ 0, diag M = n} by Frank–Wolfe with a MAX-CUT-type "
+                                      "SDP step (seed 001 §4)"}
+        decoder["answers"] = "marginal cells (moments_to_marginals)" if lay.augmented else "pair products"
+        sigma_lin = lay.linear_answer_rmse(sigma_meas)
         if family == "gaussian":
-            upper = moment_rmse_bound(sigma_lin, d, n, sigma_lin, gap_tol)
-            upper_note = ("min(linear RMSE, √(n·d·σ·√(2(d−1) ln 2d)/k)) + √(gap/k) "
-                          "(plan.projection_plan.moment_rmse_bound)")
+            upper = lay.answer_rmse_bound(sigma_meas, n, gap_tol)
+            upper_note = ("f·(min(σ, √(n·m·σ·√(2(m−1) ln 2m)/pairs)) + √(gap/pairs)), "
+                          f"f = {factor:.4g} (MomentLayout.answer_rmse_bound)")
         else:
-            upper = sigma_lin + math.sqrt(gap_tol / k)
-            upper_note = "linear RMSE (non-expansive projection) + √(gap/k)"
+            upper = factor * (sigma_meas + math.sqrt(gap_tol / pairs))
+            upper_note = f"f·(σ + √(gap/pairs)) (non-expansive for the matrix), f = {factor:.4g}"
     noise = spec.to_dict()
     if spec.sampler == "float":
         noise["warning"] = ("floating-point noise (Mironov 2012): not an exact sampler; "
                             "`factorize run` refuses it unless --allow-float-noise")
-    dom = domain if domain is not None else default_domain(W)
+    if domain is not None:
+        dom = domain
+    elif kind in MOMENT_KINDS:
+        from workloads import Domain
+
+        dom = Domain([f"x{i}" for i in range(lay.d)], [2] * lay.d)
+    else:
+        dom = default_domain(W)
     if dom.size != N:
         raise PlanError(f"the workload has N={N} cells but the domain has {dom.size}")
+    if kind in MOMENT_KINDS and list(dom.sizes) != [2] * lay.d:
+        raise PlanError(f"the {kind} mechanism needs {lay.d} binary attributes in the domain, got "
+                        + ", ".join(f"{a}={s}" for a, s in zip(dom.attributes, dom.sizes)))
     lower = _lower_bound(W, g, n, kind)
     bounds = {"upper_rmse": upper, "upper_note": upper_note,
               "lower_rmse": None if lower is None else lower["value"],
@@ -273,7 +366,8 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
         domain={"attributes": list(dom.attributes), "sizes": [int(s) for s in dom.sizes]},
         relation=rel.key, guarantee=g.to_dict(), n=n, noise=noise, decoder=decoder,
         bounds=bounds,
-        expected_error={"rmse_bound": upper, "linear_rmse": sigma_lin},
+        expected_error={"rmse_bound": upper, "linear_rmse": sigma_lin,
+                        "measurement_rmse": None if kind == "jl" else sigma_meas},
         arrays=arrays,
         provenance={"versions": versions(), "mechanism": kind,
                     "plan_seconds": time.perf_counter() - t0,
