@@ -199,37 +199,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     if args.seed is not None:
         print("WARNING: --seed test mode: the released answers are NOT PRIVATE", file=sys.stderr)
-    if _is_projection_plan(args.plan):
-        from factorize.executor.projection import run_projection_plan
-
-        rel = run_projection_plan(args.plan, args.data, args.out, seed=args.seed,
-                                  allow_float_noise=args.allow_float_noise,
-                                  allow_extra_columns=args.ignore_extra_columns)
-        meta = rel.metadata
-        if args.json:
-            print(json.dumps({"out": args.out, "metadata": meta}, allow_nan=False))
-        else:
-            tag = "  [test_mode: NOT PRIVATE]" if meta["test_mode"] else ""
-            dec = meta["decode"]
-            bound = ("no bound (decode missed its gap target)" if meta["rmse_bound"] is None
-                     else f"RMSE ≤ {meta['rmse_bound']:.6g}")
-            print(f"released    {meta['n_queries']} answers of {meta['workload']} "
-                  f"({meta['mechanism']}) → {args.out}{tag}")
-            print(f"noise       {meta['noise']['family']} ({meta['noise']['sampler']})")
-            print(f"decode      {dec['method']}: {dec['iterations']} iterations, gap {dec['gap']:.3g}, "
-                  f"{dec['seconds']:.2f}s; {bound}")
-            if meta["test_mode"]:
-                print("test_mode   true — NOT PRIVATE (--seed)")
-        return EXIT_OK
-    rel = run_plan(args.plan, args.data, args.out, seed=args.seed,
-                   allow_float_noise=args.allow_float_noise,
-                   allow_extra_columns=args.ignore_extra_columns)
+    projection = _is_projection_plan(args.plan)
+    if projection:
+        from factorize.executor.projection import run_projection_plan as runner
+    else:
+        runner = run_plan
+    rel = runner(args.plan, args.data, args.out, seed=args.seed,
+                 allow_float_noise=args.allow_float_noise,
+                 allow_extra_columns=args.ignore_extra_columns)
     meta = rel.metadata
     if args.json:
         print(json.dumps({"out": args.out, "metadata": meta}, allow_nan=False))
+        return EXIT_OK
+    tag = "  [test_mode: NOT PRIVATE]" if meta["test_mode"] else ""
+    kind = f" ({meta['mechanism']})" if projection else ""
+    print(f"released    {meta['n_queries']} answers of {meta['workload']}{kind} → {args.out}{tag}")
+    if projection:
+        dec = meta["decode"]
+        bound = ("no bound (decode missed its gap target)" if meta["rmse_bound"] is None
+                 else f"RMSE ≤ {meta['rmse_bound']:.6g}")
+        print(f"noise       {meta['noise']['family']} ({meta['noise']['sampler']})")
+        print(f"decode      {dec['method']}: {dec['iterations']} iterations, gap {dec['gap']:.3g}, "
+              f"{dec['seconds']:.2f}s; {bound}")
     else:
-        tag = "  [test_mode: NOT PRIVATE]" if meta["test_mode"] else ""
-        print(f"released    {meta['n_queries']} answers of {meta['workload']} → {args.out}{tag}")
         print(f"noise       {meta['noise']['family']} ({meta['noise']['sampler']}), "
               f"95% CI method {meta['ci']['method']}")
         if "postprocess" in meta:
@@ -239,8 +231,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"postprocess {pp['method'].split(':')[0]}: n̂={pp['n_hat']:.6g}, "
                   f"{pp['iterations']} iterations, {conv}"
                   + ("" if pp.get("converged", True) else " (NOT converged: gap above target)"))
-        if meta["test_mode"]:
-            print("test_mode   true — NOT PRIVATE (--seed)")
+    if meta["test_mode"]:
+        print("test_mode   true — NOT PRIVATE (--seed)")
     return EXIT_OK
 
 

@@ -201,8 +201,10 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
                         converged=bool(res.gap <= dec["gap_tol"]))
         answers = lay.answers(M, float(plan.n))
         meas = plan.expected_error.get("measurement_rmse")
-        bound = (lay.answer_rmse_bound(meas, plan.n, info["gap"])
-                 if plan.noise["family"] == "gaussian" and meas is not None else None)
+        if plan.noise["family"] == "gaussian" and meas is not None:
+            bound = lay.answer_rmse_bound(meas, plan.n, info["gap"])  # with the gap reached
+        else:
+            bound = float(plan.bounds["upper_rmse"]) if info["converged"] else None
     info["seconds"] = time.perf_counter() - t0
     test_mode = bool(getattr(rng, "is_test_mode", False))
     meta = dict(metadata or {})
