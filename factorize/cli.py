@@ -7,6 +7,7 @@
     factorize bench [--suite core|scale] [--quick] [--out reports/bench_<suite>.md] [--solvers scs,clarabel]
                     [--time-limit S] [--memory-cap GIB] [--dry-run]
     factorize plan | run | verify | inspect    mechanism plans and the executor (cli_plan.py)
+    factorize report                           plan / results reports (cli_report.py)
 
 Exit codes: 0 success; 2 bad input (workload spec, arguments, file); 3 the solver or the
 certificate failed (the message says which and why).
@@ -173,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     from factorize.cli_plan import register
 
     register(sub)  # plan, run, verify, inspect (mechanism plans and the executor)
+    from factorize.cli_report import register as register_report
+
+    register_report(sub)  # report (HTML / Markdown)
     return parser
 
 

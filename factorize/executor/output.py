@@ -73,3 +73,41 @@ def _parquet(tmp: str, columns: dict[str, np.ndarray], metadata: dict[str, Any])
     table = pa.table({n: pa.array(v) for n, v in columns.items()})
     table = table.replace_schema_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
     pq.write_table(table, tmp)
+
+
+def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The columns and metadata of an answers file written by :func:`write_answers` (any of the
+    three formats); ValueError for a file that is not one."""
+    p = Path(os.fspath(path))
+    fmt = output_format(p)
+    try:
+        if fmt == "csv":
+            meta: dict[str, Any] = {}
+            with open(p, encoding="utf-8") as fh:
+                line = fh.readline()
+                while line.startswith("# "):
+                    key, _, value = line[2:].rstrip("\n").partition(": ")
+                    meta[key] = json.loads(value)
+                    line = fh.readline()
+                names = line.strip().split(",")
+                rows = [r.split(",") for r in fh.read().splitlines() if r]
+            cols = {n: np.array([float(r[j]) for r in rows]) for j, n in enumerate(names)}
+        elif fmt == "json":
+            with open(p, encoding="utf-8") as fh:
+                doc = json.load(fh)
+            meta = doc["metadata"]
+            rows = doc["answers"]
+            names = list(rows[0]) if rows else ["query", "estimate"]
+            cols = {n: np.array([float(r[n]) for r in rows]) for n in names}
+        else:
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(p)
+            meta = json.loads(table.schema.metadata[b"factorize"])
+            cols = {n: np.asarray(table.column(n).to_numpy(), dtype=np.float64) for n in table.column_names}
+    except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
+        raise ValueError(f"{p}: not a factorize answers file ({type(exc).__name__}: {exc})") from None
+    if "query" not in cols or "estimate" not in cols:
+        raise ValueError(f"{p}: not a factorize answers file (no query/estimate columns)")
+    cols["query"] = cols["query"].astype(np.int64)
+    return cols, meta

@@ -211,6 +211,8 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
     meta.update({
         "test_mode": test_mode, "mechanism": plan.kind, "workload": plan.workload["spec"],
         "workload_fingerprint": plan.workload["fingerprint"], "guarantee": plan.guarantee,
+        "domain": {"attributes": list(plan.domain["attributes"]),
+                   "sizes": [int(s) for s in plan.domain["sizes"]]},
         "neighbouring": plan.relation, "n": plan.n,
         "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},
         "decode": info,

@@ -118,6 +118,8 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
         "test_mode": test_mode,
         "workload": plan.workload["spec"],
         "workload_fingerprint": plan.workload["fingerprint"],
+        "domain": {"attributes": list(plan.domain["attributes"]),
+                   "sizes": [int(s) for s in plan.domain["sizes"]]},
         "guarantee": plan.guarantee,
         "neighbouring": plan.relation,
         "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},

@@ -118,10 +118,7 @@ class Plan:
     def summary_lines(self) -> list[str]:
         """Human-readable summary (``factorize inspect``)."""
         k, N = self.shape
-        g = self.guarantee
-        gtxt = {"approx_dp": lambda: f"(ε={g['epsilon']:g}, δ={g['delta']:g})-DP",
-                "zcdp": lambda: f"ρ={g['rho']:g}-zCDP",
-                "pure_dp": lambda: f"ε={g['epsilon']:g} pure DP"}[g["type"]]()
+        gtxt = guarantee_text(self.guarantee)
         n, b, e = self.noise, self.bounds, self.expected_error
         grid = f", grid γ={n['grid']:.6g}" if n.get("grid") else ""
         lines = [
@@ -160,6 +157,13 @@ class Plan:
 
 # ---------------------------------------------------------------------------------------
 # numpy helpers shared by build, checks and the executor
+
+
+def guarantee_text(g: dict[str, Any]) -> str:
+    """A guarantee dict in short form: ``(ε=1, δ=1e-06)-DP``, ``ρ=0.5-zCDP``, ``ε=1 pure DP``."""
+    return {"approx_dp": lambda: f"(ε={g['epsilon']:g}, δ={g['delta']:g})-DP",
+            "zcdp": lambda: f"ρ={g['rho']:g}-zCDP",
+            "pure_dp": lambda: f"ε={g['epsilon']:g} pure DP"}[g["type"]]()
 
 
 def variance_bound(noise: dict[str, Any]) -> float:

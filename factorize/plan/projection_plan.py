@@ -76,10 +76,10 @@ class ProjectionPlan:
 
     def summary_lines(self) -> list[str]:
         k, N = self.shape
-        g, nz, b = self.guarantee, self.noise, self.bounds
-        gtxt = {"approx_dp": lambda: f"(ε={g['epsilon']:g}, δ={g['delta']:g})-DP",
-                "zcdp": lambda: f"ρ={g['rho']:g}-zCDP",
-                "pure_dp": lambda: f"ε={g['epsilon']:g} pure DP"}[g["type"]]()
+        from .model import guarantee_text
+
+        nz, b = self.noise, self.bounds
+        gtxt = guarantee_text(self.guarantee)
         lines = [
             f"workload    {self.workload['spec']}  ({k} queries × {N} cells)",
             f"mechanism   {self.kind}: {self.decoder['description']}",

@@ -1,0 +1,50 @@
+"""``factorize report``: a plan's or a release's report as self-contained HTML or Markdown.
+
+    factorize report FILE.plan --out report.html [--format html|md] [--no-baselines]
+    factorize report --results ANSWERS.{csv,json,parquet} --out report.html [--format html|md]
+
+Exit codes: 0 ok; 2 bad input (unreadable plan or answers, unknown format).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+EXIT_OK, EXIT_INPUT = 0, 2
+
+
+def register(subparsers: Any) -> None:
+    r = subparsers.add_parser("report", help="a plan's or released answers' report (HTML / Markdown)")
+    r.add_argument("plan", nargs="?", help="plan file (factorization or projection plan)")
+    r.add_argument("--results", default=None, help="answers file written by `factorize run`")
+    r.add_argument("--out", required=True, help="report.html or report.md")
+    r.add_argument("--format", default=None, choices=("html", "md"),
+                   help="default: from the --out suffix")
+    r.add_argument("--no-baselines", action="store_true",
+                   help="skip the comparison with standard strategies (computed on the spot)")
+    r.set_defaults(func=_cmd_report)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    try:
+        if (args.plan is None) == (args.results is None):
+            raise ValueError("give either a plan file or --results ANSWERS (one of the two)")
+        from factorize.report.render import write_report
+
+        if args.results is not None:
+            from factorize.report.results_report import results_report
+
+            report = results_report(args.results)
+        else:
+            from factorize.plan.plan_file import load_any_plan
+            from factorize.report.plan_report import plan_report
+
+            report = plan_report(load_any_plan(args.plan), baselines=not args.no_baselines)
+        files = write_report(report, args.out, args.format)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"factorize: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"wrote       {files[0]}" + (f" (+{len(files) - 1} figure files)" if len(files) > 1 else ""))
+    return EXIT_OK

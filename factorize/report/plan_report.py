@@ -1,0 +1,292 @@
+"""A plan → :class:`~factorize.report.model.Report` (``factorize report FILE.plan``).
+
+Every number quoted is read from the plan (its ``expected_error``, ``bounds``, ``noise``) or
+derived from its stored arrays by the plan's own functions (per-query standard deviations
+``√v·‖r_i‖`` from ``Factorization.row_norms_R`` and ``model.variance_bound``) — never re-solved —
+so the report cannot drift from the plan. New quantities (error at other dataset sizes,
+baselines) are computed on the spot and labelled as such.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .model import Figure, Report, Section
+
+#: Dataset sizes for the error-vs-n figure.
+NS = np.array([10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000])
+#: Above this many queries the per-query plot is skipped (the numbers are still given).
+MAX_PLOTTED_QUERIES = 200_000
+
+
+def guarantee_words(g: dict[str, Any], relation: str) -> str:
+    """The guarantee in plain words."""
+    who = ("adding or removing one person's record" if relation == "add_remove"
+           else "replacing one person's record by another (the number of records n is public)")
+    if g["type"] == "approx_dp":
+        eps, delta = g["epsilon"], g["delta"]
+        return (f"(ε, δ)-differential privacy with ε = {eps:g} and δ = {delta:g}: {who} changes the "
+                f"probability of any set of outputs by at most a factor e^ε ≈ {math.exp(eps):.3g}, "
+                f"plus an additive δ = {delta:g}.")
+    if g["type"] == "zcdp":
+        rho = g["rho"]
+        eps6 = rho + 2.0 * math.sqrt(rho * math.log(1e6))
+        return (f"ρ-zero-concentrated differential privacy with ρ = {rho:g} under {who}; it implies "
+                f"(ε, δ)-DP for every δ > 0 with ε = ρ + 2√(ρ ln(1/δ)) — e.g. ε ≈ {eps6:.3g} at "
+                "δ = 10⁻⁶.")
+    eps = g["epsilon"]
+    return (f"pure ε-differential privacy with ε = {eps:g}: {who} changes the probability of any "
+            f"set of outputs by at most a factor e^ε ≈ {math.exp(eps):.3g}, with no additive slack.")
+
+
+def noise_words(n: dict[str, Any], m: int) -> str:
+    """The noise in plain words."""
+    fam = {"gaussian": "Gaussian", "laplace": "Laplace", "l2_knorm": "ℓ2-ball K-norm"}[n["family"]]
+    sampler = {"discrete_gaussian": f"sampled exactly as a discrete Gaussian on the grid "
+                                    f"{n.get('grid') or 0:.3g}·ℤ (Canonne–Kamath–Steinke 2020)",
+               "discrete_laplace": f"sampled exactly as a discrete Laplace on the grid "
+                                   f"{n.get('grid') or 0:.3g}·ℤ",
+               "float": "sampled in floating point (not exact: the executor refuses it unless "
+                        "--allow-float-noise)"}[n["sampler"]]
+    return (f"{fam} noise of scale {n['scale']:.6g} is added once to each of the m = {m} measured "
+            f"values, calibrated to their {n['sensitivity_norm'].upper()} sensitivity "
+            f"{n['sensitivity']:.6g} (one record's largest possible influence), {sampler}, from "
+            "the operating system's randomness.")
+
+
+def _grid_shape(W: Any) -> tuple[int, int] | None:
+    from factorize.structure import kron_leaves
+
+    leaves = kron_leaves(W)
+    if len(leaves) == 2:
+        return int(leaves[0].shape[0]), int(leaves[1].shape[0])
+    return None
+
+
+def _marginal_groups(W: Any, attributes: list[str]) -> list[tuple[str, int, int]] | None:
+    from factorize.marginal_algebra import marginal_family
+
+    fam = marginal_family(W)
+    if fam is None or len(fam.subsets) < 2:
+        return None
+    names = attributes if len(attributes) == len(fam.sizes) else [f"x{i}" for i in range(len(fam.sizes))]
+    out, start = [], 0
+    for subset, rows in zip(fam.subsets, fam.rows):
+        label = " × ".join(names[j] for j in subset) or "total"
+        out.append((label, start, start + rows))
+        start += rows
+    return out
+
+
+def plan_report(plan: Any, *, baselines: bool = True) -> Report:
+    """The report of a factorization plan or a projection plan (module docstring)."""
+    from factorize.plan.projection_plan import ProjectionPlan
+
+    if isinstance(plan, ProjectionPlan):
+        return _projection_report(plan)
+    return _factorization_report(plan, baselines=baselines)
+
+
+def _header(plan: Any, mechanism: str) -> tuple[str, str]:
+    k, N = plan.shape
+    dom = ", ".join(f"{a} ({s})" for a, s in zip(plan.domain["attributes"], plan.domain["sizes"]))
+    return (f"Mechanism plan: {plan.workload['spec']}",
+            f"{mechanism} mechanism · {k} queries over {N} cells · domain {dom} · "
+            f"workload fingerprint {plan.workload['fingerprint'][:16]}…")
+
+
+def _factorization_report(plan: Any, *, baselines: bool) -> Report:
+    from factorize.plan.model import variance_bound
+    from workloads import parse_workload
+
+    from . import plots
+
+    k, N = plan.shape
+    mech = plan.provenance.get("mechanism", "factorization")
+    title, subtitle = _header(plan, mech)
+    W = parse_workload(plan.workload["spec"])
+    e, b, n = plan.expected_error, plan.bounds, plan.noise
+    sd = math.sqrt(variance_bound(n))
+    std = sd * plan.factorization.row_norms_R()
+    numbers: dict[str, Any] = {
+        "rmse": e["rmse"], "per_query_std_max": e["per_query_std_max"],
+        "per_query_std_min": e["per_query_std_min"], "expected_max_bound": e["expected_max_bound"],
+        "upper": b["upper"], "lower": b["lower"], "gap": b["gap"], "noise_scale": n["scale"],
+        "sensitivity": n["sensitivity"], "strategy_rows": plan.strategy_rows,
+    }
+    sections = [Section("Privacy guarantee and noise", [
+        guarantee_words(plan.guarantee, plan.relation),
+        noise_words(n, plan.strategy_rows),
+        f"The answers are R·(A·h + noise): an unbiased estimate of every query, with the "
+        f"per-query standard deviations below (the factorization W = R·A is checked to "
+        f"{b['residual']:.1e} by `factorize verify`).",
+    ])]
+
+    norm = b["norm"]
+    quantity = {"gamma_f": ("γ_F", "the root-mean-square error over all queries", e["rmse"]),
+                "gamma_2": ("γ₂", "the largest per-query standard deviation", e["per_query_std_max"]),
+                "approx_gamma_2": ("γ₂(·; η)", "the largest per-query standard deviation",
+                                   e["per_query_std_max"])}[norm]
+    sym, what, value = quantity
+    best = value * b["lower"] / b["upper"] if b["upper"] > 0 else value
+    numbers["factorization_floor"] = best
+    cert = [
+        f"Upper bound {b['upper']:.10g}, lower bound {b['lower']:.10g}, relative gap "
+        f"{b['gap']:.3g} on {sym}, which is {what} per unit of noise.",
+        f"What it means: the lower bound is a dual certificate (a witness re-checked by one "
+        f"SVD per Kronecker factor). No factorization mechanism W = R·A with noise calibrated "
+        f"to the same privacy guarantee can have a smaller {sym}: {what} is at least "
+        f"{best:.6g}, and this plan achieves {value:.6g}"
+        + (" — it is optimal to within the gap." if mech == "factorization" else
+           f" — the {mech} mechanism is {b['upper'] / b['lower']:.3g}× the optimum's {sym}."),
+    ]
+    if n["family"] != "gaussian":
+        cert.append(f"Caveat: {sym} measures the strategy's L2 sensitivity, which calibrates "
+                    f"Gaussian noise. This plan adds {n['family']} noise calibrated to the "
+                    f"{n['sensitivity_norm'].upper()} sensitivity, so the certificate does not "
+                    "bind that class and a standard strategy can beat this plan — see the "
+                    "comparison below.")
+    anyb = b.get("any_mechanism")
+    if anyb:
+        numbers["any_mechanism_lower"] = anyb["value"]
+        cert.append(f"A weaker statement about every mechanism (not only factorizations): "
+                    f"{anyb['bound']} gives RMSE ≥ {anyb['value']:.4g} per query for {anyb['binds']}. "
+                    "Its constants are explicit but loose.")
+    sections.append(Section("Certificate", cert, table=[
+        ["quantity", "value"], ["upper bound (this plan)", f"{b['upper']:.10g}"],
+        ["lower bound (dual certificate)", f"{b['lower']:.10g}"], ["relative gap", f"{b['gap']:.3g}"],
+        ["binds", f"every factorization mechanism with this guarantee ({sym})"]]))
+
+    figs = []
+    if k <= MAX_PLOTTED_QUERIES:
+        grid = _grid_shape(W)
+        groups = None if grid else _marginal_groups(W, list(plan.domain["attributes"]))
+        figs.append(Figure(plots.per_query_std_plot(std, grid_shape=grid, labels=groups,
+                                                    title="Standard deviation of each answer"),
+                           "per-query standard deviation", "per_query_std"))
+    err = [f"Per-query standard deviation from {e['per_query_std_min']:.6g} to "
+           f"{e['per_query_std_max']:.6g} (mean {e['per_query_std_mean']:.6g}); RMSE over all "
+           f"queries {e['rmse']:.6g}; expected largest error over all {k} queries ≤ "
+           f"{e['expected_max_bound']:.6g} ({e['expected_max_method']}).",
+           f"95% intervals: estimate ± {e['ci_multiplier']:.4g}·std ({e['ci_method']})"
+           + (f" + rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
+           + "."]
+    sections.append(Section("Error of each answer", err, figures=figs))
+
+    series = {"RMSE (counts)": np.full(NS.size, e["rmse"])}
+    scaling = ["The noise does not depend on the data, so the error in counts is the same at "
+               "every dataset size n; relative to n (answers as fractions) it falls like 1/n."]
+    post = plan.postprocess or {}
+    if post.get("method") == "least_squares" and post.get("bound_coefficient") is not None:
+        from factorize.plan.model import least_squares_rmse_bound
+
+        lsb = np.array([least_squares_rmse_bound(post["bound_coefficient"], e["rmse"], float(x), k,
+                                                 post["gap_tol"]) for x in NS])
+        series["least-squares RMSE (bound)"] = lsb
+        scaling.append("This plan projects the released answers onto n·conv{w_j} (least squares): "
+                       "its error bound min(RMSE, √(c·n/k)) + √(2·gap/k) is smaller for small n "
+                       "(the sparse regime), equal to the RMSE beyond.")
+        numbers["least_squares_bound_coefficient"] = post["bound_coefficient"]
+    sections.append(Section("Error and dataset size", scaling, figures=[Figure(
+        plots.error_vs_n_plot(NS, series, title="Error vs dataset size", relative=True),
+        "error vs dataset size", "error_vs_n")]))
+
+    if baselines:
+        sections.append(_baseline_section(plan, W, numbers))
+    return Report(title, subtitle, sections, numbers)
+
+
+def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any]) -> Section:
+    from factorize.privacy import guarantee_from_dict
+
+    from . import plots
+    from .baselines import baselines as compute
+
+    e = plan.expected_error
+    rows = [["mechanism", "RMSE", "max per-query std", "E[max error] ≤", "vs this plan (RMSE)"]]
+    rows.append(["this plan", f"{e['rmse']:.6g}", f"{e['per_query_std_max']:.6g}",
+                 f"{e['expected_max_bound']:.6g}", "1"])
+    names, rmse, mx = ["this plan"], [e["rmse"]], [e["per_query_std_max"]]
+    skipped = []
+    for bl in compute(W, guarantee_from_dict(plan.guarantee), plan.relation):
+        if not bl.applies:
+            skipped.append(f"{bl.name}: {bl.reason}")
+            continue
+        rows.append([bl.name, f"{bl.rmse:.6g}", f"{bl.max_std:.6g}", f"{bl.expected_max_bound:.6g}",
+                     f"{bl.rmse / e['rmse']:.3g}×"])
+        names.append(bl.name)
+        rmse.append(bl.rmse)
+        mx.append(bl.max_std)
+    numbers["baselines"] = {n_: r for n_, r in zip(names[1:], rmse[1:])}
+    paras = ["Standard strategies for the same workload and guarantee, calibrated by the same "
+             "functions as the plan (computed now, not stored in the plan)."]
+    if skipped:
+        paras.append("Not applicable: " + "; ".join(skipped) + ".")
+    figs = [Figure(plots.comparison_plot(names, np.array(rmse), np.array(mx), highlight=0,
+                                         title="This plan against standard strategies"),
+                   "comparison with baselines", "baselines")] if len(names) > 1 else []
+    return Section("Comparison with standard strategies", paras, table=rows, figures=figs)
+
+
+def _projection_report(plan: Any) -> Report:
+    from workloads import parse_workload
+
+    from . import plots
+
+    k, N = plan.shape
+    title, subtitle = _header(plan, plan.kind)
+    b, n = plan.bounds, plan.noise
+    numbers: dict[str, Any] = {"upper_rmse": b["upper_rmse"], "lower_rmse": b.get("lower_rmse"),
+                               "noise_scale": n["scale"], "sensitivity": n["sensitivity"], "n": plan.n}
+    sections = [Section("Privacy guarantee and noise", [
+        guarantee_words(plan.guarantee, plan.relation), noise_words(n, int(n["dim"])),
+        f"Decoding (post-processing of the released values only): {plan.decoder['description']}.",
+    ])]
+    cert = [f"RMSE per query ≤ {b['upper_rmse']:.6g} ({b['upper_note']})."]
+    rows = [["quantity", "value"], ["upper bound on RMSE per query", f"{b['upper_rmse']:.6g}"]]
+    if b.get("lower_rmse") is not None:
+        cert.append(f"Every mechanism with this guarantee has RMSE ≥ {b['lower_rmse']:.4g} on some "
+                    f"dataset of n = {plan.n} records ({b['lower_note']}); explicit but loose "
+                    "constants.")
+        rows.append(["lower bound (any mechanism)", f"{b['lower_rmse']:.4g}"])
+    cert.append("A projection mechanism's answers are not unbiased and have no per-query "
+                "intervals: the bound above is on the root-mean-square error over the queries.")
+    sections.append(Section("Error bounds", cert, table=rows))
+
+    W = parse_workload(plan.workload["spec"])
+    ns = NS[NS <= max(10 * plan.n, 1000)]
+    curve = _projection_bound_curve(plan, W, ns)
+    if curve is not None:
+        sections.append(Section("Error and dataset size", [
+            f"The bound at other dataset sizes (this plan is calibrated for n = {plan.n}; a plan "
+            "for another n has its own projection and, for JL, its own ℓ)."],
+            figures=[Figure(plots.error_vs_n_plot(ns, {"RMSE (bound)": curve},
+                                                  title="Error bound vs dataset size", relative=True),
+                            "error bound vs dataset size", "error_vs_n")]))
+    return Report(title, subtitle, sections, numbers)
+
+
+def _projection_bound_curve(plan: Any, W: Any, ns: np.ndarray) -> np.ndarray | None:
+    if plan.kind == "jl":
+        from factorize.geometry.jl import jl_error_bound, workload_diameter
+
+        Wd = W.dense()
+        norms, diam = np.linalg.norm(Wd, axis=0), workload_diameter(Wd)
+        k = W.shape[0]
+        out = []
+        for x in ns:
+            bd = jl_error_bound(int(plan.decoder["ell"]), float(x), plan.guarantee["epsilon"], k,
+                                norms, diameter=diam, relation=plan.relation,
+                                fw_gap=plan.decoder["gap_tol"])
+            out.append(min(bd.total, bd.trivial) / math.sqrt(k))
+        return np.array(out)
+    meas = plan.expected_error.get("measurement_rmse")
+    if meas is None or plan.noise["family"] != "gaussian":
+        return None
+    from factorize.plan.projection_plan import moment_layout
+
+    lay = moment_layout(W)
+    return np.array([lay.answer_rmse_bound(meas, float(x), plan.decoder["gap_tol"]) for x in ns])
