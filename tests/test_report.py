@@ -12,15 +12,13 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-pytest.importorskip("matplotlib")
-
-from factorize.cli import main  # noqa: E402
-from factorize.plan.build import build_plan  # noqa: E402
-from factorize.plan.plan_file import save_plan, save_projection_plan  # noqa: E402
-from factorize.plan.projection_plan import build_projection_plan  # noqa: E402
-from factorize.privacy import TestRandom  # noqa: E402
-from factorize.report.plan_report import plan_report  # noqa: E402
-from factorize.report.render import to_html, write_report  # noqa: E402
+from factorize.cli import main
+from factorize.plan.build import build_plan
+from factorize.plan.plan_file import save_plan, save_projection_plan
+from factorize.plan.projection_plan import build_projection_plan
+from factorize.privacy import TestRandom
+from factorize.report.plan_report import plan_report
+from factorize.report.render import to_html, write_report
 
 VOID = {"meta", "img", "br", "hr", "link", "input"}
 

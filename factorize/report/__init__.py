@@ -5,5 +5,5 @@ self-contained HTML or Markdown with matplotlib figures.
 plan → Report (guarantee and noise in words, certificate, per-query error, error vs n,
 baselines). ``results_report``: released answers → Report. ``baselines``: standard strategies
 computed on the spot. ``plots``: the figures (Agg backend, PNG bytes). ``render``: HTML and
-Markdown writers. Needs matplotlib (the ``[reports]`` extra).
+Markdown writers. matplotlib is a dependency.
 """

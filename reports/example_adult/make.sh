@@ -2,7 +2,7 @@
 # Regenerates the committed example reports (issue 6): a plan for all 2-way marginals over four
 # Adult attributes, its report, a real release on ../shared/data/adult (OS randomness: the
 # answers differ at every run), and the release's report — HTML and Markdown.
-#   bash reports/example_adult/make.sh        (from the repository root; needs the [reports] extra)
+#   bash reports/example_adult/make.sh        (from the repository root)
 set -euo pipefail
 cd "$(dirname "$0")"
 tmp=$(mktemp -d)
