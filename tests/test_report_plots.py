@@ -21,8 +21,6 @@ import time
 import numpy as np
 import pytest
 
-pytest.importorskip("matplotlib")
-
 import matplotlib
 import matplotlib.image
 from matplotlib.colors import to_rgb
