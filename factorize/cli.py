@@ -8,6 +8,7 @@
                     [--time-limit S] [--memory-cap GIB] [--dry-run]
     factorize plan | run | verify | inspect    mechanism plans and the executor (cli_plan.py)
     factorize report                           plan / results reports (cli_report.py)
+    factorize local …                          local model (cli_local.py)
 
 Exit codes: 0 success; 2 bad input (workload spec, arguments, file); 3 the solver or the
 certificate failed (the message says which and why).
@@ -177,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     from factorize.cli_report import register as register_report
 
     register_report(sub)  # report (HTML / Markdown)
+    from factorize.cli_local import register as register_local
+
+    register_local(sub)  # local model: plan, client, simulate, aggregate
     return parser
 
 

@@ -237,8 +237,17 @@ def plan_format(path: str | Path) -> str:
 
 
 def load_any_plan(path: str | Path) -> Any:
-    """A factorization plan or a projection plan, by the file's format."""
-    return load_projection_plan(path) if plan_format(path) == PROJECTION_FORMAT else load_plan(path)
+    """A factorization, projection or local plan, by the file's format."""
+    fmt = plan_format(path)
+    if fmt == PROJECTION_FORMAT:
+        return load_projection_plan(path)
+    from factorize.local.plan import FORMAT as LOCAL_FORMAT
+
+    if fmt == LOCAL_FORMAT:
+        from factorize.local.plan import load_local_plan
+
+        return load_local_plan(path)
+    return load_plan(path)
 
 
 def _load_projection(path: Path) -> Any:

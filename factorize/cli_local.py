@@ -1,0 +1,186 @@
+"""``factorize local …``: the local model (issue 7).
+
+    factorize local plan --workload SPEC --privacy "epsilon=1" | "epsilon=1,delta=1e-6" --n N
+                         [--alpha A] [--eta X] [--randomizer l2|gaussian] [--domain ..]
+                         [--attributes ..] --out FILE.lplan
+    factorize local inspect FILE.lplan            (upper and lower bounds, sample sizes)
+    factorize local verify FILE.lplan
+    factorize local client FILE.lplan --record "sex=1,race=0,…"     (one message, JSON)
+    factorize local simulate FILE.lplan --data RECORDS.{csv,parquet} --out MESSAGES.parquet [--seed S]
+    factorize local aggregate FILE.lplan --messages MESSAGES.parquet --out ANSWERS.{csv,json,parquet}
+
+``simulate`` plays every client of a records file (for tests and benchmarks); ``--seed`` makes
+the messages reproducible and marks them NOT PRIVATE. Exit codes: 0 ok, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+EXIT_OK, EXIT_INPUT = 0, 2
+
+
+def register(subparsers: Any) -> None:
+    top = subparsers.add_parser("local", help="local differential privacy: plans, clients, server")
+    sub = top.add_subparsers(dest="local_command", required=True)
+    p = sub.add_parser("plan", help="plan an approximate factorization for the local model")
+    p.add_argument("--workload", required=True)
+    p.add_argument("--privacy", required=True, help='"epsilon=1" (ℓ2 randomizer) or "epsilon=1,delta=1e-6" (Gaussian)')
+    p.add_argument("--n", type=int, required=True, help="planning number of users")
+    p.add_argument("--alpha", type=float, default=None, help="target error per query, as a fraction of n")
+    p.add_argument("--eta", type=float, default=None, help="fix η (default: searched)")
+    p.add_argument("--randomizer", default=None, choices=("l2", "gaussian"))
+    p.add_argument("--domain", default=None)
+    p.add_argument("--attributes", default=None)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_plan)
+    for name, fn in (("inspect", _inspect), ("verify", _verify)):
+        q = sub.add_parser(name)
+        q.add_argument("plan")
+        q.set_defaults(func=fn)
+    c = sub.add_parser("client", help="one user's message for one record (OS randomness)")
+    c.add_argument("plan")
+    c.add_argument("--record", required=True, help='"attr=value,…" codes for every domain attribute')
+    c.set_defaults(func=_client)
+    s = sub.add_parser("simulate", help="play every client of a records file")
+    s.add_argument("plan")
+    s.add_argument("--data", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--seed", type=int, default=None, help="TEST MODE: reproducible, NOT PRIVATE")
+    s.add_argument("--ignore-extra-columns", action="store_true")
+    s.set_defaults(func=_simulate)
+    a = sub.add_parser("aggregate", help="the server: messages → answers with error bars")
+    a.add_argument("plan")
+    a.add_argument("--messages", required=True)
+    a.add_argument("--out", required=True)
+    a.set_defaults(func=_aggregate)
+
+
+def _guard(fn: Any, args: argparse.Namespace) -> int:
+    try:
+        return fn(args)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"factorize: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+def _plan(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> int:
+        from factorize.cli_plan import parse_domain
+
+        from .local.plan import build_local_plan, save_local_plan
+
+        plan = build_local_plan(args.workload, args.privacy, n=args.n, randomizer=args.randomizer,
+                                eta=args.eta, alpha=args.alpha,
+                                domain=parse_domain(args.domain, args.attributes))
+        save_local_plan(plan, args.out)
+        print("\n".join(plan.summary_lines()))
+        print(f"wrote       {args.out}")
+        return EXIT_OK
+    return _guard(run, args)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> int:
+        from .local.plan import load_local_plan
+
+        print("\n".join(load_local_plan(args.plan).summary_lines()))
+        return EXIT_OK
+    return _guard(run, args)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> int:
+        from .local.plan import load_local_plan, verify_local_plan
+
+        failures = verify_local_plan(load_local_plan(args.plan))
+        for f in failures:
+            print(f"FAIL {f}")
+        print("PASS" if not failures else "REFUSED")
+        return EXIT_OK if not failures else EXIT_INPUT
+    return _guard(run, args)
+
+
+def _client(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> int:
+        from .local.plan import load_local_plan
+        from .local.protocol import encode_record
+
+        record = {}
+        for part in args.record.split(","):
+            name, _, value = part.partition("=")
+            record[name.strip()] = int(value)
+        y = encode_record(load_local_plan(args.plan), record)
+        print(json.dumps({"message": [float(v) for v in y]}))
+        return EXIT_OK
+    return _guard(run, args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> int:
+        import numpy as np
+
+        from factorize.engines import distinct_records_duckdb
+        from factorize.executor.release import make_rng
+        from factorize.plan.plan_file import file_sha256
+        from workloads import Domain
+
+        from .local.plan import load_local_plan
+        from .local.protocol import encode_codes, write_messages
+
+        plan = load_local_plan(args.plan)
+        dom = Domain(plan.domain["attributes"], plan.domain["sizes"])
+        codes, counts = distinct_records_duckdb(args.data, dom, allow_extra_columns=args.ignore_extra_columns)
+        rows = np.repeat(codes, counts, axis=0)
+        rng = make_rng(args.seed)
+        Y = encode_codes(plan, rows, rng)
+        test = bool(getattr(rng, "is_test_mode", False))
+        write_messages(args.out, Y, file_sha256(args.plan), test)
+        print(f"simulated   {Y.shape[0]} clients → {args.out}" + ("  [test_mode: NOT PRIVATE]" if test else ""))
+        return EXIT_OK
+    return _guard(run, args)
+
+
+def _aggregate(args: argparse.Namespace) -> int:
+    def run(args: argparse.Namespace) -> int:
+        import numpy as np
+
+        from factorize.executor.output import output_format, write_answers
+        from factorize.plan.plan_file import file_sha256
+
+        from .local.plan import load_local_plan, verify_local_plan
+        from .local.protocol import aggregate_file
+
+        output_format(args.out)
+        plan = load_local_plan(args.plan)
+        failures = verify_local_plan(plan)
+        if failures:
+            raise ValueError("plan refused: " + "; ".join(failures))
+        rel = aggregate_file(plan, args.messages)
+        k = rel["estimate"].size
+        import pyarrow.parquet as pq
+
+        raw = (pq.read_schema(args.messages).metadata or {}).get(b"factorize")
+        info = json.loads(raw) if raw else {}
+        test = bool(info.get("test_mode", False))
+        meta = {"plan_sha256": file_sha256(args.plan), "mechanism": "local",
+                "workload": plan.workload["spec"], "workload_fingerprint": plan.workload["fingerprint"],
+                "domain": plan.manifest()["domain"], "guarantee": plan.guarantee,
+                "neighbouring": "local (any two records)", "n": rel["n"], "n_queries": k,
+                "noise": {"family": plan.randomizer["kind"], "sampler": "float",
+                          "scale": plan.randomizer["scale"], "grid": None},
+                "ci": {"level": 0.95, "method": "normal (CLT over n messages) + bias n·η",
+                       "multiplier": 1.959963984540054},
+                "bias_bound": rel["bias_bound"], "test_mode": test,
+                "messages_plan_sha256": info.get("plan_sha256")}
+        if test:
+            meta["warning"] = "NOT PRIVATE: the messages were simulated in --seed test mode"
+        cols = {"query": np.arange(k, dtype=np.int64), "estimate": rel["estimate"],
+                "std_error": rel["std_error"], "ci_low": rel["ci_low"], "ci_high": rel["ci_high"]}
+        write_answers(args.out, cols, meta)
+        print(f"aggregated  {rel['n']} messages → {k} answers of {plan.workload['spec']} → {args.out}")
+        return EXIT_OK
+    return _guard(run, args)

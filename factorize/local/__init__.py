@@ -1,0 +1,1 @@
+"""Local differential privacy (issue 7): client randomizers, plans, aggregation."""

@@ -1,0 +1,337 @@
+"""Local-model plans (seed 003 Thm 10): an approximate factorization W ≈ R·A, a client
+randomizer, and the error / sample-size bounds, with the dual certificate of γ₂(W; η).
+
+Protocol: user j with record x_j sends one ε-LDP message Y_j with E[Y_j] = a_{x_j} (the column
+of A for the record; ‖a_x‖₂ ≤ 1 for every x). The server releases the counts
+
+    ŷ = R · Σ_j Y_j  ≈  W h,        h = histogram of the n records,
+
+with bias |(R A − W) h|_i ≤ η·n (|W − RA| ≤ η entrywise, Σh = n) and noise R·Σ_j (Y_j − a_{x_j}):
+per-query variance ≤ n·v·‖r_i‖² with v the per-coordinate variance bound of one message
+(ℓ2 randomizer: E[Y Yᵀ] = B²·I/m — the hemisphere choice only flips Z's sign, so Z Zᵀ has the
+uniform sphere's second moment I/m — hence v = B²/m; Gaussian: v = σ²).
+
+Planning (:func:`build_local_plan`): for each η on a grid, the certified approximate γ₂
+factorization (``planner.solve(W, "approx_gamma_2", eta)``, normalised so max_x ‖a_x‖ = 1 and
+‖R‖_{2→∞} = γ₂(W; η)); the plan keeps the η minimising the predicted worst-query error at the
+planning size n, in fractions of n:
+
+    err(η) = η + ‖R‖_{2→∞} · √v · √(2 ln(2k) / n),
+
+(a union bound over k subgaussian sums), and reports the n needed for a target error α,
+n ≥ 2 ln(2k)·v·‖R‖²_{2→∞} / (α − η)², next to the lower bound every ε-LDP protocol needs
+(seed 003 Thm 23, ``local.lower_bound``). File: ``factorize.io.container`` format
+``factorize-local-plan`` (arrays R, A, U, d).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from factorize.plan.model import PlanError
+
+FORMAT = "factorize-local-plan"
+SCHEMA_VERSION = 1
+RANDOMIZERS = ("l2", "gaussian")
+#: η grid, as fractions of max|W|, searched by the planner.
+ETA_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)
+#: Normal quantile for the 95% intervals of the aggregator (CLT over n independent messages).
+Z95 = 1.959963984540054
+
+
+@dataclass
+class LocalPlan:
+    workload: dict[str, Any]
+    domain: dict[str, Any]
+    guarantee: dict[str, Any]       # pure_dp (l2 randomizer) or approx_dp (gaussian)
+    randomizer: dict[str, Any]      # kind, epsilon, [delta], dim m, scale (B or σ), variance v
+    eta: float
+    R: np.ndarray
+    A: np.ndarray
+    U: np.ndarray
+    d: np.ndarray
+    bounds: dict[str, Any]          # gamma2 upper/lower, residual, planning n, errors, n needed
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        k, N = self.workload["shape"]
+        return int(k), int(N)
+
+    def manifest(self) -> dict[str, Any]:
+        return {"workload": dict(self.workload),
+                "domain": {"attributes": list(self.domain["attributes"]),
+                           "sizes": [int(s) for s in self.domain["sizes"]]},
+                "guarantee": dict(self.guarantee), "randomizer": dict(self.randomizer),
+                "eta": float(self.eta), "bounds": dict(self.bounds),
+                "provenance": dict(self.provenance)}
+
+    def per_query_std(self, n: int) -> np.ndarray:
+        """Standard deviation of each released count for n messages: √(n·v)·‖r_i‖."""
+        return math.sqrt(n * float(self.randomizer["variance"])) * np.linalg.norm(self.R, axis=1)
+
+    def summary_lines(self) -> list[str]:
+        from factorize.plan.model import guarantee_text
+
+        k, N = self.shape
+        b, r = self.bounds, self.randomizer
+        lines = [
+            f"workload    {self.workload['spec']}  ({k} queries × {N} cells)",
+            "mechanism   local (seed 003 Thm 10): each user sends one message; server R·ΣY",
+            f"guarantee   {guarantee_text(self.guarantee)} for each user's message (local model)",
+            f"randomizer  {r['kind']}: dim m={r['dim']}, scale {r['scale']:.6g}, per-coordinate "
+            f"variance ≤ {r['variance']:.6g}",
+            f"factorize   |W − R·A| ≤ η = {self.eta:.4g}; certified γ₂(W; η) ∈ [{b['gamma2_lower']:.6g}, "
+            f"{b['gamma2_upper']:.6g}]",
+            f"error       at n = {b['plan_n']}: worst query ≤ {b['predicted_max_error']:.4g}·n "
+            f"(η bias {self.eta:.3g} + noise {b['predicted_noise']:.4g}), RMSE ≈ "
+            f"{b['predicted_rmse']:.4g}·n",
+        ]
+        if b.get("target_alpha") is not None:
+            a = b["target_alpha"]
+            lines.append(f"users       for error ≤ {a:g}·n on every query: this plan needs ≈ "
+                         f"{b['n_needed_predicted']:.4g} (normal approximation), ≤ "
+                         f"{b['n_needed_upper']:.4g} (proved, mgf union bound)")
+            if b.get("n_needed_lower") is not None:
+                lines.append(f"lower bound every pure ε-LDP protocol needs n ≥ {b['n_needed_lower']:.4g} "
+                             f"(error on the sample) / ≥ {b['n_needed_lower_distributional']:.4g} "
+                             "(error against the population) — seed 003 Thm 23, explicit constants")
+            else:
+                lines.append(f"lower bound {b.get('n_needed_lower_note', 'none')}")
+        return lines
+
+
+def randomizer_spec(kind: str, guarantee: Any, dim: int) -> dict[str, Any]:
+    """Scale and per-coordinate variance bound of one message (module docstring)."""
+    from .randomizer import GaussianLocalRandomizer, L2Randomizer
+
+    if kind == "l2":
+        if guarantee.kind != "pure_dp":
+            raise PlanError("the ℓ2 randomizer is the pure ε-LDP randomizer; use --randomizer "
+                            "gaussian for (ε, δ)-LDP")
+        rz = L2Randomizer(guarantee.epsilon, dim)
+        return {"kind": "l2", "epsilon": guarantee.epsilon, "dim": dim, "scale": float(rz.scale),
+                "variance": float(rz.scale) ** 2 / dim}
+    if kind == "gaussian":
+        if guarantee.kind != "approx_dp":
+            raise PlanError("the Gaussian randomizer needs an (ε, δ) guarantee")
+        rz = GaussianLocalRandomizer(guarantee.epsilon, guarantee.delta, dim)
+        return {"kind": "gaussian", "epsilon": guarantee.epsilon, "delta": guarantee.delta,
+                "dim": dim, "scale": float(rz.sigma), "variance": float(rz.sigma) ** 2,
+                "sensitivity": 2.0}
+    raise PlanError(f"unknown randomizer {kind!r}; expected one of {RANDOMIZERS}")
+
+
+def predicted_errors(R: np.ndarray, eta: float, variance: float, n: int) -> dict[str, float]:
+    """Worst-query and RMS error (fractions of n) at n messages (module docstring)."""
+    k = R.shape[0]
+    rows = np.linalg.norm(R, axis=1)
+    noise = float(rows.max()) * math.sqrt(variance * 2.0 * math.log(2.0 * k) / n)
+    rmse = math.sqrt(variance * float(np.mean(rows ** 2)) / n)
+    return {"predicted_noise": noise, "predicted_max_error": eta + noise,
+            "predicted_rmse": math.sqrt(rmse ** 2 + eta ** 2)}
+
+
+def n_needed(R: np.ndarray, eta: float, variance: float, alpha: float) -> float:
+    """n with η + ‖R‖_{2→∞}√(2 v ln(2k)/n) ≤ α (∞ when α ≤ η)."""
+    if alpha <= eta:
+        return math.inf
+    k = R.shape[0]
+    g = float(np.linalg.norm(R, axis=1).max())
+    return 2.0 * math.log(2.0 * k) * variance * g * g / (alpha - eta) ** 2
+
+
+def compress(R: np.ndarray, A: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+    """The same mechanism with the shortest messages: A = U Σ Vᵀ, keep the r singular values
+    above ``rtol·σ₁``, A' = U_rᵀ A (r×N), R' = R U_r. Then R'A' = R U_r U_rᵀ A = R A up to the
+    dropped singular values, ‖a'_x‖ = ‖U_rᵀ a_x‖ ≤ ‖a_x‖ and ‖r'_i‖ ≤ ‖r_i‖: nothing the
+    error depends on grows, and each user sends r ≤ min(m, N) numbers instead of m."""
+    U, sv, _ = np.linalg.svd(A, full_matrices=False)
+    r = int(np.sum(sv > rtol * sv[0])) if sv.size and sv[0] > 0 else 1
+    Ur = U[:, :r]
+    return R @ Ur, Ur.T @ A
+
+
+def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str | None = None,
+                     eta: float | None = None, alpha: float | None = None,
+                     domain: Any = None) -> LocalPlan:
+    """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
+    from factorize.planner import solve
+    from factorize.plan.build import default_domain
+    from factorize.privacy import parse_guarantee
+    from workloads import parse_workload
+
+    t0 = time.perf_counter()
+    W = parse_workload(workload) if isinstance(workload, str) else workload
+    g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise PlanError(f"the planning dataset size n must be a positive integer, got {n!r}")
+    kind = randomizer or ("l2" if g.kind == "pure_dp" else "gaussian")
+    Wd = W.dense()
+    wmax = float(np.max(np.abs(Wd)))
+    grid = [eta] if eta is not None else [e * wmax for e in ETA_GRID]
+    best = None
+    for e in grid:
+        res = solve(W, "approx_gamma_2", eta=float(e))
+        fact = res.factorization
+        R, A = fact.R_factors[0], fact.A_factors[0]
+        if len(fact.R_factors) > 1:
+            from functools import reduce
+            R = reduce(np.kron, fact.R_factors)
+            A = reduce(np.kron, fact.A_factors)
+        R, A = compress(R, A)
+        c = float(np.linalg.norm(A, axis=0).max())
+        A, R = A / c, R * c  # max_x ‖a_x‖ = 1 exactly (up to rounding below 1)
+        spec = randomizer_spec(kind, g, A.shape[0])
+        pred = predicted_errors(R, float(e), spec["variance"], int(n))
+        if best is None or pred["predicted_max_error"] < best[0]["predicted_max_error"]:
+            best = (pred, float(e), R, A, res, spec)
+    pred, e, R, A, res, spec = best
+    v = res.verification
+    w = res.certificate.witness
+    U = np.asarray(w.U if hasattr(w, "U") else w.U_factors[0], dtype=np.float64)
+    d = np.asarray(w.d if hasattr(w, "d") else w.d_factors[0], dtype=np.float64)
+    residual = float(np.max(np.abs(Wd - R @ A)))
+    bounds: dict[str, Any] = {"gamma2_upper": v.upper, "gamma2_lower": v.lower, "gap": v.gap,
+                              "residual": residual, "plan_n": int(n), **pred,
+                              "target_alpha": alpha, "eta_grid": [float(x) for x in grid]}
+    if alpha is not None:
+        bounds["n_needed_predicted"] = n_needed(R, e, spec["variance"], alpha)
+        bounds["n_needed_upper"] = _upper_n(R, A, Wd, e, g, alpha, spec)
+        bounds.update(_lower_n(res.certificate, Wd, e, g, alpha))
+    dom = domain if domain is not None else default_domain(W)
+    return LocalPlan(
+        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
+        domain={"attributes": list(dom.attributes), "sizes": [int(s) for s in dom.sizes]},
+        guarantee=g.to_dict(), randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
+        provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
+                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+
+
+def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, alpha: float,
+             spec: dict[str, Any]) -> float:
+    """A sample size that provably suffices (``local.lower_bound.local_upper_bound_n``): the
+    union bound with the messages' mgf constant — σ = B for the ℓ2 randomizer (‖Y‖ = B, so
+    ⟨θ, Y − a⟩ is bounded), σ for the Gaussian one. Larger than the normal-approximation
+    ``n_needed_predicted`` (by about m for the ℓ2 randomizer): both are reported."""
+    from factorize.factorization import Factorization
+
+    from .lower_bound import local_upper_bound_n
+
+    ub = local_upper_bound_n(Factorization.dense(R, A), Wd, eta, g.epsilon, alpha,
+                             sigma=float(spec["scale"]))
+    return float(ub.n_upper)
+
+
+def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> dict[str, Any]:
+    """Seed 003 Thm 23's sample-size lower bounds from the certificate (``local.lower_bound``):
+    pure ε-LDP only (the bound does not cover (ε, δ)); the empirical model (error on the
+    sample, the release's meaning) and the distributional one (error against the population)."""
+    if g.kind != "pure_dp":
+        return {"n_needed_lower": None,
+                "n_needed_lower_note": "no lower bound: seed 003 Thm 23 binds pure ε-LDP protocols"}
+    from .lower_bound import local_sample_size_lower_bound
+
+    emp = local_sample_size_lower_bound(cert, Wd, eta, g.epsilon, alpha, error_model="empirical")
+    dist = local_sample_size_lower_bound(cert, Wd, eta, g.epsilon, alpha, error_model="distributional")
+    return {"n_needed_lower": float(emp.n_lower), "n_needed_lower_distributional": float(dist.n_lower),
+            "n_needed_lower_note": emp.binds}
+
+
+# ---------------------------------------------------------------------------------------
+# file
+
+
+def save_local_plan(plan: LocalPlan, path: str | Path) -> None:
+    from factorize.plan.plan_file import _write
+
+    _write(path, FORMAT, SCHEMA_VERSION, plan.manifest(),
+           {"R": plan.R, "A": plan.A, "U": plan.U, "d": plan.d})
+
+
+def load_local_plan(path: str | Path) -> LocalPlan:
+    from factorize.plan.plan_file import _guarded_load
+
+    return _guarded_load(_load, path, "local plan")
+
+
+def _load(path: Path) -> LocalPlan:
+    from factorize.io import container
+    from factorize.plan.plan_file import (PlanFormatError, _check_canonical_header, _dict,
+                                          _workload_and_domain, content_digest)
+
+    try:
+        m, arrays = container.read(path, FORMAT, SCHEMA_VERSION)
+    except container.ContainerError as exc:
+        raise PlanFormatError(str(exc)) from None
+    _check_canonical_header(path)
+    if m.get("content_sha256") != content_digest(m):
+        raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
+    if set(arrays) != {"R", "A", "U", "d"}:
+        raise PlanFormatError(f"{path}: a local plan holds arrays R, A, U, d")
+    for name, a in arrays.items():
+        if not np.isfinite(a).all():
+            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+    shape, dom = _workload_and_domain(path, m)
+    R, A = arrays["R"], arrays["A"]
+    if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0] or (R.shape[0], A.shape[1]) != tuple(shape):
+        raise PlanFormatError(f"{path}: R and A do not factor a {shape[0]}×{shape[1]} workload")
+    rz = _dict(m, "randomizer")
+    if rz.get("kind") not in RANDOMIZERS or rz.get("dim") != A.shape[0]:
+        raise PlanFormatError(f"{path}: the randomizer does not match A")
+    return LocalPlan(workload=_dict(m, "workload"), domain=dom, guarantee=_dict(m, "guarantee"),
+                     randomizer=rz, eta=float(m["eta"]), R=R, A=A, U=arrays["U"], d=arrays["d"],
+                     bounds=_dict(m, "bounds"),
+                     provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {})
+
+
+# ---------------------------------------------------------------------------------------
+# verification
+
+
+def verify_local_plan(plan: LocalPlan, *, workload: Any = None) -> list[str]:
+    """Failures (empty = pass): workload fingerprint, |W − RA| ≤ η (+ rounding), every column
+    ‖a_x‖ ≤ 1, the randomizer re-derived from the guarantee, the certificate re-checked."""
+    from factorize.certificate import ApproxGamma2Witness, Certificate, verify
+    from factorize.factorization import Factorization
+    from factorize.plan.checks import rebuild_workload
+    from factorize.privacy import guarantee_from_dict
+
+    failures: list[str] = []
+
+    def record(name: str, ok: bool, detail: str) -> bool:
+        if not ok:
+            failures.append(f"{name}: {detail}")
+        return ok
+
+    W = rebuild_workload(plan.workload, workload, record)
+    if W is None or failures:
+        return failures
+    Wd = W.dense()
+    res = float(np.max(np.abs(Wd - plan.R @ plan.A)))
+    allowance = 1e-9 * max(1.0, float(np.max(np.abs(Wd))))
+    record("W ≈ R·A", res <= plan.eta + allowance, f"max|W − RA| = {res:.3g} > η = {plan.eta:.3g}")
+    cn = float(np.linalg.norm(plan.A, axis=0).max())
+    record("columns", cn <= 1.0 + 1e-12, f"max_x ‖a_x‖ = {cn!r} > 1 (the randomizer needs ≤ 1)")
+    try:
+        g = guarantee_from_dict(plan.guarantee)
+        spec = randomizer_spec(plan.randomizer["kind"], g, plan.A.shape[0])
+        record("randomizer", math.isclose(spec["scale"], plan.randomizer["scale"], rel_tol=1e-12)
+               and math.isclose(spec["variance"], plan.randomizer["variance"], rel_tol=1e-12),
+               f"scale {plan.randomizer['scale']!r} ≠ re-derived {spec['scale']!r}")
+    except (ValueError, KeyError, TypeError) as exc:
+        record("randomizer", False, f"cannot re-derive: {exc}")
+    cert = Certificate("approx_gamma_2", Factorization.dense(plan.R, plan.A),
+                       ApproxGamma2Witness(U=plan.U, d=plan.d), eta=plan.eta)
+    v = verify(cert, Wd)
+    record("certificate", v.passed and v.lower <= plan.bounds["gamma2_lower"] * (1 + 1e-9) + 1e-12
+           and v.lower >= plan.bounds["gamma2_lower"] * (1 - 1e-9) - 1e-12,
+           f"re-verified lower {v.lower!r} vs stated {plan.bounds['gamma2_lower']!r}; {v.summary()}")
+    return failures

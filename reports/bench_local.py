@@ -1,0 +1,138 @@
+"""Local-model simulation benchmark (issue 7, item 6): 10⁶ simulated users on the Adult domain,
+all 2-way marginals over sex, race, relationship and income>50K; measured error against the
+plan's prediction; messages per second per core for the client and the server.
+
+    python reports/bench_local.py [--users 1000000] [--reps 3]
+
+writes ``reports/bench_local.md`` and ``.json``. BLAS is pinned to one thread (the client's
+randomizer is numpy, the server is DuckDB with ``threads=1``) so the rates are per core.
+Users are drawn with replacement from Adult's 48,842 records; clients run in test mode
+(``TestRandom``: reproducible, not private) — an evaluation, not a release.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ADULT = HERE.parent / ".." / "shared" / "data" / "adult"
+ATTRS = ["sex", "race", "relationship", "income>50K"]
+SPEC = "marginals:2x5x6x2:2"
+CHUNK = 100_000
+
+
+def main() -> None:
+    from factorize.engines import distinct_records_duckdb
+    from factorize.local.plan import build_local_plan
+    from factorize.local.protocol import aggregate_file, encode_codes, write_messages
+    from factorize.privacy import TestRandom
+    from workloads import Domain, parse_workload
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--users", type=int, default=1_000_000)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+    n = args.users
+    dom = Domain.from_json(str(ADULT / "adult-domain.json")).project(ATTRS)
+    codes, counts = distinct_records_duckdb(str(ADULT / "adult.csv"), dom, allow_extra_columns=True)
+    pool = np.repeat(codes, counts, axis=0)
+    W = parse_workload(SPEC)
+    Wd = W.dense()
+    rows = []
+    for privacy in ("epsilon=1", "epsilon=1,delta=1e-6"):
+        t0 = time.perf_counter()
+        plan = build_local_plan(W, privacy, n=n, alpha=0.02, domain=dom)
+        t_plan = time.perf_counter() - t0
+        m = plan.A.shape[0]
+        pred_rmse = plan.bounds["predicted_rmse"] * n
+        pred_max = plan.bounds["predicted_max_error"] * n
+        for rep in range(args.reps):
+            rng = np.random.default_rng(100 + rep)
+            users = pool[rng.integers(0, pool.shape[0], n)]
+            h = np.bincount(users @ np.array([60, 12, 2, 1]), minlength=120)
+            truth = Wd @ h
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "messages.parquet"
+                t0 = time.perf_counter()
+                Y = np.empty((n, m))
+                trng = TestRandom(1000 + rep)
+                for s in range(0, n, CHUNK):
+                    Y[s:s + CHUNK] = encode_codes(plan, users[s:s + CHUNK], trng)
+                t_client = time.perf_counter() - t0
+                write_messages(path, Y, "bench", test_mode=True)
+                size = path.stat().st_size
+                del Y
+                t0 = time.perf_counter()
+                rel = aggregate_file(plan, path, threads=1)
+                t_server = time.perf_counter() - t0
+            err = rel["estimate"] - truth
+            rows.append({
+                "privacy": privacy, "randomizer": plan.randomizer["kind"], "rep": rep, "users": n,
+                "m": m, "eta": plan.eta, "plan_s": t_plan,
+                "client_s": t_client, "client_msgs_per_s": n / t_client,
+                "server_s": t_server, "server_msgs_per_s": n / t_server, "messages_mb": size / 2**20,
+                "rmse": float(np.sqrt(np.mean(err ** 2))), "max_error": float(np.max(np.abs(err))),
+                "predicted_rmse": pred_rmse, "predicted_max_error": pred_max,
+                "stated_sd_mean": float(np.mean(rel["std_error"])),
+                "within_95ci": float(np.mean((truth >= rel["ci_low"]) & (truth <= rel["ci_high"]))),
+                "gamma2_upper": plan.bounds["gamma2_upper"], "gamma2_lower": plan.bounds["gamma2_lower"],
+                "n_needed_predicted": plan.bounds.get("n_needed_predicted"),
+                "n_needed_upper": plan.bounds.get("n_needed_upper"),
+                "n_needed_lower": plan.bounds.get("n_needed_lower"),
+                "n_needed_lower_distributional": plan.bounds.get("n_needed_lower_distributional"),
+            })
+            print(json.dumps(rows[-1]))
+    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+               "cpus": os.cpu_count(), "python": platform.python_version(), "threads": 1}
+    (HERE / "bench_local.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
+    lines = ["# Local model: 10⁶ simulated users (issue 7, item 6)", "",
+             f"Generated by `python reports/bench_local.py --users {n} --reps {args.reps}` on "
+             f"{machine['processor']} ({machine['cpus']} CPUs; BLAS and DuckDB pinned to one thread), "
+             f"Python {machine['python']}.", "",
+             f"Workload `{SPEC}` (all 2-way marginals over {', '.join(ATTRS)}; 78 counts), users "
+             "drawn with replacement from Adult. Error in counts; predicted RMSE = n·√(v·mean‖r_i‖² / n + η²), "
+             "predicted worst query = n·(η + ‖R‖_(2→∞)√(2 v ln 2k / n)). Test-mode randomness.", "",
+             "| guarantee | randomizer | m | rep | RMSE measured / predicted | max error measured / predicted "
+             "| in 95% CI | client msg/s/core | server msg/s/core | messages MB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['privacy']} | {r['randomizer']} | {r['m']} | {r['rep']} | "
+                     f"{r['rmse']:.4g} / {r['predicted_rmse']:.4g} | {r['max_error']:.4g} / "
+                     f"{r['predicted_max_error']:.4g} | {100 * r['within_95ci']:.0f}% | "
+                     f"{r['client_msgs_per_s']:.3g} | {r['server_msgs_per_s']:.3g} | {r['messages_mb']:.0f} |")
+    first = {p: next(r for r in rows if r["privacy"] == p) for p in ("epsilon=1", "epsilon=1,delta=1e-6")}
+    lines += ["", "Certificate and sample sizes (target error 0.02·n on every query):", ""]
+    for p, r in first.items():
+        lo, lod = r["n_needed_lower"], r["n_needed_lower_distributional"]
+        lines.append(f"- {p}: γ₂(W; η={r['eta']:.3g}) ∈ [{r['gamma2_lower']:.6g}, {r['gamma2_upper']:.6g}]; "
+                     f"this plan needs ≈ {r['n_needed_predicted']:.4g} users (normal approximation), "
+                     f"≤ {r['n_needed_upper']:.4g} (proved)"
+                     + (f"; every pure ε-LDP protocol needs n ≥ {lo:.4g} (error on the sample) and "
+                        f"≥ {lod:.4g} (error against the population)" if lo is not None else
+                        "; no lower bound for (ε, δ)-LDP")
+                     + f"; planning took {r['plan_s']:.1f} s.")
+    lines += ["", "The lower bounds (seed 003 Thm 23 with every constant explicit) are valid but far "
+              "from the upper ones at ε = 1: on the sample only the one-user bound survives. The proved "
+              "upper bound uses the messages' mgf constant σ = B (‖Y‖ = B), about m times the "
+              "variance the normal approximation uses; the measured errors follow the approximation."
+              " One release's RMSE over 78 correlated answers is a weighted χ² with few effective "
+              "degrees of freedom, whose median lies below its mean, so single releases mostly land "
+              "under the predicted (expected) RMSE."]
+    (HERE / "bench_local.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
