@@ -146,3 +146,13 @@ def test_gaussian_randomizer_plan_has_no_pure_lower_bound():
     assert p.bounds["n_needed_lower"] is None and "pure" in p.bounds["n_needed_lower_note"]
     with pytest.raises(ValueError, match="pure"):
         build_local_plan("prefix:8", "epsilon=1,delta=1e-6", n=1000, randomizer="l2")
+
+
+def test_target_accuracy_chooses_the_eta_needing_fewest_users():
+    """prefix:16, ε = 1, α = 0.3: the chosen η minimises the predicted n over the grid (each
+    grid point re-planned with η fixed, independently)."""
+    chosen = build_local_plan("prefix:16", "epsilon=1", n=1000, alpha=0.3)
+    needs = {e: build_local_plan("prefix:16", "epsilon=1", n=1000, eta=e, alpha=0.3).bounds["n_needed_predicted"]
+             for e in chosen.bounds["eta_grid"]}
+    assert chosen.bounds["n_needed_predicted"] == pytest.approx(min(needs.values()), rel=1e-6)
+    assert needs[max(needs)] == float("inf")  # η ≥ α can never reach the target

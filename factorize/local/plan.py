@@ -13,8 +13,9 @@ uniform sphere's second moment I/m — hence v = B²/m; Gaussian: v = σ²).
 
 Planning (:func:`build_local_plan`): for each η on a grid, the certified approximate γ₂
 factorization (``planner.solve(W, "approx_gamma_2", eta)``, normalised so max_x ‖a_x‖ = 1 and
-‖R‖_{2→∞} = γ₂(W; η)); the plan keeps the η minimising the predicted worst-query error at the
-planning size n, in fractions of n:
+‖R‖_{2→∞} = γ₂(W; η)); with a target accuracy α the plan keeps the η that needs the fewest
+users for it, otherwise the η minimising the predicted worst-query error at the planning size
+n, in fractions of n:
 
     err(η) = η + ‖R‖_{2→∞} · √v · √(2 ln(2k) / n),
 
@@ -191,9 +192,12 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
         A, R = A / c, R * c  # max_x ‖a_x‖ = 1 exactly (up to rounding below 1)
         spec = randomizer_spec(kind, g, A.shape[0])
         pred = predicted_errors(R, float(e), spec["variance"], int(n))
-        if best is None or pred["predicted_max_error"] < best[0]["predicted_max_error"]:
-            best = (pred, float(e), R, A, res, spec)
-    pred, e, R, A, res, spec = best
+        # with a target α: the η needing the fewest users; else the smallest error at n
+        score = (n_needed(R, float(e), spec["variance"], alpha) if alpha is not None
+                 else pred["predicted_max_error"])
+        if best is None or score < best[0]:
+            best = (score, pred, float(e), R, A, res, spec)
+    _, pred, e, R, A, res, spec = best
     v = res.verification
     w = res.certificate.witness
     U = np.asarray(w.U if hasattr(w, "U") else w.U_factors[0], dtype=np.float64)
