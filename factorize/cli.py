@@ -9,6 +9,7 @@
     factorize plan | run | verify | inspect    mechanism plans and the executor (cli_plan.py)
     factorize report                           plan / results reports (cli_report.py)
     factorize local …                          local model (cli_local.py)
+    factorize budget create|show|verify        privacy-budget ledger (cli_budget.py)
 
 Exit codes: 0 success; 2 bad input (workload spec, arguments, file); 3 the solver or the
 certificate failed (the message says which and why).
@@ -181,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     from factorize.cli_local import register as register_local
 
     register_local(sub)  # local model: plan, client, simulate, aggregate
+    from factorize.cli_budget import register as register_budget
+
+    register_budget(sub)  # budget: create / show / verify a privacy-budget ledger
     return parser
 
 

@@ -9,6 +9,7 @@
                    --out FILE.plan [--json]
     factorize run FILE.plan --data DATA.{npy,csv,parquet} --out ANSWERS.{csv,json,parquet}
                   [--seed N] [--allow-float-noise] [--ignore-extra-columns] [--json]
+                  [--engine duckdb|spark] [--ledger LEDGER.db --dataset NAME]
     factorize verify FILE.plan [--no-certificate] [--json]
     factorize inspect FILE.plan [--json]
 
@@ -76,6 +77,10 @@ def register(subparsers: Any) -> None:
                    help="accept a plan whose sampler is 'float' (not exact; Mironov 2012)")
     r.add_argument("--ignore-extra-columns", action="store_true",
                    help="records may have columns that are not domain attributes (ignored)")
+    r.add_argument("--engine", default="duckdb", choices=("duckdb", "spark"),
+                   help="where the histogram is computed (spark: a path Spark can read)")
+    r.add_argument("--ledger", default=None, help="privacy-budget ledger (factorize budget create)")
+    r.add_argument("--dataset", default=None, help="the dataset's name in the ledger")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_cmd_run)
 
@@ -200,13 +205,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         print("WARNING: --seed test mode: the released answers are NOT PRIVATE", file=sys.stderr)
     projection = _is_projection_plan(args.plan)
+    extra = {"engine": args.engine, "ledger": args.ledger, "dataset": args.dataset}
     if projection:
         from factorize.executor.projection import run_projection_plan as runner
     else:
         runner = run_plan
     rel = runner(args.plan, args.data, args.out, seed=args.seed,
                  allow_float_noise=args.allow_float_noise,
-                 allow_extra_columns=args.ignore_extra_columns)
+                 allow_extra_columns=args.ignore_extra_columns, **extra)
     meta = rel.metadata
     if args.json:
         print(json.dumps({"out": args.out, "metadata": meta}, allow_nan=False))
@@ -231,6 +237,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"postprocess {pp['method'].split(':')[0]}: n̂={pp['n_hat']:.6g}, "
                   f"{pp['iterations']} iterations, {conv}"
                   + ("" if pp.get("converged", True) else " (NOT converged: gap above target)"))
+    if meta.get("ledger"):
+        print(f"ledger      charged to dataset {meta['ledger']['dataset']!r} "
+              f"(charge #{meta['ledger']['charge_id']}, {args.ledger})")
     if meta["test_mode"]:
         print("test_mode   true — NOT PRIVATE (--seed)")
     return EXIT_OK

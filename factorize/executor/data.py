@@ -20,10 +20,27 @@ from workloads import Domain
 SUFFIXES = {".npy": "histogram", ".csv": "records", ".parquet": "records", ".pq": "records"}
 
 
+ENGINES = ("duckdb", "spark")
+
+
 def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
-                   allow_extra_columns: bool = False) -> np.ndarray:
+                   allow_extra_columns: bool = False, engine: str = "duckdb") -> np.ndarray:
     """The histogram (int64, length ``domain.size``); extra record columns are an error unless
-    ``allow_extra_columns`` (e.g. a plan over a few attributes of a wide table)."""
+    ``allow_extra_columns`` (e.g. a plan over a few attributes of a wide table).
+
+    ``engine``: ``duckdb`` (embedded, default) or ``spark`` (``engines.spark_engine``: the
+    aggregation runs where the records are — a path Spark can read, local or in a data lake —
+    and only the histogram comes back)."""
+    if engine not in ENGINES:
+        raise DataError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    if engine == "spark":
+        from factorize.engines.spark_engine import histogram_spark
+
+        h = np.asarray(histogram_spark(os.fspath(path), domain,
+                                       allow_extra_columns=allow_extra_columns), dtype=np.int64)
+        if int(h.sum()) <= 0:
+            raise DataError(f"data {os.fspath(path)!r}: the dataset is empty")
+        return h
     p = Path(os.fspath(path))
     kind = SUFFIXES.get(p.suffix.lower())
     if kind is None:

@@ -30,7 +30,9 @@ def output_format(path: str | os.PathLike[str]) -> str:
 
 
 def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
-                  metadata: dict[str, Any]) -> None:
+                  metadata: dict[str, Any], *, on_partial: Any = None) -> None:
+    """Write atomically; ``on_partial`` (fault injection) is called with the temporary file
+    half written — a crash there leaves no file at ``path``."""
     p = Path(os.fspath(path))
     fmt = output_format(p)
     with atomic_target(p) as tmp:
@@ -40,6 +42,8 @@ def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
             _json(tmp, columns, metadata)
         else:
             _parquet(tmp, columns, metadata)
+        if on_partial is not None:
+            on_partial()
 
 
 def _csv(tmp: str, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:

@@ -231,25 +231,48 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
 
 def run_projection_plan(plan_path: str, data_path: str, out_path: str | None = None, *,
                         seed: int | None = None, allow_float_noise: bool = False,
-                        allow_extra_columns: bool = False) -> Release:
-    """Load + verify, measure, release, write ``out_path`` (all or nothing)."""
+                        allow_extra_columns: bool = False, engine: str = "duckdb",
+                        ledger: str | None = None, dataset: str | None = None) -> Release:
+    """Load + verify, measure, charge the ledger (as ``release.run_plan``), release, write
+    ``out_path`` (all or nothing)."""
+    from factorize.engines import DataError
     from factorize.plan.plan_file import file_sha256, load_projection_plan
 
-    from .output import output_format, write_answers
+    from .output import output_format
+    from .release import _charge, write_answers_checkpointed
 
     if out_path is not None:
         output_format(out_path)
+    if engine != "duckdb":
+        raise ExecutionError(f"projection plans read their data with DuckDB; --engine {engine} "
+                             "is supported for factorization plans only")
+    if (ledger is None) != (dataset is None):
+        raise ExecutionError("--ledger and --dataset go together")
     plan = load_projection_plan(plan_path)
     check = verify_projection_plan(plan, raise_on_failure=True)
     if plan.noise["sampler"] == "float" and not allow_float_noise:
         raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
                              "(pass --allow-float-noise to accept it)")
+    book = None
+    if ledger is not None:
+        from factorize.ledger import Ledger
+
+        book = Ledger.open(ledger)
     values, n_records = measure(plan, data_path, check.workload,
                                 allow_extra_columns=allow_extra_columns)
+    if n_records != plan.n:  # checked before the charge: a refused run spends nothing
+        raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
+                        "the data has a different number of records")
+    plan_sha = file_sha256(plan_path)
+    meta: dict[str, Any] = {"plan_sha256": plan_sha}
+    charge = _charge(book, dataset, plan, plan_sha, seed)
+    if charge is not None:
+        meta["ledger"] = {"dataset": dataset, "charge_id": charge.id}
     rel = release_projection(plan, values, n_records, make_rng(seed), workload=check.workload,
-                             allow_float_noise=allow_float_noise,
-                             metadata={"plan_sha256": file_sha256(plan_path)})
+                             allow_float_noise=allow_float_noise, metadata=meta)
     if out_path is not None:
         cols = {"query": np.arange(rel.estimate.size, dtype=np.int64), "estimate": rel.estimate}
-        write_answers(out_path, cols, rel.metadata)
+        write_answers_checkpointed(out_path, cols, rel.metadata)
+    if charge is not None:
+        book.mark_released(charge.id, file_sha256(out_path) if out_path is not None else None)
     return rel

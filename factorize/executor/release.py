@@ -181,14 +181,24 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray) -> dict[st
 
 
 def run_plan(plan_path: str, data_path: str, out_path: str | None = None, *, seed: int | None = None,
-             allow_float_noise: bool = False, allow_extra_columns: bool = False) -> Release:
-    """Load + verify the plan, read the data, release, and write ``out_path`` (all or nothing)."""
+             allow_float_noise: bool = False, allow_extra_columns: bool = False,
+             engine: str = "duckdb", ledger: str | None = None,
+             dataset: str | None = None) -> Release:
+    """Load + verify the plan, read the data, release, and write ``out_path`` (all or nothing).
+
+    ``engine``: where the histogram is computed (``executor.data.load_histogram``).
+    ``ledger`` / ``dataset``: charge the plan's guarantee to the dataset's privacy budget
+    (``factorize.ledger``) — committed before any noise is drawn or answer written; a run
+    that would exceed the budget is refused; the release is recorded once the output is in
+    place. A crash after the charge loses that budget but never leaves answers without a
+    charge. A test-mode run (``seed``) is never charged (its output is marked NOT PRIVATE).
+    """
     from factorize.plan.checks import verify_plan
     from factorize.plan.plan_file import file_sha256, load_plan
     from workloads import Domain
 
     from .data import load_histogram
-    from .output import output_format, write_answers
+    from .output import output_format
 
     if out_path is not None:
         output_format(out_path)  # refuse a bad suffix before anything else
@@ -197,12 +207,51 @@ def run_plan(plan_path: str, data_path: str, out_path: str | None = None, *, see
     if plan.noise["sampler"] == "float" and not allow_float_noise:
         raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
                              "(pass --allow-float-noise to accept it)")
+    if (ledger is None) != (dataset is None):
+        raise ExecutionError("--ledger and --dataset go together")
+    book = None
+    if ledger is not None:
+        from factorize.ledger import Ledger
+
+        book = Ledger.open(ledger)  # refuses a missing or tampered ledger before any data is read
     domain = Domain(plan.domain["attributes"], plan.domain["sizes"])
-    h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns)
-    meta = {"plan_sha256": file_sha256(plan_path)}
+    h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns, engine=engine)
+    _check_public_n(plan, h)  # before the charge: a refused run spends nothing
+    plan_sha = file_sha256(plan_path)
+    meta: dict[str, Any] = {"plan_sha256": plan_sha}
+    charge = _charge(book, dataset, plan, plan_sha, seed)
+    if charge is not None:
+        meta["ledger"] = {"dataset": dataset, "charge_id": charge.id}
     rel = release_answers(plan, h, make_rng(seed), workload=check.workload,
                           allow_float_noise=allow_float_noise, metadata=meta)
     del h
     if out_path is not None:
-        write_answers(out_path, rel.columns(), rel.metadata)
+        write_answers_checkpointed(out_path, rel.columns(), rel.metadata)
+    if charge is not None:
+        book.mark_released(charge.id, file_sha256(out_path) if out_path is not None else None)
     return rel
+
+
+def _charge(book: Any, dataset: str | None, plan: Any, plan_sha: str, seed: int | None) -> Any:
+    """Commit the plan's guarantee against the dataset's budget (None without a ledger or in
+    test mode); the fault checkpoints bracket the commit for the crash tests."""
+    from factorize.ledger.faults import checkpoint
+
+    checkpoint("before_charge")
+    if book is None or seed is not None:
+        return None
+    charge = book.charge(dataset, plan.guarantee, plan_sha256=plan_sha, relation=plan.relation)
+    checkpoint("after_charge")
+    return charge
+
+
+def write_answers_checkpointed(out_path: str, columns: dict[str, np.ndarray],
+                               metadata: dict[str, Any]) -> None:
+    """``output.write_answers`` with the ``during_write`` / ``after_write`` fault checkpoints
+    (the first fires while the temporary file is half written, before it is moved in place)."""
+    from factorize.ledger.faults import checkpoint
+
+    from .output import write_answers
+
+    write_answers(out_path, columns, metadata, on_partial=lambda: checkpoint("during_write"))
+    checkpoint("after_write")

@@ -1,0 +1,196 @@
+"""``factorize run --ledger`` under crashes, races and a bad ledger (issue 8, item 5).
+
+Each run is a real ``python -m factorize run`` process. Crashes: the process pauses at a fault
+checkpoint (``factorize.ledger.faults``) and is killed with SIGKILL; afterwards the ledger must
+open and verify, and every answer on disk (the output or a half-written temporary file) must
+have a committed charge. Races: two runs that each fit the budget alone, both past
+``Ledger.open`` before either charges — exactly one may release. A tampered, rolled-back,
+deleted or missing ledger: the run exits 2 and writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from factorize.ledger import Ledger, LedgerError, LedgerTampered
+from factorize.ledger.faults import STEPS
+from factorize.plan.plan_file import file_sha256, save_plan
+from tests.plan_fixtures import small_plan
+
+ROOT = Path(__file__).resolve().parents[1]
+GUARANTEE = {"type": "approx_dp", "epsilon": 0.5, "delta": 1e-6}
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    """A verified prefix:8 plan at (ε=0.5, δ=1e-6) (identity factorization: no solver) and an
+    int64 histogram."""
+    d = tmp_path_factory.mktemp("inputs")
+    plan = small_plan("prefix:8", "epsilon=0.5,delta=1e-6")
+    assert plan.guarantee == GUARANTEE
+    save_plan(plan, d / "p.plan")
+    np.save(d / "h.npy", np.array([5, 0, 3, 7, 1, 0, 2, 4], dtype=np.int64))
+    return d / "p.plan", d / "h.npy"
+
+
+def _ledger(path: Path, budget: dict) -> Ledger:
+    book = Ledger.create(path)
+    book.create_dataset("adult", budget)
+    return book
+
+
+def _start(inputs, out: Path, ledger: Path, *, pause: str | None = None,
+           marker: Path | None = None, sleep: float = 60.0) -> subprocess.Popen:
+    plan, data = inputs
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("FACTORIZE_FAULT_PAUSE", None)
+    if pause is not None:
+        env.update(FACTORIZE_FAULT_PAUSE=pause, FACTORIZE_FAULT_MARKER=str(marker),
+                   FACTORIZE_FAULT_SLEEP=str(sleep))
+    return subprocess.Popen([sys.executable, "-m", "factorize", "run", str(plan), "--data",
+                             str(data), "--out", str(out), "--ledger", str(ledger),
+                             "--dataset", "adult"], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(marker: Path, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended (rc {proc.returncode}) before the checkpoint: "
+                                 f"{proc.stderr.read()}")
+        assert time.monotonic() < deadline, "checkpoint not reached"
+        time.sleep(0.01)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 60.0) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=timeout)
+    return proc.returncode, err
+
+
+def _answer_files(out: Path) -> list[Path]:
+    """The output and any temporary file of it (half-written answers)."""
+    return sorted(p for p in out.parent.iterdir()
+                  if p == out or (p.name.startswith(f".{out.name}.") and p.name.endswith(".tmp")))
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_kill_9_at_each_step_leaves_no_answers_without_a_charge(inputs, tmp_path, step):
+    L, out, marker = tmp_path / "L.db", tmp_path / "answers.csv", tmp_path / "marker"
+    _ledger(L, {"type": "approx_dp", "epsilon": 1.0, "delta": 1e-5})
+    proc = _start(inputs, out, L, pause=step, marker=marker)
+    _wait_for(marker, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    rc, _ = _finish(proc)
+    assert rc == -signal.SIGKILL
+
+    book = Ledger.open(L)  # opens: chain, tables and anchor consistent
+    assert book.verify()["anchor"] == "current"
+    history = book.history("adult")
+    files = _answer_files(out)
+    if step == "before_charge":
+        assert history == [] and files == []
+    else:
+        (c,) = history
+        assert c["status"] == "charged" and c["output_sha256"] is None  # never marked released
+        assert c["guarantee"] == GUARANTEE and c["plan_sha256"] == file_sha256(inputs[0])
+    if step == "after_charge":
+        assert files == []
+    if step == "during_write":
+        assert not out.exists()
+        assert len(files) == 1 and files[0].name.endswith(".tmp")  # half written, and charged
+    if step == "after_write":
+        assert files == [out]
+        assert "charge_id" in out.read_text()  # the output names its charge
+    # the invariant, whatever the step: answers on disk ⇒ a committed charge
+    assert not files or len(history) == 1
+
+    # the ledger stays usable: the charge of the killed run stays spent
+    out2 = tmp_path / "again.csv"
+    rc, err = _finish(_start(inputs, out2, L))
+    assert rc == 0, err
+    assert [c["status"] for c in Ledger.open(L).history("adult")] == (
+        ["released"] if step == "before_charge" else ["charged", "released"])
+    assert Ledger.open(L).history("adult")[-1]["output_sha256"] == file_sha256(out2)
+
+
+def test_two_runs_racing_for_the_last_budget_exactly_one_succeeds(inputs, tmp_path):
+    """Both runs open the ledger and read the data, then pause just before charging and
+    wake together (each alone fits: the budget is exactly one run's guarantee)."""
+    L = tmp_path / "L.db"
+    _ledger(L, GUARANTEE)
+    outs = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    markers = [tmp_path / "ma", tmp_path / "mb"]
+    procs = [_start(inputs, o, L, pause="before_charge", marker=m, sleep=3.0)
+             for o, m in zip(outs, markers)]
+    for m, p in zip(markers, procs):
+        _wait_for(m, p)
+    assert Ledger.open(L).history("adult") == []  # both past Ledger.open, neither charged yet
+    results = [_finish(p) for p in procs]
+    codes = sorted(rc for rc, _ in results)
+    assert codes == [0, 2], results
+    loser_err = next(err for rc, err in results if rc == 2)
+    assert "budget" in loser_err and "exceeded" in loser_err
+    (c,) = Ledger.open(L).history("adult")
+    assert c["status"] == "released"
+    written = [o for o in outs if o.exists()]
+    assert len(written) == 1 and c["output_sha256"] == file_sha256(written[0])
+    assert _answer_files(outs[0]) + _answer_files(outs[1]) == written
+
+
+def _edit_row(L: Path, tmp: Path) -> None:
+    conn = sqlite3.connect(L)
+    with conn:
+        conn.execute("UPDATE datasets SET budget = replace(budget, '1.0', '2.0')")
+    conn.close()
+
+
+def _delete_row(L: Path, tmp: Path) -> None:
+    conn = sqlite3.connect(L)
+    with conn:
+        conn.execute("DELETE FROM charges")
+    conn.close()
+
+
+def _older_copy(L: Path, tmp: Path) -> None:
+    shutil.copyfile(tmp / "before.db", L)
+
+
+def _delete_db(L: Path, tmp: Path) -> None:
+    L.unlink()
+
+
+def _delete_all(L: Path, tmp: Path) -> None:
+    for p in (L, Path(f"{L}.head"), Path(f"{L}.lock")):
+        p.unlink()
+
+
+@pytest.mark.parametrize("damage", [_edit_row, _delete_row, _older_copy, _delete_db, _delete_all],
+                         ids=lambda f: f.__name__.strip("_"))
+def test_run_refuses_a_tampered_or_missing_ledger_and_writes_nothing(inputs, tmp_path, damage):
+    L = tmp_path / "L.db"
+    book = _ledger(L, {"type": "approx_dp", "epsilon": 1.0, "delta": 1e-5})
+    shutil.copyfile(L, tmp_path / "before.db")
+    c = book.charge("adult", GUARANTEE, plan_sha256=file_sha256(inputs[0]), relation="add_remove")
+    book.mark_released(c.id, None)
+    damage(L, tmp_path)
+    expected = LedgerError if damage is _delete_all else LedgerTampered
+    with pytest.raises(LedgerError) as e:
+        Ledger.open(L)
+    assert type(e.value) is expected
+    out = tmp_path / "out" / "answers.csv"
+    rc, err = _finish(_start(inputs, out, L))
+    assert rc == 2, err
+    assert ("no ledger" if damage is _delete_all else str(L)) in err
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+    assert L.exists() == (damage not in (_delete_db, _delete_all))  # never re-created
