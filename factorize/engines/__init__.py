@@ -4,6 +4,11 @@
   (records are never loaded as Python objects).
 - :func:`histogram_numpy`: from an in-memory ``(n, d)`` records array (reference engine).
 - :func:`histogram_from_npy`: load and validate a histogram saved with ``np.save``.
+- :func:`distinct_records_duckdb`: the records' distinct value tuples with counts (no dense
+  histogram; for sums over records such as second moments).
+- ``spark_engine.histogram_spark``: the same histogram computed inside Spark (local mode or a
+  cluster; a path Spark can read or a DataFrame) — imported from its module, not here, so that
+  importing the engines never starts a JVM or needs pyspark.
 
 All return int64 arrays of length ``domain.size`` in the cell order of
 :meth:`workloads.Domain.index` and raise :class:`DataError`, whose messages never contain

@@ -33,7 +33,7 @@ def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
     and only the histogram comes back)."""
     if engine not in ENGINES:
         raise DataError(f"unknown engine {engine!r}; expected one of {ENGINES}")
-    if engine == "spark":
+    if engine == "spark" and SUFFIXES.get(Path(os.fspath(path)).suffix.lower()) != "histogram":
         from factorize.engines.spark_engine import histogram_spark
 
         h = np.asarray(histogram_spark(os.fspath(path), domain,
