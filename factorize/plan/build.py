@@ -158,11 +158,16 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         if not v.passed:
             raise PlanError("the given certificate does not verify: " + "; ".join(v.failures))
         source = "explicit certificate (re-verified)"
+    family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
+    choice = None
+    if certificate is None and mechanism == "factorization" and norm in ("gamma_f", "gamma_2") \
+            and (family != "gaussian" or rel.key == "replace"):
+        cert, choice, v_new = _choose_strategy(cert, W, g, rel, family, exact, norm)
+        v = v_new or v
     solve_seconds = time.perf_counter() - t0
     fact = cert.factorization
     m = fact.strategy_rows
 
-    family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     snorm = "l1" if family == "laplace" else "l2"
     sens = kron_sensitivity(list(fact.A_factors), snorm, rel)
     if not sens.value > 0:
@@ -190,12 +195,69 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         noise=noise,
         postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, noise),
         expected_error=expected_error(fact, noise),
-        provenance={"versions": versions(), "mechanism": mechanism,
+        provenance={"versions": versions(), "mechanism": mechanism, "strategy_choice": choice,
                     "certificate_source": source, "solves": solves,
                     "solve_seconds": solve_seconds,
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
     )
     return plan
+
+
+#: Strategy choice among standard candidates only below these sizes (dense candidates).
+CHOICE_MAX_CELLS = 2048
+CHOICE_MAX_ENTRIES = 4_000_000
+
+
+def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str) -> float:
+    """The plan's error objective for a strategy, calibrated exactly as ``build_plan`` does:
+    RMSE (γ_F) or the largest per-query std (γ₂)."""
+    from factorize.privacy import calibrate, kron_sensitivity
+
+    snorm = "l1" if family == "laplace" else "l2"
+    sens = kron_sensitivity(list(fact.A_factors), snorm, rel)
+    m = fact.strategy_rows
+    grid = choose_grid(sens.value, m, snorm) if exact and family != "l2_knorm" else None
+    spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
+                     sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
+                     relation=rel, family=family)
+    e = expected_error(fact, spec.to_dict())
+    return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
+
+
+def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: str, exact: bool,
+                     norm: str) -> tuple[Certificate, dict[str, Any], Any]:
+    """The optimal γ_F / γ₂ factorization is optimal for Gaussian noise under add/remove
+    neighbours only. For Laplace (pure DP: L1 sensitivity) or K-norm noise, or replace
+    neighbours, the plan takes the best, by its own calibrated objective, of that optimum and
+    the standard strategies of ``factorize.strategies`` (histogram, W itself, b-ary trees for
+    ranges). The certificate keeps the optimum's dual witness: still a valid lower bound on
+    the norm, whose gap then says how far the chosen strategy is from it in that norm."""
+    from factorize.strategies import candidate_factorizations
+
+    k, N = W.shape
+    if N > CHOICE_MAX_CELLS or k * N > CHOICE_MAX_ENTRIES:
+        return cert, {"chosen": "optimal factorization", "reason": "too large for the candidates"}, None
+    scores = {"optimal factorization": _objective(cert.factorization, g, rel, family, exact, norm)}
+    facts = {"optimal factorization": cert.factorization}
+    Wd = W.dense()
+    for name, fact in candidate_factorizations(Wd):
+        try:
+            scores[name] = _objective(fact, g, rel, family, exact, norm)
+            facts[name] = fact
+        except Exception:  # noqa: BLE001 - a candidate that cannot be calibrated is skipped
+            continue
+    best = min(scores, key=scores.__getitem__)
+    choice = {"chosen": best, "objective": "rmse" if norm == "gamma_f" else "per_query_std_max",
+              "candidates": scores}
+    if best == "optimal factorization":
+        return cert, choice, None
+    new = Certificate(norm=cert.norm, factorization=facts[best], witness=_dense_witness(cert.witness))
+    v = verify(new, Wd)
+    if not v.passed:  # never ship an unverified plan: keep the optimum
+        choice["chosen"] = "optimal factorization"
+        choice["rejected"] = f"{best}: " + "; ".join(v.failures)
+        return cert, choice, None
+    return new, choice, v
 
 
 def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None, fact,

@@ -148,6 +148,11 @@ class Plan:
         if prov and prov.get("mechanism", "factorization") != "factorization":
             lines.insert(1, f"mechanism   {prov['mechanism']} (the certificate's lower bound is the "
                             "optimal factorization's: the gap is this mechanism's distance to it)")
+        choice = prov.get("strategy_choice") if prov else None
+        if choice and choice.get("candidates"):
+            lines.insert(5, f"chosen      {choice['chosen']}: the best {choice['objective']} of "
+                            f"{len(choice['candidates'])} candidates under this noise ("
+                            + ", ".join(f"{n} {v:.4g}" for n, v in choice["candidates"].items()) + ")")
         if prov:
             lines.append(f"provenance  factorize {prov.get('versions', {}).get('factorize', '?')}, "
                          f"certificate from {prov.get('certificate_source', '?')}, "

@@ -74,6 +74,7 @@ from factorize.privacy import (
     kron_sensitivity,
     parse_guarantee,
 )
+from factorize.strategies import TREE_BRANCHING, is_range_workload, tree_strategy
 from workloads import DEFAULT_MAX_DENSE_ENTRIES, Workload, as_workload
 
 __all__ = [
@@ -97,7 +98,6 @@ __all__ = [
 
 #: Branching factors tried for the hierarchical strategy (Qardaji et al. 2013 find b ≈ 16
 #: best for large N with the consistent estimator; small N favours small b).
-TREE_BRANCHING: tuple[int, ...] = (2, 4, 8, 16)
 
 NAME_DIRECT = "W directly"
 NAME_IDENTITY = "histogram (identity strategy)"
@@ -345,49 +345,6 @@ def identity_baseline(W: Workload | str | np.ndarray, guarantee: Any,
 
 # ---------------------------------------------------------------------------------------
 # 3. hierarchical tree for 1-D ranges
-
-
-def is_range_workload(W_dense: np.ndarray) -> bool:
-    """True when every row of W is 0/1 with its ones forming one contiguous run (an interval
-    of cells; an all-zero row, the empty interval, is allowed) and some row is non-zero."""
-    W_dense = np.asarray(W_dense)
-    if W_dense.ndim != 2 or W_dense.size == 0:
-        return False
-    nz = W_dense != 0
-    if not np.all(W_dense[nz] == 1.0):
-        return False
-    counts = nz.sum(axis=1)
-    if not counts.any():
-        return False
-    rows = counts > 0
-    first = np.argmax(nz[rows], axis=1)
-    last = W_dense.shape[1] - 1 - np.argmax(nz[rows][:, ::-1], axis=1)
-    return bool(np.all(last - first + 1 == counts[rows]))
-
-
-def tree_strategy(N: int, branching: int) -> np.ndarray:
-    """The b-ary hierarchical strategy over N cells (dense, (m, N), 0/1).
-
-    With ``L = ⌈log_b N⌉`` the cells are padded to ``b^L``; level ``ℓ = 0..L`` has nodes of
-    ``b^{L−ℓ}`` consecutive cells (level 0 the root, level L the single cells). Nodes holding
-    only padding are dropped, so every column has exactly ``L + 1`` ones (one node per
-    level) and ``m = Σ_ℓ ⌈N / b^{L−ℓ}⌉``.
-    """
-    N, b = int(N), int(branching)
-    if N < 1 or b < 2:
-        raise ValueError(f"a tree needs N >= 1 cells and branching >= 2, got N={N}, b={b}")
-    L = 0
-    while b ** L < N:
-        L += 1
-    cells = np.arange(N)
-    blocks = []
-    for level in range(L + 1):
-        size = b ** (L - level)
-        nodes = -(-N // size)
-        block = np.zeros((nodes, N))
-        block[cells // size, cells] = 1.0
-        blocks.append(block)
-    return np.vstack(blocks)
 
 
 def _tree_rows(N: int, b: int) -> int:

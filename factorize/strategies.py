@@ -1,0 +1,76 @@
+"""Standard strategies (pure math): the candidates a plan is compared with, or chosen from.
+
+``is_range_workload`` / ``tree_strategy``: the b-ary hierarchical strategy for range queries
+(Hay et al. 2010; Qardaji et al. 2013). ``candidate_factorizations``: exact factorizations
+W = R·A of standard strategies — the histogram (A = I, R = W), the workload itself (A = W,
+R = I) and, for range workloads, trees with least-squares reconstruction R = W·A⁺ — used by
+``plan.build`` when the optimal γ_F factorization does not bind the plan's noise (Laplace
+noise under pure DP, or replace neighbours) and by ``report.baselines``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from factorize.factorization import Factorization
+
+#: Tree branchings tried.
+TREE_BRANCHING = (2, 4, 8, 16)
+
+
+def is_range_workload(W_dense: np.ndarray) -> bool:
+    """True when every row of W is 0/1 with its ones forming one contiguous run (an interval
+    of cells; an all-zero row, the empty interval, is allowed) and some row is non-zero."""
+    W_dense = np.asarray(W_dense)
+    if W_dense.ndim != 2 or W_dense.size == 0:
+        return False
+    nz = W_dense != 0
+    if not np.all(W_dense[nz] == 1.0):
+        return False
+    counts = nz.sum(axis=1)
+    if not counts.any():
+        return False
+    rows = counts > 0
+    first = np.argmax(nz[rows], axis=1)
+    last = W_dense.shape[1] - 1 - np.argmax(nz[rows][:, ::-1], axis=1)
+    return bool(np.all(last - first + 1 == counts[rows]))
+
+
+def tree_strategy(N: int, branching: int) -> np.ndarray:
+    """The b-ary hierarchical strategy over N cells (dense, (m, N), 0/1).
+
+    With ``L = ⌈log_b N⌉`` the cells are padded to ``b^L``; level ``ℓ = 0..L`` has nodes of
+    ``b^{L−ℓ}`` consecutive cells (level 0 the root, level L the single cells). Nodes holding
+    only padding are dropped, so every column has exactly ``L + 1`` ones (one node per
+    level) and ``m = Σ_ℓ ⌈N / b^{L−ℓ}⌉``.
+    """
+    N, b = int(N), int(branching)
+    if N < 1 or b < 2:
+        raise ValueError(f"a tree needs N >= 1 cells and branching >= 2, got N={N}, b={b}")
+    L = 0
+    while b ** L < N:
+        L += 1
+    cells = np.arange(N)
+    blocks = []
+    for level in range(L + 1):
+        size = b ** (L - level)
+        nodes = -(-N // size)
+        block = np.zeros((nodes, N))
+        block[cells // size, cells] = 1.0
+        blocks.append(block)
+    return np.vstack(blocks)
+
+
+def candidate_factorizations(W_dense: np.ndarray) -> list[tuple[str, Factorization]]:
+    """(name, W = R·A) for the histogram, the workload itself and, for range workloads, the
+    b-ary trees (R = W·A⁺ by least squares, exact since A has full column rank)."""
+    W = np.asarray(W_dense, dtype=np.float64)
+    k, N = W.shape
+    out = [("histogram (identity strategy)", Factorization.dense(W, np.eye(N))),
+           ("W directly", Factorization.dense(np.eye(k), W))]
+    if is_range_workload(W):
+        for b in TREE_BRANCHING:
+            A = tree_strategy(N, b)
+            R = np.linalg.lstsq(A.T, W.T, rcond=None)[0].T  # R A = W (A has full column rank)
+            out.append((f"hierarchical tree (b={b})", Factorization.dense(R, A)))
+    return out
