@@ -23,16 +23,13 @@ import numpy as np
 
 
 def project_simplex(v: np.ndarray, total: float) -> np.ndarray:
-    """Euclidean projection of v onto {x ≥ 0, Σx = total} (total ≥ 0)."""
+    """Euclidean projection of v onto {x ≥ 0, Σx = total}; total ≤ 0 gives 0
+    (``geometry.project_to_simplex`` otherwise)."""
     if total <= 0:
         return np.zeros_like(v)
-    u = np.sort(v)[::-1]
-    css = np.cumsum(u) - total
-    idx = np.arange(1, v.size + 1)
-    cond = u - css / idx > 0
-    r = idx[cond][-1]
-    theta = css[r - 1] / r
-    return np.maximum(v - theta, 0.0)
+    from factorize.geometry.spectral_projection import project_to_simplex
+
+    return project_to_simplex(v, total)
 
 
 def _op_norm_sq(W: Any, N: int, iters: int = 50) -> float:
