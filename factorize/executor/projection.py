@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from factorize.plan.checks import PlanCheck, PlanRefused, rebuild_workload
+from factorize.plan.checks import PlanCheck, rebuild_workload
 from factorize.plan.projection_plan import (ProjectionPlan, moment_layout, moment_matrix,
                                             moment_sensitivity)
 
@@ -41,14 +41,9 @@ def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = Fal
     from factorize.privacy import PrivacyError, calibrate, guarantee_from_dict
 
     t0 = time.perf_counter()
-    checks: list[dict[str, Any]] = []
-
-    def record(name: str, ok: bool, detail: str) -> bool:
-        checks.append({"name": name, "ok": bool(ok), "detail": detail})
-        return ok
-
+    out = PlanCheck(passed=False, checks=[])
+    checks, record = out.checks, out.record
     record("file", True, "format, schema version, array digests, manifest digest, finite values")
-    out = PlanCheck(passed=False, checks=checks)
     W = rebuild_workload(plan.workload, workload, record)
     out.workload = W
     noise = plan.noise
@@ -83,12 +78,7 @@ def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = Fal
                    + ("" if ok else " — UNDER-NOISED"))
         except (PrivacyError, KeyError, TypeError, ValueError) as exc:
             record("noise", False, f"cannot re-derive the measurement or its noise: {exc}")
-    out.failures = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"]]
-    out.passed = not out.failures
-    out.seconds = time.perf_counter() - t0
-    if raise_on_failure and not out.passed:
-        raise PlanRefused("plan refused: " + "; ".join(out.failures))
-    return out
+    return out.finish(t0, raise_on_failure)
 
 
 def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, str]:

@@ -58,6 +58,20 @@ class PlanCheck:
     certificate: dict[str, Any] | None = None
     failures: list[str] = field(default_factory=list)
 
+    def record(self, name: str, ok: bool, detail: str) -> bool:
+        """Append one check's outcome; returns ``ok``."""
+        self.checks.append({"name": name, "ok": bool(ok), "detail": detail})
+        return bool(ok)
+
+    def finish(self, t0: float, raise_on_failure: bool) -> "PlanCheck":
+        """Collect the failures and the time; raise :class:`PlanRefused` when asked and any failed."""
+        self.failures = [f"{c['name']}: {c['detail']}" for c in self.checks if not c["ok"]]
+        self.passed = not self.failures
+        self.seconds = time.perf_counter() - t0
+        if raise_on_failure and not self.passed:
+            raise PlanRefused("plan refused: " + "; ".join(self.failures))
+        return self
+
     def lines(self) -> list[str]:
         return [f"{'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}" for c in self.checks]
 
@@ -74,17 +88,12 @@ def verify_plan(plan: Plan, *, certificate: bool = False, raise_on_failure: bool
                                    kron_sensitivity)
 
     t0 = time.perf_counter()
-    checks: list[dict[str, Any]] = []
-
-    def record(name: str, ok: bool, detail: str) -> bool:
-        checks.append({"name": name, "ok": bool(ok), "detail": detail})
-        return ok
-
+    out = PlanCheck(passed=False, checks=[])
+    checks, record = out.checks, out.record
     record("file", True, "schema version, array digests, manifest digest, shapes, finite values")
     fact = plan.factorization
     m = fact.strategy_rows
     k, N = plan.shape
-    out = PlanCheck(passed=False, checks=checks)
 
     # 2. workload
     W = rebuild_workload(plan.workload, workload, record)
@@ -171,12 +180,7 @@ def verify_plan(plan: Plan, *, certificate: bool = False, raise_on_failure: bool
         except Exception as exc:  # noqa: BLE001
             record("certificate", False, f"cannot re-verify: {exc}")
 
-    out.failures = [f"{c['name']}: {c['detail']}" for c in checks if not c["ok"]]
-    out.passed = not out.failures
-    out.seconds = time.perf_counter() - t0
-    if raise_on_failure and not out.passed:
-        raise PlanRefused("plan refused: " + "; ".join(out.failures))
-    return out
+    return out.finish(t0, raise_on_failure)
 
 
 def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any) -> Any:
