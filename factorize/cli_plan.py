@@ -167,6 +167,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                       postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
                       mechanism=args.mechanism, public_n=args.public_n)
     save_plan(plan, args.out)
+    return _print_written(plan, args)
+
+
+def _print_written(plan: Any, args: argparse.Namespace) -> int:
+    """The written plan's manifest (``--json``) or summary."""
     if args.json:
         print(json.dumps({"out": args.out, **plan.manifest()}, allow_nan=False, default=str))
     else:
@@ -184,12 +189,7 @@ def _plan_projection(args: argparse.Namespace, domain: Any, family: str | None) 
     plan = build_projection_plan(args.workload, args.privacy, args.mechanism, n=args.public_n,
                                  relation=args.neighbouring, domain=domain, noise_family=family)
     save_projection_plan(plan, args.out)
-    if args.json:
-        print(json.dumps({"out": args.out, **plan.manifest()}, allow_nan=False, default=str))
-    else:
-        print("\n".join(plan.summary_lines()))
-        print(f"wrote       {args.out}")
-    return EXIT_OK
+    return _print_written(plan, args)
 
 
 def _is_projection_plan(path: str) -> bool:

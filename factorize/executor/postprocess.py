@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from factorize.geometry.spectral_projection import project_to_simplex
+
 
 def project_simplex(v: np.ndarray, total: float) -> np.ndarray:
     """Euclidean projection of v onto {x ≥ 0, Σx = total}; total ≤ 0 gives 0
     (``geometry.project_to_simplex`` otherwise)."""
     if total <= 0:
         return np.zeros_like(v)
-    from factorize.geometry.spectral_projection import project_to_simplex
-
     return project_to_simplex(v, total)
 
 

@@ -167,8 +167,8 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
     if plan.kind == "jl":
         from factorize.geometry.jl import jl_decode
 
-        TW = plan.arrays["T"] @ workload.dense()
-        res = jl_decode(TW, noisy, float(plan.n), workload.dense(), gap_tol=float(dec["gap_tol"]),
+        Wd = workload.dense()
+        res = jl_decode(plan.arrays["T"] @ Wd, noisy, float(plan.n), Wd, gap_tol=float(dec["gap_tol"]),
                         max_iters=int(dec["max_iter"]))
         answers = res.answers
         info.update(gap=float(res.gap), iterations=int(res.iterations), converged=bool(res.converged))

@@ -499,6 +499,19 @@ def _best_multiplicity(m: np.ndarray, gmax: np.ndarray, m_limit: float | None) -
     return int(m[first]), float(gmax[i])
 
 
+def _prepare(W: Any, epsilon: Any, delta: Any, n: Any, relation: Any, anchor: Any,
+             max_size: Any) -> tuple:
+    """The checked inputs shared by the spectral and determinant bounds: (W, its centred
+    columns A for the relation, their column indices, the anchor, k, ε, δ, n, relation,
+    the subset-size cap)."""
+    A0 = _as_matrix(W)
+    eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
+    n_ = _check_n(n, required=False)
+    rel = _relation(relation)
+    A, cols, z = _centred(A0, rel, anchor)
+    return A0, A, cols, z, A0.shape[0], eps, dlt, n_, rel, _size_cap(A, max_size, n_)
+
+
 def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None = None, *,
                          relation: str = "add_remove", method: str = "auto",
                          max_size: int | None = None, anchor: int | None = None,
@@ -548,13 +561,8 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
     ``"qr"``, ``"exhaustive"`` run one family alone. ``subset`` (original column indices): skip
     the search and evaluate that witness (e.g. to re-check a stored one); ``max_size`` caps |S|.
     """
-    A0 = _as_matrix(W)
-    eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
-    n_ = _check_n(n, required=False)
-    rel = _relation(relation)
-    A, cols, z = _centred(A0, rel, anchor)
-    k = A0.shape[0]
-    size_cap = _size_cap(A, max_size, n_)
+    A0, A, cols, z, k, eps, dlt, n_, rel, size_cap = _prepare(W, epsilon, delta, n, relation,
+                                                               anchor, max_size)
     m_arr, gmax = _spectral_factor(eps, dlt)
 
     def factor(s: int) -> tuple[int, float]:  # (best m, max m² p_m / 4) subject to m·s ≤ n
@@ -717,13 +725,8 @@ def determinant_lower_bound(W: Any, epsilon: float, delta: float, n: float | Non
     the subsets searched with s ≤ n: a lower estimate of detLB(W, n), an Ω-statement only),
     ``constant_note``.
     """
-    A0 = _as_matrix(W)
-    eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
-    n_ = _check_n(n, required=False)
-    rel = _relation(relation)
-    A, cols, z = _centred(A0, rel, anchor)
-    k = A0.shape[0]
-    size_cap = _size_cap(A, max_size, n_)
+    A0, A, cols, z, k, eps, dlt, n_, rel, size_cap = _prepare(W, epsilon, delta, n, relation,
+                                                               anchor, max_size)
     factor_cache: dict[int, tuple[float, int, int]] = {}
 
     def factor(s: int) -> tuple[float, int, int]:

@@ -267,22 +267,13 @@ def load_local_plan(path: str | Path) -> LocalPlan:
 
 
 def _load(path: Path) -> LocalPlan:
-    from factorize.io import container
-    from factorize.plan.plan_file import (PlanFormatError, _check_canonical_header, _dict,
-                                          _workload_and_domain, content_digest)
+    from factorize.plan.plan_file import (PlanFormatError, _check_finite, _dict, _read,
+                                          _workload_and_domain)
 
-    try:
-        m, arrays = container.read(path, FORMAT, SCHEMA_VERSION)
-    except container.ContainerError as exc:
-        raise PlanFormatError(str(exc)) from None
-    _check_canonical_header(path)
-    if m.get("content_sha256") != content_digest(m):
-        raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
+    m, arrays = _read(path, FORMAT, SCHEMA_VERSION)
     if set(arrays) != {"R", "A", "U", "d"}:
         raise PlanFormatError(f"{path}: a local plan holds arrays R, A, U, d")
-    for name, a in arrays.items():
-        if not np.isfinite(a).all():
-            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+    _check_finite(path, arrays)
     shape, dom = _workload_and_domain(path, m)
     R, A = arrays["R"], arrays["A"]
     if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0] or (R.shape[0], A.shape[1]) != tuple(shape):

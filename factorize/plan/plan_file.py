@@ -101,29 +101,35 @@ def _guarded_load(loader: Any, path: str | Path, what: str) -> Any:
                               f"{str(exc)[:200]})") from None
 
 
-def _read(path: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``container.read`` (format, version, array list, digests), as ``PlanFormatError``."""
+def _read(path: Path, fmt: str = FORMAT, version: int = SCHEMA_VERSION
+          ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``container.read`` (format, version, array list, digests), the canonical header and the
+    manifest digest — the checks every plan format shares — as ``PlanFormatError``."""
     try:
-        return container.read(path, FORMAT, SCHEMA_VERSION)
+        manifest, arrays = container.read(path, fmt, version)
     except container.ContainerError as exc:
         raise PlanFormatError(str(exc)) from None
-
-
-def _load(path: Path) -> Plan:
-    manifest, arrays = _read(path)
     _check_canonical_header(path)
     if manifest.get("content_sha256") != content_digest(manifest):
         raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
-    m = manifest
+    return manifest, arrays
+
+
+def _check_finite(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    for name, a in arrays.items():
+        if not np.isfinite(a).all():
+            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+
+
+def _load(path: Path) -> Plan:
+    m, arrays = _read(path)
     fz = _dict(m, "factorization")
     norm, d = fz["norm"], fz["kron_factors"]
     if not isinstance(d, int) or isinstance(d, bool) or not 1 <= d <= 64:
         raise PlanFormatError(f"{path}: kron_factors must be an integer in 1..64")
     if set(arrays) != expected_array_names(norm, d):
         raise PlanFormatError(f"{path}: the arrays do not match a {norm} certificate with {d} factor(s)")
-    for name, a in arrays.items():
-        if not np.isfinite(a).all():
-            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+    _check_finite(path, arrays)
     eta = fz.get("eta")
     try:
         cert = certificate_from_arrays(arrays, norm, d, eta)
@@ -253,22 +259,13 @@ def load_any_plan(path: str | Path) -> Any:
 def _load_projection(path: Path) -> Any:
     from .projection_plan import PROJECTION_KINDS, ProjectionPlan
 
-    try:
-        manifest, arrays = container.read(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION)
-    except container.ContainerError as exc:
-        raise PlanFormatError(str(exc)) from None
-    _check_canonical_header(path)
-    if manifest.get("content_sha256") != content_digest(manifest):
-        raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
-    m = manifest
+    m, arrays = _read(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION)
     kind = m.get("kind")
     if kind not in PROJECTION_KINDS:
         raise PlanFormatError(f"{path}: unknown projection mechanism {kind!r}")
     if set(arrays) != ({"T"} if kind == "jl" else set()):
         raise PlanFormatError(f"{path}: the arrays do not match a {kind} plan")
-    for name, a in arrays.items():
-        if not np.isfinite(a).all():
-            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+    _check_finite(path, arrays)
     wl = _dict(m, "workload")
     shape, dom = _workload_and_domain(path, m)
     if kind == "jl" and (arrays["T"].ndim != 2 or arrays["T"].shape[1] != shape[0]):
