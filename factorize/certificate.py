@@ -38,11 +38,12 @@ import numpy as np
 
 from factorize import norms
 from factorize.factorization import Factorization, kron_residual_max
+from factorize.numerics import relative_gap
 from factorize.structure import kron_leaves
 
 NORMS = ("gamma_f", "gamma_2", "approx_gamma_2")
 
-#: Default tolerance on ``||W − R·A||_max`` relative to ``max(1, ||W||_max)``.
+#: Default tolerance on ``||W − R·A||_max`` relative to ``||W||_max``.
 DEFAULT_RESIDUAL_TOL = 1e-9
 
 
@@ -118,11 +119,6 @@ class Verification:
         return text
 
 
-def relative_gap(upper: float, lower: float) -> float:
-    """``upper / lower − 1``; infinite when the lower bound is not positive."""
-    return upper / lower - 1.0 if lower > 0 else math.inf
-
-
 # ---------------------------------------------------------------------------------
 # lower bounds from witnesses (pure functions of dense factor matrices)
 # ---------------------------------------------------------------------------------
@@ -188,7 +184,7 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
 
     ``workload`` is a ``workloads.Workload`` (Kronecker structure is used factor by
     factor when the factorization has matching factors) or a dense array.
-    Checks: shapes agree; ``||W − RA||_max ≤ residual_tol · max(1, ||W||_max)`` (plus η
+    Checks: shapes agree; ``||W − RA||_max ≤ residual_tol · ||W||_max`` (plus η
     for approximate γ₂); the witness is valid (non-negative weights; for approximate γ₂
     the certified λ_min of ``diag(d) − ½ M_U`` is ≥ 0); the lower bound is positive and
     not above the upper bound.
@@ -208,7 +204,7 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
     else:
         residual = kron_residual_max(W_factors, fact)
     w_max = math.prod(float(np.max(np.abs(W))) for W in W_factors)
-    limit = residual_tol * max(1.0, w_max) + (cert.eta or 0.0)
+    limit = residual_tol * w_max + (cert.eta or 0.0)
     if not residual <= limit:
         failures.append(f"||W − RA||_max = {residual:.3g} exceeds {limit:.3g}")
 

@@ -95,10 +95,20 @@ class Factorization:
         raise ValueError(f"unknown norm {norm!r}")
 
     def value_upper_bound(self, norm: str) -> float:
-        """``value(norm)`` inflated by the rounding of its sums of squares (see norms)."""
-        dims = [max(R.shape[0], R.shape[1], A.shape[0]) for R, A in zip(self.R_factors, self.A_factors)]
-        inflate = math.prod(norms.norm_upper_factor(d) for d in dims)
-        return self.value(norm) * inflate
+        """A certified upper bound on ``value(norm)`` (``numerics.scaled_norm_upper``: every
+        factor scaled by a power of two first, so squares cannot underflow — a float64
+        ``√(Σa²)`` of entries near 2⁻⁵³⁷ is 0 — and every rounding is allowed for)."""
+        from factorize.numerics import product_upper, round_up, scaled_norm_upper
+
+        a = scaled_norm_upper(list(self.A_factors), "col_max", "the strategy A")
+        if norm == "gamma_f":
+            k, _ = self.shape
+            r = scaled_norm_upper(list(self.R_factors), "frobenius", "the reconstruction R")
+            return round_up(product_upper([r, a]) / math.sqrt(k), 2)
+        if norm in ("gamma_2", "approx_gamma_2"):
+            r = scaled_norm_upper(list(self.R_factors), "row_max", "the reconstruction R")
+            return product_upper([r, a])
+        raise ValueError(f"unknown norm {norm!r}")
 
     # ---- the product -------------------------------------------------------------
     def R_dense(self) -> np.ndarray:

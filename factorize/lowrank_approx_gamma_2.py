@@ -208,7 +208,7 @@ def solve_approx_gamma_2_scalable(W: np.ndarray, eta: float, *, gap_tol: float =
             stats["certifications"] += 1
             fact = _repair_factorization(t, V, X, Ws, es_in, w_max, k)
             up = fact.value_upper_bound("approx_gamma_2")
-            if up < best_upper and _residual(W, fact) <= eta + residual_tol * max(1.0, w_max):
+            if up < best_upper and _residual(W, fact) <= eta + residual_tol * w_max:
                 best_upper, best_fact = up, fact
             if phi > 0:
                 g_start = time.perf_counter()

@@ -395,7 +395,7 @@ def _solve_dense_once(W: np.ndarray, norm: str, eta: float | None, opts: SolverO
         raise ValueError(f"eta = {eta:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
                          "so γ₂(W; η) = 0 and there is nothing to plan")
     res = solve_approx_gamma_2_sdp(W, eta, opts)
-    radius = eta + 0.5 * residual_tol * max(1.0, w_max)  # half of verify's slack
+    radius = eta + 0.5 * residual_tol * w_max  # half of verify's slack
     fact = recovery.factorization_from_psd_blocks(W, res.P, radius)
     return fact, (recovery.approx_witness_from_dual(W, res.Y),), "psd-blocks", res.info
 
@@ -403,7 +403,7 @@ def _solve_dense_once(W: np.ndarray, norm: str, eta: float | None, opts: SolverO
 def _best_candidate(W: np.ndarray, candidates: dict, norm: str,
                     residual_tol: float) -> tuple[str, Factorization]:
     """The candidate with the smallest value among those with ``||W − RA||_max`` in tolerance."""
-    limit = residual_tol * max(1.0, float(np.max(np.abs(W))))
+    limit = residual_tol * float(np.max(np.abs(W)))
     best: tuple[str, Factorization] | None = None
     errors = []
     for name, build in candidates.items():

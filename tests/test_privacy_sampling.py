@@ -316,21 +316,27 @@ def test_round_to_grid():
     k = round_to_grid([0.0, 0.26, -0.26, 1.0, 0.124], 0.25)
     assert list(k) == [0, 1, -1, 4, 0]
     with pytest.raises(PrivacyError):
-        round_to_grid([np.nan], 0.1)
+        round_to_grid([np.nan], 0.125)
     with pytest.raises(PrivacyError):
         round_to_grid([1.0], 0.0)
-    with pytest.raises(PrivacyError):
-        round_to_grid([1e300], 1e-10)
+    with pytest.raises(PrivacyError, match="power of two"):
+        round_to_grid([1.0], 0.1)  # v/γ would be an inexact division
+    # exact far beyond 2^53: Python integers, the exact multiple
+    big = round_to_grid([1e300, -3.0 * 2.0 ** 70], 2.0 ** -30)
+    assert big.dtype == object
+    assert big[0] == Fraction(1e300) * 2 ** 30 and big[1] == -3 * 2 ** 100
+    # ties to even, exactly
+    assert list(round_to_grid([0.125, 0.375, -0.125], 0.25)) == [0, 2, 0]
 
 
 def test_sample_on_grid_gaussian():
     m = 400
     values = np.linspace(-50, 50, m)
-    spec = calibrate(ApproxDP(1.0, 1e-6), 1.0, grid=0.05, dim=m)
+    spec = calibrate(ApproxDP(1.0, 1e-6), 1.0, grid=2.0 ** -4, dim=m)
     rng = TestRandom(77)
     reps = np.stack([sample_on_grid(values, spec, rng) for _ in range(200)])
     assert reps.dtype == np.float64 and reps.shape == (200, m)
-    k = reps / 0.05
+    k = reps / 2.0 ** -4
     assert np.allclose(k, np.rint(k), atol=1e-6)  # on the lattice
     err = (reps - values).ravel()
     assert abs(err.mean()) < 5 * spec.scale / math.sqrt(err.size)
@@ -341,7 +347,7 @@ def test_sample_on_grid_laplace_and_zcdp_large_sigma():
     spec = calibrate(PureDP(0.5), sensitivity_l1=2.0, grid=0.5, dim=10)
     y = sample_on_grid(np.arange(10.0), spec, TestRandom(3))
     assert np.allclose(y / 0.5, np.rint(y / 0.5))
-    spec = calibrate(ZCDP(1e-6), 1.0, grid=1e-4, dim=5000)  # σ/γ ≈ 7e6: multiple-of-t path
+    spec = calibrate(ZCDP(1e-6), 1.0, grid=2.0 ** -13, dim=5000)  # σ/γ ≈ 7e6: multiple-of-t path
     y = sample_on_grid(np.zeros((1000, 5)), spec, TestRandom(4))
     assert y.shape == (1000, 5)
     assert abs(y.std() / spec.scale - 1) < 0.05
@@ -351,7 +357,9 @@ def test_sample_on_grid_refuses_unsafe_use():
     float_spec = calibrate(ApproxDP(1.0, 1e-6), 1.0)
     with pytest.raises(PrivacyError, match="discrete sampler"):
         sample_on_grid(np.zeros(3), float_spec, TestRandom(0))
-    spec = calibrate(ApproxDP(1.0, 1e-6), 1.0, grid=0.1, dim=3)
+    with pytest.raises(PrivacyError, match="power of two"):
+        calibrate(ApproxDP(1.0, 1e-6), 1.0, grid=0.1, dim=3)
+    spec = calibrate(ApproxDP(1.0, 1e-6), 1.0, grid=0.125, dim=3)
     with pytest.raises(PrivacyError, match="dim=3"):
         sample_on_grid(np.zeros(4), spec, TestRandom(0))
     with pytest.raises(TypeError):
@@ -365,6 +373,6 @@ def test_add_noise_dispatch():
     spec_l = calibrate(PureDP(1.0), sensitivity_l1=1.0)
     z = sample_float_noise(spec_l, 100_000, TestRandom(9))
     assert abs(z.var() / 2 - 1) < 0.03
-    spec_d = calibrate(ApproxDP(1.0, 1e-6), 1.0, grid=0.1, dim=3)
+    spec_d = calibrate(ApproxDP(1.0, 1e-6), 1.0, grid=0.125, dim=3)
     w = add_noise(np.zeros(3), spec_d, TestRandom(1))
-    assert np.allclose(w / 0.1, np.rint(w / 0.1))
+    assert np.allclose(w / 0.125, np.rint(w / 0.125))

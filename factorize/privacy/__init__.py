@@ -50,6 +50,7 @@ from .sampling import (
     lattice_sigma2,
     round_to_grid,
     sample_float_noise,
+    sample_lattice,
     sample_on_grid,
 )
 from .sensitivity import (
@@ -76,6 +77,6 @@ __all__ = [
     "knorm_expected_sq_norm", "discretized_sensitivity", "NoiseSpec", "calibrate",
     # sampling
     "SecureRandom", "TestRandom", "bernoulli_exp", "discrete_laplace", "discrete_gaussian",
-    "round_to_grid", "lattice_sigma2", "lattice_laplace_scale", "sample_on_grid",
+    "round_to_grid", "lattice_sigma2", "lattice_laplace_scale", "sample_on_grid", "sample_lattice",
     "sample_float_noise", "add_noise",
 ]

@@ -79,6 +79,7 @@ from .guarantees import (
     guarantee_from_dict,
 )
 from .sensitivity import Sensitivity
+from factorize.numerics import is_power_of_two, round_up
 
 __all__ = [
     "gaussian_delta",
@@ -116,11 +117,16 @@ def _pos(name: str, v: Any) -> float:
     return x
 
 
-def _up(x: float, ulps: int = 2) -> float:
-    """Round a computed privacy-critical quantity up by a few ulps (covers rounding error)."""
-    for _ in range(ulps):
-        x = math.nextafter(x, math.inf)
-    return x
+def _up(x: float, ops: int = 2) -> float:
+    """A computed privacy-critical quantity rounded up past the error of ``ops`` roundings
+    (``numerics.round_up``: ×(1 + (ops+2)·2⁻⁵²), then one ulp)."""
+    return round_up(x, ops)
+
+
+#: Margin in log δ by which every calibration is certified: the floating-point evaluation of a
+#: log δ bound (log_ndtr, log1p, a few products) is accurate to ~1e-15 absolute for the
+#: parameter ranges accepted here; 1e-9 covers it with room, so δ holds for the exact value.
+_LOG_SAFETY = 1e-9
 
 
 def _delta(v: Any) -> float:
@@ -184,7 +190,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     eps = _pos("epsilon", epsilon)
     dlt = _delta(delta)
     sens = _pos("l2_sensitivity", l2_sensitivity)
-    target = math.log(dlt)
+    # margin in log δ covering the evaluation error of log δ(σ) (log_ndtr is accurate to a
+    # few ulps; 1e-9 is six orders above that): the returned σ is valid for the exact δ(σ)
+    target = math.log(dlt) - _LOG_SAFETY
 
     def f(log_s: float) -> float:
         return _log_delta_unit(eps, math.exp(log_s)) - target
@@ -244,14 +252,14 @@ def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float) -> float:
 
     Also valid for the discrete Gaussian on Z^m with integer-valued query (CKS20, Thm. 14).
     """
-    return _up(_pos("l2_sensitivity", l2_sensitivity) / math.sqrt(2.0 * _pos("rho", rho)))
+    return _up(_pos("l2_sensitivity", l2_sensitivity) / math.sqrt(2.0 * _pos("rho", rho)), 2)
 
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016)."""
     r = _pos("rho", rho)
     d = _delta(delta)
-    return _up(r + 2.0 * math.sqrt(r * math.log(1.0 / d)), 4)
+    return _up(r + 2.0 * math.sqrt(r * math.log(1.0 / d)) * (1.0 + 1e-12), 8)
 
 
 def _log_conv(alpha_minus_1: float, rho: float, epsilon: float) -> float:
@@ -262,11 +270,16 @@ def _log_conv(alpha_minus_1: float, rho: float, epsilon: float) -> float:
     return a * (alpha * rho - epsilon) - math.log(a) + alpha * (math.log(a) - math.log1p(a))
 
 
+_ALPHA_GRID = np.logspace(-8, 12, 161)
+
+
 def _zcdp_log_delta(rho: float, epsilon: float) -> tuple[float, float]:
     """(min over α of the log-δ bound, the minimising α − 1). Any α gives a valid bound."""
     # Coarse log-grid over a = α − 1 ∈ [1e-8, 1e12], then bounded Brent around the best point.
-    grid = np.logspace(-8, 12, 161)
-    vals = np.array([_log_conv(a, rho, epsilon) for a in grid])
+    grid = _ALPHA_GRID
+    alpha = 1.0 + grid
+    log_a = np.log(grid)
+    vals = grid * (alpha * rho - epsilon) - log_a + alpha * (log_a - np.log1p(grid))
     k = int(np.argmin(vals))
     lo = math.log(grid[max(k - 1, 0)])
     hi = math.log(grid[min(k + 1, grid.size - 1)])
@@ -292,7 +305,7 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     r = _pos("rho", rho)
     e = _pos("epsilon", epsilon)
     v, _ = _zcdp_log_delta(r, e)
-    return min(1.0, _up(math.exp(v), 8))
+    return min(1.0, _up(math.exp(v + _LOG_SAFETY), 2))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
@@ -315,7 +328,6 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     return hi
 
 
-_LOG_SAFETY = 1e-9  # margin in log δ used when certifying discrete-Gaussian calibrations
 
 
 def discrete_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
@@ -374,7 +386,7 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
 
 def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     """Laplace scale ``b = Δ₁/ε`` per coordinate (ε-DP)."""
-    return _up(_pos("l1_sensitivity", l1_sensitivity) / _pos("epsilon", epsilon))
+    return _up(_pos("l1_sensitivity", l1_sensitivity) / _pos("epsilon", epsilon), 1)
 
 
 @dataclass(frozen=True)
@@ -407,7 +419,7 @@ def _dim(dim: Any) -> int:
 def l2_ball_knorm(epsilon: float, l2_sensitivity: float, dim: int) -> KNormParams:
     """Parameters of the ε-DP ℓ2 K-norm mechanism for an L2-sensitivity-Δ query into R^dim."""
     m = _dim(dim)
-    theta = _up(_pos("l2_sensitivity", l2_sensitivity) / _pos("epsilon", epsilon))
+    theta = _up(_pos("l2_sensitivity", l2_sensitivity) / _pos("epsilon", epsilon), 1)
     return KNormParams(m, float(m), theta, knorm_expected_sq_norm(epsilon, l2_sensitivity, m))
 
 
@@ -430,9 +442,9 @@ def discretized_sensitivity(sensitivity: float, m: int, grid: float, norm: str) 
     n = str(norm).lower()
     # Rounded up by a few ulps so float rounding never makes the bound too small.
     if n == "l2":
-        return _up(s + g * math.sqrt(mm))
+        return _up(s + g * math.sqrt(mm), 3)
     if n == "l1":
-        return _up(s + g * mm)
+        return _up(s + g * mm, 2)
     raise PrivacyError(f"norm must be 'l1' or 'l2', got {norm!r}")
 
 
@@ -615,6 +627,9 @@ def calibrate(
     rel = rel or Neighbouring.ADD_REMOVE
     if grid is not None:
         grid = _pos("grid", grid)
+        if not is_power_of_two(grid):
+            raise PrivacyError(f"the lattice grid must be a power of two (the release divides by "
+                               f"it exactly), got {grid!r}")
         if dim is None:
             raise PrivacyError("calibrate(grid=...) needs dim (number of released coordinates m)")
     if dim is not None:

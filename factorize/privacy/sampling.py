@@ -55,6 +55,7 @@ __all__ = [
     "lattice_sigma2",
     "lattice_laplace_scale",
     "sample_on_grid",
+    "sample_lattice",
     "sample_float_noise",
     "add_noise",
 ]
@@ -527,20 +528,32 @@ def discrete_gaussian(sigma2: Any, size: Any, rng: Any = None) -> np.ndarray:
 
 
 def round_to_grid(values: Any, grid: float) -> np.ndarray:
-    """Deterministic rounding of each value to the nearest point of ``grid·Z``; returns the
-    integer multipliers (int64). Ties go to the even multiple (``np.rint``); either way
-    ``|value − grid·k| ≤ grid/2`` (up to float rounding of ``value/grid``)."""
+    """Exact deterministic rounding of each value to the nearest point of ``grid·Z`` (ties to
+    the even multiple); returns the integer multipliers: int64, or a numpy object array of
+    Python integers when some exceeds 2⁶². ``grid`` must be a power of two, so ``v/γ`` is an
+    exact scaling of the float v (a result that underflows is below ½ and rounds to 0), and
+    ``|v − γ·k| ≤ γ/2`` holds exactly — the rounding inflation of
+    ``calibration.discretized_sensitivity`` is then a statement about the computed values.
+    (Strategy measurements ``A·h`` go through ``privacy.lattice.lattice_image``, which
+    computes the exact product first.)"""
+    from factorize.numerics import is_power_of_two
+
     g = float(grid)
-    if not math.isfinite(g) or not g > 0:
-        raise PrivacyError(f"grid must be finite and > 0, got {grid!r}")
+    if not is_power_of_two(g):
+        raise PrivacyError(f"grid must be a power of two, got {grid!r}")
     v = np.asarray(values, dtype=np.float64)
     if not np.all(np.isfinite(v)):
         raise PrivacyError("values to release must be finite")
-    with np.errstate(over="ignore"):
-        k = np.rint(v / g)
-    if k.size and not np.max(np.abs(k)) < 2.0**53:
-        raise PrivacyError("values / grid exceed 2^53; choose a coarser grid")
-    return k.astype(np.int64)
+    with np.errstate(over="ignore", under="ignore"):
+        x = np.ldexp(v, -(math.frexp(g)[1] - 1))
+        k = np.rint(x)
+    big = ~(np.abs(k) < 2.0 ** 62)
+    if not big.any():
+        return k.astype(np.int64)
+    out = k.astype(object)
+    for i in np.flatnonzero(big.ravel()):
+        out.flat[i] = round(Fraction(float(v.flat[i])) / Fraction(g))  # half-to-even, exact
+    return out
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -582,49 +595,58 @@ def lattice_laplace_scale(scale: float, grid: float) -> Fraction:
 
 
 def sample_on_grid(values: Any, noise_spec: Any, rng: Any = None) -> np.ndarray:
-    """Exact lattice release: ``γ · (round(values/γ) + Y)`` with integer noise Y; returns floats.
+    """Exact lattice release of float values: ``γ · (round(values/γ) + Y)`` (see
+    :func:`round_to_grid` and :func:`sample_lattice`); returns floats."""
+    return sample_lattice(round_to_grid(values, _discrete_grid(noise_spec)), noise_spec, rng)
 
-    ``noise_spec``: a :class:`~factorize.privacy.calibration.NoiseSpec` with sampler
-    "discrete_gaussian" or "discrete_laplace" and grid γ. Each value is deterministically rounded
-    to ``γZ`` (the spec's sensitivity already includes the rounding inflation, see
-    ``calibration.discretized_sensitivity``; at most ``noise_spec.dim`` coordinates may be
-    released). Y is sampled exactly: discrete Gaussian with σ²_lattice ≥ (σ/γ)² or discrete
-    Laplace with scale ≥ b/γ (see :func:`lattice_sigma2`, :func:`lattice_laplace_scale`).
-    Everything up to ``round(values/γ) + Y`` is exact integer arithmetic; the final
-    multiplication by γ in floating point is post-processing and cannot weaken privacy.
-    """
-    rng = _check_rng(rng)
+
+def _discrete_grid(noise_spec: Any) -> float:
     sampler = getattr(noise_spec, "sampler", None)
     if sampler not in ("discrete_gaussian", "discrete_laplace"):
         raise PrivacyError(
-            f"sample_on_grid needs a discrete sampler spec, got sampler={sampler!r}; "
+            f"a lattice release needs a discrete sampler spec, got sampler={sampler!r}; "
             "calibrate(..., grid=γ, dim=m) produces one"
         )
-    grid = noise_spec.grid
-    v = np.asarray(values, dtype=np.float64)
+    return noise_spec.grid
+
+
+def sample_lattice(k: Any, noise_spec: Any, rng: Any = None) -> np.ndarray:
+    """Exact lattice release of the exact integer image k = round(Ã h/γ): ``γ·(k + Y)`` with
+    integer noise Y; returns floats.
+
+    ``noise_spec``: a :class:`~factorize.privacy.calibration.NoiseSpec` with sampler
+    "discrete_gaussian" or "discrete_laplace" and grid γ, whose sensitivity already includes
+    the rounding inflation (``calibration.discretized_sensitivity``); at most
+    ``noise_spec.dim`` coordinates may be released. Y is sampled exactly: discrete Gaussian
+    with σ²_lattice ≥ (σ/γ)² or discrete Laplace with scale ≥ b/γ (:func:`lattice_sigma2`,
+    :func:`lattice_laplace_scale`). ``k + Y`` is exact integer arithmetic; the final
+    multiplication by γ in floating point is post-processing and cannot weaken privacy.
+    """
+    rng = _check_rng(rng)
+    grid = _discrete_grid(noise_spec)
+    k = np.asarray(k)
+    if k.dtype != object and k.dtype.kind not in "iu":
+        raise PrivacyError("the lattice image must be integers")
     dim = getattr(noise_spec, "dim", None)
     if dim is None:
         raise PrivacyError("noise spec has no dim: the rounding inflation cannot be checked")
-    if v.size > dim:
+    if k.size > dim:
         raise PrivacyError(
-            f"releasing {v.size} coordinates but the noise was calibrated for dim={dim} "
+            f"releasing {k.size} coordinates but the noise was calibrated for dim={dim} "
             "(rounding inflation γ·sqrt(m) / γ·m would be too small)"
         )
-    k = round_to_grid(v, grid)
-    if sampler == "discrete_gaussian":
+    if noise_spec.sampler == "discrete_gaussian":
         s2, t = lattice_sigma2(noise_spec.scale, grid)
         p, q = s2.numerator, s2.denominator
-        y = _finish(_chunked(lambda k: _dgauss_core(rng, p, q, t, k), v.size), v.size, v.shape)
+        y = _finish(_chunked(lambda c: _dgauss_core(rng, p, q, t, c), k.size), k.size, k.shape)
     else:
         b = lattice_laplace_scale(noise_spec.scale, grid)
-        y = discrete_laplace(b, v.shape, rng)
-    if y.dtype == object:
+        y = discrete_laplace(b, k.shape, rng)
+    if y.dtype == object or k.dtype == object or (k.size and (np.max(np.abs(y)) >= 2**62
+                                                               or np.max(np.abs(k)) >= 2**62)):
         total = np.array([int(a) + int(c) for a, c in zip(k.ravel(), y.ravel())], dtype=object)
-        return (total.astype(np.float64) * grid).reshape(v.shape)
-    if k.size and (np.max(np.abs(y)) >= 2**62):
-        total = k.astype(object) + y.astype(object)
-        return (total.astype(np.float64) * grid).reshape(v.shape)
-    return (k + y).astype(np.float64) * grid
+        return (total.astype(np.float64) * grid).reshape(k.shape)
+    return (k.astype(np.int64) + y).astype(np.float64) * grid
 
 
 def _float_generator(rng: _RandomSource) -> np.random.Generator:

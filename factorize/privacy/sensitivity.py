@@ -1,34 +1,39 @@
-"""Sensitivity of a strategy matrix ``A`` (m×N) under each neighbouring relation (MATH.md §1).
+"""Sensitivity of a strategy matrix ``A`` (m×N) under each neighbouring relation (MATH.md §1),
+computed as a *certified upper bound*: floating-point error can only make it larger.
 
 A mechanism releases ``A h + Z``; its privacy depends on ``A`` only through
 
     Δ_p = max over neighbours h ~ h' of ||A (h − h')||_p ,   p ∈ {1, 2}.
 
-MATH.md §1 gives the two neighbouring relations:
+* add/remove one record, ``h − h' = ±e_x``: ``Δ_p = max_x ||a_x||_p`` (largest column p-norm);
+* replace one record, ``h − h' = e_x − e_y`` (x ≠ y): ``Δ_p = max_{x≠y} ||a_x − a_y||_p``, at most
+  twice the add/remove value (triangle inequality), and often smaller (0 for ``A = J``).
 
-* add/remove one record, ``h − h' = ±e_x``: ``Δ_p = max_x ||a_x||_p`` (largest column p-norm,
-  i.e. ``||A||_{1→2}`` for p = 2 and ``||A||_{1→1}`` for p = 1);
-* replace one record, ``h − h' = e_x − e_y`` (x ≠ y): ``Δ_p = max_{x≠y} ||a_x − a_y||_p``,
-  which by the triangle inequality is at most ``2 max_x ||a_x||_p`` (MATH.md §1: "at most
-  twice the add/remove value"). It can be much smaller, e.g. for ``A = J`` (all ones) it is 0.
+Soundness (``factorize.numerics``). Every matrix is first scaled by a power of two so its
+largest entry lies in [½, 1) — exact — and its nonzero entries must then be ≥ 2⁻⁴⁸⁰ (a
+relative dynamic range of at most 2⁴⁸⁰; the strategies the executor measures have at most 2⁵³,
+see ``privacy.lattice``), so that no square or product of two entries underflows and no sum
+overflows. Then:
 
-The exact replace sensitivity costs O(N² m) time; it is computed in column blocks so memory
-stays bounded (``max_block_elements`` floats per block) however large N is. For L2 the block
-computation uses the Gram identity ``||a_x − a_y||² = ||a_x||² + ||a_y||² − 2⟨a_x, a_y⟩``
-(one BLAS matrix product per block) together with a rigorous floating-point error bound; the
-reported value is an upper bound within 5e-10 (relative) of the exact maximum, and when the
-identity cancels badly (near-duplicate columns) the maximum is recomputed from explicit
-differences instead.
+* column norms: ``s ≤ s̃/(1 − γ_m)`` for the computed sum of squares s̃ (Higham's inner-product
+  bound), so ``√s̃·(1 + γ_m)`` rounded up is ≥ the exact norm (``numerics.column_norms_upper``).
+  This is what the float64 ``√(Σa²)`` of a forged plan with entries near 2⁻⁵³⁷ got wrong: its
+  squares underflow to 0 (issue 13, C1); scaling first makes them normal numbers.
+* replace, L2: the Gram identity ``||a_x − a_y||² = s_x + s_y − 2⟨a_x, a_y⟩``, blockwise, each
+  value computed within ``γ_{2m+8}·(s_x + s_y)`` of the exact one; the upper bound adds that
+  allowance. When the identity cancels (near-duplicate columns) the maximiser is recomputed from
+  explicit differences with their own bound, and the smaller valid bound is kept.
+* replace, L1: explicit differences ``Σ|a_x − a_y|`` within ``γ_{m+1}`` relative.
+* Kronecker ``A = A_1 ⊗ … ⊗ A_d``: add/remove is the product of the factors' maxima (the
+  p-norm of a Kronecker product of vectors is the product of the norms), rounded up. Replace
+  has no product rule: L2 uses the Kronecker product of the factors' Gram matrices (N×N, for
+  N ≤ ``max_dense_columns``) with an allowance for every product formed; L1 forms the dense
+  product when small; otherwise the bound ``2 × add/remove`` is returned, ``exact=False``.
 
-Kronecker strategies ``A = A_1 ⊗ … ⊗ A_d`` never need the dense matrix for add/remove: the
-columns of a Kronecker product are Kronecker products of columns, and the p-norm of a Kronecker
-product of vectors is the product of their p-norms, so the largest column p-norm is the product
-of the factors' largest column p-norms (exact). For *replace* there is no such product rule; the
-dense routine is used when ``N = Π N_i`` is small enough (``max_dense_columns``) and otherwise the
-bound ``2 × add/remove`` is returned, flagged ``exact=False``.
-
-Every function returns a :class:`Sensitivity` recording the value, the norm, the relation and
-whether the value is exact (up to floating-point rounding) or an upper bound.
+Finally the value is scaled back by the powers of two (exact) and rounded up once more. Every
+function returns a :class:`Sensitivity` recording the value, the norm, the relation and whether
+the value is the exact maximum up to the stated allowance (``exact=True``) or the factor-2
+bound (``exact=False``).
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from factorize.numerics import (NumericRangeError, U, column_norms_upper, gamma, product_upper,
+                                round_up, round_up_array, unit_scale)
 
 from .guarantees import Neighbouring, PrivacyError
 
@@ -53,15 +61,19 @@ __all__ = [
 
 _NORMS = ("l1", "l2")
 _DEFAULT_BLOCK_ELEMENTS = 1 << 22  # 4M float64 = 32 MiB per temporary block
+#: Underflow allowance of a product of scaled Gram entries (each ≤ 1; at most 2^20 products
+#: and sums feed one value, each off by ≤ 2^-1074 when it underflows).
+_ABS_UNDERFLOW = 2.0 ** -1000
 
 
 @dataclass(frozen=True)
 class Sensitivity:
     """A sensitivity value with its provenance.
 
-    ``value``: the sensitivity (≥ 0, finite). ``norm``: ``"l1"`` or ``"l2"``.
-    ``relation``: the :class:`Neighbouring` relation. ``exact``: True when ``value`` is the exact
-    maximum (up to floating-point rounding of the input), False when it is an upper bound.
+    ``value``: a certified upper bound on the sensitivity (≥ 0, finite). ``norm``: ``"l1"`` or
+    ``"l2"``. ``relation``: the :class:`Neighbouring` relation. ``exact``: True when ``value`` is
+    the maximum itself up to the rounding allowance of the module docstring, False when it is
+    the cheaper ``2 × add/remove`` bound.
     """
 
     value: float
@@ -107,15 +119,13 @@ def _check_norm(norm: str) -> str:
     raise PrivacyError(f"norm must be 'l1' or 'l2', got {norm!r}")
 
 
-def _as_matrix(A: Any) -> Any:
-    """Dense float64 2-D array, or a scipy.sparse matrix left sparse."""
+def _dense(A: Any) -> np.ndarray:
+    """Dense float64 2-D array (a scipy.sparse matrix is densified), finite."""
     try:
         import scipy.sparse as sp
 
         if sp.issparse(A):
-            if A.ndim != 2:
-                raise PrivacyError("strategy matrix must be 2-D")
-            return A.tocsc().astype(np.float64)
+            A = A.toarray()
     except ImportError:  # pragma: no cover - scipy is a dependency
         pass
     arr = np.asarray(A, dtype=np.float64)
@@ -126,27 +136,50 @@ def _as_matrix(A: Any) -> Any:
     return arr
 
 
+def unit_scaled(A: Any, what: str = "the strategy") -> tuple[np.ndarray, int]:
+    """``numerics.unit_scale`` of the dense matrix (refusals as PrivacyError)."""
+    try:
+        return unit_scale(_dense(A), what)
+    except NumericRangeError as exc:
+        raise PrivacyError(str(exc)) from None
+
+
+def _scale_back(value: float, e: int, ops: int = 1) -> float:
+    """``value·2^e`` (exact when normal), then rounded up; refuses overflow."""
+    try:
+        out = math.ldexp(value, e)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise PrivacyError("the sensitivity overflows binary64")
+    if value > 0 and out < 2.0 ** -1022:
+        out = 2.0 ** -1022  # an upper bound for any value that fell into the subnormal range
+    return round_up(out, ops)
+
+
 def column_norms(A: Any, norm: str = "l2") -> np.ndarray:
-    """p-norms of the columns of ``A`` (dense or scipy.sparse), p = 1 or 2."""
+    """Certified upper bounds on the p-norms (p = 1, 2) of the columns of ``A``."""
     norm = _check_norm(norm)
-    M = _as_matrix(A)
-    if isinstance(M, np.ndarray):
-        if norm == "l1":
-            return np.abs(M).sum(axis=0)
-        return np.sqrt(np.einsum("ij,ij->j", M, M))
-    if norm == "l1":
-        return np.asarray(abs(M).sum(axis=0)).ravel()
-    return np.sqrt(np.asarray(M.multiply(M).sum(axis=0)).ravel())
+    S, e = unit_scaled(A)
+    if S.size == 0:
+        return np.zeros(S.shape[1])
+    up = column_norms_upper(S, norm, "the strategy")
+    return round_up_array(np.ldexp(up, e), 1)
+
+
+def _max_column_norm_scaled(S: np.ndarray, norm: str) -> float:
+    """Certified upper bound on the largest column p-norm of a unit-scaled matrix."""
+    if S.size == 0:
+        return 0.0
+    return float(np.max(column_norms_upper(S, norm, "the strategy")))
 
 
 def add_remove_sensitivity(A: Any, norm: str = "l2") -> Sensitivity:
-    """Add/remove sensitivity ``max_x ||A e_x||_p`` = largest column p-norm (MATH.md §1).
-
-    p = 2 gives ``||A||_{1→2}``, p = 1 gives ``||A||_{1→1}``. Exact.
-    """
+    """Add/remove sensitivity ``max_x ||A e_x||_p`` = largest column p-norm (MATH.md §1),
+    certified upper bound (module docstring)."""
     norm = _check_norm(norm)
-    cn = column_norms(A, norm)
-    value = float(cn.max()) if cn.size else 0.0
+    S, e = unit_scaled(A)
+    value = _scale_back(_max_column_norm_scaled(S, norm), e)
     return Sensitivity(value, norm, Neighbouring.ADD_REMOVE, True)
 
 
@@ -159,75 +192,66 @@ def replace_sensitivity_bound(A: Any, norm: str = "l2") -> Sensitivity:
     return Sensitivity(2.0 * ar.value, ar.norm, Neighbouring.REPLACE, False)
 
 
-def _block_size(N: int, m: int, per_pair: int, max_block_elements: int) -> int:
+def _block_size(N: int, per_pair: int, max_block_elements: int) -> int:
     return max(1, min(N, max_block_elements // max(1, N * per_pair)))
 
 
-_U = 2.0**-53  # unit roundoff of float64
+def _replace_l2_gram(S: np.ndarray, max_block_elements: int) -> tuple[float, tuple[int, int]]:
+    """Certified upper bound on ``max_{x≠y} ||s_x − s_y||²`` of a unit-scaled S, via blockwise
+    Gram matrices, and the pair maximising the computed value.
 
-
-def _replace_l2_exact(M: np.ndarray, max_block_elements: int) -> float:
-    """max_{x≠y} ||a_x − a_y||_2 via blockwise Gram matrices, with a rigorous error check.
-
-    The computed ``D = ||a_x||² + ||a_y||² − 2⟨a_x, a_y⟩`` differs from the true value by at most
-    ``E = (2m + 8)·u·(||a_x||² + ||a_y||²)`` (standard dot-product error bounds, u = 2^-53). We
-    track ``max(D + E)`` (an upper bound on the true maximum) and the maximiser of D. If the
-    upper bound is within 1e-9 (relative, in squared norm) of the directly recomputed distance of
-    that pair, the upper bound's square root is returned (≥ the exact value, and within 5e-10 of
-    it). Otherwise (near-duplicate columns: the Gram identity cancels) the maximum is recomputed
-    from explicit differences, which has no cancellation.
+    The computed ``D̃ = s̃_x + s̃_y − 2G̃_xy`` is within ``γ_{2m+8}·(s_x + s_y)`` of the exact
+    value (``|s̃ − s| ≤ γ_m s``, ``|G̃ − G| ≤ γ_m·|s_x|ᵀ|s_y| ≤ γ_m (s_x + s_y)/2``, three more
+    roundings), and ``s ≤ s̃(1 + 2γ_m)``: ``D ≤ D̃ + κ·(s̃_x + s̃_y)`` with κ = γ_{2m+8}(1 + 2γ_m).
     """
-    m, N = M.shape
-    sq = np.einsum("ij,ij->j", M, M)
-    c = (2.0 * m + 8.0) * _U * 1.01
-    b = _block_size(N, m, 1, max_block_elements)
+    m, N = S.shape
+    sq = np.einsum("ij,ij->j", S, S)
+    kappa = round_up(gamma(2 * m + 8) * (1.0 + 2.0 * gamma(m)), 2)
+    b = _block_size(N, 1, max_block_elements)
+    best_upper = 0.0
     best = -np.inf
-    best_upper = -np.inf
     best_pair = (0, 1)
     for start in range(0, N, b):
         stop = min(N, start + b)
-        G = M[:, start:stop].T @ M  # (stop-start) × N Gram block
-        S = sq[start:stop, None] + sq[None, :]
-        D = S - 2.0 * G
-        # Exclude x == y (the diagonal): it is 0 in exact arithmetic and not a valid pair.
+        G = S[:, start:stop].T @ S
+        Ssum = sq[start:stop, None] + sq[None, :]
+        D = Ssum - 2.0 * G
         rows = np.arange(stop - start)
-        D[rows, rows + start] = -np.inf
+        D[rows, rows + start] = -np.inf  # x == y is not a pair
         k = int(np.argmax(D))
         i, j = divmod(k, N)
         if D[i, j] > best:
             best = float(D[i, j])
             best_pair = (start + i, j)
-        D += c * S
+        D += kappa * Ssum
         best_upper = max(best_upper, float(D.max()))
-    x, y = best_pair
-    diff = M[:, x] - M[:, y]
-    direct_sq = float(diff @ diff)
-    if best_upper <= direct_sq * (1.0 + 1e-9):
-        return math.sqrt(max(best_upper, 0.0))
-    return _replace_direct(M, "l2", max_block_elements)
+    return round_up(best_upper, 2), best_pair
 
 
-def _replace_direct(M: np.ndarray, norm: str, max_block_elements: int) -> float:
-    """max over pairs of ||a_x − a_y||_p from explicit differences, in bounded-size blocks."""
-    m, N = M.shape
-    MT = np.ascontiguousarray(M.T)  # N × m: column x of A is row x of MT
-    # Work on (bx, by, m) tensors with bx·by·m ≤ max_block_elements.
+def _replace_direct(S: np.ndarray, norm: str, max_block_elements: int) -> float:
+    """Certified upper bound on ``max_{x≠y} ||s_x − s_y||_p`` (p-th power for p = 2) of a
+    unit-scaled S from explicit differences: each difference is within u relative, a sum of
+    m terms within γ_m. No square underflows: nonzero entries are ≥ 2⁻⁴⁸⁰ (``unit_scaled``),
+    hence multiples of 2⁻⁵³², so a nonzero difference is ≥ 2⁻⁵³² and its square ≥ 2⁻¹⁰⁶⁴."""
+    m, N = S.shape
+    ST = np.ascontiguousarray(S.T)
     by = max(1, min(N, max_block_elements // max(1, m)))
     bx = max(1, min(N, max_block_elements // max(1, by * m)))
     best = 0.0
     for xs in range(0, N, bx):
-        X = MT[xs : xs + bx]
-        for ys in range(xs, N, by):  # upper triangle suffices: the distance is symmetric
-            Y = MT[ys : ys + by]
+        X = ST[xs: xs + bx]
+        for ys in range(xs, N, by):
+            Y = ST[ys: ys + by]
             diff = X[:, None, :] - Y[None, :, :]
             if norm == "l1":
                 D = np.abs(diff).sum(axis=2)
             else:
-                D = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+                D = np.einsum("ijk,ijk->ij", diff, diff)
             best = max(best, float(D.max()))
-    # Diagonal pairs contribute 0 <= best, so including them never changes the maximum
-    # as long as N >= 2 (checked by the caller).
-    return best
+    g = gamma(m + 2)
+    if norm == "l1":
+        return round_up(best * (1.0 + g) / (1.0 - g), 3)
+    return round_up(best * (1.0 + g) / (1.0 - g), 3)
 
 
 def replace_sensitivity(
@@ -237,33 +261,32 @@ def replace_sensitivity(
     exact: bool = True,
     max_block_elements: int = _DEFAULT_BLOCK_ELEMENTS,
 ) -> Sensitivity:
-    """Replace-one-record sensitivity ``max_{x≠y} ||A(e_x − e_y)||_p`` (MATH.md §1).
-
-    With ``exact=True`` (default) the maximum over all ``N(N−1)/2`` pairs is computed in column
-    blocks: O(N² m) time, O(max_block_elements) extra memory. L2 uses the Gram identity
-    ``||a_x − a_y||² = ||a_x||² + ||a_y||² − 2⟨a_x, a_y⟩`` blockwise (BLAS) with a rigorous
-    rounding-error bound (falling back to explicit differences if the identity cancels); L1 sums
-    ``|a_x − a_y|`` blockwise. With ``exact=False`` the bound
-    ``2 × add/remove`` is returned instead (``Sensitivity.exact`` is False).
+    """Replace-one-record sensitivity ``max_{x≠y} ||A(e_x − e_y)||_p`` (MATH.md §1), a certified
+    upper bound (module docstring): O(N² m) time in column blocks of ``max_block_elements``.
+    With ``exact=False`` the bound ``2 × add/remove`` is returned instead (``exact`` False).
 
     A universe with a single record type (N = 1) has no pair x ≠ y: the sensitivity is 0.
     """
     norm = _check_norm(norm)
     if not exact:
         return replace_sensitivity_bound(A, norm)
-    M = _as_matrix(A)
-    if not isinstance(M, np.ndarray):
-        M = np.asarray(M.toarray(), dtype=np.float64)
-    m, N = M.shape
-    if N < 2 or m == 0:
+    S, e = unit_scaled(A)
+    m, N = S.shape
+    if N < 2 or m == 0 or not np.any(S):
         return Sensitivity(0.0, norm, Neighbouring.REPLACE, True)
     if max_block_elements < 1:
         raise PrivacyError("max_block_elements must be >= 1")
     if norm == "l2":
-        value = _replace_l2_exact(M, max_block_elements)
+        upper_sq, (x, y) = _replace_l2_gram(S, max_block_elements)
+        diff = S[:, x] - S[:, y]
+        direct = float(diff @ diff)
+        if upper_sq > direct * (1.0 + 1e-9):
+            # the Gram identity cancelled (near-duplicate columns): explicit differences
+            upper_sq = min(upper_sq, _replace_direct(S, "l2", max_block_elements))
+        value = round_up(math.sqrt(upper_sq), 1)
     else:
-        value = _replace_direct(M, "l1", max_block_elements)
-    return Sensitivity(value, norm, Neighbouring.REPLACE, True)
+        value = _replace_direct(S, "l1", max_block_elements)
+    return Sensitivity(_scale_back(value, e), norm, Neighbouring.REPLACE, True)
 
 
 def sensitivity(
@@ -281,6 +304,37 @@ def sensitivity(
     return replace_sensitivity(A, norm, exact=exact, max_block_elements=max_block_elements)
 
 
+def _kron_replace_l2_gram(scaled: Sequence[np.ndarray]) -> float:
+    """Certified upper bound on ``max_{x≠y} ||(⊗S)(e_x − e_y)||²`` from the factors' Gram
+    matrices: with ``P_x = Π G_j[x_j, x_j]`` and ``Q_xy = Π G_j[x_j, y_j]``, the squared
+    distance is ``P_x + P_y − 2Q_xy``. Each computed Gram entry is within γ_{m_j}·H_j of the
+    exact one (``H_j[x,y] ≤ √(G_j[x,x] G_j[y,y])``), so a product of d of them is within
+    ``c = Π(1 + γ_{m_j})(1 + u)^d − 1`` of ``Π H ≤ √(P_x P_y) ≤ (P_x + P_y)/2``; the final
+    additions add 3u. Underflow of products adds at most ``_ABS_UNDERFLOW``; it cannot
+    happen (and the term is dropped) when the product of the factors' smallest nonzero Gram
+    magnitudes exceeds 2⁻¹⁰⁰⁰."""
+    grams = [S.T @ S for S in scaled]
+    smallest = 1.0
+    for G in grams:
+        nz = np.abs(G[G != 0])
+        smallest *= float(nz.min()) if nz.size else 1.0
+    absolute = 0.0 if smallest > 2.0 ** -1000 else _ABS_UNDERFLOW
+    c = 1.0
+    for S in scaled:
+        c *= 1.0 + gamma(max(S.shape[0], 1))
+    c = c * (1.0 + U) ** (len(scaled) + 2) - 1.0
+    kappa = round_up(3.0 * c + 6.0 * U, 3)
+    P = np.ones(1)
+    Q = np.ones((1, 1))
+    for G in grams:
+        P = np.kron(P, np.diag(G).copy())
+        Q = np.kron(Q, G)
+    D = P[:, None] + P[None, :] - 2.0 * Q
+    np.fill_diagonal(D, -np.inf)
+    upper = D + kappa * (P[:, None] + P[None, :]) * (1.0 + c)
+    return round_up(float(upper.max()) + absolute, 3)
+
+
 def kron_sensitivity(
     factors: Sequence[Any],
     norm: str = "l2",
@@ -289,33 +343,49 @@ def kron_sensitivity(
     max_dense_columns: int = 4096,
     max_dense_elements: int = 1 << 24,
 ) -> Sensitivity:
-    """Sensitivity of the Kronecker strategy ``A = A_1 ⊗ A_2 ⊗ … ⊗ A_d`` from its factors.
+    """Certified sensitivity of the Kronecker strategy ``A = A_1 ⊗ A_2 ⊗ … ⊗ A_d`` from its
+    factors (module docstring).
 
-    Add/remove (exact): column ``(j_1, …, j_d)`` of ``A`` is ``a^(1)_{j_1} ⊗ … ⊗ a^(d)_{j_d}`` and
-    ``||u ⊗ v||_p = ||u||_p ||v||_p`` for every p, so the largest column p-norm of ``A`` is the
-    product of the factors' largest column p-norms.
+    Add/remove: column ``(j_1, …, j_d)`` of ``A`` is ``a^(1)_{j_1} ⊗ … ⊗ a^(d)_{j_d}`` and
+    ``||u ⊗ v||_p = ||u||_p ||v||_p``, so the largest column p-norm of ``A`` is the product of
+    the factors' largest column p-norms.
 
-    Replace: there is no product rule. When ``N = Π N_i ≤ max_dense_columns`` and
-    ``m·N ≤ max_dense_elements`` the dense Kronecker product is formed and
-    :func:`replace_sensitivity` computes the exact value; otherwise the upper bound
-    ``2 × (add/remove value)`` is returned with ``exact=False``.
+    Replace: for ``N = Π N_i ≤ max_dense_columns`` the exact maximum (L2 from the Kronecker
+    product of the Gram matrices, L1 from the dense product when ``m·N ≤ max_dense_elements``);
+    otherwise the upper bound ``2 × (add/remove value)`` with ``exact=False``.
     """
     norm = _check_norm(norm)
     relation = Neighbouring.parse(relation)
     if len(factors) == 0:
         raise PrivacyError("kron_sensitivity needs at least one factor")
-    mats = [_as_matrix(F) for F in factors]
-    ar = 1.0
-    for F in mats:
-        ar *= add_remove_sensitivity(F, norm).value
+    if len(factors) == 1:
+        return sensitivity(factors[0], norm, relation)
+    pairs = [unit_scaled(F, f"strategy factor {i}") for i, F in enumerate(factors)]
+    scaled = [S for S, _ in pairs]
+    e_total = sum(e for _, e in pairs)
+    maxima = [_max_column_norm_scaled(S, norm) for S in scaled]
+    ar_scaled = product_upper(maxima)
+    ar = _scale_back(ar_scaled, e_total)
     if relation is Neighbouring.ADD_REMOVE:
         return Sensitivity(ar, norm, relation, True)
-    N = math.prod(F.shape[1] for F in mats)
-    m = math.prod(F.shape[0] for F in mats)
-    if N <= max_dense_columns and m * N <= max_dense_elements:
-        dense = np.ones((1, 1))
-        for F in mats:
-            Fd = F if isinstance(F, np.ndarray) else F.toarray()
-            dense = np.kron(dense, Fd)
-        return replace_sensitivity(dense, norm, exact=True)
-    return Sensitivity(2.0 * ar, norm, relation, False)
+    N = math.prod(S.shape[1] for S in scaled)
+    m = math.prod(S.shape[0] for S in scaled)
+    if N < 2 or ar == 0.0:
+        return Sensitivity(0.0, norm, relation, True)
+    if N <= max_dense_columns:
+        if norm == "l2":
+            sq = _kron_replace_l2_gram(scaled)
+            return Sensitivity(_scale_back(round_up(math.sqrt(sq), 1), e_total), norm, relation, True)
+        if m * N <= max_dense_elements:
+            dense = np.ones((1, 1))
+            for S in scaled:
+                dense = np.kron(dense, S)
+            # each entry is a product of d factors: within (1 + u)^(d−1) − 1 ≤ γ_d relative,
+            # plus d·2^-1074 absolute if it underflows; a column pair's L1 distance moves by at
+            # most γ_d·(‖x‖₁ + ‖y‖₁) + 2m·d·2^-1074 ≤ 2γ_d·(max column ℓ1) + that
+            direct = _replace_direct(dense, "l1", _DEFAULT_BLOCK_ELEMENTS)
+            allowance = 2.0 * gamma(len(scaled)) * ar_scaled + 2.0 * m * len(scaled) * 2.0 ** -1074
+            return Sensitivity(_scale_back(round_up(direct + allowance, 2), e_total), norm,
+                               relation, True)
+    return Sensitivity(round_up(2.0 * ar, 1), norm, relation, False)
+
