@@ -38,10 +38,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
             report = results_report(args.results)
         else:
+            from factorize.plan.checks import verify_any
             from factorize.plan.plan_file import load_any_plan
             from factorize.report.plan_report import plan_report
 
-            report = plan_report(load_any_plan(args.plan), baselines=not args.no_baselines)
+            plan = load_any_plan(args.plan)
+            failures = verify_any(plan)  # a report states the plan's claims: only verified ones
+            if failures:
+                raise ValueError("plan refused: " + "; ".join(failures))
+            report = plan_report(plan, baselines=not args.no_baselines)
         files = write_report(report, args.out, args.format)
     except (ValueError, OSError, KeyError) as exc:
         print(f"factorize: error: {exc}", file=sys.stderr)

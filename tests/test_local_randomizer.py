@@ -17,6 +17,7 @@ import pytest
 from scipy import integrate, special, stats
 
 from factorize.local.randomizer import (
+    UNIT_BALL_DIAMETER,
     NORM_TOLERANCE,
     GaussianLocalRandomizer,
     L2Randomizer,
@@ -327,7 +328,9 @@ def test_rng_reproducible_and_secure_default():
 
 def test_gaussian_sigma_is_project_calibration():
     g = GaussianLocalRandomizer(0.8, 1e-7, 12)
-    assert g.sigma == analytic_gaussian_sigma(0.8, 1e-7, 2.0) and g.scale == g.sigma
+    # the accepted inputs' diameter: 2(1 + 2·NORM_TOLERANCE), rounded up
+    assert g.sigma == analytic_gaussian_sigma(0.8, 1e-7, UNIT_BALL_DIAMETER) and g.scale == g.sigma
+    assert UNIT_BALL_DIAMETER > 2.0 * (1 + 2e-12)
     assert g.noise_covariance_trace() == pytest.approx(12 * g.sigma**2)
     g15 = GaussianLocalRandomizer(0.8, 1e-7, 12, sensitivity=1.5)
     assert g15.sigma == analytic_gaussian_sigma(0.8, 1e-7, 1.5)

@@ -95,7 +95,7 @@ def test_file_forms(tmp_path, monkeypatch):
     np.save(tmp_path / "W.npy", m)
     w = parse_workload(f"file:{tmp_path / 'W.npy'}")
     np.testing.assert_array_equal(w.dense(), m)
-    assert w.spec == f"file:{tmp_path / 'W.npy'}"
+    assert w.spec == f"file:sha256={w.fingerprint()}"  # content-addressed, not the path
     monkeypatch.chdir(tmp_path)
     (tmp_path / "path" / "to").mkdir(parents=True)
     np.save(tmp_path / "path" / "to" / "W.npy", m)
@@ -103,7 +103,15 @@ def test_file_forms(tmp_path, monkeypatch):
     np.savetxt(tmp_path / "v.csv", np.ones((1, 2)), delimiter=",")
     k = parse_workload("kron( file:path/to/W.npy , file:v.csv )")
     np.testing.assert_array_equal(k.dense(), np.kron(m, np.ones((1, 2))))
-    assert k.spec == "kron(file:path/to/W.npy,file:v.csv)"
+    fa, fb = (f.fingerprint() for f in k.factors)
+    assert k.spec == f"kron(file:sha256={fa},file:sha256={fb})"
+    # the content address resolves only from carried matrices, never from a path
+    again = parse_workload(k.spec, embedded={fa: k.factors[0], fb: k.factors[1]}, read_files=False)
+    assert again.fingerprint() == k.fingerprint()
+    with pytest.raises(WorkloadSpecError, match="not among the matrices"):
+        parse_workload(k.spec, read_files=False)
+    with pytest.raises(WorkloadSpecError, match="file path is refused"):
+        parse_workload("file:path/to/W.npy", read_files=False)
 
 
 MALFORMED = [

@@ -25,7 +25,7 @@ from ._validation import positive_int
 from .errors import DomainError
 from .operators import DEFAULT_MAX_DENSE_ENTRIES
 
-__all__ = ["Domain"]
+__all__ = ["Domain", "check_workload_axes", "workload_axes"]
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
@@ -264,3 +264,63 @@ class Domain:
     def __repr__(self) -> str:
         inner = ", ".join(f"{a!r}: {s}" for a, s in zip(self._attributes, self._sizes))
         return f"Domain({{{inner}}})"
+
+
+# ---------------------------------------------------------------------------------------
+# workload axes against a domain
+
+#: Most distinct axis layouts examined (a Kronecker product of unions multiplies them).
+_MAX_LAYOUTS = 4096
+
+
+def workload_axes(workload: Any) -> set[tuple[int, ...]]:
+    """The axis layouts of a workload's Kronecker blocks: a Kronecker product's layout is the
+    concatenation of its factors' (one per combination of the factors' own layouts), a union's
+    is the set of its blocks', and any other matrix has the single axis (N,). Axes of size 1
+    are dropped (they do not index a domain attribute)."""
+    factors = getattr(workload, "factors", None)
+    if factors is not None:
+        layouts: set[tuple[int, ...]] = {()}
+        for f in factors:
+            layouts = {a + b for a in layouts for b in workload_axes(f)}
+            if len(layouts) > _MAX_LAYOUTS:
+                raise DomainError("the workload has too many distinct axis layouts to check")
+        return layouts
+    blocks = getattr(workload, "blocks", None)
+    if blocks is not None:
+        out: set[tuple[int, ...]] = set()
+        for b in blocks:
+            out |= workload_axes(b)
+            if len(out) > _MAX_LAYOUTS:
+                raise DomainError("the workload has too many distinct axis layouts to check")
+        return out
+    n = int(workload.shape[1])
+    return {(n,)} if n > 1 else {()}
+
+
+def _coarsens(axes: tuple[int, ...], sizes: Sequence[int]) -> bool:
+    """True when each axis is the product of a run of consecutive attributes (size-1
+    attributes fit anywhere)."""
+    attrs = [int(s) for s in sizes if int(s) > 1]
+    i = 0
+    for a in axes:
+        prod = 1
+        while prod < a and i < len(attrs):
+            prod *= attrs[i]
+            i += 1
+        if prod != a:
+            return False
+    return i == len(attrs)
+
+
+def check_workload_axes(workload: Any, domain: "Domain") -> None:
+    """Refuse (DomainError) a domain whose attributes do not line up with the workload's axes:
+    every axis of every Kronecker block must be one attribute or a run of consecutive
+    attributes (e.g. ``kron(prefix:4,identity:4)`` fits sizes (4, 4) or (2, 2, 4), not (2, 8))."""
+    for axes in sorted(workload_axes(workload)):
+        if not _coarsens(axes, domain.sizes):
+            shown = "×".join(map(str, axes)) or "1"
+            raise DomainError(
+                f"the workload's axes ({shown}) do not line up with the domain's attributes "
+                f"({', '.join(f'{a}={s}' for a, s in zip(domain.attributes, domain.sizes))}): each "
+                "axis must be one attribute or a run of consecutive attributes")

@@ -15,10 +15,21 @@ Grammar (whitespace around tokens is ignored; names are case-insensitive)::
             | "parity" ":" INT ":" WAY   parities of order WAY on {±1}^d
             | "random" ":" INT "x" INT ":" "seed" "=" INT   random ±1, k x n
             | "file" ":" PATH            .npy / .csv / .mtx
+            | "file" ":" "sha256=" HEX   a matrix carried by the plan, by content
     dims   := INT ("x" INT)*
 
 A ``file:`` path extends to the end of the spec at top level; inside ``kron(...)``
 or ``vstack(...)`` it ends at the next ``,`` or ``)``.
+
+Custom matrices are content-addressed: ``file:PATH`` is read (only where the caller allows
+files: the planner, never the executor) and its normalized spec is
+``file:sha256=<fingerprint>``; a plan stores the matrix itself, and the verifier resolves
+``file:sha256=…`` from the plan's own arrays (``embedded``), so running a plan never opens
+a path named in it.
+
+Resources: the whole spec may store at most ``MAX_SPEC_ENTRIES`` matrix entries (charged per
+distinct leaf before it is built — a repeated leaf is built once and shared) and be at most
+``MAX_SPEC_CHARS`` characters long.
 """
 
 from __future__ import annotations
@@ -31,7 +42,8 @@ from .files import from_file
 from .marginals import marginals, marginals_upto, parity
 from .operators import KronWorkload, VStackWorkload, Workload
 
-__all__ = ["parse_workload", "ACCEPTED_FORMS"]
+__all__ = ["parse_workload", "ACCEPTED_FORMS", "embedded_files", "MAX_SPEC_ENTRIES",
+           "MAX_SPEC_CHARS", "FILE_DIGEST_PREFIX"]
 
 ACCEPTED_FORMS: tuple[str, ...] = (
     "identity:N[xN...]",
@@ -50,6 +62,12 @@ ACCEPTED_FORMS: tuple[str, ...] = (
 )
 
 _MAX_DEPTH = 64
+#: Most matrix entries (dense entries, or stored sparse entries) one spec may build in all.
+MAX_SPEC_ENTRIES = 1 << 27
+#: Longest spec accepted.
+MAX_SPEC_CHARS = 1 << 20
+#: Normalized spec prefix of a content-addressed custom matrix.
+FILE_DIGEST_PREFIX = "file:sha256="
 _DIM_BUILDERS: dict[str, Callable[[int], Workload]] = {
     "identity": identity,
     "total": total,
@@ -74,9 +92,13 @@ def _message(spec: str, problem: str, position: int | None) -> str:
 class _Parser:
     """Recursive-descent parser over one spec string; builds workloads as it goes."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, embedded: dict[str, Workload] | None, read_files: bool) -> None:
         self.text = text
         self.pos = 0
+        self.embedded = dict(embedded or {})
+        self.read_files = read_files
+        self.built: dict[str, Workload] = {}
+        self.entries = 0
 
     # -- low level ----------------------------------------------------------
     def fail(self, problem: str, position: int | None = -1) -> WorkloadSpecError:
@@ -171,26 +193,27 @@ class _Parser:
                 raise self.fail(f"expected ',' or ')' in {name}(...), found {found}")
         normalized = f"{name}({','.join(a.spec or '' for a in args)})"
         cls = KronWorkload if name == "kron" else VStackWorkload
-        return self.build(lambda: cls(args), normalized, start)
+        return self.build(lambda: cls(args), normalized, start, len(args))
 
     def atom(self, name: str, start: int, top: bool) -> Workload:
         if name in _DIM_BUILDERS:
             dims = self.dims(f"the size in {name}:")
             normalized = f"{name}:{'x'.join(map(str, dims))}"
             builder = _DIM_BUILDERS[name]
+            cost = sum(_ATOM_ENTRIES[name](n) for n in dims)
             if len(dims) == 1:
-                return self.build(lambda: builder(dims[0]), normalized, start)
-            return self.build(lambda: KronWorkload([builder(n) for n in dims]), normalized, start)
+                return self.build(lambda: builder(dims[0]), normalized, start, cost)
+            return self.build(lambda: KronWorkload([builder(n) for n in dims]), normalized, start, cost)
         if name == "width":
             n = self.integer("the domain size n in width:n:w")
             self.expect(":", "between n and w in width:n:w")
             w = self.integer("the range width w in width:n:w")
-            return self.build(lambda: width_range(n, w), f"width:{n}:{w}", start)
+            return self.build(lambda: width_range(n, w), f"width:{n}:{w}", start, max(n - w + 1, 1) * n)
         if name == "hadamard":
             self.skip_ws()
             n_start = self.pos
             n = self.integer("the size in hadamard:N")
-            return self.build(lambda: hadamard(n), f"hadamard:{n}", n_start)
+            return self.build(lambda: hadamard(n), f"hadamard:{n}", n_start, 4 * max(n.bit_length(), 1))
         if name in ("marginals", "marginals_upto"):
             dims = self.dims(f"the attribute sizes in {name}:N1xN2x...:WAY")
             self.expect(":", f"before the marginal way in {name}:N1xN2x...:WAY")
@@ -203,7 +226,9 @@ class _Parser:
                 )
             builder = marginals if name == "marginals" else marginals_upto
             normalized = f"{name}:{'x'.join(map(str, dims))}:{way}"
-            return self.build(lambda: builder(dims, way), normalized, start)
+            # one identity and one total per distinct size, shared; one block object per subset
+            cost = 2 * sum(set(dims)) + len(dims) * _subset_count(len(dims), way, name)
+            return self.build(lambda: builder(dims, way), normalized, start, cost)
         if name == "parity":
             d = self.integer("the dimension d in parity:D:WAY")
             self.expect(":", "before the way in parity:D:WAY")
@@ -212,7 +237,8 @@ class _Parser:
             way = self.integer("the way in parity:D:WAY", minimum=0)
             if way > d:
                 raise self.fail(f"parity way {way} exceeds the dimension d={d}", way_start)
-            return self.build(lambda: parity(d, way), f"parity:{d}:{way}", start)
+            return self.build(lambda: parity(d, way), f"parity:{d}:{way}", start,
+                              d * _subset_count(d, way, "marginals"))
         if name == "random":
             dims_start = self.pos
             dims = self.dims("the shape in random:KxN:seed=S")
@@ -229,7 +255,7 @@ class _Parser:
             self.expect("=", "after 'seed' in random:KxN:seed=S")
             seed = self.integer("the seed in random:KxN:seed=S", minimum=0)
             k, n = dims
-            return self.build(lambda: random_pm1(k, n, seed), f"random:{k}x{n}:seed={seed}", start)
+            return self.build(lambda: random_pm1(k, n, seed), f"random:{k}x{n}:seed={seed}", start, k * n)
         # file
         self.skip_ws()
         path_start = self.pos
@@ -243,26 +269,62 @@ class _Parser:
         if not path:
             raise self.fail("expected a file path after 'file:'", path_start)
         self.pos = end
-        return self.build(lambda: from_file(path), f"file:{path}", start)
+        if path.lower().startswith("sha256="):
+            digest = path[len("sha256="):].lower()
+            if digest not in self.embedded:
+                raise self.fail(f"the custom matrix sha256={digest[:16]}… is not among the matrices "
+                                "this plan carries", path_start)
+            return self.build(lambda: self.embedded[digest], f"{FILE_DIGEST_PREFIX}{digest}", start)
+        if not self.read_files:
+            raise self.fail("a spec naming a file path is refused here: a plan carries its custom "
+                            "matrices inside the plan file (file:sha256=…); re-plan it with this "
+                            "version of factorize", path_start)
+        try:
+            workload = from_file(path)
+        except WorkloadError as exc:
+            raise self.fail(f"cannot build 'file:{path}': {exc}", start) from None
+        except MemoryError:
+            raise self.fail(f"out of memory while reading 'file:{path}'", start) from None
+        size = workload.nnz if hasattr(workload, "nnz") else workload.shape[0] * workload.shape[1]
+        digest = workload.fingerprint()
+        return self.build(lambda: workload, f"{FILE_DIGEST_PREFIX}{digest}", start, size)
 
-    def build(self, make: Callable[[], Workload], normalized: str, start: int) -> Workload:
+    def build(self, make: Callable[[], Workload], normalized: str, start: int,
+              entries: int = 0) -> Workload:
+        """Build (or reuse) the workload of ``normalized``, charging ``entries`` to the spec's
+        budget first (module docstring)."""
+        if normalized in self.built:
+            return self.built[normalized]
+        self.entries += int(entries)
+        if self.entries > MAX_SPEC_ENTRIES:
+            raise self.fail(f"the spec would store more than {MAX_SPEC_ENTRIES} matrix entries in "
+                            f"all (reached at {normalized[:80]!r}); use Kronecker products or "
+                            "marginal specs, which store small factors", start)
         try:
             workload = make()
         except WorkloadSpecError:
             raise
         except WorkloadError as exc:
             raise self.fail(f"cannot build {normalized!r}: {exc}", start) from None
+        except MemoryError:
+            raise self.fail(f"out of memory while building {normalized[:80]!r}", start) from None
         workload.spec = normalized
+        self.built[normalized] = workload
         return workload
 
 
-def parse_workload(spec: str) -> Workload:
+def parse_workload(spec: str, *, embedded: dict[str, Workload] | None = None,
+                   read_files: bool = True) -> Workload:
     """Build the workload described by ``spec`` (see the module docstring for the grammar).
 
     Examples: ``"prefix:64"``, ``"marginals:2x2x2x2x2x2x2x2:2"``,
     ``"kron(prefix:4,kron(identity:2,total:3))"``, ``"random:64x32:seed=7"``,
     ``"file:path/to/W.npy"``. The result's ``.spec`` is the normalized spec
     (no whitespace, lower-case names, canonical integers); nested parts get theirs.
+
+    ``embedded``: content-addressed custom matrices (fingerprint → workload) that
+    ``file:sha256=…`` leaves resolve to (a plan's own arrays). ``read_files=False`` refuses
+    ``file:PATH`` (the executor never opens a path named in a plan).
 
     Raises :class:`WorkloadSpecError` quoting the spec, listing the accepted forms
     and pointing at the failing position.
@@ -274,4 +336,39 @@ def parse_workload(spec: str) -> Workload:
             spec=repr(spec),
             position=None,
         )
-    return _Parser(spec).parse()
+    if len(spec) > MAX_SPEC_CHARS:
+        raise WorkloadSpecError(f"a workload spec may be at most {MAX_SPEC_CHARS} characters long, "
+                                f"got {len(spec)}", spec=spec[:80] + "…", position=None)
+    return _Parser(spec, embedded, read_files).parse()
+
+
+_ATOM_ENTRIES: dict[str, Callable[[int], int]] = {
+    "identity": lambda n: n,
+    "total": lambda n: n,
+    "prefix": lambda n: n * n,
+    "allrange": lambda n: n * n * (n + 1) // 2,
+}
+
+
+def _subset_count(d: int, way: int, name: str) -> int:
+    import math
+
+    if name == "marginals_upto":
+        return sum(math.comb(d, w) for w in range(way + 1))
+    return math.comb(d, way)
+
+
+def embedded_files(workload: Workload) -> dict[str, Workload]:
+    """The content-addressed custom matrices (``file:sha256=…`` leaves) inside ``workload``,
+    by fingerprint: what a plan must carry to be rebuilt without reading a path."""
+    found: dict[str, Workload] = {}
+    stack = [workload]
+    while stack:
+        w = stack.pop()
+        spec = w.spec or ""
+        if spec.startswith(FILE_DIGEST_PREFIX):
+            found[spec[len(FILE_DIGEST_PREFIX):]] = w
+            continue
+        stack.extend(getattr(w, "factors", ()) or ())
+        stack.extend(getattr(w, "blocks", ()) or ())
+    return found

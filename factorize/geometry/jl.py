@@ -515,7 +515,7 @@ class JLDecode:
 
 def jl_decode(TW: np.ndarray, z_noisy: np.ndarray, n: float, W: Any, *, symmetric: bool = False,
               noise_scale: float | None = None, gap_tol: float | None = None,
-              max_iters: int = 20000) -> JLDecode:
+              max_iters: int = 20000, deadline: float | None = None) -> JLDecode:
     """Output step of seed 000 Alg. 1: ``x* ≈ argmin { ‖TW x − z̃‖₂ : x ∈ n·Δ_N }`` (histograms;
     ``symmetric=True``: x ∈ n·B₁), returning the answers ``W x*``.
 
@@ -550,7 +550,7 @@ def jl_decode(TW: np.ndarray, z_noisy: np.ndarray, n: float, W: Any, *, symmetri
     if not (math.isfinite(gap_tol) and gap_tol >= 0):
         raise ValueError(f"gap_tol must be finite and >= 0, got {gap_tol!r}")
     proj = project_least_squares(_SparseAwareDense(A), z, n, symmetric=bool(symmetric),
-                                 max_iters=max_iters, gap_tol=gap_tol)
+                                 max_iters=max_iters, gap_tol=gap_tol, deadline=deadline)
     x = proj.x
     y = A @ x
     g = y - z

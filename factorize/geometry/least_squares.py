@@ -39,14 +39,16 @@ class Projection:
 
 def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool = False,
                           alpha: float | None = None, max_iters: int | None = None,
-                          gap_tol: float = 0.0) -> Projection:
+                          gap_tol: float = 0.0, deadline: float | None = None) -> Projection:
     """Frank–Wolfe for ``min ½||W x − ỹ||²`` over x ∈ n·Δ_N (or n·B₁ with ``symmetric``).
 
     ``W``: a dense array or a ``workloads.Workload`` (only matvec / rmatvec are used).
     Runs until the Frank–Wolfe gap ≤ ``gap_tol``, or for ``max_iters`` iterations, or — by
     default — for the Clarkson budget reaching additive accuracy ``alpha`` (default: 1e-3
-    of the squared diameter, ~2000 iterations; seed 002 §3.4 needs only α ≤ Σ n r_i²).
+    of the squared diameter, ~2000 iterations; seed 002 §3.4 needs only α ≤ Σ n r_i²), or
+    until ``time.monotonic()`` passes ``deadline``; the gap reported is the last one reached.
     """
+    import time
     matvec, rmatvec, shape = _operator(W)
     k, N = shape
     y_noisy = np.asarray(y_noisy, dtype=np.float64).ravel()
@@ -81,6 +83,9 @@ def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool =
     gap = math.inf
     it = 0
     for it in range(1, max_iters + 1):
+        if deadline is not None and it > 1 and time.monotonic() > deadline:
+            it -= 1
+            break
         g = y - y_noisy
         s = rmatvec(g)
         if symmetric:

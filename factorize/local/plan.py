@@ -60,6 +60,7 @@ class LocalPlan:
     d: np.ndarray
     bounds: dict[str, Any]          # gamma2 upper/lower, residual, planning n, errors, n needed
     provenance: dict[str, Any] = field(default_factory=dict)
+    embedded: dict[str, Any] = field(default_factory=dict)  # fingerprint → custom matrix
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -67,7 +68,9 @@ class LocalPlan:
         return int(k), int(N)
 
     def manifest(self) -> dict[str, Any]:
-        return {"workload": dict(self.workload),
+        from factorize.plan.embedded import embedded_listing
+
+        return {"workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
                 "domain": {"attributes": list(self.domain["attributes"]),
                            "sizes": [int(s) for s in self.domain["sizes"]]},
                 "guarantee": dict(self.guarantee), "randomizer": dict(self.randomizer),
@@ -126,7 +129,7 @@ def randomizer_spec(kind: str, guarantee: Any, dim: int) -> dict[str, Any]:
         rz = GaussianLocalRandomizer(guarantee.epsilon, guarantee.delta, dim)
         return {"kind": "gaussian", "epsilon": guarantee.epsilon, "delta": guarantee.delta,
                 "dim": dim, "scale": float(rz.sigma), "variance": float(rz.sigma) ** 2,
-                "sensitivity": 2.0}
+                "sensitivity": float(rz.sensitivity)}
     raise PlanError(f"unknown randomizer {kind!r}; expected one of {RANDOMIZERS}")
 
 
@@ -162,18 +165,24 @@ def compress(R: np.ndarray, A: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndar
 
 def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str | None = None,
                      eta: float | None = None, alpha: float | None = None,
-                     domain: Any = None) -> LocalPlan:
+                     domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
     """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
     from factorize.planner import solve
-    from factorize.plan.build import default_domain
+    from factorize.plan.build import check_eta, default_domain
     from factorize.privacy import parse_guarantee
+    from factorize.privacy.policy import check_guarantee
     from workloads import parse_workload
+    from workloads.domain import check_workload_axes
+    from workloads.spec import embedded_files
 
     t0 = time.perf_counter()
     W = parse_workload(workload) if isinstance(workload, str) else workload
     g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
+    check_guarantee(g, allow_weak=allow_weak_guarantee)
     if isinstance(n, bool) or int(n) != n or n < 1:
         raise PlanError(f"the planning dataset size n must be a positive integer, got {n!r}")
+    if eta is not None:
+        check_eta(eta, W)
     kind = randomizer or ("l2" if g.kind == "pure_dp" else "gaussian")
     Wd = W.dense()
     wmax = float(np.max(np.abs(Wd)))
@@ -188,8 +197,10 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
             R = reduce(np.kron, fact.R_factors)
             A = reduce(np.kron, fact.A_factors)
         R, A = compress(R, A)
-        c = float(np.linalg.norm(A, axis=0).max())
-        A, R = A / c, R * c  # max_x ‖a_x‖ = 1 exactly (up to rounding below 1)
+        from factorize.numerics import column_norms_upper
+
+        c = float(np.max(column_norms_upper(A, "l2", "the strategy A")))
+        A, R = A / c, R * c  # max_x ‖a_x‖ ≤ 1 up to the rounding of the division (≤ 1 + 2u)
         spec = randomizer_spec(kind, g, A.shape[0])
         pred = predicted_errors(R, float(e), spec["variance"], int(n))
         # with a target α: the η needing the fewest users; else the smallest error at n
@@ -203,20 +214,40 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
     U = np.asarray(w.U if hasattr(w, "U") else w.U_factors[0], dtype=np.float64)
     d = np.asarray(w.d if hasattr(w, "d") else w.d_factors[0], dtype=np.float64)
     residual = float(np.max(np.abs(Wd - R @ A)))
+    from factorize.certificate import ApproxGamma2Witness, Certificate, verify
+    from factorize.factorization import Factorization
+
+    # the certificate of the stored (compressed, normalised) factors, as the verifier sees it
+    cert = Certificate("approx_gamma_2", Factorization.dense(R, A), ApproxGamma2Witness(U=U, d=d), eta=e)
+    v = verify(cert, Wd)
+    if not v.passed:
+        raise PlanError("the compressed local factorization does not verify: " + "; ".join(v.failures))
     bounds: dict[str, Any] = {"gamma2_upper": v.upper, "gamma2_lower": v.lower, "gap": v.gap,
-                              "residual": residual, "plan_n": int(n), **pred,
+                              "residual": residual, "plan_n": int(n),
                               "target_alpha": alpha, "eta_grid": [float(x) for x in grid]}
-    if alpha is not None:
-        bounds["n_needed_predicted"] = n_needed(R, e, spec["variance"], alpha)
-        bounds["n_needed_upper"] = _upper_n(R, A, Wd, e, g, alpha, spec)
-        bounds.update(_lower_n(res.certificate, Wd, e, g, alpha))
+    bounds.update(derived_bounds(R, A, Wd, e, g, spec, int(n), alpha, cert))
     dom = domain if domain is not None else default_domain(W)
+    check_workload_axes(W, dom)
     return LocalPlan(
+        embedded=embedded_files(W),
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
         domain={"attributes": list(dom.attributes), "sizes": [int(s) for s in dom.sizes]},
         guarantee=g.to_dict(), randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
         provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+
+
+def derived_bounds(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any,
+                   spec: dict[str, Any], n: int, alpha: float | None, cert: Any) -> dict[str, Any]:
+    """The error and sample-size statements of a local plan, from its arrays (planner and
+    verifier): predicted errors at the planning n; with a target α, the users needed (normal
+    approximation and proved) and seed 003 Thm 23's lower bounds."""
+    out: dict[str, Any] = dict(predicted_errors(R, eta, spec["variance"], n))
+    if alpha is not None:
+        out["n_needed_predicted"] = n_needed(R, eta, spec["variance"], alpha)
+        out["n_needed_upper"] = _upper_n(R, A, Wd, eta, g, alpha, spec)
+        out.update(_lower_n(cert, Wd, eta, g, alpha))
+    return out
 
 
 def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, alpha: float,
@@ -254,10 +285,11 @@ def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> dic
 
 
 def save_local_plan(plan: LocalPlan, path: str | Path) -> None:
-    from factorize.plan.plan_file import _write
+    from factorize.plan.plan_file import _embedded_for, _write
 
+    _, emb = _embedded_for(plan.embedded)
     _write(path, FORMAT, SCHEMA_VERSION, plan.manifest(),
-           {"R": plan.R, "A": plan.A, "U": plan.U, "d": plan.d})
+           {"R": plan.R, "A": plan.A, "U": plan.U, "d": plan.d, **emb})
 
 
 def load_local_plan(path: str | Path) -> LocalPlan:
@@ -267,13 +299,14 @@ def load_local_plan(path: str | Path) -> LocalPlan:
 
 
 def _load(path: Path) -> LocalPlan:
-    from factorize.plan.plan_file import (PlanFormatError, _check_finite, _dict, _read,
-                                          _workload_and_domain)
+    from factorize.plan.plan_file import (PlanFormatError, _check_finite, _dict, _embedded_from,
+                                          _read, _workload_and_domain)
 
     m, arrays = _read(path, FORMAT, SCHEMA_VERSION)
+    _check_finite(path, arrays)
+    arrays, embedded = _embedded_from(path, m, arrays)
     if set(arrays) != {"R", "A", "U", "d"}:
         raise PlanFormatError(f"{path}: a local plan holds arrays R, A, U, d")
-    _check_finite(path, arrays)
     shape, dom = _workload_and_domain(path, m)
     R, A = arrays["R"], arrays["A"]
     if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0] or (R.shape[0], A.shape[1]) != tuple(shape):
@@ -281,23 +314,51 @@ def _load(path: Path) -> LocalPlan:
     rz = _dict(m, "randomizer")
     if rz.get("kind") not in RANDOMIZERS or rz.get("dim") != A.shape[0]:
         raise PlanFormatError(f"{path}: the randomizer does not match A")
+    eta = m.get("eta")
+    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta < 0:
+        raise PlanFormatError(f"{path}: eta must be a finite number ≥ 0")
     return LocalPlan(workload=_dict(m, "workload"), domain=dom, guarantee=_dict(m, "guarantee"),
-                     randomizer=rz, eta=float(m["eta"]), R=R, A=A, U=arrays["U"], d=arrays["d"],
+                     randomizer=rz, eta=float(eta), R=R, A=A, U=arrays["U"], d=arrays["d"],
                      bounds=_dict(m, "bounds"),
-                     provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {})
+                     provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+                     embedded=embedded)
 
 
 # ---------------------------------------------------------------------------------------
 # verification
 
 
-def verify_local_plan(plan: LocalPlan, *, workload: Any = None) -> list[str]:
-    """Failures (empty = pass): workload fingerprint, |W − RA| ≤ η (+ rounding), every column
-    ‖a_x‖ ≤ 1, the randomizer re-derived from the guarantee, the certificate re-checked."""
-    from factorize.certificate import ApproxGamma2Witness, Certificate, verify
-    from factorize.factorization import Factorization
-    from factorize.plan.checks import rebuild_workload
+def verify_local_plan(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
+                      allow_weak_guarantee: bool = False) -> list[str]:
+    """Failures (empty = pass): :func:`_verify_local`, any unexpected error a failure (a forged
+    plan may break any assumption; verification refuses it instead of crashing)."""
+    try:
+        return _verify_local(plan, workload=workload, claims=claims,
+                             allow_weak_guarantee=allow_weak_guarantee)
+    except MemoryError:
+        return ["out of memory while verifying"]
+    except RecursionError:
+        return ["the plan is nested too deeply"]
+    except Exception as exc:  # noqa: BLE001
+        return [f"cannot verify: {exc}"]
+
+
+def _verify_local(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
+                  allow_weak_guarantee: bool = False) -> list[str]:
+    """Failures (empty = pass).
+
+    Privacy (what a client needs before randomizing, ``claims=False``): the guarantee is valid
+    and within the documented ceilings (``privacy.policy``), the randomizer's kind, dimension
+    and scale are re-derived from it, and every column ‖a_x‖ ≤ 1 (a certified upper bound,
+    ``numerics.column_norms_upper``: the randomizer's privacy argument covers the unit ball).
+    Claims (``claims=True``, the aggregator and ``verify``): the workload rebuilt from the plan
+    alone (fingerprint, domain axes), η ≤ ``build.ETA_MAX_FRACTION``·max|W| and a certified
+    |W − RA| ≤ η, the certificate re-checked, and every stated error and sample size recomputed.
+    """
+    from factorize.numerics import NumericRangeError, column_norms_upper
+    from factorize.plan.checks import rebuild_workload, same_number
     from factorize.privacy import guarantee_from_dict
+    from factorize.privacy.policy import guarantee_problems
 
     failures: list[str] = []
 
@@ -306,27 +367,90 @@ def verify_local_plan(plan: LocalPlan, *, workload: Any = None) -> list[str]:
             failures.append(f"{name}: {detail}")
         return ok
 
-    W = rebuild_workload(plan.workload, workload, record)
-    if W is None or failures:
-        return failures
-    Wd = W.dense()
-    res = float(np.max(np.abs(Wd - plan.R @ plan.A)))
-    allowance = 1e-9 * max(1.0, float(np.max(np.abs(Wd))))
-    record("W ≈ R·A", res <= plan.eta + allowance, f"max|W − RA| = {res:.3g} > η = {plan.eta:.3g}")
-    cn = float(np.linalg.norm(plan.A, axis=0).max())
-    record("columns", cn <= 1.0 + 1e-12, f"max_x ‖a_x‖ = {cn!r} > 1 (the randomizer needs ≤ 1)")
     try:
         g = guarantee_from_dict(plan.guarantee)
+        problems = guarantee_problems(g)
+        record("guarantee", not problems or allow_weak_guarantee,
+               "protects too little: " + "; ".join(problems))
         spec = randomizer_spec(plan.randomizer["kind"], g, plan.A.shape[0])
-        record("randomizer", math.isclose(spec["scale"], plan.randomizer["scale"], rel_tol=1e-12)
-               and math.isclose(spec["variance"], plan.randomizer["variance"], rel_tol=1e-12),
-               f"scale {plan.randomizer['scale']!r} ≠ re-derived {spec['scale']!r}")
+        record("randomizer", all(plan.randomizer.get(k) == v for k, v in spec.items()
+                                 if isinstance(v, str)) and all(
+            same_number(plan.randomizer.get(k), v, rel=1e-12) for k, v in spec.items()
+            if not isinstance(v, str)),
+            f"{plan.randomizer!r} differs from the one re-derived from the guarantee {spec!r}")
     except (ValueError, KeyError, TypeError) as exc:
         record("randomizer", False, f"cannot re-derive: {exc}")
+        return failures
+    try:
+        from .randomizer import NORM_TOLERANCE
+
+        cn = float(np.max(column_norms_upper(plan.A, "l2", "the strategy A")))
+        record("columns", cn <= 1.0 + NORM_TOLERANCE,
+               f"max_x ‖a_x‖ ≤ {cn!r} > 1 + {NORM_TOLERANCE:g} (the randomizer needs the unit ball)")
+    except NumericRangeError as exc:
+        record("columns", False, str(exc))
+    if not claims or failures:
+        return failures
+    W = rebuild_workload(plan.workload, workload, record, plan.embedded, plan.domain)
+    if W is None or failures:
+        return failures
+    try:
+        _check_claims(plan, W, g, spec, record)
+    except MemoryError:
+        record("claims", False, "out of memory while checking")
+    except Exception as exc:  # noqa: BLE001 - a forged plan may break any assumption: refuse it
+        record("claims", False, f"cannot check: {exc}")
+    return failures
+
+
+def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: dict[str, Any], record: Any) -> None:
+    """η bounded, |W − RA| ≤ η certified, the certificate and every stated bound re-derived."""
+    from factorize.certificate import ApproxGamma2Witness, Certificate, verify
+    from factorize.factorization import Factorization
+    from factorize.plan.bias import residual_bound
+    from factorize.plan.build import check_eta
+    from factorize.plan.checks import same_number
+
+    Wd = W.dense()
+    try:
+        check_eta(plan.eta, W)
+    except PlanError as exc:
+        record("eta", False, str(exc))
+        return
+    res = residual_bound([Wd], [plan.R], [plan.A])
+    record("W ≈ R·A", res <= plan.eta * (1 + 1e-12) + 1e-9 * float(np.max(np.abs(Wd))),
+           f"max|W − RA| ≤ {res:.3g} > η = {plan.eta:.3g}")
     cert = Certificate("approx_gamma_2", Factorization.dense(plan.R, plan.A),
                        ApproxGamma2Witness(U=plan.U, d=plan.d), eta=plan.eta)
     v = verify(cert, Wd)
-    record("certificate", v.passed and v.lower <= plan.bounds["gamma2_lower"] * (1 + 1e-9) + 1e-12
-           and v.lower >= plan.bounds["gamma2_lower"] * (1 - 1e-9) - 1e-12,
-           f"re-verified lower {v.lower!r} vs stated {plan.bounds['gamma2_lower']!r}; {v.summary()}")
-    return failures
+    b = plan.bounds
+    from factorize.numerics import relative_gap
+
+    record("certificate", v.passed and same_number(b.get("gamma2_lower"), v.lower)
+           and same_number(b.get("gamma2_upper"), v.upper)
+           and same_number(b.get("gap"), relative_gap(v.upper, v.lower), absolute=1e-12),
+           f"re-verified lower {v.lower!r}, upper {v.upper!r}, gap "
+           f"{relative_gap(v.upper, v.lower)!r} vs stated {b.get('gamma2_lower')!r}, "
+           f"{b.get('gamma2_upper')!r}, {b.get('gap')!r}; {v.summary()}")
+    computed = float(np.max(np.abs(Wd - plan.R @ plan.A)))
+    record("residual", same_number(b.get("residual"), computed,
+                                   absolute=1e-12 * max(1.0, float(np.max(np.abs(Wd))))),
+           f"max|W − RA| = {computed:.3g}, the plan states {b.get('residual')!r}")
+    grid = b.get("eta_grid")
+    wmax = float(np.max(np.abs(Wd)))
+    searched = [e * wmax for e in ETA_GRID]
+    record("eta grid", isinstance(grid, list) and plan.eta in grid and (
+        grid == [plan.eta] or (len(grid) == len(searched)
+                               and all(same_number(a, b_, absolute=1e-300) for a, b_ in zip(grid, searched)))),
+        f"the η grid {grid!r} is neither [η] nor the searched grid {searched!r}")
+    n, alpha = b.get("plan_n"), b.get("target_alpha")
+    if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        raise ValueError(f"plan_n must be a positive integer, got {n!r}")
+    if alpha is not None and not same_number(alpha, alpha):
+        raise ValueError("target_alpha must be a number")
+    derived = derived_bounds(plan.R, plan.A, Wd, plan.eta, g, spec, n, alpha, cert)
+    bad = [k for k, val in derived.items()
+           if (isinstance(val, str) and b.get(k) != val) or (val is None and b.get(k) is not None)
+           or (not isinstance(val, str) and val is not None and not (
+               same_number(b.get(k), val) or (math.isinf(val) and b.get(k) == val)))]
+    record("bounds", not bad, "the plan states other values for " + ", ".join(bad))

@@ -148,7 +148,11 @@ __all__ = [
 ]
 
 NORM_TOLERANCE = 1e-12
-"""Inputs may have ‖a‖ ≤ 1 + NORM_TOLERANCE (float rounding of a normalised column)."""
+"""Inputs may have ‖a‖ ≤ 1 + NORM_TOLERANCE (float rounding of a normalised column); the
+check is certified (``_inputs``), so the exact norm of an accepted input is ≤ 1 + NORM_TOLERANCE."""
+
+#: ℓ2 diameter of the accepted inputs, rounded up: any two differ by at most 2(1 + tolerance).
+UNIT_BALL_DIAMETER = math.nextafter(2.0 * (1.0 + 2.0 * NORM_TOLERANCE), math.inf)
 
 _TWO53 = 1 << 53
 _SHIFT = np.uint64(11)
@@ -197,7 +201,10 @@ def _inputs(x: Any, dim: int, batch: bool) -> tuple[np.ndarray, np.ndarray]:
     if not np.all(np.isfinite(arr)):
         raise ValueError("inputs must be finite")
     norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
-    if norms.size and not float(norms.max()) <= 1.0 + NORM_TOLERANCE:
+    # certified: |computed − exact| ≤ γ_m·exact (+ underflowed squares, < 2^-1000 in all)
+    m = arr.shape[1]
+    slack = (m + 4) * 2.0 ** -53 / (1.0 - (m + 4) * 2.0 ** -53)
+    if norms.size and not float(norms.max()) * (1.0 + slack) + 2.0 ** -500 <= 1.0 + NORM_TOLERANCE:
         raise ValueError(f"inputs must have ‖a‖₂ ≤ 1 (the plan normalises its columns), "
                          f"got max ‖a‖ = {float(norms.max())!r}")
     return arr, norms
@@ -441,14 +448,16 @@ def strategy_diameter(A: Any) -> float:
 class GaussianLocalRandomizer:
     """(ε, δ)-LDP Gaussian randomizer ``Y = a + N(0, σ²I)`` (module docstring).
 
-    ``sensitivity``: ℓ2 diameter of the input set; 2.0 for the unit ball (default), or the exact
+    ``sensitivity``: ℓ2 diameter of the input set; 2(1 + NORM_TOLERANCE) rounded up for the
+    accepted inputs (default: the unit ball with the tolerance), or the exact
     diameter of the strategy's columns (:meth:`from_strategy`). Inputs must satisfy ‖a‖ ≤ 1
     (the plan's normalisation); with a sensitivity below 2 the caller also guarantees that the
     inputs are columns of the strategy it was computed from. ``sigma`` (= ``scale``) is
     ``analytic_gaussian_sigma(ε, δ, sensitivity)``.
     """
 
-    def __init__(self, epsilon: float, delta: float, dim: int, sensitivity: float = 2.0) -> None:
+    def __init__(self, epsilon: float, delta: float, dim: int,
+                 sensitivity: float = UNIT_BALL_DIAMETER) -> None:
         self.epsilon = _epsilon(epsilon)
         if (isinstance(delta, bool) or not isinstance(delta, numbers.Real)
                 or not 0.0 < float(delta) < 1.0):

@@ -5,15 +5,24 @@
 1. the factorization and its certificate: ``planner.solve`` (per-factor SDPs), or a
    ``Certificate`` from any source, which is re-verified here (``certificate.verify``) —
    any non-negative dual witness gives a valid lower bound;
-2. the strategy's sensitivity under the chosen neighbouring relation
-   (``privacy.kron_sensitivity``: L2 for Gaussian / K-norm noise, L1 for Laplace);
+2. the sensitivity of the strategy the executor measures (``privacy.lattice.measured_factors``:
+   A truncated to 53 bits below each factor's largest entry) under the chosen neighbouring
+   relation (``privacy.kron_sensitivity``, a certified upper bound: L2 for Gaussian / K-norm
+   noise, L1 for Laplace);
 3. the noise (``privacy.calibrate``): analytic / discrete Gaussian for (ε, δ)-DP, σ = Δ/√(2ρ)
    for ρ-zCDP, Laplace with the L1 sensitivity or the ℓ2-ball K-norm for pure ε-DP.
    Exact sampling (default) releases on a lattice γZ; γ is the largest power of two with
    ``γ√m ≤ 10⁻³·Δ₂`` (Gaussian) or ``γm ≤ 10⁻³·Δ₁`` (Laplace), so the rounding inflation of the
    sensitivity (``privacy.discretized_sensitivity``) costs at most 0.1% of the noise scale;
    powers of two keep the sampler's rationals small and ``y/γ`` exact;
-4. the expected error (``model.expected_error``) and provenance.
+4. the reconstruction's bias (``plan.bias``): the certified residual β ≥ |W − RÃ| and the
+   weights b with Wᵀb ≥ μ·1 that let the executor bound n from the release;
+5. the expected error (``model.expected_error``) and provenance.
+
+Refused: guarantees beyond the documented ceilings (``privacy.policy``) unless
+``allow_weak_guarantee``; an approximation radius η above ``ETA_MAX_FRACTION``·max|W| (at that
+radius the zero matrix is nearly feasible and the release says little); a domain whose
+attributes do not line up with the workload's axes.
 """
 
 from __future__ import annotations
@@ -35,14 +44,52 @@ from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
 
 #: Rounding inflation allowed, relative to the base sensitivity.
 GRID_INFLATION = 1e-3
+#: Largest approximation radius η of an approximate-γ₂ plan, as a fraction of max|W| (the
+#: local planner's grid stops at 0.3; at η ≥ max|W| the zero matrix would be feasible).
+ETA_MAX_FRACTION = 0.5
 
 
-def default_domain(W: Workload) -> Domain:
-    """``x0..x{d-1}`` from the workload's Kronecker leaf sizes (or one attribute ``x0``)."""
+def workload_max_abs(W: Workload) -> float:
+    """``max|W|`` from the structure (the product of the Kronecker leaves' maxima for a
+    Kronecker product; the largest block's for a union)."""
     from factorize.structure import kron_leaves
 
     leaves = kron_leaves(W)
-    sizes = [int(leaf.shape[1]) for leaf in leaves] if len(leaves) > 1 else [int(W.shape[1])]
+    if len(leaves) > 1:
+        return math.prod(workload_max_abs(leaf) for leaf in leaves)
+    blocks = getattr(W, "blocks", None)
+    if blocks:
+        return max(workload_max_abs(b) for b in blocks)
+    matrix = getattr(W, "matrix", None)
+    if matrix is not None:
+        data = matrix.data if hasattr(matrix, "tocoo") else matrix
+        return float(np.max(np.abs(data))) if np.size(data) else 0.0
+    return float(np.max(np.abs(W.dense())))
+
+
+def check_eta(eta: Any, W: Workload) -> float:
+    """``η`` validated: a finite number with 0 ≤ η ≤ ETA_MAX_FRACTION·max|W|."""
+    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta < 0:
+        raise PlanError(f"the approximation radius η must be a finite number ≥ 0, got {eta!r}")
+    limit = ETA_MAX_FRACTION * workload_max_abs(W)
+    if eta > limit:
+        raise PlanError(f"the approximation radius η = {eta:g} exceeds {ETA_MAX_FRACTION:g}·max|W| "
+                        f"= {limit:g}: at that radius the release says little about W")
+    return float(eta)
+
+
+def default_domain(W: Workload) -> Domain:
+    """``x0..x{d-1}`` with the sizes of the workload's finest axis layout
+    (``workloads.domain.workload_axes``: a Kronecker product's leaves, a marginal workload's
+    attributes), provided every other layout is a coarsening of it; one attribute ``x0`` of
+    N cells for a workload without axes."""
+    from workloads.domain import _coarsens, workload_axes
+
+    layouts = sorted(workload_axes(W), key=len, reverse=True)
+    sizes = list(layouts[0]) if layouts and layouts[0] else [int(W.shape[1])]
+    if not all(_coarsens(lay, sizes) for lay in layouts):
+        raise PlanError("the workload's blocks have axis layouts that no single domain fits; "
+                        "pass --domain")
     return Domain([f"x{i}" for i in range(len(sizes))], sizes)
 
 
@@ -74,7 +121,8 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
                domain: Domain | None = None, noise_family: str | None = None, exact: bool = True,
                postprocess: str | None = None, certificate: Certificate | None = None,
                options: Any = None, gap_tol: float | None = None,
-               mechanism: str = "factorization", public_n: int | None = None) -> Plan:
+               mechanism: str = "factorization", public_n: int | None = None,
+               allow_weak_guarantee: bool = False) -> Plan:
     """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input.
 
     ``mechanism``: ``factorization`` (the optimal W = R·A of ``norm``) or ``ellipsoid``
@@ -104,6 +152,9 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     if not W.spec:
         raise PlanError("the workload needs a spec (the plan rebuilds W from it)")
     g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
+    from factorize.privacy.policy import check_guarantee
+
+    check_guarantee(g, allow_weak=allow_weak_guarantee)
     rel = Neighbouring.parse(relation)
     k, N = W.shape
     dom = domain if domain is not None else default_domain(W)
@@ -111,6 +162,11 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         raise PlanError(f"the workload has N={N} cells but the domain "
                         f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes))}) has "
                         f"{dom.size}")
+    from workloads.domain import check_workload_axes
+
+    check_workload_axes(W, dom)
+    if norm == "approx_gamma_2" or (certificate is not None and certificate.norm == "approx_gamma_2"):
+        eta = check_eta(certificate.eta if certificate is not None else eta, W)
     if public_n is not None:
         if mechanism != "least-squares":
             raise PlanError("a public dataset size is used only by the least-squares mechanism")
@@ -169,7 +225,10 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     m = fact.strategy_rows
 
     snorm = "l1" if family == "laplace" else "l2"
-    sens = kron_sensitivity(list(fact.A_factors), snorm, rel)
+    from factorize.privacy.lattice import measured_factors
+
+    measured = measured_factors(fact.A_factors)
+    sens = kron_sensitivity(measured, snorm, rel)
     if not sens.value > 0:
         raise PlanError("the strategy has zero sensitivity")
     grid = choose_grid(sens.value, m, snorm) if exact and family != "l2_knorm" else None
@@ -183,6 +242,9 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     if spec.sampler == "float":
         noise["warning"] = ("floating-point noise (Mironov 2012): not an exact sampler; "
                             "`factorize run` refuses it unless --allow-float-noise")
+    bias, n_weights = plan_bias(W, fact, measured, cert.eta, rel.key, public_n)
+    from workloads.spec import embedded_files
+
     plan = Plan(
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [k, N]},
         domain={"attributes": list(dom.attributes), "sizes": list(dom.sizes)},
@@ -194,7 +256,8 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
                 "any_mechanism": any_mechanism_lower_bound(W, g, rel.key, public_n)},
         noise=noise,
         postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, noise),
-        expected_error=expected_error(fact, noise),
+        expected_error=expected_error(fact, noise, bias["residual_bound"]),
+        bias=bias, n_weights=tuple(n_weights), embedded=embedded_files(W),
         provenance={"versions": versions(), "mechanism": mechanism, "strategy_choice": choice,
                     "certificate_source": source, "solves": solves,
                     "solve_seconds": solve_seconds,
@@ -213,8 +276,10 @@ def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str)
     RMSE (γ_F) or the largest per-query std (γ₂)."""
     from factorize.privacy import calibrate, kron_sensitivity
 
+    from factorize.privacy.lattice import measured_factors
+
     snorm = "l1" if family == "laplace" else "l2"
-    sens = kron_sensitivity(list(fact.A_factors), snorm, rel)
+    sens = kron_sensitivity(measured_factors(fact.A_factors), snorm, rel)
     m = fact.strategy_rows
     grid = choose_grid(sens.value, m, snorm) if exact and family != "l2_knorm" else None
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
@@ -258,6 +323,47 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
         choice["rejected"] = f"{best}: " + "; ".join(v.failures)
         return cert, choice, None
     return new, choice, v
+
+
+def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | None,
+              relation: str, public_n: int | None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The plan's ``bias`` section and n-bound weights (``plan.bias``): β certified from the
+    factors (dense or per Kronecker factor; for a dense plan too large to multiply out, the
+    residual check's limit), and the weights found for W. An approximate-γ₂ plan whose bias
+    cannot be bounded from the release is refused."""
+    from factorize.certificate import DEFAULT_RESIDUAL_TOL
+    from factorize.structure import kron_leaves
+
+    from .bias import find_weights, residual_bound  # noqa: F401
+
+    leaves = kron_leaves(W)
+    dense_leaves = None
+    if fact.is_kron and len(leaves) == len(fact.R_factors):
+        dense_leaves = [leaf.dense() for leaf in leaves]
+    elif not fact.is_kron and W.shape[0] * W.shape[1] <= 5e7:
+        dense_leaves = [W.dense()]
+    from . import checks
+
+    k, N = W.shape
+    m = fact.strategy_rows
+    if dense_leaves is not None and (fact.is_kron or k * N * m <= checks.EXACT_RESIDUAL_FLOPS):
+        beta = residual_bound(dense_leaves, fact.R_factors, measured)
+    else:
+        beta = DEFAULT_RESIDUAL_TOL * workload_max_abs(W) + (eta or 0.0)
+    method, weights = find_weights(dense_leaves, W)
+    if method != "cap":
+        from .bias import certified_mu
+
+        mu, b_l1, _ = certified_mu(method, weights, W, dense_leaves)
+        if not mu > beta * b_l1:
+            method, weights = "cap", []
+    if eta and method == "cap" and public_n is None:
+        raise PlanError("an approximate-γ₂ plan's bias η·n must be bounded from the release, but "
+                        "no non-negative combination of this workload's queries counts every "
+                        "record; use an exact factorization (gamma_f / gamma_2)")
+    return {"residual_bound": beta, "n_bound": method,
+            "note": "|((W − R·Ã)h)_i| ≤ residual_bound·n; n bounded from the release by the "
+                    "weights nbound.* (Wᵀb ≥ μ > residual_bound·‖b‖₁), or by 2^53 ('cap')"}, weights
 
 
 def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None, fact,

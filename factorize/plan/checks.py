@@ -1,27 +1,33 @@
-"""Verification of a plan before any private data is read (issue #3, item 6).
+"""Verification of a plan before any private data is read (issue #3 item 6, issue #13).
 
 ``verify_plan(plan)`` re-derives from the arrays and the public parameters everything the
-release depends on, trusting none of the numbers stored in the manifest:
+release and its stated accuracy depend on, trusting none of the numbers in the manifest:
 
-1. file integrity (digests, shapes, finite values, schema version) — already enforced by
-   ``plan_file.load_plan``; recorded here;
-2. the workload rebuilt from its spec has the recorded fingerprint and shape, and the
-   domain has N cells;
-3. ``W ≈ R·A``: exactly, factor by factor, for Kronecker plans and small dense ones; for a
-   large dense plan (k·N·m above ``EXACT_RESIDUAL_FLOPS``) by 24 random ±1 probes x,
-   ``|(W − RA)x|_i ≤ limit + rounding allowance`` — a residual entry above the limit passes
-   one probe with probability ≤ 1/2, so all probes with probability ≤ 2⁻²⁴;
-4. the sensitivity of A recomputed from its columns under the plan's neighbouring relation
-   (``privacy.kron_sensitivity``) must not exceed the one the noise was calibrated to;
-5. the noise scale re-derived from the privacy parameters (``privacy.calibrate`` with the
-   plan's grid and m) must not exceed the plan's: an under-noised plan is refused with both
-   numbers in the message; grid inflation and sampler are re-checked;
-6. the expected-error summary is recomputed;
-7. optionally (``certificate=True``; ``factorize verify`` does it) the certificate's lower
-   and upper bounds are recomputed by ``certificate.verify`` (one SVD per factor).
+1. file integrity (digests, shapes, finite values, schema version) — ``plan_file.load_plan``;
+2. the manifest agrees with itself (the noise's guarantee, relation and dimension are the
+   plan's; the certificate's norm and η are the factorization's);
+3. the guarantee is within the documented ceilings (``privacy.policy``) unless overridden;
+4. the workload rebuilt from its spec — custom matrices from the plan's own arrays, never a
+   path (``plan.embedded``) — has the recorded fingerprint and shape, and the domain's
+   attributes line up with its axes;
+5. an approximate-γ₂ plan's η is at most ``build.ETA_MAX_FRACTION``·max|W|;
+6. ``W ≈ R·A`` within ``tol·max|W| + η`` (relative tolerance, so a workload of tiny entries
+   gets no absolute slack): exactly per factor with a rounding allowance for Kronecker plans
+   and small dense ones; for a large dense plan (k·N·m above ``EXACT_RESIDUAL_FLOPS``) by 24
+   random ±1 probes — a residual entry above the limit passes one probe with probability
+   ≤ ½, so all with ≤ 2⁻²⁴; the bias bound β the plan states must cover the residual;
+7. the sensitivity of the strategy the executor measures (``privacy.lattice``), a certified
+   upper bound (``privacy.sensitivity``), must not exceed the one the noise was calibrated
+   to; the noise scale re-derived from the guarantee (``privacy.calibrate``, grid inflation,
+   a power-of-two grid) must not exceed the plan's: an under-noised plan is refused with both
+   numbers;
+8. every accuracy statement is recomputed (``plan.claims``): per-query std, RMSE, expected
+   max, rounding and reconstruction bias, the n-bound weights, post-processing parameters
+   (bounded iteration counts, non-negative tolerances, the least-squares bound coefficient),
+   the strategy choice's candidate scores, and — with ``certificate=True``, the default, also
+   for ``run`` — the certificate's upper and lower bounds and the any-mechanism bound.
 
-Only numpy, the workloads package and ``factorize.privacy`` (imported on call) are used;
-no cvxpy, no solver.
+Only numpy, scipy.linalg, the workloads package and ``factorize.privacy`` are used; no solver.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import numpy as np
 
 from factorize.certificate import DEFAULT_RESIDUAL_TOL
 
-from .model import Plan, PlanError, expected_error
+from .model import Plan, PlanError
 
 #: Above this many multiply-adds (k·N·m) a dense residual is checked by random probes.
 EXACT_RESIDUAL_FLOPS = 2e9
@@ -57,11 +63,18 @@ class PlanCheck:
     seconds: float = 0.0
     certificate: dict[str, Any] | None = None
     failures: list[str] = field(default_factory=list)
+    #: recomputed values the executor uses (bias β, n-bound μ and ‖b‖₁, expected error, …)
+    derived: dict[str, Any] = field(default_factory=dict)
 
     def record(self, name: str, ok: bool, detail: str) -> bool:
         """Append one check's outcome; returns ``ok``."""
         self.checks.append({"name": name, "ok": bool(ok), "detail": detail})
         return bool(ok)
+
+    def ok(self, name: str) -> bool:
+        """True when every recorded check called ``name`` passed (and there is one)."""
+        found = [c["ok"] for c in self.checks if c["name"] == name]
+        return bool(found) and all(found)
 
     def finish(self, t0: float, raise_on_failure: bool) -> "PlanCheck":
         """Collect the failures and the time; raise :class:`PlanRefused` when asked and any failed."""
@@ -81,129 +94,242 @@ class PlanCheck:
                 "certificate": self.certificate, "failures": self.failures}
 
 
-def verify_plan(plan: Plan, *, certificate: bool = False, raise_on_failure: bool = False,
-                workload: Any = None) -> PlanCheck:
+# ---------------------------------------------------------------------------------------
+# shared by every plan kind
+
+
+def guard(out: PlanCheck, name: str, fn: Any) -> Any:
+    """Run ``fn()``; any exception becomes a failed check ``name`` (a forged plan may break
+    any assumption, and verification must refuse it, not crash). Returns fn's value or None."""
+    try:
+        return fn()
+    except MemoryError:
+        out.record(name, False, "out of memory while checking")
+    except RecursionError:
+        out.record(name, False, "the plan is nested too deeply")
+    except Exception as exc:  # noqa: BLE001 - every failure of a check is a refusal
+        out.record(name, False, f"cannot check: {exc}")
+    return None
+
+
+def check_guarantee_policy(out: PlanCheck, guarantee: Any, allow_weak: bool) -> Any:
+    """Record the ``guarantee`` check: a valid guarantee within the documented ceilings
+    (``privacy.policy``); returns the parsed guarantee or None."""
+    from factorize.privacy import guarantee_from_dict
+    from factorize.privacy.policy import guarantee_problems
+
+    def run() -> Any:
+        g = guarantee_from_dict(guarantee)
+        problems = guarantee_problems(g)
+        if problems and not allow_weak:
+            out.record("guarantee", False, "protects too little: " + "; ".join(problems)
+                       + " (pass --allow-weak-guarantee to run it anyway)")
+        else:
+            out.record("guarantee", True, f"{g}" + (" (above the documented ceilings: "
+                                                    "allowed explicitly)" if problems else ""))
+        return g
+
+    return guard(out, "guarantee", run)
+
+
+def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any,
+                     embedded: dict[str, Any] | None = None, domain: dict[str, Any] | None = None) -> Any:
+    """The workload rebuilt from the plan's spec (or the one given) if its fingerprint and
+    shape match the plan's; custom matrices come from ``embedded`` (the plan's own arrays) and
+    a spec naming a file path is refused — the executor never opens a path named in a plan.
+    With ``domain``, its attributes must line up with the workload's axes. Records the checks
+    ``"workload"`` (and ``"domain"``); None when the workload cannot be used."""
+    from workloads import Domain, parse_workload
+    from workloads.domain import check_workload_axes
+
+    try:
+        k, N = stated["shape"]
+        W = workload if workload is not None else parse_workload(
+            stated["spec"], embedded=embedded or {}, read_files=False)
+        same = W.fingerprint() == stated["fingerprint"] and tuple(W.shape) == (k, N)
+        record("workload", same, f"{str(stated['spec'])[:200]!r} rebuilt: shape {tuple(W.shape)}, "
+               f"fingerprint {'matches' if same else 'DIFFERS from the plan'}")
+    except MemoryError:
+        record("workload", False, "out of memory while rebuilding the workload")
+        return None
+    except RecursionError:
+        record("workload", False, "the workload spec is nested too deeply")
+        return None
+    except Exception as exc:  # noqa: BLE001 - a bad spec is a refused plan
+        record("workload", False, f"cannot rebuild {str(stated.get('spec'))[:200]!r}: {exc}")
+        return None
+    if domain is not None:
+        try:
+            check_workload_axes(W, Domain(domain["attributes"], domain["sizes"]))
+            record("domain", True, "attributes line up with the workload's axes")
+        except Exception as exc:  # noqa: BLE001
+            record("domain", False, str(exc))
+    return W
+
+
+def rederive_noise(out: PlanCheck, noise: dict[str, Any], guarantee: Any, relation: str,
+                   sensitivity: float, dim: int) -> Any:
+    """Record the ``noise`` check: the scale re-derived from the guarantee at the recomputed
+    (certified) sensitivity, with the plan's sampler and grid; the plan's own statement of
+    the sensitivity must be at least the recomputed one. Returns the required NoiseSpec."""
+    from factorize.numerics import is_power_of_two
+    from factorize.privacy import PrivacyError, calibrate
+
+    def run() -> Any:
+        if noise.get("relation") != relation:
+            raise PrivacyError(f"the noise was calibrated for {noise.get('relation')!r} neighbours, "
+                               f"the plan states {relation!r}")
+        family = noise.get("family")
+        snorm = "l1" if family == "laplace" else "l2"
+        if noise.get("sensitivity_norm") != snorm:
+            raise PrivacyError(f"{family} noise needs {snorm} sensitivity")
+        if noise.get("dim") != dim:
+            raise PrivacyError(f"the noise was calibrated for dim={noise.get('dim')!r}, the release "
+                               f"has {dim} coordinates")
+        if noise.get("guarantee") != guarantee.to_dict():
+            raise PrivacyError("the noise states a different guarantee from the plan's")
+        grid = noise.get("grid")
+        if noise.get("sampler") == "float":
+            if grid is not None:
+                raise PrivacyError("a float sampler has no grid")
+        elif not (isinstance(grid, float) and is_power_of_two(grid)):
+            raise PrivacyError(f"sampler {noise.get('sampler')!r} needs a grid that is a power of two")
+        req = calibrate(guarantee, sensitivity_l2=sensitivity if snorm == "l2" else None,
+                        sensitivity_l1=sensitivity if snorm == "l1" else None,
+                        grid=grid if noise.get("sampler") != "float" else None, dim=dim,
+                        relation=relation, family=family)
+        out.required_scale = req.scale
+        if req.sampler != noise.get("sampler"):
+            raise PrivacyError(f"the guarantee needs sampler {req.sampler!r}, the plan has "
+                               f"{noise.get('sampler')!r}")
+        scale, base = noise.get("scale"), noise.get("base_sensitivity")
+        for key, v in (("scale", scale), ("base_sensitivity", base), ("sensitivity", noise.get("sensitivity"))):
+            if not is_number(v) or not v > 0:
+                raise PrivacyError(f"noise {key} must be a finite positive number")
+        out.record("sensitivity", base >= sensitivity and same_number(base, sensitivity),
+                   f"{snorm} sensitivity under {relation} recomputed (certified upper bound): "
+                   f"{sensitivity:.12g}; the plan states {base:.12g}")
+        ok = scale >= req.scale
+        out.record("noise", ok,
+                   f"{family} scale {scale:.12g} vs {req.scale:.12g} required by {guarantee} at "
+                   f"{snorm} sensitivity {req.sensitivity:.12g}"
+                   + (f" (grid γ={grid:.6g} inflates {sensitivity:.6g} → {req.sensitivity:.6g})"
+                      if grid else "")
+                   + ("" if ok else f": UNDER-NOISED — the plan's scale {scale:.12g} is smaller "
+                                    f"than the required {req.scale:.12g}"))
+        if noise.get("sensitivity") < req.sensitivity or not same_number(noise["sensitivity"],
+                                                                          req.sensitivity):
+            out.record("noise sensitivity", False,
+                       f"the plan states sensitivity {noise['sensitivity']:.12g}, recomputed "
+                       f"{req.sensitivity:.12g}")
+        return req
+
+    return guard(out, "noise", run)
+
+
+def is_number(v: Any) -> bool:
+    """A finite int or float (never a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def same_number(stated: Any, recomputed: float, rel: float = 1e-9, absolute: float = 0.0) -> bool:
+    """The stated claim equals the recomputed value up to ``rel`` (both finite numbers)."""
+    if recomputed is None:
+        return stated is None
+    if not is_number(stated) or not is_number(recomputed):
+        return False  # a claim that leaves the float range is never confirmed
+    return abs(float(stated) - float(recomputed)) <= rel * max(abs(float(stated)), abs(float(recomputed))) + absolute
+
+
+def verify_any(plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False) -> list[str]:
+    """The failures of any plan kind's verification (empty: every check passed)."""
+    from .model import Plan
+
+    if isinstance(plan, Plan):
+        return verify_plan(plan, certificate=certificate,
+                           allow_weak_guarantee=allow_weak_guarantee).failures
+    if type(plan).__name__ == "ProjectionPlan":
+        from factorize.executor.projection import verify_projection_plan
+
+        return verify_projection_plan(plan, allow_weak_guarantee=allow_weak_guarantee).failures
+    from factorize.local.plan import verify_local_plan
+
+    return verify_local_plan(plan, allow_weak_guarantee=allow_weak_guarantee)
+
+
+# ---------------------------------------------------------------------------------------
+# factorization plans
+
+
+def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool = False,
+                workload: Any = None, allow_weak_guarantee: bool = False) -> PlanCheck:
     """Run the checks of the module docstring; ``raise_on_failure`` raises :class:`PlanRefused`."""
-    from factorize.privacy import (Neighbouring, PrivacyError, calibrate, guarantee_from_dict,
-                                   kron_sensitivity)
+    from factorize.privacy import Neighbouring, kron_sensitivity
+    from factorize.privacy.lattice import measured_factors
+
+    from . import claims
 
     t0 = time.perf_counter()
     out = PlanCheck(passed=False, checks=[])
-    checks, record = out.checks, out.record
+    record = out.record
     record("file", True, "schema version, array digests, manifest digest, shapes, finite values")
     fact = plan.factorization
     m = fact.strategy_rows
-    k, N = plan.shape
 
-    # 2. workload
-    W = rebuild_workload(plan.workload, workload, record)
+    guard(out, "manifest", lambda: record("manifest", *claims.manifest_consistency(plan)))
+    g = check_guarantee_policy(out, plan.guarantee, allow_weak_guarantee)
+    W = rebuild_workload(plan.workload, workload, record, plan.embedded, plan.domain)
     out.workload = W
+    usable = W is not None and out.ok("workload")
 
-    # 3. residual
-    if W is not None and checks[-1]["ok"]:
-        try:
-            ok, detail = _residual_check(W, fact, plan.certificate.eta or 0.0)
-        except Exception as exc:  # noqa: BLE001
-            ok, detail = False, f"cannot compare W with R·A: {exc}"
-        record("W = R·A", ok, detail)
+    # 5–6. η and the residual
+    if usable:
+        if plan.norm == "approx_gamma_2":
+            guard(out, "eta", lambda: _check_eta(out, plan, W))
+        guard(out, "W = R·A", lambda: record("W = R·A", *_residual_check(W, plan, out)))
 
-    # 4–5. sensitivity and noise
-    noise = plan.noise
-    try:
-        guarantee = guarantee_from_dict(plan.guarantee)
-        relation = Neighbouring.parse(plan.relation)
-        if noise.get("relation") != relation.key:
-            raise PrivacyError(f"the noise was calibrated for {noise.get('relation')!r} neighbours, "
-                               f"the plan states {relation.key!r}")
-        snorm = "l1" if noise["family"] == "laplace" else "l2"
-        if noise.get("sensitivity_norm") != snorm:
-            raise PrivacyError(f"{noise['family']} noise needs {snorm} sensitivity")
-        sens = kron_sensitivity(list(fact.A_factors), snorm, relation)
-        out.recomputed_sensitivity = sens.value
-        ok = sens.value <= float(noise["base_sensitivity"])
-        record("sensitivity", ok,
-               f"{snorm} sensitivity of A under {relation.key} recomputed from its columns: "
-               f"{sens.value:.12g} ({'exact' if sens.exact else 'upper bound'}); the plan states "
-               f"{float(noise['base_sensitivity']):.12g}")
-        grid = noise.get("grid")
-        if noise["sampler"] == "float":
-            if grid is not None:
-                raise PrivacyError("a float sampler has no grid")
-        elif not (isinstance(grid, (int, float)) and math.isfinite(grid) and grid > 0):
-            raise PrivacyError(f"sampler {noise['sampler']} needs a positive grid")
-        if noise.get("dim") != m:
-            raise PrivacyError(f"the noise was calibrated for dim={noise.get('dim')}, A has m={m} rows")
-        required = calibrate(guarantee, sensitivity_l2=sens.value if snorm == "l2" else None,
-                             sensitivity_l1=sens.value if snorm == "l1" else None,
-                             grid=grid if noise["sampler"] != "float" else None, dim=m,
-                             relation=relation, family=noise["family"])
-        out.required_scale = required.scale
-        if required.sampler != noise["sampler"]:
-            raise PrivacyError(f"the guarantee needs sampler {required.sampler!r}, the plan has "
-                               f"{noise['sampler']!r}")
-        scale = float(noise["scale"])
-        record("noise", scale >= required.scale,
-               f"{noise['family']} scale {scale:.12g} vs {required.scale:.12g} required by "
-               f"{guarantee} at {noise['sensitivity_norm']} sensitivity {required.sensitivity:.12g}"
-               + (f" (grid γ={grid:.6g} inflates {sens.value:.6g} → {required.sensitivity:.6g})"
-                  if grid else "")
-               + ("" if scale >= required.scale else
-                  f": UNDER-NOISED — the plan's scale {scale:.12g} is smaller than the required "
-                  f"{required.scale:.12g}"))
-        if float(noise["sensitivity"]) < required.sensitivity:
-            record("noise sensitivity", False,
-                   f"the plan states sensitivity {noise['sensitivity']:.12g} < recomputed "
-                   f"{required.sensitivity:.12g}")
-    except (PrivacyError, KeyError, TypeError, ValueError) as exc:
-        record("noise", False, f"cannot re-derive the noise: {exc}")
+    # 7. sensitivity and noise
+    relation = guard(out, "noise", lambda: Neighbouring.parse(plan.relation))
+    if g is not None and relation is not None:
+        snorm = "l1" if plan.noise.get("family") == "laplace" else "l2"
+        sens = guard(out, "sensitivity",
+                     lambda: kron_sensitivity(measured_factors(fact.A_factors), snorm, relation))
+        if sens is not None:
+            out.recomputed_sensitivity = sens.value
+            out.derived["sensitivity_exact"] = sens.exact
+            rederive_noise(out, plan.noise, g, relation.key, sens.value, m)
 
-    # 6. expected error
-    try:
-        exp = expected_error(fact, noise)
-        stored = plan.expected_error
-        keys = ("per_query_std_max", "rmse", "expected_max_bound")
-        ok = all(math.isclose(float(stored.get(key, math.nan)), exp[key], rel_tol=1e-9) for key in keys)
-        record("expected error", ok, f"per-query std ≤ {exp['per_query_std_max']:.6g}, RMSE "
-               f"{exp['rmse']:.6g}, E[max] ≤ {exp['expected_max_bound']:.6g}"
-               + ("" if ok else " (the plan states different values)"))
-    except (KeyError, TypeError, ValueError, PlanError) as exc:
-        record("expected error", False, f"cannot recompute: {exc}")
-
-    # 7. certificate
-    if certificate and W is not None and checks[1]["ok"]:
-        from factorize.certificate import verify
-        try:
-            v = verify(plan.certificate, W)
-            out.certificate = {"upper": v.upper, "lower": v.lower, "gap": v.gap, "residual": v.residual,
-                               "passed": v.passed}
-            record("certificate", v.passed, v.summary())
-        except Exception as exc:  # noqa: BLE001
-            record("certificate", False, f"cannot re-verify: {exc}")
-
+    # 8. claims
+    if usable:
+        guard(out, "claims", lambda: claims.check_factorization_claims(out, plan, W, g, certificate))
     return out.finish(t0, raise_on_failure)
 
 
-def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any) -> Any:
-    """The workload rebuilt from the plan's spec (or the one given) if its fingerprint and
-    shape match the plan's; records the check ``"workload"``; None when it cannot be used."""
-    from workloads import parse_workload
+def _check_eta(out: PlanCheck, plan: Plan, W: Any) -> None:
+    from .build import ETA_MAX_FRACTION, check_eta
 
-    k, N = stated["shape"]
+    eta = plan.certificate.eta
     try:
-        W = workload if workload is not None else parse_workload(stated["spec"])
-        same = W.fingerprint() == stated["fingerprint"] and tuple(W.shape) == (k, N)
-        record("workload", same, f"{stated['spec']!r} rebuilt: shape {tuple(W.shape)}, "
-               f"fingerprint {'matches' if same else 'DIFFERS from the plan'}")
-        return W
-    except Exception as exc:  # noqa: BLE001 - a bad spec is a refused plan
-        record("workload", False, f"cannot rebuild {stated.get('spec')!r}: {exc}")
-        return None
+        check_eta(eta, W)
+        out.record("eta", True, f"η = {eta:g} ≤ {ETA_MAX_FRACTION:g}·max|W|")
+    except PlanError as exc:
+        out.record("eta", False, str(exc))
 
 
-def _residual_check(W: Any, fact, eta: float) -> tuple[bool, str]:
-    from factorize.factorization import kron_residual_max
+def _residual_check(W: Any, plan: Plan, out: PlanCheck) -> tuple[bool, str]:
+    """W ≈ R·Ã (Ã the measured strategy) within ``tol·max|W| + η``; also sets
+    ``out.derived['residual']``, the certified max residual (or the limit, for probes)."""
+    from factorize.privacy.lattice import measured_factors
     from factorize.structure import kron_leaves
 
+    from .bias import residual_bound
+    from .build import workload_max_abs
+
+    fact = plan.factorization
+    eta = plan.certificate.eta or 0.0
+    measured = measured_factors(fact.A_factors)
+    limit = DEFAULT_RESIDUAL_TOL * workload_max_abs(W) + eta
+    out.derived["residual_limit"] = limit
     leaves = kron_leaves(W)
     if fact.is_kron:
         if len(leaves) != len(fact.R_factors):
@@ -212,18 +338,16 @@ def _residual_check(W: Any, fact, eta: float) -> tuple[bool, str]:
         Wf = [leaf.dense() for leaf in leaves]
         if [w.shape for w in Wf] != [(R.shape[0], A.shape[1]) for R, A in zip(fact.R_factors, fact.A_factors)]:
             return False, "factor shapes differ from the workload's Kronecker factors"
-        res = kron_residual_max(Wf, fact)
-        wmax = math.prod(float(np.max(np.abs(w))) for w in Wf)
-        limit = DEFAULT_RESIDUAL_TOL * max(1.0, wmax) + eta
-        return res <= limit, f"max|W − RA| ≤ {res:.3g} (limit {limit:.3g}, exact, per factor)"
-    R, A = fact.R_factors[0], fact.A_factors[0]
+        res = residual_bound(Wf, fact.R_factors, measured)
+        out.derived["residual"] = res
+        return res <= limit, f"max|W − RÃ| ≤ {res:.3g} (limit {limit:.3g}, per factor, certified)"
+    R, A = fact.R_factors[0], measured[0]
     k, m = R.shape
     N = A.shape[1]
     if k * N * m <= EXACT_RESIDUAL_FLOPS:
-        Wd = W.dense()
-        res = float(np.max(np.abs(Wd - R @ A)))
-        limit = DEFAULT_RESIDUAL_TOL * max(1.0, float(np.max(np.abs(Wd)))) + eta
-        return res <= limit, f"max|W − RA| = {res:.3g} (limit {limit:.3g}, exact)"
+        res = residual_bound([W.dense()], [R], [A])
+        out.derived["residual"] = res
+        return res <= limit, f"max|W − RÃ| ≤ {res:.3g} (limit {limit:.3g}, certified)"
     # random ±1 probes (see module docstring)
     from factorize.privacy import SecureRandom
 
@@ -233,11 +357,10 @@ def _residual_check(W: Any, fact, eta: float) -> tuple[bool, str]:
     WX = np.asarray(W.matvec(X), dtype=np.float64)
     D = np.abs(WX - R @ (A @ X))
     absW = W.dense() if k * N <= 5e7 else None
-    wmax = float(np.max(np.abs(absW))) if absW is not None else float(np.max(np.abs(WX)))
     rowW = np.abs(absW).sum(axis=1) if absW is not None else np.abs(WX).max(axis=1) * N
     allowance = 4.0 * (N + m + 2) * _U * (rowW + np.abs(R) @ np.abs(A).sum(axis=1))
-    limit = DEFAULT_RESIDUAL_TOL * max(1.0, wmax) + eta
     worst = float(np.max(D - allowance[:, None]))
-    ok = worst <= limit
-    return ok, (f"{N_PROBES} random ±1 probes: max|(W − RA)x| − rounding allowance = {worst:.3g} "
-                f"(limit {limit:.3g}; a residual above the limit escapes with probability ≤ 2^-{N_PROBES})")
+    out.derived["residual"] = limit
+    return worst <= limit, (f"{N_PROBES} random ±1 probes: max|(W − RÃ)x| − rounding allowance = "
+                            f"{worst:.3g} (limit {limit:.3g}; a residual above the limit escapes "
+                            f"with probability ≤ 2^-{N_PROBES})")

@@ -19,7 +19,14 @@ being isotropic) and ``r_i`` the rows of R:
 * expected max error: Gaussian ``≤ √v·‖R‖_{2→∞}·√(2 ln 2k)`` (the discrete Gaussian is
   σ-subgaussian, CKS20), otherwise ``≤ √v·‖R‖_F`` (Jensen: E max ≤ √(Σ E X_i²));
 * plus, for lattice releases, the deterministic rounding bias ``|bias_i| ≤ (γ/2)‖r_i‖₁``,
-  reported separately and added to the confidence intervals.
+  reported separately and added to the confidence intervals;
+* plus the reconstruction bias ``|((W − RÃ)h)_i| ≤ β·n`` (``plan.bias``: β the certified
+  residual, η for an approximate-γ₂ plan), reported per record and added to the intervals
+  with a bound on n taken from the release.
+
+95% intervals: ``estimate ± (c·se_i + (γ/2)‖r_i‖₁ + β·n⁺)`` where n⁺ bounds n except with
+probability α₁ = 10⁻³ and c is the two-sided quantile at α₂ = 0.049 (normal for Gaussian
+noise, Chebyshev otherwise): the union bound gives coverage ≥ 95%.
 """
 
 from __future__ import annotations
@@ -33,10 +40,12 @@ import numpy as np
 from factorize.certificate import Certificate
 from factorize.factorization import Factorization
 
-#: The two-sided 95% normal quantile.
-Z95 = 1.959963984540054
-#: Chebyshev: P(|X| ≥ √20·sd) ≤ 1/20, valid for any distribution with that variance.
-CHEBYSHEV95 = math.sqrt(20.0)
+#: Noise share of the 5% failure probability of the 95% intervals (the n bound takes 10⁻³).
+NOISE_ALPHA = 0.049
+#: The two-sided normal quantile at NOISE_ALPHA: Φ⁻¹(1 − 0.0245).
+Z_NOISE = 1.9685916691865948
+#: Chebyshev at NOISE_ALPHA: P(|X| ≥ sd/√α) ≤ α, valid for any distribution with that variance.
+CHEBYSHEV_NOISE = math.sqrt(1.0 / NOISE_ALPHA)
 
 KNOWN_SAMPLERS = ("discrete_gaussian", "discrete_laplace", "float")
 POSTPROCESS_METHODS = ("nonneg", "least_squares")
@@ -60,6 +69,10 @@ class Plan:
     postprocess: dict[str, Any] | None
     expected_error: dict[str, Any]
     provenance: dict[str, Any] = field(default_factory=dict)
+    bias: dict[str, Any] = field(default_factory=dict)   # residual_bound β, n_bound method
+    n_weights: tuple[np.ndarray, ...] = ()              # b_j per Kronecker factor of W
+    embedded: dict[str, Any] = field(default_factory=dict)  # fingerprint → custom matrix
+    schema_version: int = 2                              # of the file it was read from
 
     @property
     def factorization(self) -> Factorization:
@@ -80,9 +93,11 @@ class Plan:
 
     def manifest(self) -> dict[str, Any]:
         """The JSON manifest (without the container's format/version/arrays keys)."""
+        from .embedded import embedded_listing
+
         fact = self.factorization
         return {
-            "workload": dict(self.workload),
+            "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
             "domain": {"attributes": list(self.domain["attributes"]),
                        "sizes": [int(s) for s in self.domain["sizes"]]},
             "neighbouring": self.relation,
@@ -97,6 +112,7 @@ class Plan:
             "noise": dict(self.noise),
             "postprocess": None if self.postprocess is None else dict(self.postprocess),
             "expected_error": dict(self.expected_error),
+            "bias": dict(self.bias),
             "provenance": dict(self.provenance),
         }
 
@@ -137,7 +153,8 @@ class Plan:
             f"(gap {b['gap']:.3g}, residual {b['residual']:.3g})",
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
-            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else ""),
+            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
+            + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
             f"postprocess {self._postprocess_line()}",
         ]
         anyb = b.get("any_mechanism")
@@ -196,11 +213,12 @@ def ci_method(noise: dict[str, Any]) -> str:
 
 
 def ci_multiplier(noise: dict[str, Any]) -> float:
-    return Z95 if ci_method(noise) == "normal" else CHEBYSHEV95
+    return Z_NOISE if ci_method(noise) == "normal" else CHEBYSHEV_NOISE
 
 
-def expected_error(fact: Factorization, noise: dict[str, Any]) -> dict[str, Any]:
-    """The expected-error summary of a plan (module docstring)."""
+def expected_error(fact: Factorization, noise: dict[str, Any],
+                   bias_per_record: float = 0.0) -> dict[str, Any]:
+    """The expected-error summary of a plan (module docstring); ``bias_per_record`` is β."""
     k, _ = fact.shape
     sd = math.sqrt(variance_bound(noise))
     rn = fact.row_norms_R()
@@ -228,6 +246,9 @@ def expected_error(fact: Factorization, noise: dict[str, Any]) -> dict[str, Any]
         }[noise["family"]],
         "ci_method": ci_method(noise),
         "ci_multiplier": ci_multiplier(noise),
+        "bias_per_record": float(bias_per_record),
+        "bias_note": "|bias_i| <= bias_per_record * n (W - R·A residual, eta included); the "
+                     "intervals add it with n bounded from the release (probability 1e-3)",
     }
 
 

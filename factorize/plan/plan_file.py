@@ -14,9 +14,15 @@ header, raw little-endian float64 buffers — nothing in it can execute on load)
   ``content_sha256`` — the SHA-256 of the canonical JSON of every other manifest field.
 
 Compatibility policy (``COMPATIBILITY``): a reader refuses a format other than
-``factorize-plan`` and any ``schema_version`` it does not know (currently only 1). Within a
+``factorize-plan`` and any ``schema_version`` it does not know (currently 1 and 2). Within a
 schema version fields are only ever *added*, never removed or changed in meaning; a reader
-ignores fields it does not know. A change of meaning gets a new schema version.
+ignores fields it does not know. A change of meaning gets a new schema version. Version 2
+(issue 13): the noise is calibrated to the sensitivity of the *measured* strategy
+(``privacy.lattice``: A truncated to 53 bits, a certified upper bound), the intervals carry
+the reconstruction bias (``bias`` and the ``nbound.*`` weights), custom workload matrices
+travel inside the file (``workload.embedded``). A version-1 plan is read and verified by the
+version-2 rules: it runs when its noise covers the certified sensitivity, with its bias bounded
+by the record cap.
 
 Integrity: the reader checks every array digest, the manifest's ``content_sha256``, and that
 the header is exactly the canonical (compact) JSON the writer produces, so any corruption —
@@ -45,7 +51,7 @@ from factorize.io.certificate_arrays import (certificate_arrays, certificate_fro
 from .model import KNOWN_SAMPLERS, POSTPROCESS_METHODS, Plan, PlanError
 
 FORMAT = "factorize-plan"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 COMPATIBILITY = ("readers refuse unknown formats and schema versions; within a schema version "
                  "fields are only added, never removed or changed in meaning; unknown fields "
                  "are ignored")
@@ -65,7 +71,24 @@ def content_digest(manifest: dict[str, Any]) -> str:
 
 def save_plan(plan: Plan, path: str | Path) -> None:
     """Write ``plan`` to ``path`` atomically (temporary file + ``os.replace``)."""
-    _write(path, FORMAT, SCHEMA_VERSION, plan.manifest(), certificate_arrays(plan.certificate))
+    arrays = certificate_arrays(plan.certificate)
+    arrays.update({f"{N_WEIGHTS}.{i}": b for i, b in enumerate(plan.n_weights)})
+    manifest = plan.manifest()
+    listing, emb = _embedded_for(plan.embedded)
+    arrays.update(emb)
+    manifest["workload"]["embedded"] = listing
+    _write(path, FORMAT, SCHEMA_VERSION, manifest, arrays)
+
+
+#: Array name prefix of the n-bound weights b_j (``plan.bias``).
+N_WEIGHTS = "nbound"
+
+
+def _embedded_for(embedded: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """Manifest listing and arrays of a plan's custom matrices (``plan.embedded``)."""
+    from .embedded import embedded_arrays
+
+    return embedded_arrays(embedded)
 
 
 def _write(path: str | Path, fmt: str, version: int, manifest: dict[str, Any],
@@ -96,6 +119,8 @@ def _guarded_load(loader: Any, path: str | Path, what: str) -> Any:
         raise
     except (KeyboardInterrupt, SystemExit, MemoryError):
         raise
+    except RecursionError:
+        raise PlanFormatError(f"{path}: not a valid {what} file (nested too deeply)") from None
     except BaseException as exc:  # noqa: BLE001 — includes pyo3 panics from a corrupt header
         raise PlanFormatError(f"{path}: not a valid {what} file ({type(exc).__name__}: "
                               f"{str(exc)[:200]})") from None
@@ -106,10 +131,10 @@ def _read(path: Path, fmt: str = FORMAT, version: int = SCHEMA_VERSION
     """``container.read`` (format, version, array list, digests), the canonical header and the
     manifest digest — the checks every plan format shares — as ``PlanFormatError``."""
     try:
-        manifest, arrays = container.read(path, fmt, version)
+        manifest, arrays, head = container.read_with_header(path, fmt, version)
     except container.ContainerError as exc:
         raise PlanFormatError(str(exc)) from None
-    _check_canonical_header(path)
+    _check_canonical_header(path, head)
     if manifest.get("content_sha256") != content_digest(manifest):
         raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
     return manifest, arrays
@@ -123,13 +148,24 @@ def _check_finite(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 def _load(path: Path) -> Plan:
     m, arrays = _read(path)
+    _check_finite(path, arrays)
+    arrays, embedded = _embedded_from(path, m, arrays)
+    weights = {k: v for k, v in arrays.items() if k.startswith(N_WEIGHTS + ".")}
+    arrays = {k: v for k, v in arrays.items() if k not in weights}
     fz = _dict(m, "factorization")
-    norm, d = fz["norm"], fz["kron_factors"]
+    norm, d = fz.get("norm"), fz.get("kron_factors")
+    if norm not in ("gamma_f", "gamma_2", "approx_gamma_2"):
+        raise PlanFormatError(f"{path}: unknown norm {norm!r}")
     if not isinstance(d, int) or isinstance(d, bool) or not 1 <= d <= 64:
         raise PlanFormatError(f"{path}: kron_factors must be an integer in 1..64")
     if set(arrays) != expected_array_names(norm, d):
         raise PlanFormatError(f"{path}: the arrays do not match a {norm} certificate with {d} factor(s)")
-    _check_finite(path, arrays)
+    bias = m.get("bias", {})
+    if not isinstance(bias, dict):
+        raise PlanFormatError(f"{path}: 'bias' must be an object")
+    nw = len(weights)
+    if set(weights) != {f"{N_WEIGHTS}.{i}" for i in range(nw)} or any(w.ndim != 1 for w in weights.values()):
+        raise PlanFormatError(f"{path}: the n-bound weights must be vectors {N_WEIGHTS}.0, {N_WEIGHTS}.1, …")
     eta = fz.get("eta")
     try:
         cert = certificate_from_arrays(arrays, norm, d, eta)
@@ -160,7 +196,23 @@ def _load(path: Path) -> Plan:
     return Plan(workload=wl, domain=dom, relation=m["neighbouring"], guarantee=_dict(m, "guarantee"),
                 certificate=cert, bounds=_dict(m, "certificate"), noise=noise, postprocess=post,
                 expected_error=_dict(m, "expected_error"),
-                provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {})
+                provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+                bias=bias, n_weights=tuple(weights[f"{N_WEIGHTS}.{i}"] for i in range(nw)),
+                embedded=embedded, schema_version=int(m["schema_version"]))
+
+
+def _embedded_from(path: Path, m: dict[str, Any], arrays: dict[str, np.ndarray]
+                   ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Split off and rebuild the custom matrices a plan carries (``plan.embedded``)."""
+    from .embedded import read_embedded, split_arrays
+
+    own, emb = split_arrays(arrays)
+    wl = m.get("workload")
+    listing = wl.get("embedded") if isinstance(wl, dict) else None
+    try:
+        return own, read_embedded(listing, emb)
+    except PlanError as exc:
+        raise PlanFormatError(f"{path}: {exc}") from None
 
 
 def _workload_and_domain(path: Path, m: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
@@ -194,34 +246,44 @@ def _dict(m: dict[str, Any], key: str) -> dict[str, Any]:
     return v
 
 
-def _check_canonical_header(path: Path) -> None:
-    """The header must be the writer's compact JSON followed by < 8 padding spaces."""
-    with open(path, "rb") as fh:
-        n = int.from_bytes(fh.read(8), "little")
-        raw = fh.read(n)
-    body = raw.rstrip(b" ")
-    if len(raw) - len(body) > 7:
+def _check_canonical_header(path: Path, head: Any = None) -> None:
+    """The header must be the writer's compact JSON followed by < 8 padding spaces.
+
+    ``head``: the validated header the arrays were read with (``container.read_with_header``);
+    read here (bounded: length capped, JSON depth-checked, offsets and file size validated, no
+    array data) when not given."""
+    if head is None:
+        try:
+            head = container.read_header(path)
+        except container.ContainerError as exc:
+            raise PlanFormatError(str(exc)) from None
+    body = head.raw.rstrip(b" ")
+    if len(head.raw) - len(body) > 7:
         raise PlanFormatError(f"{path}: the header has unexpected padding")
-    parsed = json.loads(body)
-    canon = json.dumps(parsed, separators=(",", ":"), ensure_ascii=False).encode()
+    canon = json.dumps(head.header, separators=(",", ":"), ensure_ascii=False).encode()
     if canon != body:
         raise PlanFormatError(f"{path}: the header is not in canonical form (corrupt or edited)")
-    end = max((int(v["data_offsets"][1]) for k, v in parsed.items() if k != "__metadata__"), default=0)
-    if path.stat().st_size != 8 + n + end:
-        raise PlanFormatError(f"{path}: the file has {path.stat().st_size} bytes, its header "
-                              f"describes {8 + n + end} (truncated or data appended)")
+    end = max((t.end for t in head.tensors), default=0)
+    if head.file_size != head.data_start + end:  # read_header checks it too; kept explicit
+        raise PlanFormatError(f"{path}: the file has {head.file_size} bytes, its header "
+                              f"describes {head.data_start + end} (truncated or data appended)")
 
 
 # ---------------------------------------------------------------------------------------
 # projection plans (``plan.projection_plan``): their own format, the same container rules
 
 PROJECTION_FORMAT = "factorize-projection-plan"
-PROJECTION_SCHEMA_VERSION = 1
+#: 2 (issue 13): states ``rmse_bound_95`` and the any-mechanism bound's ``lower_witness``;
+#: version-1 files are read and verified with those derived instead.
+PROJECTION_SCHEMA_VERSION = 2
 
 
 def save_projection_plan(plan: Any, path: str | Path) -> None:
     """Write a :class:`~factorize.plan.projection_plan.ProjectionPlan` atomically."""
-    _write(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, plan.manifest(), dict(plan.arrays))
+    manifest = plan.manifest()
+    listing, emb = _embedded_for(plan.embedded)
+    manifest["workload"]["embedded"] = listing
+    _write(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, manifest, {**plan.arrays, **emb})
 
 
 def load_projection_plan(path: str | Path) -> Any:
@@ -230,16 +292,16 @@ def load_projection_plan(path: str | Path) -> Any:
 
 
 def plan_format(path: str | Path) -> str:
-    """The ``format`` named in a plan file's header (no other check)."""
+    """The ``format`` named in a plan file's header (the container's bounded header read and
+    manifest parse: no array data is read, no unbounded or deeply nested JSON is parsed)."""
     try:
-        with open(path, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if not 0 < n <= 1 << 26:
-                raise ValueError("bad header length")
-            header = json.loads(fh.read(n))
-        return str(json.loads(header["__metadata__"]["manifest"]).get("format"))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise PlanFormatError(f"{path}: not a valid plan file ({type(exc).__name__})") from None
+        head = container.read_header(path)
+        manifest = container.parse_manifest(path, head.header)
+    except container.ContainerError as exc:
+        raise PlanFormatError(f"{path}: not a valid plan file ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise PlanFormatError(f"{path}: not a valid plan file (the manifest is not a JSON object)")
+    return str(manifest.get("format"))
 
 
 def load_any_plan(path: str | Path) -> Any:
@@ -260,12 +322,13 @@ def _load_projection(path: Path) -> Any:
     from .projection_plan import PROJECTION_KINDS, ProjectionPlan
 
     m, arrays = _read(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION)
+    _check_finite(path, arrays)
+    arrays, embedded = _embedded_from(path, m, arrays)
     kind = m.get("kind")
     if kind not in PROJECTION_KINDS:
         raise PlanFormatError(f"{path}: unknown projection mechanism {kind!r}")
     if set(arrays) != ({"T"} if kind == "jl" else set()):
         raise PlanFormatError(f"{path}: the arrays do not match a {kind} plan")
-    _check_finite(path, arrays)
     wl = _dict(m, "workload")
     shape, dom = _workload_and_domain(path, m)
     if kind == "jl" and (arrays["T"].ndim != 2 or arrays["T"].shape[1] != shape[0]):
@@ -286,4 +349,5 @@ def _load_projection(path: Path) -> Any:
                           guarantee=_dict(m, "guarantee"), n=n, noise=noise,
                           decoder=_dict(m, "decoder"), bounds=_dict(m, "bounds"),
                           expected_error=_dict(m, "expected_error"), arrays=arrays,
-                          provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {})
+                          provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+                          embedded=embedded, schema_version=int(m["schema_version"]))

@@ -59,6 +59,8 @@ class ProjectionPlan:
     expected_error: dict[str, Any]
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    embedded: dict[str, Any] = field(default_factory=dict)  # fingerprint → custom matrix
+    schema_version: int = 2                                # of the file it was read from
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -66,7 +68,10 @@ class ProjectionPlan:
         return int(k), int(N)
 
     def manifest(self) -> dict[str, Any]:
-        return {"kind": self.kind, "workload": dict(self.workload),
+        from .embedded import embedded_listing
+
+        return {"kind": self.kind,
+                "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
                 "domain": {"attributes": list(self.domain["attributes"]),
                            "sizes": [int(s) for s in self.domain["sizes"]]},
                 "neighbouring": self.relation, "guarantee": dict(self.guarantee), "n": int(self.n),
@@ -239,14 +244,17 @@ def moment_rmse_bound(sigma: float, d: int, n: float, linear_rmse: float, gap: f
 def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
                           relation: str = "replace", domain: Any = None,
                           noise_family: str | None = None, exact: bool = True,
-                          rng: Any = None) -> ProjectionPlan:
+                          rng: Any = None, allow_weak_guarantee: bool = False) -> ProjectionPlan:
     """A ``jl`` / ``covariance`` / ``relaxed-projection`` plan (module docstring).
 
     ``rng``: the randomness for T (jl); default OS randomness (``SecureRandom``) — T is public
     and data-independent, but a predictable T is not what a production plan should ship.
     """
     from factorize.privacy import Neighbouring, calibrate, parse_guarantee
+    from factorize.privacy.policy import check_guarantee
     from workloads import parse_workload
+    from workloads.domain import check_workload_axes
+    from workloads.spec import embedded_files
 
     from .build import choose_grid, default_domain
 
@@ -257,6 +265,8 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
     if not W.spec:
         raise PlanError("the workload needs a spec (the plan rebuilds W from it)")
     g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
+    check_guarantee(g, n=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
+                    allow_weak=allow_weak_guarantee)
     rel = Neighbouring.parse(relation)
     if rel.key != "replace":
         raise PlanError(f"the {kind} mechanism projects onto n·K and needs the dataset size n, "
@@ -282,15 +292,71 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
         choice = choose_projection_dim(n, g.epsilon, k, norms, diameter=diam, relation=rel.key)
         ell = int(choice.ell)
         T = sample_projection(ell, k, rng if rng is not None else SecureRandom())
-        TW = project_workload(T, Wd)
-        sens = jl_sensitivity(TW, rel.key)
+        sens = jl_sensitivity(project_workload(T, Wd), rel.key)
         spec = calibrate(g, sensitivity_l2=sens, dim=ell, relation=rel, family="l2_knorm")
         arrays["T"] = T
-        energy = ell * (ell + 1) * spec.scale ** 2  # E‖Z‖² of the ℓ2-ball K-norm
-        gap_tol = DECODE_GAP_FRACTION * energy
-        from factorize.geometry.jl import jl_error_bound
+    else:
+        lay = moment_layout(W)
+        family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
+        snorm = "l1" if family == "laplace" else "l2"
+        sens = moment_sensitivity(lay.m, snorm, rel.key)
+        grid = choose_grid(sens, lay.pairs, snorm) if exact and family != "l2_knorm" else None
+        spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
+                         sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=lay.pairs,
+                         relation=rel, family=family)
+    noise = spec.to_dict()
+    if spec.sampler == "float":
+        noise["warning"] = ("floating-point noise (Mironov 2012): not an exact sampler; "
+                            "`factorize run` refuses it unless --allow-float-noise")
+    decoder, bounds, expected = projection_claims(kind, W, g, n, noise,
+                                                  arrays["T"].shape[0] if kind == "jl" else None)
+    if domain is not None:
+        dom = domain
+    elif kind in MOMENT_KINDS:
+        from workloads import Domain
 
-        bound = jl_error_bound(ell, n, g.epsilon, k, norms, diameter=diam, relation=rel.key,
+        dom = Domain([f"x{i}" for i in range(moment_layout(W).d)], [2] * moment_layout(W).d)
+    else:
+        dom = default_domain(W)
+    if dom.size != N:
+        raise PlanError(f"the workload has N={N} cells but the domain has {dom.size}")
+    if kind in MOMENT_KINDS and list(dom.sizes) != [2] * moment_layout(W).d:
+        raise PlanError(f"the {kind} mechanism needs {moment_layout(W).d} binary attributes in the "
+                        "domain, got " + ", ".join(f"{a}={s}" for a, s in zip(dom.attributes, dom.sizes)))
+    check_workload_axes(W, dom)
+    from factorize.io.provenance import versions
+
+    return ProjectionPlan(
+        kind=kind,
+        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
+        domain={"attributes": list(dom.attributes), "sizes": [int(s) for s in dom.sizes]},
+        relation=rel.key, guarantee=g.to_dict(), n=n, noise=noise, decoder=decoder,
+        bounds=bounds, expected_error=expected, arrays=arrays, embedded=embedded_files(W),
+        provenance={"versions": versions(), "mechanism": kind,
+                    "plan_seconds": time.perf_counter() - t0,
+                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+    )
+
+
+def projection_claims(kind: str, W: Any, g: Any, n: int, noise: dict[str, Any],
+                      ell: int | None, lower_witness: Any = None
+                      ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The decoder parameters, error bounds and expected error a projection plan states,
+    computed from the workload, the guarantee, n and the (verified) noise — by the planner
+    and again by the verifier, which refuses a plan stating anything else. ``lower_witness``:
+    the stated witness of the any-mechanism bound (the verifier evaluates it there)."""
+    from .model import variance_bound
+
+    k = W.shape[0]
+    if kind == "jl":
+        from factorize.geometry.jl import jl_error_bound, workload_diameter
+
+        Wd = W.dense()
+        norms = np.linalg.norm(Wd, axis=0)
+        diam = workload_diameter(Wd)
+        energy = ell * (ell + 1) * float(noise["scale"]) ** 2  # E‖Z‖² of the ℓ2-ball K-norm
+        gap_tol = DECODE_GAP_FRACTION * energy
+        bound = jl_error_bound(ell, n, g.epsilon, k, norms, diameter=diam, relation="replace",
                                fw_gap=gap_tol)
         decoder = {"method": "jl", "gap_tol": gap_tol, "max_iter": DECODE_MAX_ITER, "ell": ell,
                    "description": f"ŷ = W·argmin_(x ∈ n·Δ) ‖TWx − z̃‖ with T ∈ R^({ell}×{k}) ±1/√ℓ "
@@ -299,20 +365,11 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
         upper_note = ("explicit JL bound (geometry.jl_error_bound), expectation over T and Z"
                       if bound.useful else "the diameter bound n·max‖w_i − w_j‖ (the JL bound is "
                       "larger at this n·ε)")
-        sigma_lin = None
+        sigma_lin = sigma_meas = None
     else:
         lay = moment_layout(W)
         m_dim, pairs = lay.m, lay.pairs
-        family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
-        snorm = "l1" if family == "laplace" else "l2"
-        sens = moment_sensitivity(m_dim, snorm, rel.key)
-        grid = choose_grid(sens, pairs, snorm) if exact and family != "l2_knorm" else None
-        spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
-                         sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=pairs,
-                         relation=rel, family=family)
-        from .model import variance_bound
-
-        var = variance_bound({**spec.to_dict(), "dim": pairs})
+        var = variance_bound({**noise, "dim": pairs})
         sigma_meas = math.sqrt(var)
         factor = lay.answer_rmse_factor()
         gap_tol = DECODE_GAP_FRACTION * pairs * var
@@ -330,54 +387,30 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
                                       "SDP step (seed 001 §4)"}
         decoder["answers"] = "marginal cells (moments_to_marginals)" if lay.augmented else "pair products"
         sigma_lin = lay.linear_answer_rmse(sigma_meas)
-        if family == "gaussian":
+        if noise["family"] == "gaussian":
             upper = lay.answer_rmse_bound(sigma_meas, n, gap_tol)
             upper_note = ("f·(min(σ, √(n·m·σ·√(2(m−1) ln 2m)/pairs)) + √(gap/pairs)), "
                           f"f = {factor:.4g} (MomentLayout.answer_rmse_bound)")
         else:
             upper = factor * (sigma_meas + math.sqrt(gap_tol / pairs))
             upper_note = f"f·(σ + √(gap/pairs)) (non-expansive for the matrix), f = {factor:.4g}"
-    noise = spec.to_dict()
-    if spec.sampler == "float":
-        noise["warning"] = ("floating-point noise (Mironov 2012): not an exact sampler; "
-                            "`factorize run` refuses it unless --allow-float-noise")
-    if domain is not None:
-        dom = domain
-    elif kind in MOMENT_KINDS:
-        from workloads import Domain
-
-        dom = Domain([f"x{i}" for i in range(lay.d)], [2] * lay.d)
-    else:
-        dom = default_domain(W)
-    if dom.size != N:
-        raise PlanError(f"the workload has N={N} cells but the domain has {dom.size}")
-    if kind in MOMENT_KINDS and list(dom.sizes) != [2] * lay.d:
-        raise PlanError(f"the {kind} mechanism needs {lay.d} binary attributes in the domain, got "
-                        + ", ".join(f"{a}={s}" for a, s in zip(dom.attributes, dom.sizes)))
-    lower = _lower_bound(W, g, n, kind)
+    lower = _lower_bound(W, g, n, kind, lower_witness)
     bounds = {"upper_rmse": upper, "upper_note": upper_note,
               "lower_rmse": None if lower is None else lower["value"],
-              "lower_note": None if lower is None else lower["note"]}
-    from factorize.io.provenance import versions
-
-    return ProjectionPlan(
-        kind=kind,
-        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
-        domain={"attributes": list(dom.attributes), "sizes": [int(s) for s in dom.sizes]},
-        relation=rel.key, guarantee=g.to_dict(), n=n, noise=noise, decoder=decoder,
-        bounds=bounds,
-        expected_error={"rmse_bound": upper, "linear_rmse": sigma_lin,
-                        "measurement_rmse": None if kind == "jl" else sigma_meas},
-        arrays=arrays,
-        provenance={"versions": versions(), "mechanism": kind,
-                    "plan_seconds": time.perf_counter() - t0,
-                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
-    )
+              "lower_note": None if lower is None else lower["note"],
+              "lower_witness": None if lower is None else lower["witness"]}
+    expected = {"rmse_bound": upper, "linear_rmse": sigma_lin, "measurement_rmse": sigma_meas,
+                "rmse_bound_95": None if upper is None else math.sqrt(20.0) * upper,
+                "rmse_bound_95_note": "the realised RMSE exceeds √20 × rmse_bound with probability "
+                                      "≤ 5% (Markov on the mean squared error)"}
+    return decoder, bounds, expected
 
 
-def _lower_bound(W: Any, g: Any, n: int, kind: str) -> dict[str, Any] | None:
-    """A lower bound on any mechanism's RMSE (``plan.lower_bound``), with a note; or None."""
+def _lower_bound(W: Any, g: Any, n: int, kind: str, witness: Any = None) -> dict[str, Any] | None:
+    """A lower bound on any mechanism's RMSE (``plan.lower_bound``), with a note and its
+    witness; or None. With ``witness`` (a stated one), evaluated there without a search."""
     from .lower_bound import any_mechanism_lower_bound
 
-    b = any_mechanism_lower_bound(W, g, "replace", n)
-    return None if b is None else {"value": b["value"], "note": f"{b['bound']}; {b['binds']}"}
+    b = any_mechanism_lower_bound(W, g, "replace", n, witness=witness)
+    return None if b is None else {"value": b["value"], "note": f"{b['bound']}; {b['binds']}",
+                                   "witness": b.get("witness")}
