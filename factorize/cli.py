@@ -202,6 +202,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (WorkloadError, ContainerError, ValueError, OSError) as exc:
         print(f"factorize: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except MemoryError:
+        print("factorize: error: out of memory (the plan, the workload or the data is too large "
+              "for this machine)", file=sys.stderr)
+        return EXIT_INPUT
+    except RecursionError:
+        print("factorize: error: the input is nested too deeply", file=sys.stderr)
+        return EXIT_INPUT
 
 
 if __name__ == "__main__":

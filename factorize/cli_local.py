@@ -5,7 +5,7 @@
                          [--attributes ..] --out FILE.lplan
     factorize local inspect FILE.lplan            (upper and lower bounds, sample sizes)
     factorize local verify FILE.lplan
-    factorize local client FILE.lplan --record "sex=1,race=0,…"     (one message, JSON)
+    factorize local client FILE.lplan --record "sex=1,race=0,…" [--max-epsilon 10]  (one message, JSON)
     factorize local simulate FILE.lplan --data RECORDS.{csv,parquet} --out MESSAGES.parquet [--seed S]
     factorize local aggregate FILE.lplan --messages MESSAGES.parquet --out ANSWERS.{csv,json,parquet}
 
@@ -36,6 +36,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--domain", default=None)
     p.add_argument("--attributes", default=None)
     p.add_argument("--out", required=True)
+    p.add_argument("--allow-weak-guarantee", action="store_true",
+                   help="plan a guarantee beyond the documented ceilings (ε ≤ 10, δ ≤ 1e-3)")
     p.set_defaults(func=_plan)
     for name, fn in (("inspect", _inspect), ("verify", _verify)):
         q = sub.add_parser(name)
@@ -44,6 +46,8 @@ def register(subparsers: Any) -> None:
     c = sub.add_parser("client", help="one user's message for one record (OS randomness)")
     c.add_argument("plan")
     c.add_argument("--record", required=True, help='"attr=value,…" codes for every domain attribute')
+    c.add_argument("--max-epsilon", type=float, default=None,
+                   help="refuse a plan whose ε exceeds this (default: the documented ceiling, 10)")
     c.set_defaults(func=_client)
     s = sub.add_parser("simulate", help="play every client of a records file")
     s.add_argument("plan")
@@ -51,6 +55,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("--out", required=True)
     s.add_argument("--seed", type=int, default=None, help="TEST MODE: reproducible, NOT PRIVATE")
     s.add_argument("--ignore-extra-columns", action="store_true")
+    s.add_argument("--max-epsilon", type=float, default=None,
+                   help="refuse a plan whose ε exceeds this (default: the documented ceiling, 10)")
     s.set_defaults(func=_simulate)
     a = sub.add_parser("aggregate", help="the server: messages → answers with error bars")
     a.add_argument("plan")
@@ -65,6 +71,41 @@ def _guard(fn: Any, args: argparse.Namespace) -> int:
     except (ValueError, OSError, KeyError) as exc:
         print(f"factorize: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except MemoryError:
+        print("factorize: error: out of memory", file=sys.stderr)
+        return EXIT_INPUT
+    except RecursionError:
+        print("factorize: error: the input is nested too deeply", file=sys.stderr)
+        return EXIT_INPUT
+
+
+def _client_plan(path: str, max_epsilon: float | None) -> Any:
+    """The plan a client randomizes with, verified for privacy first (guarantee within the
+    ceilings and ``--max-epsilon``, randomizer re-derived, columns in the unit ball); its
+    guarantee is shown on stderr before any message is produced."""
+    from factorize.privacy.policy import EPSILON_CEILING
+
+    from .local.plan import load_local_plan, verify_local_plan
+
+    from factorize.plan.model import guarantee_text
+    from factorize.privacy.policy import DELTA_CEILING
+
+    plan = load_local_plan(path)
+    # the ε ceiling is the client's own --max-epsilon; everything else as verify
+    failures = verify_local_plan(plan, claims=False, allow_weak_guarantee=True)
+    if failures:
+        raise ValueError("plan refused: " + "; ".join(failures))
+    eps = float(plan.guarantee["epsilon"])
+    limit = EPSILON_CEILING if max_epsilon is None else float(max_epsilon)
+    print(f"guarantee   {guarantee_text(plan.guarantee)} local DP for this message "
+          f"({plan.randomizer['kind']} randomizer)", file=sys.stderr)
+    if not eps <= limit:
+        raise ValueError(f"the plan's ε = {eps:g} exceeds --max-epsilon {limit:g}; refusing to "
+                         "randomize with it")
+    if plan.guarantee.get("delta", 0.0) > DELTA_CEILING:
+        raise ValueError(f"the plan's δ = {plan.guarantee['delta']:g} is above the ceiling "
+                         f"{DELTA_CEILING:g}; refusing to randomize with it")
+    return plan
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -75,7 +116,8 @@ def _plan(args: argparse.Namespace) -> int:
 
         plan = build_local_plan(args.workload, args.privacy, n=args.n, randomizer=args.randomizer,
                                 eta=args.eta, alpha=args.alpha,
-                                domain=parse_domain(args.domain, args.attributes))
+                                domain=parse_domain(args.domain, args.attributes),
+                                allow_weak_guarantee=args.allow_weak_guarantee)
         save_local_plan(plan, args.out)
         print("\n".join(plan.summary_lines()))
         print(f"wrote       {args.out}")
@@ -85,9 +127,14 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from .local.plan import load_local_plan
+        from .local.plan import load_local_plan, verify_local_plan
 
-        print("\n".join(load_local_plan(args.plan).summary_lines()))
+        plan = load_local_plan(args.plan)
+        failures = verify_local_plan(plan)
+        print("status      " + ("VERIFIED" if not failures else
+                                "REFUSED — the numbers below are the file's claims, not verified: "
+                                + "; ".join(failures)[:500]))
+        print("\n".join(plan.summary_lines()))
         return EXIT_OK
     return _guard(run, args)
 
@@ -106,14 +153,13 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _client(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from .local.plan import load_local_plan
         from .local.protocol import encode_record
 
         record = {}
         for part in args.record.split(","):
             name, _, value = part.partition("=")
             record[name.strip()] = int(value)
-        y = encode_record(load_local_plan(args.plan), record)
+        y = encode_record(_client_plan(args.plan, args.max_epsilon), record)
         print(json.dumps({"message": [float(v) for v in y]}))
         return EXIT_OK
     return _guard(run, args)
@@ -128,10 +174,9 @@ def _simulate(args: argparse.Namespace) -> int:
         from factorize.plan.plan_file import file_sha256
         from workloads import Domain
 
-        from .local.plan import load_local_plan
         from .local.protocol import encode_codes, write_messages
 
-        plan = load_local_plan(args.plan)
+        plan = _client_plan(args.plan, args.max_epsilon)
         dom = Domain(plan.domain["attributes"], plan.domain["sizes"])
         codes, counts = distinct_records_duckdb(args.data, dom, allow_extra_columns=args.ignore_extra_columns)
         rows = np.repeat(codes, counts, axis=0)
@@ -148,39 +193,41 @@ def _aggregate(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
         import numpy as np
 
-        from factorize.executor.output import output_format, write_answers
+        from factorize.executor.output import open_output, write_prepared
         from factorize.plan.plan_file import file_sha256
 
         from .local.plan import load_local_plan, verify_local_plan
         from .local.protocol import aggregate_file
 
-        output_format(args.out)
-        plan = load_local_plan(args.plan)
-        failures = verify_local_plan(plan)
-        if failures:
-            raise ValueError("plan refused: " + "; ".join(failures))
-        rel = aggregate_file(plan, args.messages)
-        k = rel["estimate"].size
-        import pyarrow.parquet as pq
+        out = open_output(args.out, protected={"the messages file": args.messages,
+                                               "the plan": args.plan})
+        with out:
+            plan = load_local_plan(args.plan)
+            failures = verify_local_plan(plan)
+            if failures:
+                raise ValueError("plan refused: " + "; ".join(failures))
+            rel = aggregate_file(plan, args.messages)
+            k = rel["estimate"].size
+            import pyarrow.parquet as pq
 
-        raw = (pq.read_schema(args.messages).metadata or {}).get(b"factorize")
-        info = json.loads(raw) if raw else {}
-        test = bool(info.get("test_mode", False))
-        meta = {"plan_sha256": file_sha256(args.plan), "mechanism": "local",
-                "workload": plan.workload["spec"], "workload_fingerprint": plan.workload["fingerprint"],
-                "domain": plan.manifest()["domain"], "guarantee": plan.guarantee,
-                "neighbouring": "local (any two records)", "n": rel["n"], "n_queries": k,
-                "noise": {"family": plan.randomizer["kind"], "sampler": "float",
-                          "scale": plan.randomizer["scale"], "grid": None},
-                "ci": {"level": 0.95, "method": "normal (CLT over n messages) + bias n·η",
-                       "multiplier": 1.959963984540054},
-                "bias_bound": rel["bias_bound"], "test_mode": test,
-                "messages_plan_sha256": info.get("plan_sha256")}
-        if test:
-            meta["warning"] = "NOT PRIVATE: the messages were simulated in --seed test mode"
-        cols = {"query": np.arange(k, dtype=np.int64), "estimate": rel["estimate"],
-                "std_error": rel["std_error"], "ci_low": rel["ci_low"], "ci_high": rel["ci_high"]}
-        write_answers(args.out, cols, meta)
+            raw = (pq.read_schema(args.messages).metadata or {}).get(b"factorize")
+            info = json.loads(raw) if raw else {}
+            test = bool(info.get("test_mode", False))
+            meta = {"plan_sha256": file_sha256(args.plan), "mechanism": "local",
+                    "workload": plan.workload["spec"], "workload_fingerprint": plan.workload["fingerprint"],
+                    "domain": plan.manifest()["domain"], "guarantee": plan.guarantee,
+                    "neighbouring": "local (any two records)", "n": rel["n"], "n_queries": k,
+                    "noise": {"family": plan.randomizer["kind"], "sampler": "float",
+                              "scale": plan.randomizer["scale"], "grid": None},
+                    "ci": {"level": 0.95, "method": "normal (CLT over n messages) + bias n·η",
+                           "multiplier": 1.959963984540054},
+                    "bias_bound": rel["bias_bound"], "test_mode": test,
+                    "messages_plan_sha256": info.get("plan_sha256")}
+            if test:
+                meta["warning"] = "NOT PRIVATE: the messages were simulated in --seed test mode"
+            cols = {"query": np.arange(k, dtype=np.int64), "estimate": rel["estimate"],
+                    "std_error": rel["std_error"], "ci_low": rel["ci_low"], "ci_high": rel["ci_high"]}
+            write_prepared(out, cols, meta)
         print(f"aggregated  {rel['n']} messages → {k} answers of {plan.workload['spec']} → {args.out}")
         return EXIT_OK
     return _guard(run, args)

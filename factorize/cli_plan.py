@@ -10,7 +10,7 @@
     factorize run FILE.plan --data DATA.{npy,csv,parquet} --out ANSWERS.{csv,json,parquet}
                   [--seed N] [--allow-float-noise] [--ignore-extra-columns] [--json]
                   [--engine duckdb|spark] [--ledger LEDGER.db --dataset NAME]
-    factorize verify FILE.plan [--no-certificate] [--json]
+    factorize verify FILE.plan [--no-certificate] [--allow-weak-guarantee] [--json]
     factorize inspect FILE.plan [--json]
 
 Exit codes: 0 ok; 2 bad input, refused plan or bad data; 3 solver failure.
@@ -64,6 +64,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("--gap-tol", type=float, default=None)
     p.add_argument("--out", required=True, help="plan file to write")
+    p.add_argument("--allow-weak-guarantee", action="store_true",
+                   help="plan a guarantee beyond the documented ceilings (ε ≤ 10, ρ ≤ 10, δ ≤ 1e-3)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_plan)
 
@@ -81,12 +83,20 @@ def register(subparsers: Any) -> None:
                    help="where the histogram is computed (spark: a path Spark can read)")
     r.add_argument("--ledger", default=None, help="privacy-budget ledger (factorize budget create)")
     r.add_argument("--dataset", default=None, help="the dataset's name in the ledger")
+    r.add_argument("--allow-weak-guarantee", action="store_true",
+                   help="release under a guarantee beyond the documented ceilings (ε ≤ 10, ρ ≤ 10, "
+                        "δ ≤ 1e-3, δ < 1/n); the output says so")
+    r.add_argument("--postprocess-time-limit", type=float, default=600.0,
+                   help="wall-clock seconds for post-processing / decoding after the charge "
+                        "(default 600); the answers are released with the state reached")
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=_cmd_run)
 
     v = subparsers.add_parser("verify", help="run the plan checks alone (no data)")
     v.add_argument("plan")
     v.add_argument("--no-certificate", action="store_true", help="skip the certificate re-check (SVD)")
+    v.add_argument("--allow-weak-guarantee", action="store_true",
+                   help="accept a guarantee beyond the documented ceilings")
     v.add_argument("--json", action="store_true")
     v.set_defaults(func=_cmd_verify)
 
@@ -115,6 +125,12 @@ def _guarded(fn):
             return EXIT_SOLVER
         except (ValueError, OSError, KeyError) as exc:  # PlanError, DataError, PrivacyError, …
             _err(str(exc))
+            return EXIT_INPUT
+        except MemoryError:
+            _err("out of memory (the plan, the workload or the data is too large for this machine)")
+            return EXIT_INPUT
+        except RecursionError:
+            _err("the input is nested too deeply")
             return EXIT_INPUT
 
     return wrapper
@@ -165,7 +181,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
                       relation=args.neighbouring, domain=domain, noise_family=family,
                       postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
-                      mechanism=args.mechanism, public_n=args.public_n)
+                      mechanism=args.mechanism, public_n=args.public_n,
+                      allow_weak_guarantee=args.allow_weak_guarantee)
     save_plan(plan, args.out)
     return _print_written(plan, args)
 
@@ -187,7 +204,8 @@ def _plan_projection(args: argparse.Namespace, domain: Any, family: str | None) 
     if args.public_n is None:
         raise ValueError(f"--mechanism {args.mechanism} needs --public-n N (and --neighbouring replace)")
     plan = build_projection_plan(args.workload, args.privacy, args.mechanism, n=args.public_n,
-                                 relation=args.neighbouring, domain=domain, noise_family=family)
+                                 relation=args.neighbouring, domain=domain, noise_family=family,
+                                 allow_weak_guarantee=args.allow_weak_guarantee)
     save_projection_plan(plan, args.out)
     return _print_written(plan, args)
 
@@ -205,7 +223,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.seed is not None:
         print("WARNING: --seed test mode: the released answers are NOT PRIVATE", file=sys.stderr)
     projection = _is_projection_plan(args.plan)
-    extra = {"engine": args.engine, "ledger": args.ledger, "dataset": args.dataset}
+    extra = {"engine": args.engine, "ledger": args.ledger, "dataset": args.dataset,
+             "allow_weak_guarantee": args.allow_weak_guarantee,
+             "postprocess_seconds": args.postprocess_time_limit}
     if projection:
         from factorize.executor.projection import run_projection_plan as runner
     else:
@@ -254,9 +274,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         from factorize.executor.projection import verify_projection_plan
         from factorize.plan.plan_file import load_projection_plan
 
-        check = verify_projection_plan(load_projection_plan(args.plan))
+        check = verify_projection_plan(load_projection_plan(args.plan),
+                                       allow_weak_guarantee=args.allow_weak_guarantee)
     else:
-        check = verify_plan(load_plan(args.plan), certificate=not args.no_certificate)
+        check = verify_plan(load_plan(args.plan), certificate=not args.no_certificate,
+                            allow_weak_guarantee=args.allow_weak_guarantee)
     if args.json:
         print(json.dumps(check.to_dict(), allow_nan=False))
     else:
@@ -270,11 +292,28 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from factorize.plan.plan_file import load_any_plan
 
     plan = load_any_plan(args.plan)
+    status = _quick_status(plan)
     if args.json:
-        print(json.dumps(plan.manifest(), allow_nan=False))
+        print(json.dumps({**plan.manifest(), "verification": status}, allow_nan=False, default=str))
     else:
+        print(f"status      {status}")
         print("\n".join(plan.summary_lines()))
     return EXIT_OK
+
+
+def _quick_status(plan: Any) -> str:
+    """Whether the plan's claims hold (the checks of ``verify`` but the certificate's SVD):
+    what ``inspect`` prints above the file's own numbers."""
+    from factorize.plan.checks import verify_any
+    from factorize.plan.model import Plan
+
+
+    failures = verify_any(plan, certificate=False)
+    if not failures:
+        return ("VERIFIED (noise, sensitivity and claims re-derived; certificate not re-checked: "
+                "run factorize verify)" if isinstance(plan, Plan) else "VERIFIED")
+    return ("REFUSED — the numbers below are the file's claims, not verified: "
+            + "; ".join(failures)[:500])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,13 +5,32 @@ into a factorization and a re-checked certificate is ``factorize.recovery`` /
 ``factorize.certificate``'s job, so nothing here is trusted without verification.
 """
 
-from solvers.backends import BACKENDS, SolveInfo, SolverOptions, available_backends, mosek_available
-from solvers.errors import (BackendUnavailableError, CertificateGapError, CertificateInvalidError,
-                            SolverError, SolverFailedError, SolverInaccurateError, SolverTimeLimitError)
-from solvers.grothendieck import GrothendieckResult, gamma_2_star, gamma_2_star_at, solve_grothendieck
-from solvers.sdp_approx_gamma_2 import ApproxGamma2SDPResult, solve_approx_gamma_2_sdp
-from solvers.sdp_gamma_2 import Gamma2SDPResult, solve_gamma_2_sdp
-from solvers.sdp_gamma_f import GammaFSDPResult, solve_gamma_f_sdp
+import importlib
+from typing import Any
+
+#: Where each public name lives; submodules are imported on first use, so that
+#: ``import solvers.errors`` (the executor's error mapping) never loads cvxpy.
+_HOME = {
+    **dict.fromkeys(("BACKENDS", "SolveInfo", "SolverOptions", "available_backends",
+                     "mosek_available"), "solvers.backends"),
+    **dict.fromkeys(("BackendUnavailableError", "CertificateGapError", "CertificateInvalidError",
+                     "SolverError", "SolverFailedError", "SolverInaccurateError",
+                     "SolverTimeLimitError"), "solvers.errors"),
+    **dict.fromkeys(("GrothendieckResult", "gamma_2_star", "gamma_2_star_at",
+                     "solve_grothendieck"), "solvers.grothendieck"),
+    **dict.fromkeys(("ApproxGamma2SDPResult", "solve_approx_gamma_2_sdp"), "solvers.sdp_approx_gamma_2"),
+    **dict.fromkeys(("Gamma2SDPResult", "solve_gamma_2_sdp"), "solvers.sdp_gamma_2"),
+    **dict.fromkeys(("GammaFSDPResult", "solve_gamma_f_sdp"), "solvers.sdp_gamma_f"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        value = getattr(importlib.import_module(_HOME[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'solvers' has no attribute {name!r}")
+
 
 __all__ = [
     "BACKENDS", "SolveInfo", "SolverOptions", "available_backends", "mosek_available",

@@ -70,8 +70,11 @@ def test_monte_carlo_variance_matches_plan(privacy):
     rng = TestRandom(2024)
     est = np.empty((reps, 8))
     covered = np.zeros(8)
+    from factorize.plan.checks import verify_plan
+
+    check = verify_plan(plan, raise_on_failure=True)  # once: every release below uses it
     for r in range(reps):
-        rel = release_answers(plan, h, rng)
+        rel = release_answers(plan, h, rng, check=check)
         est[r] = rel.estimate
         covered += (rel.ci_low <= truth) & (truth <= rel.ci_high)
         if r == 0:

@@ -107,8 +107,9 @@ def test_kill_9_at_each_step_leaves_no_answers_without_a_charge(inputs, tmp_path
     if step == "after_charge":
         assert files == []
     if step == "during_write":
-        assert not out.exists()
-        assert len(files) == 1 and files[0].name.endswith(".tmp")  # half written, and charged
+        # the answers were half written into an unnamed file (O_TMPFILE): a kill leaves none,
+        # neither at the destination nor under a hidden name
+        assert files == []
     if step == "after_write":
         assert files == [out]
         assert "charge_id" in out.read_text()  # the output names its charge
@@ -116,12 +117,16 @@ def test_kill_9_at_each_step_leaves_no_answers_without_a_charge(inputs, tmp_path
     assert not files or len(history) == 1
 
     # the ledger stays usable: the charge of the killed run stays spent
+    if step == "during_write":  # a partial file a dead process left (no O_TMPFILE) is removed
+        stale = tmp_path / f".again.csv.partial.{2 ** 22 + 7}.deadbeef.tmp"
+        stale.write_text("half")
     out2 = tmp_path / "again.csv"
     rc, err = _finish(_start(inputs, out2, L))
     assert rc == 0, err
     assert [c["status"] for c in Ledger.open(L).history("adult")] == (
         ["released"] if step == "before_charge" else ["charged", "released"])
     assert Ledger.open(L).history("adult")[-1]["output_sha256"] == file_sha256(out2)
+    assert _answer_files(out2) == [out2]
 
 
 def test_two_runs_racing_for_the_last_budget_exactly_one_succeeds(inputs, tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from factorize.engines import DataError, histogram_duckdb, histogram_from_npy
+from factorize.engines._common import check_counts
 from workloads import Domain
 
 SUFFIXES = {".npy": "histogram", ".csv": "records", ".parquet": "records", ".pq": "records"}
@@ -38,7 +39,7 @@ def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
 
         h = np.asarray(histogram_spark(os.fspath(path), domain,
                                        allow_extra_columns=allow_extra_columns), dtype=np.int64)
-        if int(h.sum()) <= 0:
+        if check_counts(h, f"data {os.fspath(path)!r}") <= 0:
             raise DataError(f"data {os.fspath(path)!r}: the dataset is empty")
         return h
     p = Path(os.fspath(path))
@@ -55,6 +56,6 @@ def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
     h = np.asarray(h, dtype=np.int64)
     if h.shape != (domain.size,):  # defensive: the engines guarantee it
         raise DataError(f"data file {str(p)!r}: histogram of length {h.shape}, expected {domain.size}")
-    if int(h.sum()) <= 0:
+    if check_counts(h, f"data file {str(p)!r}") <= 0:
         raise DataError(f"data file {str(p)!r}: the dataset is empty")
     return h

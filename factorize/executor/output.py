@@ -4,8 +4,11 @@ Columns: ``query`` (row index of W), ``estimate``, ``std_error``, ``ci_low``, ``
 with post-processing, ``estimate_postprocessed``. Metadata (plan digests, guarantee, noise,
 CI method, ``test_mode``) goes in ``# key: value`` comment lines at the top of a CSV, under
 ``"metadata"`` in JSON, and in the Parquet schema metadata (key ``factorize``). The file is
-written to a temporary file in the destination folder and moved into place with
-``os.replace``: a failure leaves no partial file.
+written through ``io.atomic.AtomicOutput``: an unnamed file in the destination folder,
+moved into place whole (a failure or a kill leaves no partial or complete copy elsewhere).
+``open_output`` opens it before anything irreversible happens (a release checks that it can
+write its answers before it charges a privacy budget) and refuses a destination that is the
+private data, the plan or a ledger file.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from factorize.io.atomic import atomic_target
+from factorize.io.atomic import AtomicOutput
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -29,54 +32,102 @@ def output_format(path: str | os.PathLike[str]) -> str:
     return fmt
 
 
-def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
-                  metadata: dict[str, Any], *, on_partial: Any = None) -> None:
-    """Write atomically; ``on_partial`` (fault injection) is called with the temporary file
-    half written — a crash there leaves no file at ``path``."""
-    p = Path(os.fspath(path))
-    fmt = output_format(p)
-    with atomic_target(p) as tmp:
-        if fmt == "csv":
-            _csv(tmp, columns, metadata)
-        elif fmt == "json":
-            _json(tmp, columns, metadata)
-        else:
-            _parquet(tmp, columns, metadata)
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """True when two paths name the same file (resolved links, or the same inode)."""
+    pa, pb = Path(os.fspath(a)), Path(os.fspath(b))
+    try:
+        if pa.resolve() == pb.resolve():
+            return True
+        return pa.exists() and pb.exists() and os.path.samefile(pa, pb)
+    except OSError:
+        return False
+
+
+def open_output(path: str | os.PathLike[str], *, protected: dict[str, Any] | None = None) -> AtomicOutput:
+    """The answers file, opened for an all-or-nothing write (module docstring). ``protected``
+    maps a role (``"--data"``, ``"the plan"``, ``"the ledger"``) to paths the output must not
+    overwrite; a suffix other than .csv/.json/.parquet is refused too."""
+    output_format(path)
+    for role, other in (protected or {}).items():
+        for p in (other if isinstance(other, (list, tuple)) else [other]):
+            if p is not None and same_file(path, p):
+                raise ValueError(f"--out {os.fspath(path)!r} is {role}: refusing to overwrite it")
+    try:
+        return AtomicOutput(path)
+    except OSError as exc:
+        raise ValueError(f"cannot write the answers to {os.fspath(path)!r} ({exc.strerror or type(exc).__name__})") from None
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None and numpy scalars by Python ones
+    (metadata must always serialise: a release is never lost to an inf in a note)."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        v = float(value)
+        return v if np.isfinite(v) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def write_prepared(out: AtomicOutput, columns: dict[str, np.ndarray], metadata: dict[str, Any], *,
+                   on_partial: Any = None) -> None:
+    """Write and commit an output opened with :func:`open_output`; ``on_partial`` (fault
+    injection) is called with the content half written — a crash there leaves no file."""
+    fmt = output_format(out.target)
+    metadata = json_safe(metadata)
+
+    def writer(fh: Any) -> None:
+        {"csv": _csv, "json": _json, "parquet": _parquet}[fmt](fh, columns, metadata)
         if on_partial is not None:
+            fh.flush()
             on_partial()
 
+    out.write(writer)
+    out.commit()
 
-def _csv(tmp: str, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
+
+def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
+                  metadata: dict[str, Any], *, on_partial: Any = None) -> None:
+    """Write atomically (open, write, commit)."""
+    with open_output(path) as out:
+        write_prepared(out, columns, metadata, on_partial=on_partial)
+
+
+def _csv(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
     names = list(columns)
     k = len(columns["query"])
-    with open(tmp, "w", encoding="utf-8", newline="") as fh:
-        for key, value in metadata.items():
-            fh.write(f"# {key}: {json.dumps(value, allow_nan=False, ensure_ascii=False)}\n")
-        fh.write(",".join(names) + "\n")
-        cols = [columns[n] for n in names]
-        lines = []
-        for i in range(k):
-            lines.append(",".join(str(int(c[i])) if j == 0 else repr(float(c[i]))
-                                  for j, c in enumerate(cols)))
-        fh.write("\n".join(lines) + ("\n" if lines else ""))
+    head = "".join(f"# {key}: {json.dumps(value, allow_nan=False, ensure_ascii=False)}\n"
+                   for key, value in metadata.items())
+    fh.write((head + ",".join(names) + "\n").encode("utf-8"))
+    cols = [columns[n] for n in names]
+    lines = []
+    for i in range(k):
+        lines.append(",".join(str(int(c[i])) if j == 0 else repr(float(c[i]))
+                              for j, c in enumerate(cols)))
+    fh.write(("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
 
 
-def _json(tmp: str, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
+def _json(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
     names = list(columns)
     rows = [{n: (int(columns[n][i]) if n == "query" else float(columns[n][i])) for n in names}
             for i in range(len(columns["query"]))]
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump({"metadata": metadata, "answers": rows}, fh, allow_nan=False, ensure_ascii=False)
-        fh.write("\n")
+    text = json.dumps({"metadata": metadata, "answers": rows}, allow_nan=False, ensure_ascii=False)
+    fh.write((text + "\n").encode("utf-8"))
 
 
-def _parquet(tmp: str, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
+def _parquet(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pa.table({n: pa.array(v) for n, v in columns.items()})
     table = table.replace_schema_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
-    pq.write_table(table, tmp)
+    pq.write_table(table, fh)
 
 
 def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -72,8 +72,12 @@ def cgls(W: Any, y: np.ndarray, N: int, iters: int = 500, tol: float = 1e-10) ->
     return h
 
 
-def nonneg_consistent(W: Any, y: np.ndarray, *, max_iter: int = 2000, tol: float = 1e-8) -> dict[str, Any]:
-    """Solve the problem of the module docstring; returns answers and diagnostics."""
+def nonneg_consistent(W: Any, y: np.ndarray, *, max_iter: int = 2000, tol: float = 1e-8,
+                      deadline: float | None = None) -> dict[str, Any]:
+    """Solve the problem of the module docstring; returns answers and diagnostics. Stops after
+    ``max_iter`` iterations or when ``time.monotonic()`` passes ``deadline``."""
+    import time
+
     k, N = W.shape
     h_ls = cgls(W, y, N)
     n_hat = max(0.0, float(h_ls.sum()))
@@ -94,6 +98,8 @@ def nonneg_consistent(W: Any, y: np.ndarray, *, max_iter: int = 2000, tol: float
             kkt = L * float(np.linalg.norm(h - project_simplex(h - g / L, n_hat))) / scale
             if kkt <= tol:
                 break
+        if deadline is not None and time.monotonic() > deadline:
+            break
     g = W.rmatvec(W.matvec(h) - y)
     kkt = L * float(np.linalg.norm(h - project_simplex(h - g / L, n_hat))) / scale
     return {"answers": W.matvec(h), "histogram": h, "n_hat": n_hat, "iterations": it, "kkt_residual": kkt,
@@ -105,7 +111,8 @@ DENSE_ENTRIES = 2e7
 
 
 def least_squares(W: Any, y: np.ndarray, *, n: float | None = None, symmetric: bool = False,
-                  gap_tol: float = 0.0, max_iter: int = 20000) -> dict[str, Any]:
+                  gap_tol: float = 0.0, max_iter: int = 20000,
+                  deadline: float | None = None) -> dict[str, Any]:
     """The least-squares (projection) mechanism's estimator (seed 002 Alg. 3; MATH.md §4):
 
         ŷ = argmin { ‖y' − ỹ‖₂ : y' ∈ n·K },  K = conv{w_j} (histograms) or conv{±w_j},
@@ -133,7 +140,7 @@ def least_squares(W: Any, y: np.ndarray, *, n: float | None = None, symmetric: b
     clarkson = clarkson_iterations(W, n_hat, gap_tol) if gap_tol > 0 else None
     budget = max_iter if clarkson is None else min(max_iter, clarkson)
     proj = project_least_squares(W, y, n_hat, symmetric=symmetric, max_iters=budget,
-                                 gap_tol=gap_tol)
+                                 gap_tol=gap_tol, deadline=deadline)
     return {"answers": proj.y, "histogram": proj.x, "n_hat": n_hat,
             "n_source": "public" if n is not None else "estimated from the released values",
             "iterations": proj.iterations, "gap": proj.gap, "gap_tol": gap_tol,

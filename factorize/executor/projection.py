@@ -36,49 +36,62 @@ BRUTE_FORCE_CELLS = 4096
 
 
 def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = False,
-                           workload: Any = None) -> PlanCheck:
+                           workload: Any = None, allow_weak_guarantee: bool = False) -> PlanCheck:
     """The checks of the module docstring; ``raise_on_failure`` raises ``PlanRefused``."""
-    from factorize.privacy import PrivacyError, calibrate, guarantee_from_dict
+    from factorize.plan.checks import check_guarantee_policy, guard, rederive_noise
 
     t0 = time.perf_counter()
     out = PlanCheck(passed=False, checks=[])
-    checks, record = out.checks, out.record
+    record = out.record
     record("file", True, "format, schema version, array digests, manifest digest, finite values")
-    W = rebuild_workload(plan.workload, workload, record)
+    g = check_guarantee_policy(out, plan.guarantee, allow_weak_guarantee)
+    W = rebuild_workload(plan.workload, workload, record, plan.embedded, plan.domain)
     out.workload = W
     noise = plan.noise
-    if W is not None and checks[-1]["ok"]:
-        try:
-            sens, dim, detail = _measurement_sensitivity(plan, W)
+    if W is not None and out.ok("workload"):
+        measured = guard(out, "measurement", lambda: _measurement_sensitivity(plan, W))
+        if measured is not None and g is not None:
+            sens, dim, detail = measured
             out.recomputed_sensitivity = sens
             record("measurement", True, detail)
-            record("sensitivity", sens <= float(noise["base_sensitivity"]),
-                   f"{noise['sensitivity_norm']} sensitivity under replace recomputed: {sens:.12g}; "
-                   f"the plan states {float(noise['base_sensitivity']):.12g}")
-            g = guarantee_from_dict(plan.guarantee)
-            if noise.get("dim") != dim:
-                raise PrivacyError(f"the noise was calibrated for dim={noise.get('dim')}, the "
-                                   f"measurement has {dim} coordinates")
-            if noise.get("relation") != "replace":
-                raise PrivacyError("the noise was not calibrated for replace-one neighbours")
-            snorm = "l1" if noise["family"] == "laplace" else "l2"
-            if noise.get("sensitivity_norm") != snorm:
-                raise PrivacyError(f"{noise['family']} noise needs {snorm} sensitivity")
-            grid = noise.get("grid") if noise["sampler"] != "float" else None
-            req = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
-                            sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=dim,
-                            relation="replace", family=noise["family"])
-            out.required_scale = req.scale
-            if req.sampler != noise["sampler"]:
-                raise PrivacyError(f"the guarantee needs sampler {req.sampler!r}, the plan has "
-                                   f"{noise['sampler']!r}")
-            ok = float(noise["scale"]) >= req.scale
-            record("noise", ok, f"{noise['family']} scale {float(noise['scale']):.12g} vs "
-                   f"{req.scale:.12g} required by {g}"
-                   + ("" if ok else " — UNDER-NOISED"))
-        except (PrivacyError, KeyError, TypeError, ValueError) as exc:
-            record("noise", False, f"cannot re-derive the measurement or its noise: {exc}")
+            req = rederive_noise(out, noise, g, "replace", sens, dim)
+            if req is not None and out.ok("noise"):
+                guard(out, "claims", lambda: _check_claims(out, plan, W, g))
     return out.finish(t0, raise_on_failure)
+
+
+def _check_claims(out: PlanCheck, plan: ProjectionPlan, W: Any, g: Any) -> None:
+    """The decoder parameters, bounds and expected error, recomputed (``projection_claims``)."""
+    from factorize.plan.checks import same_number
+    from factorize.plan.projection_plan import projection_claims
+
+    ell = plan.arrays["T"].shape[0] if plan.kind == "jl" else None
+    stated_witness = plan.bounds.get("lower_witness") if isinstance(plan.bounds, dict) else None
+    decoder, bounds, expected = projection_claims(plan.kind, W, g, plan.n, plan.noise, ell,
+                                                  stated_witness)
+    problems = []
+    for name, stated, recomputed in (("decoder", plan.decoder, decoder), ("bounds", plan.bounds, bounds),
+                                     ("expected_error", plan.expected_error, expected)):
+        if not isinstance(stated, dict):
+            problems.append(f"{name} is missing")
+            continue
+        for key, value in recomputed.items():
+            if key not in stated:
+                if plan.schema_version < 2 and (key.startswith("rmse_bound_95") or key == "lower_witness"):
+                    continue  # written before issue 13
+                problems.append(f"{name}.{key} missing")
+            elif isinstance(value, (str, dict)) or value is None:
+                if stated[key] != value:
+                    problems.append(f"{name}.{key}")
+            elif isinstance(value, int) and not isinstance(value, bool):
+                if stated[key] != value or isinstance(stated[key], bool):
+                    problems.append(f"{name}.{key} {stated[key]!r} ≠ {value}")
+            elif not same_number(stated[key], value):
+                problems.append(f"{name}.{key} {stated[key]!r} ≠ {value:.6g}")
+    out.derived.update(decoder=decoder, bounds=bounds, expected_error=expected)
+    out.record("claims", not problems,
+               f"decoder, RMSE bound {bounds['upper_rmse']:.6g} and expected error re-derived"
+               + ("" if not problems else " — the plan states otherwise: " + ", ".join(problems[:4])))
 
 
 def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, str]:
@@ -144,12 +157,19 @@ def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
 
 def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int, rng: Any, *,
                        workload: Any, allow_float_noise: bool = False,
-                       metadata: dict[str, Any] | None = None) -> Release:
-    """Noise once, decode, and the released answers with the error bound (no per-query CIs)."""
+                       metadata: dict[str, Any] | None = None, deadline: float | None = None,
+                       claims: dict[str, Any] | None = None) -> Release:
+    """Noise once, decode, and the released answers with the error bound (no per-query CIs).
+    ``values``: the exact measurement — float values, or the integer lattice image of a
+    lattice plan (``round_to_grid``). ``claims``: the verifier's re-derived decoder and bounds
+    (recomputed here when not given)."""
     from factorize.engines import DataError
-    from factorize.privacy import add_noise
+    from factorize.privacy import add_noise, sample_lattice
 
     from .release import noise_spec
+
+    if claims is None or "decoder" not in claims:
+        claims = verify_projection_plan(plan, raise_on_failure=True, workload=workload).derived
 
     if n_records != plan.n:
         raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
@@ -158,10 +178,19 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
     if spec.sampler == "float" and not allow_float_noise:
         raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
                              "(pass --allow-float-noise to accept it)")
-    noisy = add_noise(np.asarray(values, dtype=np.float64), spec, rng)
-    del values
+    vals = np.asarray(values)
+    if spec.sampler == "float":
+        noisy = add_noise(vals.astype(np.float64), spec, rng)
+    elif vals.dtype.kind in "iuO":
+        noisy = sample_lattice(vals, spec, rng)
+    else:
+        from factorize.privacy import round_to_grid
+
+        noisy = sample_lattice(round_to_grid(vals, spec.grid), spec, rng)
+    del values, vals
     t0 = time.perf_counter()
-    dec = plan.decoder
+    dec = claims["decoder"]
+    bounds = claims["bounds"]
     k = plan.shape[0]
     info: dict[str, Any] = {"method": dec["method"]}
     if plan.kind == "jl":
@@ -169,10 +198,10 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
 
         Wd = workload.dense()
         res = jl_decode(plan.arrays["T"] @ Wd, noisy, float(plan.n), Wd, gap_tol=float(dec["gap_tol"]),
-                        max_iters=int(dec["max_iter"]))
+                        max_iters=int(dec["max_iter"]), deadline=deadline)
         answers = res.answers
         info.update(gap=float(res.gap), iterations=int(res.iterations), converged=bool(res.converged))
-        bound = float(plan.bounds["upper_rmse"]) if res.gap <= dec["gap_tol"] else None
+        bound = float(bounds["upper_rmse"]) if res.gap <= dec["gap_tol"] else None
     else:
         lay = moment_layout(workload)
         M_noisy = moment_matrix(noisy, lay.m, float(plan.n))
@@ -185,16 +214,18 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
             from factorize.geometry.moment_bodies import project_to_elliptope
 
             res = project_to_elliptope(M_noisy, float(plan.n), max_iters=int(dec["max_iter"]),
-                                       gap_tol=float(dec["gap_tol"]), rel_gap_tol=0.0)
+                                       gap_tol=float(dec["gap_tol"]), rel_gap_tol=0.0,
+                                       time_limit=None if deadline is None else
+                                       max(1e-3, deadline - time.monotonic()))
             M = res.M
             info.update(gap=float(res.gap), iterations=int(res.iterations),
                         converged=bool(res.gap <= dec["gap_tol"]))
         answers = lay.answers(M, float(plan.n))
-        meas = plan.expected_error.get("measurement_rmse")
+        meas = claims["expected_error"].get("measurement_rmse")
         if plan.noise["family"] == "gaussian" and meas is not None:
             bound = lay.answer_rmse_bound(meas, plan.n, info["gap"])  # with the gap reached
         else:
-            bound = float(plan.bounds["upper_rmse"]) if info["converged"] else None
+            bound = float(bounds["upper_rmse"]) if info["converged"] else None
     info["seconds"] = time.perf_counter() - t0
     test_mode = bool(getattr(rng, "is_test_mode", False))
     meta = dict(metadata or {})
@@ -207,7 +238,9 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
         "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},
         "decode": info,
         "rmse_bound": bound,
-        "rmse_bound_note": plan.bounds.get("upper_note") if bound is not None else
+        "rmse_bound_95": None if bound is None else math.sqrt(20.0) * bound,
+        "rmse_bound_note": (bounds.get("upper_note") + "; the realised RMSE exceeds rmse_bound_95 "
+                            "= √20·rmse_bound with probability ≤ 5% (Markov)") if bound is not None else
         "no bound: the decode did not reach its gap target",
         "n_queries": int(k),
         "ci": {"level": None, "method": "none: projected answers carry the RMSE bound, not per-query intervals"},
@@ -222,47 +255,42 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
 def run_projection_plan(plan_path: str, data_path: str, out_path: str | None = None, *,
                         seed: int | None = None, allow_float_noise: bool = False,
                         allow_extra_columns: bool = False, engine: str = "duckdb",
-                        ledger: str | None = None, dataset: str | None = None) -> Release:
-    """Load + verify, measure, charge the ledger (as ``release.run_plan``), release, write
+                        ledger: str | None = None, dataset: str | None = None,
+                        allow_weak_guarantee: bool = False, postprocess_seconds: float = 600.0
+                        ) -> Release:
+    """Load + verify, measure, charge the ledger (``executor.session``), release, write
     ``out_path`` (all or nothing)."""
     from factorize.engines import DataError
-    from factorize.plan.plan_file import file_sha256, load_projection_plan
+    from factorize.plan.plan_file import load_projection_plan
 
-    from .output import output_format
-    from .release import _charge, write_answers_checkpointed
+    from .session import ReleaseSession, check_record_count
 
-    if out_path is not None:
-        output_format(out_path)
     if engine != "duckdb":
         raise ExecutionError(f"projection plans read their data with DuckDB; --engine {engine} "
                              "is supported for factorization plans only")
-    if (ledger is None) != (dataset is None):
-        raise ExecutionError("--ledger and --dataset go together")
-    plan = load_projection_plan(plan_path)
-    check = verify_projection_plan(plan, raise_on_failure=True)
-    if plan.noise["sampler"] == "float" and not allow_float_noise:
-        raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                             "(pass --allow-float-noise to accept it)")
-    book = None
-    if ledger is not None:
-        from factorize.ledger import Ledger
+    with ReleaseSession.start(plan_path, data_path, out_path, seed=seed, ledger=ledger,
+                              dataset=dataset) as session:
+        plan = load_projection_plan(plan_path)
+        check = verify_projection_plan(plan, raise_on_failure=True,
+                                       allow_weak_guarantee=allow_weak_guarantee)
+        if plan.noise["sampler"] == "float" and not allow_float_noise:
+            raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
+                                 "(pass --allow-float-noise to accept it)")
+        values, n_records = measure(plan, data_path, check.workload,
+                                    allow_extra_columns=allow_extra_columns)
+        if n_records != plan.n:  # checked before the charge: a refused run spends nothing
+            raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
+                            "the data has a different number of records")
+        check_record_count(plan.guarantee, n_records, allow_weak_guarantee)
+        if plan.noise["sampler"] != "float":
+            from factorize.privacy import round_to_grid
 
-        book = Ledger.open(ledger)
-    values, n_records = measure(plan, data_path, check.workload,
-                                allow_extra_columns=allow_extra_columns)
-    if n_records != plan.n:  # checked before the charge: a refused run spends nothing
-        raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
-                        "the data has a different number of records")
-    plan_sha = file_sha256(plan_path)
-    meta: dict[str, Any] = {"plan_sha256": plan_sha}
-    charge = _charge(book, dataset, plan, plan_sha, seed)
-    if charge is not None:
-        meta["ledger"] = {"dataset": dataset, "charge_id": charge.id}
-    rel = release_projection(plan, values, n_records, make_rng(seed), workload=check.workload,
-                             allow_float_noise=allow_float_noise, metadata=meta)
-    if out_path is not None:
+            values = round_to_grid(values, plan.noise["grid"])  # exact (integer moments), pre-charge
+        session.charge(plan)
+        rel = release_projection(plan, values, n_records, make_rng(seed), workload=check.workload,
+                                 allow_float_noise=allow_float_noise, metadata=dict(session.metadata),
+                                 deadline=time.monotonic() + postprocess_seconds,
+                                 claims=check.derived)
         cols = {"query": np.arange(rel.estimate.size, dtype=np.int64), "estimate": rel.estimate}
-        write_answers_checkpointed(out_path, cols, rel.metadata)
-    if charge is not None:
-        book.mark_released(charge.id, file_sha256(out_path) if out_path is not None else None)
-    return rel
+        session.write(cols, rel.metadata)
+        return rel

@@ -1,43 +1,46 @@
-"""Running a plan: verification, data, exact noise, answers with standard errors and 95% CIs.
+"""Running a factorization plan: verification, data, exact noise, answers with error bars.
 
-Order of operations in :func:`run_plan` (nothing private is touched before step 3):
+Order of operations in :func:`run_plan` (``executor.session`` frames it: nothing is charged
+that is not released, nothing released that is not charged):
 
-1. ``plan_file.load_plan`` (digests, schema) and ``checks.verify_plan`` (workload, W = RA,
-   sensitivity recomputed, noise re-derived: an under-noised plan is refused);
-2. a ``"float"`` sampler is refused unless ``allow_float_noise``;
-3. the histogram h is read (``data.load_histogram``; ``DataError`` on any bad input);
-4. ``y = A h`` (Kronecker products factor by factor), released as ``γ(round(y/γ) + Y)`` with Y
-   exact discrete Gaussian / Laplace integers (``privacy.sample_on_grid``), randomness from
-   the OS (``SecureRandom``) — or ``TestRandom(seed)`` in test mode, whose outputs are all
-   marked ``test_mode: true`` / NOT PRIVATE;
+1. the answers file is opened (writable, not the data, plan or ledger), ``--seed`` with
+   ``--ledger`` refused, the ledger opened;
+2. ``plan_file.load_plan`` (digests, schema) and ``checks.verify_plan`` — the workload, W = RA,
+   the sensitivity of the measured strategy (certified), the noise, every accuracy claim and
+   the certificate: an under-noised or inconsistent plan is refused; a ``"float"`` sampler
+   is refused unless ``allow_float_noise``;
+3. the histogram h is read (``data.load_histogram``; ``DataError`` on any bad input); the
+   guarantee's δ must be below 1/n (``privacy.policy``); the measurement
+   ``q = round(Ã h / γ)`` is computed exactly (``privacy.lattice``) — all before the charge;
+4. the charge; then ``γ(q + Y)`` with Y exact discrete Gaussian / Laplace integers
+   (``privacy.sample_lattice``), randomness from the OS (``SecureRandom``) — or
+   ``TestRandom(seed)`` in test mode, whose outputs are all marked NOT PRIVATE;
 5. estimates ``R·ỹ``; standard error ``√v·‖r_i‖`` with v the variance bound of the noise
-   *actually sampled* (the lattice parameter is rounded up by ≤ 2⁻¹⁵ relative); 95% interval
-   ``estimate ± (c·se + b_i)`` where c = 1.959963984540054 for Gaussian noise (normal
-   approximation; the discrete Gaussian has variance ≤ σ² and is σ-subgaussian), c = √20 for
-   Laplace / K-norm (Chebyshev: valid for any noise with that variance), and
-   ``b_i = (γ/2)‖r_i‖₁`` bounds the deterministic rounding bias of a lattice release;
-6. optional post-processing of the released values (``postprocess``);
-7. everything is computed in memory first; the output is written atomically — all answers
-   or none.
+   *actually sampled*; 95% interval ``estimate ± (c·se + (γ/2)‖r_i‖₁ + β·n⁺)``: c the
+   two-sided quantile at 0.049 (normal for Gaussian noise — the discrete Gaussian has
+   variance ≤ σ² and is σ-subgaussian —, Chebyshev otherwise), the rounding bias, and the
+   reconstruction bias β·n⁺ with n⁺ a bound on n from the release that fails with
+   probability ≤ 10⁻³ (``plan.bias``): coverage ≥ 95% by the union bound;
+6. optional post-processing of the released values (``postprocess``), bounded in iterations
+   and wall-clock time;
+7. the answers are written whole or not at all, then the release recorded.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from factorize.plan.model import Plan, PlanError, ci_method, ci_multiplier, row_l1_norms_R
+from factorize.plan.model import Plan, ci_method, ci_multiplier, row_l1_norms_R
 
 from .kron import kron_matvec
+from .session import POSTPROCESS_SECONDS, ExecutionError, ReleaseSession, check_record_count
 
 NOT_PRIVATE = "NOT PRIVATE: produced in --seed test mode (reproducible noise)"
-
-
-class ExecutionError(PlanError):
-    """The plan cannot be run (refused sampler, inconsistent state)."""
 
 
 @dataclass
@@ -82,36 +85,71 @@ def sampled_variance(plan: Plan) -> float:
     return variance_bound(n)
 
 
-def make_rng(seed: int | None):
+def make_rng(seed: int | None) -> Any:
     from factorize.privacy import SecureRandom, TestRandom
 
     return SecureRandom() if seed is None else TestRandom(seed)
 
 
-def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
-                    allow_float_noise: bool = False, metadata: dict[str, Any] | None = None) -> Release:
-    """Steps 4–6 of the module docstring for an already verified plan and a validated h."""
-    from factorize.privacy import add_noise
+def measure(plan: Plan, h: np.ndarray) -> np.ndarray:
+    """The exact measurement of a verified plan: ``round(Ã h/γ)`` (int64 or Python ints,
+    ``privacy.lattice``) for a lattice sampler, ``fl(Ã h)`` for a float sampler."""
+    from factorize.privacy.lattice import lattice_image, measured_factors
 
+    fact = plan.factorization
+    h = np.asarray(h)
+    if h.shape != (plan.shape[1],):
+        raise ExecutionError(f"histogram of length {h.shape[0] if h.ndim else 0}, the plan needs N={plan.shape[1]}")
+    if h.dtype.kind == "f":  # counts given as floats: exact non-negative integers only
+        if not (np.all(np.isfinite(h)) and np.all(h == np.rint(h)) and np.all(h >= 0)
+                and (h.size == 0 or float(h.max()) < 2.0 ** 53)):
+            raise ExecutionError("the histogram must hold non-negative integer counts")
+        h = h.astype(np.int64)
+    if plan.noise["sampler"] == "float":
+        return kron_matvec(measured_factors(fact.A_factors), h.astype(np.float64))
+    return lattice_image(fact.A_factors, h, plan.noise["grid"])
+
+
+def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
+                    allow_float_noise: bool = False, metadata: dict[str, Any] | None = None,
+                    check: Any = None, measurement: np.ndarray | None = None,
+                    postprocess_seconds: float = POSTPROCESS_SECONDS) -> Release:
+    """Steps 4–6 of the module docstring for a verified plan (``check``: its PlanCheck; it is
+    verified here when not given) and a validated h."""
+    from factorize.privacy import add_noise, sample_lattice
+
+    from factorize.plan.bias import n_upper
+
+    if check is None:  # privacy and the claims the release uses (the certificate is not one)
+        from factorize.plan.checks import verify_plan
+
+        check = verify_plan(plan, raise_on_failure=True, workload=workload, certificate=False)
     fact = plan.factorization
     spec = noise_spec(plan)
     if spec.sampler not in ("discrete_gaussian", "discrete_laplace"):
         if not (spec.sampler == "float" and allow_float_noise):
             raise ExecutionError(f"the plan's sampler {spec.sampler!r} is not an exact sampler; "
                                  "refusing (pass --allow-float-noise to accept floating-point noise)")
-    h = np.asarray(h, dtype=np.float64)
-    if h.shape != (plan.shape[1],):
-        raise ExecutionError(f"histogram of length {h.shape[0] if h.ndim else 0}, the plan needs N={plan.shape[1]}")
-    _check_public_n(plan, h)
-    y = kron_matvec(fact.A_factors, h)
-    noisy = add_noise(y, spec, rng)
-    del y
+    if measurement is None:
+        _check_public_n(plan, np.asarray(h))
+        measurement = measure(plan, h)
+    if spec.sampler == "float":
+        noisy = add_noise(measurement, spec, rng)
+    else:
+        noisy = sample_lattice(measurement, spec, rng)
     est = kron_matvec(fact.R_factors, noisy)
     sd = math.sqrt(sampled_variance(plan))
     se = sd * fact.row_norms_R()
-    bias = 0.5 * spec.grid * row_l1_norms_R(fact) if spec.grid else np.zeros_like(se)
+    rounding = 0.5 * spec.grid * row_l1_norms_R(fact) if spec.grid else np.zeros_like(se)
+    d = check.derived
+    beta = float(d.get("beta", 0.0))
+    n_plus = n_upper(d.get("n_bound", "cap"), d.get("n_weights", ()), est, fact.R_factors,
+                     d.get("mu", 0.0), beta, d.get("b_l1", 0.0), sd, spec.family, spec.grid)
+    public_n = (plan.postprocess or {}).get("n")
+    if public_n is not None:
+        n_plus = min(n_plus, float(public_n))
     c = ci_multiplier(plan.noise)
-    half = c * se + bias
+    half = c * se + rounding + beta * n_plus
     meta = dict(metadata or {})
     test_mode = bool(getattr(rng, "is_test_mode", False))
     meta.update({
@@ -124,20 +162,31 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
         "neighbouring": plan.relation,
         "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},
         "ci": {"level": 0.95, "method": ci_method(plan.noise), "multiplier": c,
-               "rounding_bias_added": bool(spec.grid)},
+               "rounding_bias_added": bool(spec.grid),
+               "bias_per_record": beta, "n_upper": n_plus, "n_bound": d.get("n_bound", "cap"),
+               "note": "estimate ± (multiplier·std_error + rounding bias + bias_per_record·n_upper); "
+                       "n_upper bounds n except with probability 1e-3, the noise term holds "
+                       "with probability 0.951: coverage ≥ 0.95"},
         "n_queries": int(est.size),
     })
     if test_mode:
         meta["warning"] = NOT_PRIVATE
     rel = Release(estimate=est, std_error=se, ci_low=est - half, ci_high=est + half, metadata=meta)
     if plan.postprocess:
-        W = workload
-        if W is None:
-            from workloads import parse_workload
-            W = parse_workload(plan.workload["spec"])
-        pp = _postprocess(plan, W, est, se)
-        rel.postprocessed = pp["answers"]
-        meta["postprocess"] = {k: v for k, v in pp.items() if k not in ("answers", "histogram")}
+        W = check.workload if check.workload is not None else workload
+        try:
+            pp = _postprocess(plan, W, est, se, time.monotonic() + postprocess_seconds)
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+            # post-processing reads released values only; if it fails, the release stands
+            meta["postprocess"] = {"method": plan.postprocess.get("method"), "failed": str(exc)[:300]}
+            return rel
+        answers = np.asarray(pp["answers"], dtype=np.float64)
+        if answers.shape == est.shape and np.all(np.isfinite(answers)):
+            rel.postprocessed = answers
+            meta["postprocess"] = {k: v for k, v in pp.items() if k not in ("answers", "histogram")}
+        else:
+            meta["postprocess"] = {"method": plan.postprocess.get("method"),
+                                   "failed": "non-finite answers"}
     return rel
 
 
@@ -156,19 +205,21 @@ def _check_public_n(plan: Plan, h: np.ndarray) -> None:
                         "the data has a different number of records")
 
 
-def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray) -> dict[str, Any]:
-    """Run the plan's post-processing on the released estimates (never on private data)."""
+def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
+                 deadline: float) -> dict[str, Any]:
+    """Run the plan's (verified) post-processing on the released estimates (never on private
+    data), stopping at ``deadline`` (``time.monotonic()``) if it has not converged."""
     from factorize.plan.model import least_squares_rmse_bound
 
     from .postprocess import least_squares, nonneg_consistent
 
     post = plan.postprocess
     if post["method"] == "nonneg":
-        return nonneg_consistent(W, est, max_iter=int(post.get("max_iter", 2000)),
-                                 tol=float(post.get("tol", 1e-8)))
+        return nonneg_consistent(W, est, max_iter=int(post["max_iter"]), tol=float(post["tol"]),
+                                 deadline=deadline)
     if post["method"] == "least_squares":
         pp = least_squares(W, est, n=post.get("n"), gap_tol=float(post["gap_tol"]),
-                           max_iter=int(post["max_iter"]))
+                           max_iter=int(post["max_iter"]), deadline=deadline)
         k = est.size
         linear_rmse = float(np.sqrt(np.mean(se * se)))
         coef = post.get("bound_coefficient")
@@ -183,75 +234,44 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray) -> dict[st
 def run_plan(plan_path: str, data_path: str, out_path: str | None = None, *, seed: int | None = None,
              allow_float_noise: bool = False, allow_extra_columns: bool = False,
              engine: str = "duckdb", ledger: str | None = None,
-             dataset: str | None = None) -> Release:
-    """Load + verify the plan, read the data, release, and write ``out_path`` (all or nothing).
+             dataset: str | None = None, allow_weak_guarantee: bool = False,
+             postprocess_seconds: float = POSTPROCESS_SECONDS) -> Release:
+    """Load + verify the plan, read the data, release, and write ``out_path`` (all or nothing),
+    in the order of the module docstring.
 
     ``engine``: where the histogram is computed (``executor.data.load_histogram``).
     ``ledger`` / ``dataset``: charge the plan's guarantee to the dataset's privacy budget
-    (``factorize.ledger``) — committed before any noise is drawn or answer written; a run
-    that would exceed the budget is refused; the release is recorded once the output is in
-    place. A crash after the charge loses that budget but never leaves answers without a
-    charge. A test-mode run (``seed``) is never charged (its output is marked NOT PRIVATE).
+    (``factorize.ledger``) — committed before any noise is drawn or answer written, after every
+    check that can fail; a run that would exceed the budget is refused. A test-mode run
+    (``seed``) is never charged (its output is marked NOT PRIVATE) and may not name a ledger.
+    ``allow_weak_guarantee``: run a guarantee beyond the documented ceilings
+    (``privacy.policy``).
     """
     from factorize.plan.checks import verify_plan
-    from factorize.plan.plan_file import file_sha256, load_plan
+    from factorize.plan.plan_file import load_plan
     from workloads import Domain
 
     from .data import load_histogram
-    from .output import output_format
 
-    if out_path is not None:
-        output_format(out_path)  # refuse a bad suffix before anything else
-    plan = load_plan(plan_path)
-    check = verify_plan(plan, raise_on_failure=True)
-    if plan.noise["sampler"] == "float" and not allow_float_noise:
-        raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                             "(pass --allow-float-noise to accept it)")
-    if (ledger is None) != (dataset is None):
-        raise ExecutionError("--ledger and --dataset go together")
-    book = None
-    if ledger is not None:
-        from factorize.ledger import Ledger
-
-        book = Ledger.open(ledger)  # refuses a missing or tampered ledger before any data is read
-    domain = Domain(plan.domain["attributes"], plan.domain["sizes"])
-    h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns, engine=engine)
-    _check_public_n(plan, h)  # before the charge: a refused run spends nothing
-    plan_sha = file_sha256(plan_path)
-    meta: dict[str, Any] = {"plan_sha256": plan_sha}
-    charge = _charge(book, dataset, plan, plan_sha, seed)
-    if charge is not None:
-        meta["ledger"] = {"dataset": dataset, "charge_id": charge.id}
-    rel = release_answers(plan, h, make_rng(seed), workload=check.workload,
-                          allow_float_noise=allow_float_noise, metadata=meta)
-    del h
-    if out_path is not None:
-        write_answers_checkpointed(out_path, rel.columns(), rel.metadata)
-    if charge is not None:
-        book.mark_released(charge.id, file_sha256(out_path) if out_path is not None else None)
-    return rel
-
-
-def _charge(book: Any, dataset: str | None, plan: Any, plan_sha: str, seed: int | None) -> Any:
-    """Commit the plan's guarantee against the dataset's budget (None without a ledger or in
-    test mode); the fault checkpoints bracket the commit for the crash tests."""
-    from factorize.ledger.faults import checkpoint
-
-    checkpoint("before_charge")
-    if book is None or seed is not None:
-        return None
-    charge = book.charge(dataset, plan.guarantee, plan_sha256=plan_sha, relation=plan.relation)
-    checkpoint("after_charge")
-    return charge
-
-
-def write_answers_checkpointed(out_path: str, columns: dict[str, np.ndarray],
-                               metadata: dict[str, Any]) -> None:
-    """``output.write_answers`` with the ``during_write`` / ``after_write`` fault checkpoints
-    (the first fires while the temporary file is half written, before it is moved in place)."""
-    from factorize.ledger.faults import checkpoint
-
-    from .output import write_answers
-
-    write_answers(out_path, columns, metadata, on_partial=lambda: checkpoint("during_write"))
-    checkpoint("after_write")
+    with ReleaseSession.start(plan_path, data_path, out_path, seed=seed, ledger=ledger,
+                              dataset=dataset) as session:
+        plan = load_plan(plan_path)
+        check = verify_plan(plan, raise_on_failure=True, allow_weak_guarantee=allow_weak_guarantee)
+        if plan.noise["sampler"] == "float" and not allow_float_noise:
+            raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
+                                 "(pass --allow-float-noise to accept it)")
+        domain = Domain(plan.domain["attributes"], plan.domain["sizes"])
+        h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns, engine=engine)
+        _check_public_n(plan, h)
+        check_record_count(plan.guarantee, int(h.sum(dtype=np.uint64)), allow_weak_guarantee)
+        q = measure(plan, h)  # exact, before the charge: a refused run spends nothing
+        del h
+        session.charge(plan)
+        meta = dict(session.metadata)
+        if allow_weak_guarantee:
+            meta["guarantee_override"] = True
+        rel = release_answers(plan, np.zeros(0), make_rng(seed), allow_float_noise=allow_float_noise,
+                              metadata=meta, check=check, measurement=q,
+                              postprocess_seconds=postprocess_seconds)
+        session.write(rel.columns(), rel.metadata)
+        return rel

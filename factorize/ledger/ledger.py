@@ -320,6 +320,13 @@ def _check_sha(value: Any, what: str) -> str:
 
 # ----------------------------------------------------------------------------- the ledger
 
+def ledger_files(path: str | os.PathLike[str]) -> list[str]:
+    """Every file of the ledger at ``path``: the database, its anchor, its lock and SQLite's
+    journals (a release's answers must never be written over any of them)."""
+    p = os.fspath(path)
+    return [p, f"{p}.head", f"{p}.lock", f"{p}-journal", f"{p}-wal", f"{p}-shm"]
+
+
 class Ledger:
     """A privacy-budget ledger at ``path`` (see the module docstring).
 
