@@ -4,16 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from workloads.domain import Domain
 
 from .errors import DataError
 
-__all__ = ["MAX_HISTOGRAM_CELLS", "check_domain", "format_problems", "rows"]
+__all__ = ["MAX_COUNT", "MAX_HISTOGRAM_CELLS", "check_counts", "check_domain", "format_problems", "rows"]
 
 #: Largest domain (number of cells ``N``) the engines build a histogram for. Cell indices
 #: then fit comfortably in a signed 64-bit integer; larger domains must be handled through
 #: marginals (project the domain onto a few attributes).
 MAX_HISTOGRAM_CELLS = 2**40
+
+#: Counts (every cell and the total) must stay below 2**53: then they are exact in float64
+#: (the executor computes A·h in floating point) and no int64 sum of them can overflow.
+MAX_COUNT = 2**53
+_SUM_CHUNK = 1 << 10  # 2**10 counts each < 2**53 sum below 2**63: no int64 overflow
 
 
 def rows(count: int) -> str:
@@ -31,6 +38,31 @@ def check_domain(domain: Any) -> Domain:
             f"attributes, e.g. domain.project([...])"
         )
     return domain
+
+
+def check_counts(h: np.ndarray, where: str) -> int:
+    """The exact total of the non-negative int64 counts ``h``; :class:`DataError` if a count
+    or the total reaches :data:`MAX_COUNT` (2**53). Computed without int64 overflow (never
+    a wrapped-around sum); the message quotes the limit only, never a count."""
+    h = np.asarray(h)
+    if h.dtype != np.int64 or h.ndim != 1:
+        raise TypeError(f"check_counts needs a 1-D int64 array, got {h.dtype} {h.shape}")
+    if h.size == 0:
+        return 0
+    big = int(np.count_nonzero(h >= MAX_COUNT))
+    if big:
+        what = "1 entry is" if big == 1 else f"{big} entries are"
+        raise DataError(f"{where}: {what} at least 2**53 = {MAX_COUNT}, the largest count supported "
+                        f"(counts must be exact in float64)")
+    if int(h.max()) * h.size < MAX_COUNT:  # fast path: the int64 sum cannot overflow
+        return int(h.sum())
+    s = h
+    while s.size > 1:  # sums of 2**10 values < 2**53 stay below 2**63; stop once one reaches 2**53
+        s = np.add.reduceat(s, np.arange(0, s.size, _SUM_CHUNK))
+        if int(s.max()) >= MAX_COUNT:
+            raise DataError(f"{where}: the total count is at least 2**53 = {MAX_COUNT}, the largest "
+                            f"supported (counts must be exact in float64)")
+    return int(s[0])
 
 
 def format_problems(

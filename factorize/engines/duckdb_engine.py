@@ -37,7 +37,7 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_domain, format_problems
+from ._common import check_counts, check_domain, format_problems
 from .errors import DataError
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
@@ -370,6 +370,7 @@ def _histogram(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_r
     ).fetchnumpy()
     cells = np.asarray(res["cell"], dtype=np.int64)
     cnt = np.asarray(res["n"], dtype=np.int64)
+    check_counts(cnt, "the records' histogram")  # total < 2**53: no int64 wrap-around below
     n_cells = domain.size
     if cells.size and (cells.min() < 0 or cells.max() >= n_cells) or int(cnt.sum()) != n_rows:
         raise RuntimeError("internal error: DuckDB histogram inconsistent with its checks")  # pragma: no cover
@@ -385,6 +386,7 @@ def _distinct(con: Any, domain: Domain, status_code: list[tuple[str, str]],
     res = con.execute(f"SELECT {codes}, CAST(sum({_COUNT}) AS BIGINT) AS n FROM g GROUP BY ALL").fetchnumpy()
     out = np.column_stack([np.asarray(res[f"k{j}"], dtype=np.int64) for j in range(len(domain))])
     cnt = np.asarray(res["n"], dtype=np.int64)
+    check_counts(cnt, "the records' distinct tuples")  # total < 2**53: no int64 wrap-around below
     if int(cnt.sum()) != n_rows:
         raise RuntimeError("internal error: DuckDB tuples inconsistent with the checks")  # pragma: no cover
     return out, cnt

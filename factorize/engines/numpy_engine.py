@@ -15,7 +15,7 @@ import numpy as np
 from workloads.domain import Domain
 from workloads.errors import DomainError
 
-from ._common import check_domain, format_problems
+from ._common import check_counts, check_domain, format_problems
 from .errors import DataError
 
 __all__ = ["histogram_from_npy", "histogram_numpy"]
@@ -82,7 +82,9 @@ def histogram_from_npy(path: str | os.PathLike[str], domain: Domain | int) -> np
     ``domain`` is a :class:`~workloads.Domain` (the length must be ``domain.size``) or the
     expected length ``N`` itself. The file is read with ``allow_pickle=False``; the array
     must be 1-D, of a real numeric dtype, with finite, non-negative, integral entries, not
-    all zero. Raises :class:`DataError`.
+    all zero, every count and their total below 2**53 (:data:`._common.MAX_COUNT`). The
+    ``.npy`` header (dtype, shape) is checked before any data is read, so a file declaring
+    more entries than ``N`` costs nothing to refuse. Raises :class:`DataError`.
     """
     if isinstance(domain, Domain):
         n_cells = check_domain(domain).size
@@ -91,38 +93,53 @@ def histogram_from_npy(path: str | os.PathLike[str], domain: Domain | int) -> np
     else:
         raise DataError(f"domain must be a workloads.Domain or a positive int N, got {type(domain).__name__}")
     p = Path(os.fspath(path))
+    where = f"histogram in {str(p)!r}"
+    invalid = f"histogram file {str(p)!r} is not a valid .npy file"
     try:
-        with open(p, "rb") as fh:
-            magic = fh.read(6)
+        fh = open(p, "rb")
     except FileNotFoundError:
         raise DataError(f"histogram file {str(p)!r} does not exist") from None
     except OSError as exc:
         raise DataError(f"cannot read histogram file {str(p)!r} ({type(exc).__name__})") from None
-    if magic.startswith(b"PK"):
-        raise DataError(f"histogram file {str(p)!r} is an .npz archive; expected a single array (.npy)")
-    if magic != b"\x93NUMPY":
-        # np.load would treat any other file as pickled data (refused with allow_pickle=False)
-        raise DataError(f"histogram file {str(p)!r} is not a valid .npy file")
-    try:
-        h = np.load(p, allow_pickle=False)
-    except ValueError as exc:
-        if "Object arrays" in str(exc) or "pickle" in str(exc):
-            raise DataError(
-                f"histogram file {str(p)!r} holds Python objects (refused: never unpickled)"
-            ) from None
-        raise DataError(f"histogram file {str(p)!r} is not a valid .npy file") from None
-    except (OSError, EOFError):
-        raise DataError(f"histogram file {str(p)!r} is not a valid .npy file (truncated or unreadable)") from None
-    if not isinstance(h, np.ndarray):  # pragma: no cover - excluded by the magic check
-        raise DataError(f"histogram file {str(p)!r} is not a single array (.npy)")
-    where = f"histogram in {str(p)!r}"
-    if h.ndim != 1:
-        raise DataError(f"{where} must be 1-D, got shape {h.shape}")
-    if h.shape[0] != n_cells:
-        raise DataError(f"{where} has length {h.shape[0]}, expected N={n_cells}")
+    with fh:
+        try:
+            magic = fh.read(6)
+        except OSError as exc:
+            raise DataError(f"cannot read histogram file {str(p)!r} ({type(exc).__name__})") from None
+        if magic.startswith(b"PK"):
+            raise DataError(f"histogram file {str(p)!r} is an .npz archive; expected a single array (.npy)")
+        if magic != b"\x93NUMPY":
+            # np.load would treat any other file as pickled data (refused with allow_pickle=False)
+            raise DataError(f"histogram file {str(p)!r} is not a valid .npy file")
+        # The header first (bounded: NumPy refuses headers over 10 000 bytes): dtype and shape
+        # are checked before the data are read, so nothing is allocated for a wrong shape.
+        try:
+            fh.seek(0)
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fh)
+            elif version in ((2, 0), (3, 0)):  # 3.0 differs only in utf-8 field names
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
+            else:  # pragma: no cover - read_magic accepts only these
+                raise ValueError("unknown .npy version")
+        except (ValueError, OSError, EOFError, SyntaxError, TypeError):
+            raise DataError(invalid) from None
+        if dtype.hasobject:
+            raise DataError(f"histogram file {str(p)!r} holds Python objects (refused: never unpickled)")
+        if len(shape) != 1:
+            raise DataError(f"{where} must be 1-D, got shape {shape}")
+        if shape[0] != n_cells:
+            raise DataError(f"{where} has length {shape[0]}, expected N={n_cells}")
+        if dtype.kind not in "iuf":
+            raise DataError(f"{where} must have an integer or float dtype, got {dtype}")
+        try:
+            fh.seek(0)
+            h = np.lib.format.read_array(fh, allow_pickle=False)
+        except (ValueError, OSError, EOFError):
+            raise DataError(f"{invalid} (truncated or unreadable)") from None
+    if not isinstance(h, np.ndarray) or h.shape != (n_cells,) or h.dtype != dtype:
+        raise DataError(f"{invalid} (it changed while being read)")  # pragma: no cover
     kind = h.dtype.kind
-    if kind not in "iuf":
-        raise DataError(f"{where} must have an integer or float dtype, got {h.dtype}")
     if kind == "f":
         bad = int(np.count_nonzero(~np.isfinite(h)))
         if bad:
@@ -141,6 +158,9 @@ def histogram_from_npy(path: str | os.PathLike[str], domain: Domain | int) -> np
     bad = int(np.count_nonzero(h < 0))
     if bad:
         raise DataError(f"{where}: {_entries(bad)} negative (counts must be >= 0)")
-    if not np.any(h):
+    h = h.astype(np.int64)
+    # every count and the total below 2**53, summed without int64 overflow: a wrapped sum
+    # would otherwise reach the caller as "0 records" or a wrong n
+    if check_counts(h, where) == 0:
         raise DataError(f"{where} is all zeros (an empty dataset)")
-    return h.astype(np.int64)
+    return h
