@@ -25,6 +25,10 @@ import pytest
 from factorize.engines import DataError, histogram_duckdb
 from workloads import Domain
 
+#: Spark in local mode starts a JVM (~10 s) and these tests take about a minute: they run
+#: with the full suite (README: `python -m pytest -q -m ""`), not in the default run.
+pytestmark = pytest.mark.spark
+
 SENTINEL = 987654
 DOM = Domain(["a", "b", "c"], [3, 4, 5])
 ROOT = Path(__file__).resolve().parent.parent
