@@ -353,3 +353,24 @@ def test_memory_and_recursion_errors_are_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pf, "_load", deep)
     assert main(["verify", str(path)]) == 2
     assert "nested too deeply" in capsys.readouterr().err
+
+
+def test_postprocessing_is_bounded_in_time_after_the_charge(ready, tmp_path):
+    """The charge is followed by bounded work only: post-processing stops at the wall-clock
+    limit and the answers are released (and recorded) with the state it reached."""
+    import time
+
+    from factorize.executor.output import read_answers
+
+    plan = small_plan("prefix:8", "epsilon=0.5,delta=1e-6", postprocess="nonneg")
+    path = _saved(plan, tmp_path / "n.plan")
+    _, data, L = ready
+    out = tmp_path / "a.json"
+    t0 = time.perf_counter()
+    assert _run(path, data, out, "--ledger", str(L), "--dataset", "d",
+                "--postprocess-time-limit", "0.000001") == 0
+    assert time.perf_counter() - t0 < 30
+    cols, meta = read_answers(out)
+    assert meta["postprocess"]["iterations"] <= 10 and "estimate_postprocessed" in cols
+    (c,) = Ledger.open(L).history("d")
+    assert c["status"] == "released"

@@ -421,28 +421,20 @@ def _box_muller(rng: Any, count: int) -> np.ndarray:
 
 
 def strategy_diameter(A: Any) -> float:
-    """An upper bound, tight to ~1e-15·max‖a_x‖², on ``max_{x,y} ‖a_x − a_y‖₂`` over the columns
-    of ``A`` (m×N). Gram-matrix evaluation ``‖a_x‖² + ‖a_y‖² − 2⟨a_x,a_y⟩`` in blocks, plus the
-    rigorous float error bound ``8(m+3)·2⁻⁵³·max‖a‖²`` (inner products of length m, three more
-    roundings), capped by ``2·max‖a_x‖`` (triangle inequality) -- never an underestimate."""
+    """A certified upper bound on ``max_{x,y} ‖a_x − a_y‖₂`` over the columns of ``A`` (m×N):
+    the L2 replace sensitivity of A (``privacy.sensitivity.replace_sensitivity``: scaled by a
+    power of two, Gram identity with a rigorous rounding allowance — never an underestimate,
+    even for entries whose squares would underflow in float64)."""
+    from factorize.privacy.sensitivity import replace_sensitivity
+
     M = np.asarray(A, dtype=np.float64)
     if M.ndim != 2 or M.shape[1] == 0:
         raise ValueError(f"A must be an m×N matrix with N ≥ 1 columns, got shape {M.shape}")
     if not np.all(np.isfinite(M)):
         raise ValueError("A must be finite")
-    m, N = M.shape
-    sq = np.einsum("ij,ij->j", M, M)
-    best = 0.0
-    rows = max(1, (1 << 22) // N)
-    for s in range(0, N, rows):
-        e = min(N, s + rows)
-        d2 = sq[s:e, None] + sq[None, :] - 2.0 * (M[:, s:e].T @ M)
-        best = max(best, float(d2.max()))
-    smax = float(sq.max())
-    err = 8.0 * (m + 3) * 2.0**-53 * smax
-    diam = math.sqrt(max(best, 0.0) + err) * (1.0 + 2.0**-50)
-    cap = 2.0 * math.sqrt(smax) * (1.0 + 2.0**-50)
-    return min(diam, cap)
+    if M.shape[1] == 1:
+        return 0.0
+    return float(replace_sensitivity(M, "l2").value)
 
 
 class GaussianLocalRandomizer:

@@ -201,11 +201,14 @@ def moment_sensitivity(d: int, norm: str, relation: str) -> float:
     changes exactly the |S|(d−|S|) pairs with one end in S, each by 2, so
     Δ₂ = 2√(⌊d/2⌋⌈d/2⌉) and Δ₁ = 2⌊d/2⌋⌈d/2⌉ (maximised at |S| = ⌊d/2⌋).
     """
+    from factorize.numerics import round_up
+
     pairs = d * (d - 1) // 2
     cut = (d // 2) * ((d + 1) // 2)
+    # integers are exact in float64 (< 2^53); a square root is rounded up (certified)
     if relation == "add_remove":
-        return math.sqrt(pairs) if norm == "l2" else float(pairs)
-    return 2.0 * math.sqrt(cut) if norm == "l2" else 2.0 * cut
+        return round_up(math.sqrt(pairs), 1) if norm == "l2" else float(pairs)
+    return round_up(2.0 * math.sqrt(cut), 1) if norm == "l2" else 2.0 * cut
 
 
 def moment_matrix(v: np.ndarray, d: int, n: float) -> np.ndarray:

@@ -124,9 +124,15 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
     sections = [Section("Privacy guarantee and noise", [
         guarantee_words(plan.guarantee, plan.relation),
         noise_words(n, plan.strategy_rows),
-        f"The answers are R·(A·h + noise): an unbiased estimate of every query, with the "
-        f"per-query standard deviations below (the factorization W = R·A is checked to "
-        f"{b['residual']:.1e} by `factorize verify`).",
+        (f"The answers are R·(A·h + noise): an estimate of every query with the per-query "
+         f"standard deviations below and a bias of at most {e['bias_per_record']:.3g}·n (n the "
+         f"number of records): |W − R·A| ≤ {e['bias_per_record']:.3g} entrywise, certified by "
+         f"`factorize verify`" + (" — the approximate factorization's η" if plan.certificate.eta
+                                  else ", rounding level") + "."
+         if e.get("bias_per_record") is not None else
+         f"The answers are R·(A·h + noise): an unbiased estimate of every query, with the "
+         f"per-query standard deviations below (the factorization W = R·A is checked to "
+         f"{b['residual']:.1e} by `factorize verify`)."),
     ])]
 
     norm = b["norm"]
@@ -180,12 +186,19 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
            f"{e['expected_max_bound']:.6g} ({e['expected_max_method']}).",
            f"95% intervals: estimate ± {e['ci_multiplier']:.4g}·std ({e['ci_method']})"
            + (f" + rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
-           + "."]
+           + (f" + bias ≤ {e['bias_per_record']:.3g}·n⁺, n⁺ a bound on n taken from the release "
+              "(it fails with probability 10⁻³; the noise term takes the rest of the 5%)"
+              if e.get("bias_per_record") else "") + "."]
     sections.append(Section("Error of each answer", err, figures=figs))
 
+    beta = float(e.get("bias_per_record") or 0.0)
     series = {"RMSE (counts)": np.full(NS.size, e["rmse"])}
     scaling = ["The noise does not depend on the data, so the error in counts is the same at "
                "every dataset size n; relative to n (answers as fractions) it falls like 1/n."]
+    if beta * float(NS.max()) > 1e-3 * e["rmse"]:
+        series["RMSE + bias β·n (bound)"] = np.sqrt(e["rmse"] ** 2 + (beta * NS) ** 2)
+        scaling.append(f"The reconstruction has a bias of at most β·n, β = {beta:.3g} per record: "
+                       "it grows with n, so relative to n the error tends to β, not to 0.")
     post = plan.postprocess or {}
     if post.get("method") == "least_squares" and post.get("bound_coefficient") is not None:
         from factorize.plan.model import least_squares_rmse_bound
