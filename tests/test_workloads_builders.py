@@ -223,8 +223,10 @@ def test_parity_bad():
 def test_block_count_guard():
     with pytest.raises(WorkloadError, match="blocks"):
         parity(1000, 3)
+    # marginal families are one object (MarginalWorkload): up to MAX_MARGINAL_BLOCKS = 2^24 blocks
     with pytest.raises(WorkloadError, match="blocks"):
-        marginals_upto([2] * 200, 3)
+        marginals_upto([2] * 1000, 3)
+    assert marginals_upto([2] * 200, 3).num_blocks == 1 + 200 + 19900 + 1313400
     assert len(parity(60, 2).blocks) == 60 * 59 // 2
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["hash_header", "hash_dense_chunks", "hash_combine", "hash_csr", "blocks", "csr_block"]
+__all__ = ["hash_header", "hash_dense_chunks", "hash_combine", "combine_hasher", "hash_csr", "blocks",
+           "csr_block"]
 
 _FP_PREFIX = b"factorize.workloads.fingerprint.v1\x00"
 _HASH_CHUNK_ENTRIES = 1 << 20  # entries hashed per chunk when streaming a matrix
@@ -40,10 +41,21 @@ def hash_dense_chunks(shape: tuple[int, int], chunks: Iterable[np.ndarray]) -> s
     return h.hexdigest()
 
 
+def combine_hasher(tag: str, shape: tuple[int, int], count: int) -> Any:
+    """The SHA-256 object of :func:`hash_combine` before its parts: header and part count.
+
+    Feeding it each part's hex digest followed by ``b"\\x00"`` (in any grouping of
+    ``update`` calls: the digest depends only on the byte stream) gives
+    ``hash_combine(tag, shape, parts)``.
+    """
+    h = hash_header(tag, shape)
+    h.update(f"{count}\x00".encode("ascii"))
+    return h
+
+
 def hash_combine(tag: str, shape: tuple[int, int], parts: Sequence[str]) -> str:
     """Digest of a structured matrix: ``tag``, shape, then the digests of its parts in order."""
-    h = hash_header(tag, shape)
-    h.update(f"{len(parts)}\x00".encode("ascii"))
+    h = combine_hasher(tag, shape, len(parts))
     for part in parts:
         h.update(part.encode("ascii") + b"\x00")
     return h.hexdigest()

@@ -277,7 +277,14 @@ def workload_axes(workload: Any) -> set[tuple[int, ...]]:
     """The axis layouts of a workload's Kronecker blocks: a Kronecker product's layout is the
     concatenation of its factors' (one per combination of the factors' own layouts), a union's
     is the set of its blocks', and any other matrix has the single axis (N,). Axes of size 1
-    are dropped (they do not index a domain attribute)."""
+    are dropped (they do not index a domain attribute). A marginal family (anything with
+    ``marginal_structure()``) has the single layout of its attribute sizes above 1 -- every
+    block is ``⊗_j (I or 1ᵀ)_{n_j}``, possibly after a 1×1 weight -- read without building
+    its blocks."""
+    structure = getattr(workload, "marginal_structure", None)
+    if callable(structure):
+        sizes = structure()[0]
+        return {tuple(int(n) for n in sizes if int(n) > 1)}
     factors = getattr(workload, "factors", None)
     if factors is not None:
         layouts: set[tuple[int, ...]] = {()}

@@ -4,6 +4,7 @@ Grammar (whitespace around tokens is ignored; names are case-insensitive)::
 
     spec   := call | atom
     call   := ("kron" | "vstack") "(" spec ("," spec)* ")"
+            | "scale" "(" WEIGHT "," spec ")"     WEIGHT · spec
     atom   := "identity" ":" dims        I_n, or ⊗ of I_{n_j} for n_0 x n_1 x ...
             | "total" ":" dims           1 x n ones (⊗ over dims)
             | "prefix" ":" dims          prefix sums (⊗ over dims: prefix:8x8 = kron(prefix:8,prefix:8))
@@ -17,9 +18,23 @@ Grammar (whitespace around tokens is ignored; names are case-insensitive)::
             | "file" ":" PATH            .npy / .csv / .mtx
             | "file" ":" "sha256=" HEX   a matrix carried by the plan, by content
     dims   := INT ("x" INT)*
+    WEIGHT := decimal literal: DIGITS ["." DIGITS] [("e"|"E") ["+"|"-"] DIGITS]  (or ".5")
 
-A ``file:`` path extends to the end of the spec at top level; inside ``kron(...)``
-or ``vstack(...)`` it ends at the next ``,`` or ``)``.
+Marginal families: ``marginals:n_0x...xn_{d-1}:WAY`` is one :class:`MarginalWorkload` whose
+block for each subset ``S`` (``|S| = WAY``, lexicographic) is ``⊗_{j∈S} I_{n_j} ⊗_{j∉S}
+1ᵀ_{n_j}``; ``marginals_upto`` takes ``|S| = 0, 1, ..., WAY`` in that order. Same matrix and
+fingerprint as the ``VStackWorkload`` of ``KronWorkload`` blocks built before; the blocks
+are built only on demand.
+``scale(w,SPEC)`` is ``w·SPEC`` with ``w`` finite in ``[1e-12, 1e12]``: ``scale(1,SPEC)`` is
+``SPEC`` (normalized to it), a marginal family scales its weights ``w_S`` (nested scales
+multiply; the products must stay in range), a ``vstack`` scales each part, and any other
+``SPEC`` becomes ``kron`` of the 1×1 matrix ``[[w]]`` and ``SPEC``. ``vstack`` of marginal
+families over the same sizes is again one marginal family (blocks and weights in order;
+same matrix and fingerprint as the plain stack). The normalized weight is Python's shortest
+``repr`` of the float, without a trailing ``.0`` (``scale(2.50,…)`` → ``scale(2.5,…)``).
+
+A ``file:`` path extends to the end of the spec at top level; inside ``kron(...)``,
+``vstack(...)`` or ``scale(...)`` it ends at the next ``,`` or ``)``.
 
 Custom matrices are content-addressed: ``file:PATH`` is read (only where the caller allows
 files: the planner, never the executor) and its normalized spec is
@@ -29,17 +44,24 @@ a path named in it.
 
 Resources: the whole spec may store at most ``MAX_SPEC_ENTRIES`` matrix entries (charged per
 distinct leaf before it is built — a repeated leaf is built once and shared) and be at most
-``MAX_SPEC_CHARS`` characters long.
+``MAX_SPEC_CHARS`` characters long. A marginal family stores no entries but about
+``way + 16`` machine words per block (its subset tuple, row offset and weight), charged as
+that many entries (plus ``2·Σ n`` for its lazily built leaves) once its block count — at most
+``MAX_MARGINAL_BLOCKS`` = 2^24, computed without enumerating — is known; stacking or scaling
+families charges 8 per block.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from .builders import all_range, hadamard, identity, prefix, random_pm1, total, width_range
+from .compose import check_scale, scale_workload, vstack_workloads
 from .errors import WorkloadError, WorkloadSpecError
 from .files import from_file
-from .marginals import marginals, marginals_upto, parity
+from .marginal_workload import MAX_MARGINAL_BLOCKS, MarginalWorkload
+from .marginals import marginals, marginals_upto, parity, subset_count
 from .operators import KronWorkload, VStackWorkload, Workload
 
 __all__ = ["parse_workload", "ACCEPTED_FORMS", "embedded_files", "MAX_SPEC_ENTRIES",
@@ -59,6 +81,7 @@ ACCEPTED_FORMS: tuple[str, ...] = (
     "file:PATH (.npy, .csv or .mtx)",
     "kron(SPEC,SPEC,...)",
     "vstack(SPEC,SPEC,...)",
+    "scale(W,SPEC) (W a positive decimal, e.g. scale(2.5,marginals:2x3x4:1))",
 )
 
 _MAX_DEPTH = 64
@@ -75,7 +98,19 @@ _DIM_BUILDERS: dict[str, Callable[[int], Workload]] = {
     "allrange": all_range,
 }
 _ATOMS = (*_DIM_BUILDERS, "width", "hadamard", "marginals", "marginals_upto", "parity", "random", "file")
-_CALLS = ("kron", "vstack")
+_CALLS = ("kron", "vstack", "scale")
+_WEIGHT_RE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_MAX_WEIGHT_CHARS = 64
+#: Machine words charged per block of a marginal family beyond its subset's indices.
+_WORDS_PER_BLOCK = 16
+#: Words charged per block when a family is stacked or scaled (new offsets and weights).
+_WORDS_PER_COPIED_BLOCK = 8
+
+
+def _format_weight(w: float) -> str:
+    """Normalized spelling of a weight: the shortest ``repr``, without a trailing ``.0``."""
+    text = repr(float(w))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _message(spec: str, problem: str, position: int | None) -> str:
@@ -175,7 +210,44 @@ class _Parser:
             f"unknown workload {name!r}; expected one of {', '.join(_ATOMS + _CALLS)}", start
         )
 
+    def weight(self) -> float:
+        self.skip_ws()
+        start = self.pos
+        match = _WEIGHT_RE.match(self.text, self.pos)
+        if match is None:
+            found = repr(self.text[self.pos]) if self.pos < len(self.text) else "end of spec"
+            raise self.fail("expected a finite positive decimal weight W in scale(W,SPEC) (such as "
+                            f"2.5 or 1e-3), found {found}")
+        literal = match.group(0)
+        if len(literal) > _MAX_WEIGHT_CHARS:
+            raise self.fail(f"the weight in scale(W,SPEC) is longer than {_MAX_WEIGHT_CHARS} characters",
+                            start)
+        self.pos = match.end()
+        value = float(literal)
+        if value == 0.0:
+            raise self.fail(f"the weight in scale(W,SPEC) must be > 0, got {literal}", start)
+        try:
+            return check_scale(value, "the weight in scale(W,SPEC)")
+        except WorkloadError as exc:
+            raise self.fail(str(exc), start) from None
+
+    def scale_call(self, start: int, depth: int) -> Workload:
+        self.expect("(", "after 'scale'")
+        w = self.weight()
+        self.expect(",", "after the weight in scale(W,SPEC)")
+        if self.peek() in (")", ",", ""):
+            raise self.fail("expected a workload spec as argument 2 of scale(W,SPEC)")
+        arg = self.spec(depth + 1, top=False)
+        self.expect(")", "to close scale(W,SPEC)")
+        if w == 1.0:
+            return arg  # 1·SPEC is SPEC, under SPEC's own normalized spec
+        normalized = f"scale({_format_weight(w)},{arg.spec or ''})"
+        cost = 1 + _WORDS_PER_COPIED_BLOCK * _family_blocks(arg)
+        return self.build(lambda: scale_workload(w, arg), normalized, start, cost)
+
     def call(self, name: str, start: int, depth: int) -> Workload:
+        if name == "scale":
+            return self.scale_call(start, depth)
         self.expect("(", f"after {name!r}")
         args: list[Workload] = []
         while True:
@@ -192,8 +264,11 @@ class _Parser:
                 found = repr(c) if c else "end of spec"
                 raise self.fail(f"expected ',' or ')' in {name}(...), found {found}")
         normalized = f"{name}({','.join(a.spec or '' for a in args)})"
-        cls = KronWorkload if name == "kron" else VStackWorkload
-        return self.build(lambda: cls(args), normalized, start, len(args))
+        if name == "kron":
+            return self.build(lambda: KronWorkload(args), normalized, start, len(args))
+        cost = len(args) + _WORDS_PER_COPIED_BLOCK * sum(
+            a.num_blocks for a in args if isinstance(a, MarginalWorkload))
+        return self.build(lambda: vstack_workloads(args), normalized, start, cost)
 
     def atom(self, name: str, start: int, top: bool) -> Workload:
         if name in _DIM_BUILDERS:
@@ -226,8 +301,13 @@ class _Parser:
                 )
             builder = marginals if name == "marginals" else marginals_upto
             normalized = f"{name}:{'x'.join(map(str, dims))}:{way}"
-            # one identity and one total per distinct size, shared; one block object per subset
-            cost = 2 * sum(set(dims)) + len(dims) * _subset_count(len(dims), way, name)
+            blocks = subset_count(len(dims), way, upto=name == "marginals_upto")
+            if blocks > MAX_MARGINAL_BLOCKS:
+                raise self.fail(f"{normalized[:80]!r} has more than {MAX_MARGINAL_BLOCKS} marginal "
+                                "blocks (attribute subsets), the limit of one marginal workload", start)
+            # one identity and one total per distinct size (built lazily, shared); per block a
+            # subset tuple, a row offset and a weight
+            cost = 2 * sum(set(dims)) + blocks * (way + _WORDS_PER_BLOCK)
             return self.build(lambda: builder(dims, way), normalized, start, cost)
         if name == "parity":
             d = self.integer("the dimension d in parity:D:WAY")
@@ -238,7 +318,7 @@ class _Parser:
             if way > d:
                 raise self.fail(f"parity way {way} exceeds the dimension d={d}", way_start)
             return self.build(lambda: parity(d, way), f"parity:{d}:{way}", start,
-                              d * _subset_count(d, way, "marginals"))
+                              d * subset_count(d, way, cap=MAX_SPEC_ENTRIES))
         if name == "random":
             dims_start = self.pos
             dims = self.dims("the shape in random:KxN:seed=S")
@@ -350,12 +430,14 @@ _ATOM_ENTRIES: dict[str, Callable[[int], int]] = {
 }
 
 
-def _subset_count(d: int, way: int, name: str) -> int:
-    import math
-
-    if name == "marginals_upto":
-        return sum(math.comb(d, w) for w in range(way + 1))
-    return math.comb(d, way)
+def _family_blocks(workload: Workload) -> int:
+    """Blocks of the marginal families in ``workload`` (itself, or parts of its stacks):
+    what scaling it copies."""
+    if isinstance(workload, MarginalWorkload):
+        return workload.num_blocks
+    if isinstance(workload, VStackWorkload):
+        return sum(_family_blocks(b) for b in workload.blocks)
+    return 0
 
 
 def embedded_files(workload: Workload) -> dict[str, Workload]:
@@ -368,6 +450,8 @@ def embedded_files(workload: Workload) -> dict[str, Workload]:
         spec = w.spec or ""
         if spec.startswith(FILE_DIGEST_PREFIX):
             found[spec[len(FILE_DIGEST_PREFIX):]] = w
+            continue
+        if isinstance(w, MarginalWorkload):  # identity/total leaves only; never build its blocks
             continue
         stack.extend(getattr(w, "factors", ()) or ())
         stack.extend(getattr(w, "blocks", ()) or ())

@@ -95,6 +95,16 @@ class KronWorkload(Workload):
             math.prod(f.shape[1] for f in self._factors),
         )
 
+    @classmethod
+    def _trusted(cls, factors: tuple[Workload, ...], shape: tuple[int, int]) -> KronWorkload:
+        """A product of already validated ``factors`` whose ``shape`` the caller computed
+        (no coercion: :class:`MarginalWorkload` builds many blocks this way)."""
+        obj = cls.__new__(cls)
+        Workload.__init__(obj, None)
+        obj._factors = factors
+        obj._shape = shape
+        return obj
+
     @property
     def shape(self) -> tuple[int, int]:
         return self._shape
@@ -209,11 +219,22 @@ class VStackWorkload(Workload):
                 flat.append(b)
         return flat
 
+    def _flat_block_fingerprints(self) -> list[str]:
+        """Digests of the flattened blocks (nested stacks contribute their own blocks'),
+        without building what a subclass keeps implicit (:class:`MarginalWorkload`)."""
+        out: list[str] = []
+        for b in self._blocks:
+            if isinstance(b, VStackWorkload):
+                out.extend(b._flat_block_fingerprints())
+            else:
+                out.append(b.fingerprint())
+        return out
+
     def _compute_fingerprint(self) -> str:
-        flat = self._flat_blocks()
+        flat = self._flat_block_fingerprints()
         if len(flat) == 1:
-            return flat[0].fingerprint()
-        return _hashing.hash_combine("vstack", self._shape, [b.fingerprint() for b in flat])
+            return flat[0]
+        return _hashing.hash_combine("vstack", self._shape, flat)
 
 
 class SumWorkload(Workload):
