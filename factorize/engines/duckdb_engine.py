@@ -18,6 +18,11 @@ quote, header row required): DuckDB's numeric casts accept ``"1.5"`` (rounded to
 ``"0x10"`` and ``"1_000"``, so integers are instead recognised with the pattern
 ``[+-]?[0-9]+(\\.0*)?`` (surrounding spaces allowed; ``"3.0"`` is 3, ``"1e3"`` is refused).
 
+:func:`marginals_duckdb` shares the scan and the checks, then measures marginal tables (the
+histograms of projections onto attribute subsets) by grouped scans of the distinct tuples'
+codes, for domains of any number of cells; :func:`distinct_records_duckdb` returns the
+distinct tuples themselves.
+
 Records are private: error messages name columns and count rows, never show values. DuckDB's
 own error messages can quote a CSV line, so they are replaced by a summary (line number and
 kind of problem). Spilling to disk is disabled (``temp_directory=''``): no intermediate
@@ -27,6 +32,7 @@ result derived from the records is written outside memory.
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import re
 from collections.abc import Sequence
@@ -39,9 +45,17 @@ from workloads.domain import Domain
 
 from ._common import check_counts, check_domain, format_problems
 from .errors import DataError
+from .marginals import MAX_MARGINAL_CELLS, MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans, subset_cells
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
-__all__ = ["INTEGER_PATTERN", "histogram_duckdb", "histogram_from_npy", "histogram_numpy"]
+__all__ = [
+    "INTEGER_PATTERN",
+    "distinct_records_duckdb",
+    "histogram_duckdb",
+    "histogram_from_npy",
+    "histogram_numpy",
+    "marginals_duckdb",
+]
 
 #: How an integer must be written in a text (CSV or string) column, after trimming spaces.
 INTEGER_PATTERN = r"[+-]?[0-9]+(\.0*)?"
@@ -54,6 +68,12 @@ _FLOAT_TYPES = frozenset(["FLOAT", "DOUBLE", "REAL"])
 _COUNT = "__factorize_count"
 # Perfect-hash aggregation tables have 2**bits entries per thread; allow it up to this size.
 _MAX_PERFECT_HT_BITS = 22
+# Marginals: a grouped scan may measure a superset table of up to _SCAN_CELLS cells, from
+# which the requested tables contained in it are summed out (see marginals.plan_scans and the
+# benchmark in marginals_duckdb's docstring); with at most _FEW_DISTINCT distinct tuples a
+# scan has few groups whatever its number of cells, so any table whose indices fit is allowed.
+_SCAN_CELLS = 2**15
+_FEW_DISTINCT = 2**14
 
 
 def _ident(name: str) -> str:
@@ -278,6 +298,64 @@ def distinct_records_duckdb(
     return _run(path, domain, columns, allow_extra_columns, threads, _distinct)
 
 
+def marginals_duckdb(
+    path: str | os.PathLike[str],
+    domain: Domain,
+    subsets: Sequence[Sequence[int]],
+    *,
+    columns: Sequence[str] | None = None,
+    allow_extra_columns: bool = False,
+    threads: int | None = None,
+) -> MarginalTables:
+    """Marginal tables of the records in a CSV or Parquet file, computed inside DuckDB.
+
+    ``subsets`` is a sequence of strictly increasing tuples of attribute indices (``()`` is
+    the total; repeats are allowed and measured once). The result holds ``n_records`` and,
+    for each distinct subset ``S``, an int64 vector of length ``Π_{j∈S} sizes[j]`` in C order
+    over the attributes of ``S`` (smallest index slowest): exactly the dense histogram's
+    ``reshape(sizes).sum(other axes).ravel()``, without building the histogram, so the
+    domain may have any number of cells (10**18, 2**100...). A subset of more than 2**40
+    cells, an index outside the domain or an unsorted tuple is a :class:`ValueError`.
+
+    The records are read and checked exactly as by :func:`histogram_duckdb` (same parameters,
+    one scan into an in-memory table of distinct raw tuples with counts, the same
+    :class:`DataError` messages, which name columns and count rows but never show values;
+    an empty file is refused). Every record is checked, also in columns that no requested
+    subset uses. Then, in the same in-memory DuckDB (spilling to disk is disabled,
+    ``temp_directory=''``: nothing derived from the records is written outside memory), the
+    distinct tuples become their codes (smallest unsigned integer columns, only the
+    attributes some subset uses), and the tables are measured by grouped scans of those
+    codes: ``GROUP BY`` the combined cell index ``Σ_{j∈T} code_j · stride_j`` of a table
+    ``T``, one query per ``T`` (a perfect-hash aggregate up to 2**15 cells). Only the
+    maximal requested subsets need measuring -- the others are sums of a measured table,
+    computed exactly in int64 -- and one scan may group on a superset ``T`` of several of
+    them, whose table then gives every requested subset it contains. ``T`` has at most
+    2**15 cells (unless it is a requested subset), or, with at most 2**14 distinct tuples
+    (so few groups whatever ``T``), up to 2**40 cells; ``T`` is planned by
+    :func:`engines.marginals.plan_scans` from the sizes and subsets alone, never from the
+    records. Every measured cell index is checked to lie in ``0 .. cells-1``, counts (each
+    one and each total) to be below 2**53, and every table to sum to ``n_records``.
+
+    Memory: the distinct tuples (as for :func:`histogram_duckdb`), one measured table at a
+    time -- dense if at least a quarter of its cells are non-zero, else only its non-zero
+    cells -- and the requested tables; never proportional to the domain size.
+
+    Method (benchmark on 2 shared cores, 10**6 uniform records over 30 attributes of sizes
+    2..10, all 4,060 3-way subsets and their closure; the alternatives extrapolated from 120
+    subsets; another process held one core): one ``GROUP BY`` per 3-way subset on its code
+    columns, ~54 s;
+    on the combined cell index, ~70 s; ``UNION ALL`` batches of 8-32 such queries, ~67 s;
+    ``GROUPING SETS`` batches of 4-32 subsets, 66-120 s; the superset plan used here (347
+    scans of mostly 6-way tables, each serving ~12 subsets), 7-10 s of scans, 12-18 s in
+    all including the checking scan (3-6 s), peak RSS ~230 MB. Adult (48,842 records, 14
+    attributes, 91 pairs + closure): 0.75 s.
+    """
+    if not isinstance(domain, Domain):
+        raise DataError(f"domain must be a workloads.Domain, got {type(domain).__name__}")
+    subs = normalize_subsets(domain, subsets)
+    return _run(path, domain, columns, allow_extra_columns, threads, functools.partial(_marginals, subsets=subs))
+
+
 def _run(path: Any, domain: Domain, columns: Sequence[str] | None, allow_extra_columns: bool,
          threads: int | None, finish: Any) -> Any:
     """Open an in-memory DuckDB, group and check the records, then ``finish`` (histogram or
@@ -391,3 +469,58 @@ def _distinct(con: Any, domain: Domain, status_code: list[tuple[str, str]],
         raise RuntimeError("internal error: DuckDB tuples inconsistent with the checks")  # pragma: no cover
     return out, cnt
 
+
+
+def _code_type(size: int) -> str:
+    """The smallest DuckDB integer type holding the codes ``0 .. size-1``."""
+    for bound, name in ((2**8, "UTINYINT"), (2**16, "USMALLINT"), (2**32, "UINTEGER")):
+        if size <= bound:
+            return name
+    return "BIGINT"
+
+
+def _scan_budget(n_distinct: int) -> int:
+    """Largest superset table (cells) one grouped scan may measure (see marginals_duckdb)."""
+    return MAX_MARGINAL_CELLS if n_distinct <= _FEW_DISTINCT else _SCAN_CELLS
+
+
+def _marginals(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_rows: int, *,
+               subsets: list[Subset]) -> MarginalTables:
+    """Step 3 for marginal tables: codes table c, then one grouped scan per planned table."""
+    builder = TableBuilder(domain, subsets, n_rows)
+    n_distinct = int(con.execute("SELECT count(*) FROM g").fetchone()[0])
+    plans = plan_scans(domain.sizes, subsets, _scan_budget(n_distinct))
+    if not plans:  # only () requested: the checks' count is the answer
+        return builder.result()
+    used = sorted({j for t in plans for j in t})
+    codes = ", ".join(
+        f"CAST({status_code[j][1]} AS {_code_type(domain.sizes[j])}) AS {_ident(f'k{j}')}" for j in used
+    )
+    # 3. Codes of the distinct tuples (only the attributes some table uses); all are valid.
+    con.execute(f"CREATE TEMP TABLE c AS SELECT {codes}, {_COUNT} FROM g")
+    con.execute("DROP TABLE g")
+    # Perfect-hash aggregation (an array indexed by the cell) up to tables of _SCAN_CELLS
+    # cells; larger ones (few distinct tuples) use DuckDB's hash aggregate, sized by groups.
+    largest = min(max(subset_cells(domain.sizes, t) for t in plans), _SCAN_CELLS)
+    con.execute(f"SET perfect_ht_threshold = {max(12, min(_MAX_PERFECT_HT_BITS, largest.bit_length() + 1))}")
+    # 4. One grouped scan per planned table; the requested tables are summed out of it.
+    for t in plans:
+        builder.add_sparse(t, *_scan_table(con, domain, t), "the records' marginal")
+    return builder.result()
+
+
+def _scan_table(con: Any, domain: Domain, t: Subset) -> tuple[np.ndarray, np.ndarray]:
+    """The non-zero cells (C-order indices over the attributes ``t``) and their counts:
+    ``GROUP BY`` the cell index ``Σ code_j · stride_j`` on the codes table c."""
+    sizes = [domain.sizes[j] for j in t]
+    ty = "INTEGER" if subset_cells(domain.sizes, t) < 2**31 else "BIGINT"
+    strides = [1] * len(t)
+    for i in range(len(t) - 2, -1, -1):
+        strides[i] = strides[i + 1] * sizes[i + 1]
+    index = " + ".join(
+        f"CAST({_ident(f'k{j}')} AS {ty})" + (f" * {stride}" if stride != 1 else "") for j, stride in zip(t, strides)
+    )
+    res = con.execute(
+        f"SELECT {index} AS cell, CAST(sum({_COUNT}) AS BIGINT) AS n FROM c GROUP BY cell"
+    ).fetchnumpy()
+    return np.asarray(res["cell"], dtype=np.int64), np.asarray(res["n"], dtype=np.int64)

@@ -22,6 +22,11 @@ per-column counts of bad rows (keys ``< 0``), which are reported with
 shuffle files (the only data it writes to local disk) hold partial counts per key, no record
 values.
 
+:func:`marginals_spark` measures marginal tables (histograms of projections onto attribute
+subsets) the same way, for domains of any number of cells: a valid row's keys are then one
+*(table, cell)* pair per planned table (see :mod:`engines.marginals`) besides its problem
+masks, still computed before the shuffle, and only the tables' counts come back.
+
 The validation semantics are those of the DuckDB engine: integer and boolean columns,
 integral float/decimal values, and text matching :data:`INTEGER_PATTERN` (``[+-]?[0-9]+(\\.0*)?``
 after trimming spaces; CSV is read with every column as a string). Every expression is total
@@ -44,6 +49,7 @@ fields are refused (``FAILFAST``, with CSV column pruning disabled for the query
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import re
@@ -57,13 +63,15 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_domain, format_problems
+from ._common import check_counts, check_domain, format_problems
 from .duckdb_engine import INTEGER_PATTERN, _csv_header, _match_columns, _source_columns
 from .errors import DataError
+from .marginals import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
 
 __all__ = [
     "SparkUnavailableError",
     "histogram_spark",
+    "marginals_spark",
     "spark_session",
     "stop_spark_session",
 ]
@@ -78,6 +86,9 @@ _JAVA_INTEGER = "^" + INTEGER_PATTERN.replace("[0-9]+", "([0-9]+)", 1).replace(r
 _MAX_DIGITS = 18  # 10**18 - 1 < 2**63: a cast of at most 18 digits cannot overflow
 _MASK_COLUMNS = 31  # 2 bits per column in a negative int64 key
 _PRUNING = "spark.sql.csv.parser.columnPruning.enabled"
+# Marginals: largest superset table (cells) one entry of the aggregation may group on (see
+# marginals.plan_scans); each row emits one (table, cell) key per planned table.
+_SCAN_CELLS = 2**15
 
 _LOCK = threading.Lock()
 _UNSET = object()
@@ -463,6 +474,52 @@ def histogram_spark(
     the driver. Raises :class:`SparkUnavailableError` if Spark cannot start.
     """
     domain = check_domain(domain)
+    return _with_input(data, domain, columns, allow_extra_columns, spark, format, csv_multiline, _histogram)
+
+
+def marginals_spark(
+    data: Any,
+    domain: Domain,
+    subsets: Sequence[Sequence[int]],
+    *,
+    columns: Sequence[str] | None = None,
+    allow_extra_columns: bool = False,
+    spark: Any = None,
+    format: str | None = None,
+    csv_multiline: bool = True,
+) -> MarginalTables:
+    """Marginal tables of records, computed inside Spark: the contract of
+    :func:`engines.marginals_duckdb` (``subsets``: strictly increasing tuples of attribute
+    indices, ``()`` the total, repeats measured once; the result holds ``n_records`` and one
+    int64 vector per distinct subset, in C order over its attributes, smallest index
+    slowest) with the inputs and parameters of :func:`histogram_spark`. The domain may have
+    any number of cells.
+
+    One scan, one aggregation: every row gets the per-column statuses and codes of
+    :func:`histogram_spark`; a valid row then emits one key ``(t, cell_t)`` per planned table
+    ``t`` (the cell index ``Σ_{j∈T} code_j · stride_j`` of a superset ``T`` of requested
+    subsets, at most 2**15 cells unless a requested subset is larger; planned by
+    :func:`engines.marginals.plan_scans` from the sizes and subsets alone), and every row one
+    key per 31 attributes with its problem mask; ``groupBy(t, cell).count()`` brings back
+    only these counts. Since the keys are computed before the shuffle, shuffle files hold
+    partial counts per marginal cell, no record values. Bad values raise the
+    :class:`DataError` of :func:`engines.histogram_duckdb` (counts per column, values never
+    shown), as does empty data. At the driver every cell index is checked to lie in
+    ``0 .. cells-1`` (and to occur once), counts to be below 2**53 and every table to sum to
+    ``n_records``; the requested tables are summed out of the measured ones exactly (int64).
+    Raises :class:`SparkUnavailableError` if Spark cannot start.
+    """
+    if not isinstance(domain, Domain):
+        raise DataError(f"domain must be a workloads.Domain, got {type(domain).__name__}")
+    subs = normalize_subsets(domain, subsets)
+    finish = functools.partial(_marginals, subsets=subs)
+    return _with_input(data, domain, columns, allow_extra_columns, spark, format, csv_multiline, finish)
+
+
+def _with_input(data: Any, domain: Domain, columns: Sequence[str] | None, allow_extra_columns: bool,
+                spark: Any, format: str | None, csv_multiline: bool, finish: Any) -> Any:
+    """Open ``data`` as a DataFrame (path or DataFrame), then ``finish(df_in, names, domain,
+    wanted, strict, what, label, fmt)``; CSV column pruning is restored afterwards."""
     wanted = _source_columns(domain, columns)
     strict = columns is None and not allow_extra_columns
 
@@ -508,7 +565,7 @@ def histogram_spark(
             except Exception as exc:  # noqa: BLE001
                 raise _spark_error(exc, repr(label), fmt) from None
     try:
-        return _histogram(df_in, names, domain, wanted, strict, what, label, fmt)
+        return finish(df_in, names, domain, wanted, strict, what, label, fmt)
     finally:
         if prune_prev is not _UNSET:
             if prune_prev is None:
@@ -517,8 +574,10 @@ def histogram_spark(
                 session.conf.set(_PRUNING, prune_prev)
 
 
-def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], strict: bool,
-               what: str, label: str, fmt: str | None) -> np.ndarray:
+def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], strict: bool,
+            what: str, label: str, fmt: str | None) -> tuple[Any, list[list[int]], list[Any]]:
+    """The DataFrame with the status ``s{j}`` and code ``k{j}`` of every attribute (stage 3),
+    the attribute chunks of the problem masks and the mask expressions (one per chunk)."""
     from pyspark.sql import functions as F
 
     pos = _match_columns(names, wanted, strict, what)
@@ -540,13 +599,6 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
             stage2[k] += cols
     # Stage 3: status and code of every column.
     stage3 = [e for j, (st, code) in enumerate(exprs) for e in (st.alias(f"s{j}"), code.alias(f"k{j}"))]
-    strides = [1] * d
-    for j in range(d - 2, -1, -1):
-        strides[j] = strides[j + 1] * domain.sizes[j + 1]
-    cell = None
-    for j, stride in enumerate(strides):
-        term = F.col(f"k{j}") * F.lit(stride).cast("long")
-        cell = term if cell is None else cell + term
     chunks = [list(range(k, min(k + _MASK_COLUMNS, d))) for k in range(0, d, _MASK_COLUMNS)]
     masks = []
     for chunk in chunks:
@@ -555,6 +607,39 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
             term = F.col(f"s{j}").cast("long") * F.lit(4**t).cast("long")
             m = term if m is None else m + term
         masks.append(m)
+    staged = df.select(*stage1).select(*stage2[0]).select(*stage2[1]).select(*stage2[2]).select(*stage3)
+    return staged, chunks, masks
+
+
+def _raise_problems(domain: Domain, chunks: list[list[int]], bad_masks: list[np.ndarray],
+                    bad_cnt: np.ndarray, n_rows: int, subject: str) -> None:
+    """The DataError of the DuckDB engine for rows with problem masks ``bad_masks`` (one array
+    per chunk) counted ``bad_cnt`` times; nothing if there are none."""
+    counts = [[0, 0, 0] for _ in range(len(domain))]
+    for t, chunk in enumerate(chunks):
+        for i, j in enumerate(chunk):
+            st = (bad_masks[t] >> (2 * i)) & 3
+            for kind in (1, 2, 3):
+                counts[j][kind - 1] += int(bad_cnt[st == kind].sum())
+    msg = format_problems(list(domain.attributes), list(domain.sizes),
+                          [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
+    if msg:
+        raise DataError(f"{subject}: {msg}")
+
+
+def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], strict: bool,
+               what: str, label: str, fmt: str | None) -> np.ndarray:
+    from pyspark.sql import functions as F
+
+    d = len(domain)
+    staged3, chunks, masks = _staged(df_in, names, domain, wanted, strict, what, label, fmt)
+    strides = [1] * d
+    for j in range(d - 2, -1, -1):
+        strides[j] = strides[j + 1] * domain.sizes[j + 1]
+    cell = None
+    for j, stride in enumerate(strides):
+        term = F.col(f"k{j}") * F.lit(stride).cast("long")
+        cell = term if cell is None else cell + term
     # Stage 4: the cell and the problem masks; stage 5: the group key(s).
     stage4 = [cell.alias("cell")] + [m.alias(f"m{t}") for t, m in enumerate(masks)]
     zero = F.lit(0).cast("long")
@@ -569,7 +654,7 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
         keys = [F.when(valid, F.col("cell")).otherwise(F.lit(-1).cast("long")).alias("k")]
         keys += [F.col(f"m{t}") for t in range(len(chunks))]
         key_names = ["k"] + [f"m{t}" for t in range(len(chunks))]
-    staged = df.select(*stage1).select(*stage2[0]).select(*stage2[1]).select(*stage2[2]).select(*stage3).select(*stage4).select(*keys)
+    staged = staged3.select(*stage4).select(*keys)
     agg = staged.groupBy(*key_names).count()
     try:
         table = _collect(agg)
@@ -582,23 +667,12 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
     if n_rows == 0:
         raise DataError(f"{subject} has no records (0 rows): refusing to build an empty histogram")
 
-    counts = [[0, 0, 0] for _ in range(d)]
+    bad = k < 0
     if len(chunks) == 1:
-        bad = k < 0
         bad_masks = [(-1 - k[bad]).astype(np.int64)]
     else:
-        bad = k < 0
         bad_masks = [np.asarray(table[f"m{t}"], dtype=np.int64)[bad] for t in range(len(chunks))]
-    bad_cnt = cnt[bad]
-    for t, chunk in enumerate(chunks):
-        for i, j in enumerate(chunk):
-            st = (bad_masks[t] >> (2 * i)) & 3
-            for kind in (1, 2, 3):
-                counts[j][kind - 1] += int(bad_cnt[st == kind].sum())
-    msg = format_problems(list(domain.attributes), list(domain.sizes),
-                          [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
-    if msg:
-        raise DataError(f"{subject}: {msg}")
+    _raise_problems(domain, chunks, bad_masks, cnt[bad], n_rows, subject)
     if bad.any():  # pragma: no cover - a bad row always has some non-zero status
         raise RuntimeError("internal error: Spark keys inconsistent with the checks")
 
@@ -608,6 +682,66 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
     h = np.zeros(n_cells, dtype=np.int64)
     h[k] = cnt
     return h
+
+
+def _marginals(df_in: Any, names: list[str], domain: Domain, wanted: list[str], strict: bool,
+               what: str, label: str, fmt: str | None, *, subsets: list[Subset]) -> MarginalTables:
+    """One aggregation: per row, a key ``(-1 - t, mask_t)`` per mask chunk ``t`` and, for
+    valid rows, a key ``(i, cell_i)`` per planned table ``i``; ``groupBy(key).count()``."""
+    from pyspark.sql import functions as F
+
+    staged3, chunks, masks = _staged(df_in, names, domain, wanted, strict, what, label, fmt)
+    plans = plan_scans(domain.sizes, subsets, _SCAN_CELLS)
+    # Stage 4: the problem masks and the planned tables' cell indices, as columns (each
+    # expression evaluated once per row); stage 5: the keys, exploded.
+    # (SQL text: one call into the JVM per expression; k{j} are LongType codes in 0..size-1,
+    # every cell index is below 2**40, so no arithmetic can overflow.)
+    cells = []
+    for t in plans:
+        sizes = [domain.sizes[j] for j in t]
+        strides = [1] * len(t)
+        for r in range(len(t) - 2, -1, -1):
+            strides[r] = strides[r + 1] * sizes[r + 1]
+        cells.append(" + ".join(f"k{j} * CAST({stride} AS BIGINT)" for j, stride in zip(t, strides)))
+    stage4 = [m.alias(f"m{t}") for t, m in enumerate(masks)] + [F.expr(c).alias(f"p{i}") for i, c in enumerate(cells)]
+    mask_keys = [f"named_struct('s', {-1 - t}, 'k', m{t})" for t in range(len(masks))]
+    table_keys = [f"named_struct('s', {i}, 'k', p{i})" for i in range(len(plans))]
+    keys = f"array({', '.join(mask_keys)})"
+    if table_keys:
+        valid = " AND ".join(f"m{t} = CAST(0 AS BIGINT)" for t in range(len(masks)))
+        keys = f"CASE WHEN {valid} THEN array({', '.join(mask_keys + table_keys)}) ELSE {keys} END"
+    exploded = (staged3.select(*stage4).select(F.explode(F.expr(keys)).alias("e"))
+                .select(F.col("e.s").alias("s"), F.col("e.k").alias("k")))
+    agg = exploded.groupBy("s", "k").count()
+    try:
+        table = _collect(agg)
+    except Exception as exc:  # noqa: BLE001
+        raise _spark_error(exc, repr(label) if fmt else label, fmt) from None
+    sid = np.asarray(table["s"], dtype=np.int64)
+    k = np.asarray(table["k"], dtype=np.int64)
+    cnt = np.asarray(table["count"], dtype=np.int64)
+    subject = f"data file {label!r}" if fmt else label
+    # every row has exactly one key per mask chunk: chunk 0's counts sum to the rows (< 2**53;
+    # then no count of any table can reach it either)
+    n_rows = check_counts(cnt[sid == -1], subject)
+    if n_rows == 0:
+        raise DataError(f"{subject} has no records (0 rows): refusing to build an empty histogram")
+    # Problems: the keys of chunk t with a non-zero mask (masks of the other chunks: 0 there).
+    sels = [(sid == -1 - t) & (k != 0) for t in range(len(chunks))]
+    bad_cnt = np.concatenate([cnt[sel] for sel in sels])
+    bad_masks = [np.concatenate([k[sel] if u == t else np.zeros(int(sel.sum()), dtype=np.int64)
+                                 for u, sel in enumerate(sels)]) for t in range(len(chunks))]
+    _raise_problems(domain, chunks, bad_masks, bad_cnt, n_rows, subject)
+    if bad_cnt.size or not np.isin(sid, np.arange(-len(chunks), len(plans))).all():
+        raise RuntimeError("internal error: Spark keys inconsistent with the checks")  # pragma: no cover
+    builder = TableBuilder(domain, subsets, n_rows)
+    for i, t in enumerate(plans):
+        sel = sid == i
+        cells = k[sel]
+        if np.unique(cells).size != cells.size:
+            raise RuntimeError("internal error: Spark marginal inconsistent with its checks")  # pragma: no cover
+        builder.add_sparse(t, cells, cnt[sel], "the records' marginal")  # indices and sums checked
+    return builder.result()
 
 
 def _collect(agg: Any) -> dict[str, np.ndarray]:

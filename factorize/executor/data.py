@@ -1,20 +1,34 @@
-"""Private input: a histogram over the plan's Domain, from a histogram file or records.
+"""Private input: a histogram over the plan's Domain, or marginal tables of it, from a
+histogram file or records.
 
 ``.npy``: a histogram (validated by ``engines.histogram_from_npy``: length N, finite,
 non-negative integers, no pickle). ``.csv`` / ``.parquet`` / ``.pq``: records whose columns
-are the Domain's attributes, aggregated inside DuckDB (``engines.histogram_duckdb``) without
-loading the records into Python objects. Every problem raises ``engines.DataError``, whose
-messages never contain record values.
+are the Domain's attributes, aggregated inside DuckDB (``engines.histogram_duckdb``,
+``engines.marginals_duckdb``) or Spark without loading the records into Python objects.
+:func:`load_histogram` gives the dense histogram (domains up to 2**40 cells);
+:func:`load_marginals` gives marginal tables on attribute subsets (records: domains of any
+size, memory proportional to the measured cells). Every problem raises
+``engines.DataError``, whose messages never contain record values.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from factorize.engines import DataError, histogram_duckdb, histogram_from_npy
+from factorize.engines import (
+    MAX_HISTOGRAM_CELLS,
+    DataError,
+    MarginalTables,
+    histogram_duckdb,
+    histogram_from_npy,
+    marginals_duckdb,
+    marginals_from_histogram,
+    normalize_subsets,
+)
 from factorize.engines._common import check_counts
 from workloads import Domain
 
@@ -59,3 +73,55 @@ def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
     if check_counts(h, f"data file {str(p)!r}") <= 0:
         raise DataError(f"data file {str(p)!r}: the dataset is empty")
     return h
+
+
+def load_marginals(path: str | os.PathLike[str], domain: Domain, subsets: Sequence[Sequence[int]], *,
+                   allow_extra_columns: bool = False, engine: str = "duckdb") -> MarginalTables:
+    """Marginal tables of the data on the attribute ``subsets`` (strictly increasing tuples of
+    attribute indices; ``()`` is the total; repeats measured once): ``n_records`` and, per
+    subset, an int64 vector in C order over its attributes (smallest index slowest), equal
+    to the dense histogram's ``reshape(sizes).sum(other axes).ravel()``.
+
+    Records (``.csv`` / ``.parquet`` / ``.pq``) are aggregated by ``engine``: ``duckdb``
+    (``engines.marginals_duckdb``, default) or ``spark`` (``spark_engine.marginals_spark``:
+    the aggregation runs where the records are and only the tables come back); the domain
+    may have any number of cells. A histogram ``.npy`` is validated exactly as by
+    :func:`load_histogram` and summed out (exact int64), so it needs a domain of at most
+    2**40 cells. Extra record columns are an error unless ``allow_extra_columns``; an empty
+    dataset is refused as by :func:`load_histogram`. Raises ``engines.DataError`` (messages
+    never contain record values); a malformed subset is a :class:`ValueError`.
+    """
+    if engine not in ENGINES:
+        raise DataError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    subs = normalize_subsets(domain, subsets)  # before any data is read
+    if engine == "spark" and SUFFIXES.get(Path(os.fspath(path)).suffix.lower()) != "histogram":
+        from factorize.engines.spark_engine import marginals_spark
+
+        m = marginals_spark(os.fspath(path), domain, subs, allow_extra_columns=allow_extra_columns)
+        if m.n_records <= 0:  # defensive: the engine refuses empty data itself
+            raise DataError(f"data {os.fspath(path)!r}: the dataset is empty")
+        return m
+    p = Path(os.fspath(path))
+    kind = SUFFIXES.get(p.suffix.lower())
+    if kind is None:
+        raise DataError(f"data file {str(p)!r}: unknown type {p.suffix!r}; expected a histogram "
+                        ".npy or records .csv / .parquet")
+    if not p.is_file():
+        raise DataError(f"data file {str(p)!r} does not exist")
+    if kind == "histogram":
+        if domain.size > MAX_HISTOGRAM_CELLS:
+            raise DataError(
+                f"data file {str(p)!r}: a dense histogram (.npy) cannot be used for a domain of "
+                f"N={domain.size} cells (> 2**40); give the records (.csv / .parquet) instead"
+            )
+        h = np.asarray(histogram_from_npy(p, domain), dtype=np.int64)
+        if h.shape != (domain.size,):  # defensive: histogram_from_npy guarantees it
+            raise DataError(f"data file {str(p)!r}: histogram of length {h.shape}, expected {domain.size}")
+        if check_counts(h, f"data file {str(p)!r}") <= 0:
+            raise DataError(f"data file {str(p)!r}: the dataset is empty")
+        m = marginals_from_histogram(h, domain, subs)
+    else:
+        m = marginals_duckdb(p, domain, subs, allow_extra_columns=allow_extra_columns)
+    if m.n_records <= 0:  # defensive: the engines refuse empty data themselves
+        raise DataError(f"data file {str(p)!r}: the dataset is empty")
+    return m

@@ -1,0 +1,385 @@
+"""Marginal tables of private records: the result type, subset checks and the scan planner.
+
+A *marginal* on a subset ``S`` of attribute indices (sorted, strictly increasing) is the
+histogram of the records projected onto the attributes of ``S``: an int64 vector of length
+``Π_{j∈S} sizes[j]`` in C (row-major) order over the attributes of ``S`` in increasing index
+order (the attribute with the smallest index varies slowest). It equals
+``h.reshape(sizes).sum(axis=<other attributes>).ravel()`` for the dense histogram ``h``,
+without ever building ``h``: the engines (:func:`engines.marginals_duckdb`,
+``spark_engine.marginals_spark``) need memory proportional to the cells they measure, not
+to the domain size ``N`` (which may be 10**30 or more). ``()`` is the total (one cell,
+the number of records).
+
+How the engines measure a set of subsets (:func:`plan_scans`): only the *maximal* requested
+subsets (those contained in no other requested subset) need a grouped scan of the records;
+every other requested subset is summed out of a measured table containing it, exactly, in
+int64 (counts and totals are below 2**53, see :func:`._common.check_counts`). Moreover a scan
+may group on a *superset* ``T`` of several maximal subsets as long as ``T`` has at most
+``budget`` cells: one scan grouped on ``T`` then serves every requested subset contained in
+``T``. The planner covers the maximal subsets greedily with such supersets; this is a pure
+function of the domain sizes, the requested subsets and the budget -- it never looks at the
+records. E.g. all 4,060 3-way subsets of 30 attributes of sizes 2..10 are covered by 347
+scans of 3- to 8-way tables (mostly 5- to 7-way) of at most 2**15 cells.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from workloads.domain import Domain
+
+from ._common import MAX_HISTOGRAM_CELLS, check_counts
+from .errors import DataError
+
+__all__ = [
+    "MAX_MARGINAL_CELLS",
+    "MarginalTables",
+    "Subset",
+    "TableBuilder",
+    "marginals_from_histogram",
+    "maximal_subsets",
+    "normalize_subsets",
+    "plan_scans",
+    "subset_cells",
+]
+
+Subset = tuple[int, ...]
+
+#: Largest marginal table (number of cells) that may be requested: its cell indices fit in
+#: a signed 64-bit integer with room to spare, as for the dense histogram.
+MAX_MARGINAL_CELLS = MAX_HISTOGRAM_CELLS
+
+
+def subset_cells(sizes: Sequence[int], subset: Subset) -> int:
+    """Number of cells of the marginal on ``subset`` (a Python int, 1 for ``()``)."""
+    return math.prod(int(sizes[j]) for j in subset)
+
+
+def _as_subset(raw: Any, d: int, k: int) -> Subset:
+    where = f"subsets[{k}]"
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence) and not isinstance(raw, np.ndarray):
+        raise ValueError(f"{where} must be a tuple of attribute indices, got {type(raw).__name__}")
+    out = []
+    for x in raw:
+        if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+            raise ValueError(f"{where} must hold int attribute indices, got {type(x).__name__}")
+        out.append(int(x))
+    if any(not 0 <= j < d for j in out):
+        raise ValueError(f"{where} = {tuple(out)} has an index outside 0..{d - 1} (the domain has {d} attributes)")
+    if any(a >= b for a, b in zip(out, out[1:])):
+        raise ValueError(f"{where} = {tuple(out)} must be strictly increasing (sorted, no repeats)")
+    return tuple(out)
+
+
+def normalize_subsets(domain: Domain, subsets: Any) -> list[Subset]:
+    """The distinct requested subsets, in order of first appearance; :class:`ValueError` if one
+    is not a strictly increasing tuple of attribute indices of ``domain`` or has more than
+    :data:`MAX_MARGINAL_CELLS` cells (these are properties of the request, not of the data)."""
+    if not isinstance(domain, Domain):
+        raise DataError(f"domain must be a workloads.Domain, got {type(domain).__name__}")
+    if isinstance(subsets, (str, bytes)) or not isinstance(subsets, (Sequence, np.ndarray)):
+        raise ValueError(f"subsets must be a sequence of tuples of attribute indices, got {type(subsets).__name__}")
+    d = len(domain)
+    seen: dict[Subset, None] = {}
+    for k, raw in enumerate(subsets):
+        s = _as_subset(raw, d, k)
+        cells = subset_cells(domain.sizes, s)
+        if cells > MAX_MARGINAL_CELLS:
+            raise ValueError(
+                f"subsets[{k}] = {s} has {cells} cells (> 2**40 = {MAX_MARGINAL_CELLS}): too large a "
+                f"marginal table; measure smaller subsets"
+            )
+        seen.setdefault(s, None)
+    return list(seen)
+
+
+def _membership(subsets: Sequence[Subset], d: int) -> np.ndarray:
+    """Boolean matrix: row ``i`` marks the attributes of ``subsets[i]``."""
+    member = np.zeros((len(subsets), d), dtype=bool)
+    lengths = [len(s) for s in subsets]
+    if sum(lengths):
+        rows = np.repeat(np.arange(len(subsets)), lengths)
+        member[rows, np.fromiter(itertools.chain.from_iterable(subsets), dtype=np.int64)] = True
+    return member
+
+
+def maximal_subsets(subsets: Sequence[Subset]) -> list[Subset]:
+    """The distinct subsets contained in no other one, in the given order (``()`` only if
+    alone). Containment is tested as a count of common attributes (a float32 matrix product,
+    exact for fewer than 2**24 attributes), in row blocks so memory stays bounded."""
+    distinct = list(dict.fromkeys(tuple(s) for s in subsets))
+    if len(distinct) <= 1:
+        return distinct
+    d = 1 + max((max(s) for s in distinct if s), default=0)
+    member = _membership(distinct, d).astype(np.float32)
+    lengths = np.array([len(s) for s in distinct])
+    maximal = np.ones(len(distinct), dtype=bool)
+    for k in np.unique(lengths):
+        larger = member[lengths > k]
+        if not larger.shape[0]:
+            continue
+        rows = np.flatnonzero(lengths == k)
+        for start in range(0, rows.size, 512):
+            block = rows[start:start + 512]
+            common = member[block] @ larger.T
+            maximal[block] = ~(common >= k - 0.5).any(axis=1)
+    return [s for s, keep in zip(distinct, maximal) if keep]
+
+
+def plan_scans(sizes: Sequence[int], subsets: Sequence[Subset], budget: int) -> list[Subset]:
+    """The grouped scans that measure ``subsets``: a list of sorted attribute tuples ``T``
+    such that every non-empty requested subset is contained in some ``T``.
+
+    Each maximal requested subset with more than ``budget`` cells is a scan of its own; the
+    others are covered greedily: starting from the largest uncovered maximal subset, add the
+    attribute that completes the most uncovered subsets per bit of table size (log2 of the
+    attribute's size), while the table stays within ``budget`` cells and some subset is
+    completed. A deterministic function of its arguments (never of the records).
+    """
+    targets = [s for s in maximal_subsets(list(subsets)) if s]
+    if not targets:
+        return []
+    d = len(sizes)
+    m = len(targets)
+    member = _membership(targets, d)
+    cells = [subset_cells(sizes, s) for s in targets]
+    capped = np.array([min(int(s), 2**62) for s in sizes], dtype=np.int64)
+    cost = np.log2(np.maximum(capped, 2).astype(np.float64))
+    lengths = member.sum(axis=1)
+    order = sorted(range(m), key=lambda i: (-cells[i], targets[i]))
+    uncovered = np.ones(m, dtype=bool)
+    plans: list[Subset] = []
+    for i in order:
+        if not uncovered[i]:
+            continue
+        tmask = member[i].copy()
+        tcells = cells[i]
+        rows = np.flatnonzero(uncovered)
+        sub, missing = member[rows], lengths[rows] - member[rows][:, tmask].sum(axis=1)
+        while tcells <= budget:
+            one = missing == 1  # the subsets that one more attribute completes
+            if not one.any():
+                break
+            gain = sub[one].sum(axis=0)
+            feasible = ~tmask & (capped <= budget // tcells) & (gain > 0)
+            if not feasible.any():
+                break
+            a = int(np.argmax(np.where(feasible, gain / cost, -1.0)))
+            tmask[a] = True
+            tcells *= int(sizes[a])
+            missing = missing - sub[:, a]
+            keep = missing > 0
+            sub, missing = sub[keep], missing[keep]
+        uncovered &= (member & ~tmask).any(axis=1)
+        plans.append(tuple(int(j) for j in np.flatnonzero(tmask)))
+    return plans
+
+
+def _sum_to(table: np.ndarray, sizes: Sequence[int], source: Subset, target: Subset) -> np.ndarray:
+    """The marginal on ``target`` ⊆ ``source`` of the dense int64 ``table`` over ``source``."""
+    if target == source:
+        return table.copy()
+    shape = tuple(int(sizes[j]) for j in source)
+    axes = tuple(k for k, j in enumerate(source) if j not in target)
+    out = table.reshape(shape).sum(axis=axes, dtype=np.int64)
+    return np.ascontiguousarray(out, dtype=np.int64).reshape(-1)
+
+
+class MarginalTables:
+    """Marginal tables of the records over ``domain``: ``n_records`` and, for each requested
+    distinct subset ``S`` (a sorted tuple of attribute indices), ``self[S]``, a read-only int64
+    vector of length ``Π_{j∈S} sizes[j]`` in C order over the attributes of ``S`` (smallest
+    index slowest) -- the dense histogram's ``reshape(sizes).sum(other axes).ravel()``.
+    ``self[()]`` is ``[n_records]``. Every table sums to ``n_records`` (checked when built).
+
+    Iterating gives the subsets in the order first requested; :meth:`table` gives a table
+    reshaped to its attribute sizes, :meth:`names` the attribute names of a subset.
+    """
+
+    __slots__ = ("_domain", "_n_records", "_tables")
+
+    def __init__(self, domain: Domain, n_records: int, tables: dict[Subset, np.ndarray]) -> None:
+        self._domain = domain
+        self._n_records = int(n_records)
+        for s, t in tables.items():
+            if t.dtype != np.int64 or t.shape != (subset_cells(domain.sizes, s),):
+                raise ValueError(f"internal error: table {s} has dtype {t.dtype} and shape {t.shape}")
+            t.setflags(write=False)
+        self._tables = dict(tables)
+
+    @property
+    def domain(self) -> Domain:
+        return self._domain
+
+    @property
+    def n_records(self) -> int:
+        """Number of records (the sum of every table)."""
+        return self._n_records
+
+    @property
+    def subsets(self) -> list[Subset]:
+        return list(self._tables)
+
+    @staticmethod
+    def _key(subset: Any) -> Subset:
+        return tuple(int(j) for j in subset)
+
+    def __getitem__(self, subset: Sequence[int]) -> np.ndarray:
+        return self._tables[self._key(subset)]
+
+    def __contains__(self, subset: object) -> bool:
+        try:
+            return self._key(subset) in self._tables  # type: ignore[arg-type]
+        except TypeError:
+            return False
+
+    def __iter__(self) -> Iterator[Subset]:
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def keys(self) -> list[Subset]:
+        return list(self._tables)
+
+    def items(self) -> list[tuple[Subset, np.ndarray]]:
+        return list(self._tables.items())
+
+    def shape(self, subset: Sequence[int]) -> tuple[int, ...]:
+        """The sizes of the attributes of ``subset`` (the table's shape as an array)."""
+        return tuple(self._domain.sizes[j] for j in self._key(subset))
+
+    def table(self, subset: Sequence[int]) -> np.ndarray:
+        """``self[subset]`` reshaped to :meth:`shape` (a read-only view)."""
+        return self[subset].reshape(self.shape(subset))
+
+    def names(self, subset: Sequence[int]) -> tuple[str, ...]:
+        return tuple(self._domain.attributes[j] for j in self._key(subset))
+
+    def __repr__(self) -> str:
+        return f"MarginalTables(n_records={self._n_records}, subsets={list(self._tables)})"
+
+
+class TableBuilder:
+    """Collects the requested tables from measured tables over supersets (internal to the
+    engines). :meth:`add_sparse` (cells and counts of a ``GROUP BY``) or :meth:`add_dense`
+    records a measured table over ``T``, checks it (cell indices in ``0 .. cells-1``, counts
+    below 2**53 summing to ``n_records``) and computes every pending requested subset
+    contained in ``T`` (exact int64 sums); :meth:`result` checks that all are present.
+
+    A measured table with few non-zero cells (a quarter of its cells or fewer) is never made
+    dense: the requested tables are then bincounts of its cells' projections, so memory is
+    proportional to ``min(non-zero cells, cells)`` plus the requested tables.
+    """
+
+    def __init__(self, domain: Domain, subsets: Sequence[Subset], n_records: int) -> None:
+        self.domain = domain
+        self.sizes = domain.sizes
+        self.n_records = int(n_records)
+        self.subsets = list(subsets)
+        self.tables: dict[Subset, np.ndarray] = {}
+        d = len(domain)
+        self._pending = [s for s in self.subsets if s]
+        self._member = _membership(self._pending, d)
+        self._open = np.ones(len(self._pending), dtype=bool)
+        if () in self.subsets:
+            self.tables[()] = np.array([self.n_records], dtype=np.int64)
+
+    def add_sparse(self, source: Subset, cells: np.ndarray, counts: np.ndarray, where: str) -> None:
+        """Record the table over ``source`` given by its non-zero ``cells`` (C-order indices,
+        each once) and their ``counts``."""
+        cells = np.asarray(cells)
+        counts = np.asarray(counts)
+        n_cells = subset_cells(self.sizes, source)
+        if cells.dtype != np.int64 or counts.dtype != np.int64 or cells.ndim != 1 or cells.shape != counts.shape:
+            raise RuntimeError(f"internal error: measured table over {source} is malformed")  # pragma: no cover
+        if cells.size and (int(cells.min()) < 0 or int(cells.max()) >= n_cells or int(counts.min()) < 0):
+            raise RuntimeError("internal error: a measured cell index is out of range")  # pragma: no cover
+        if check_counts(counts, where) != self.n_records:
+            raise RuntimeError("internal error: a measured marginal does not sum to the number of records")  # pragma: no cover
+        if 4 * cells.size >= n_cells:
+            table = np.zeros(n_cells, dtype=np.int64)
+            table[cells] = counts
+            self.add_dense(source, table, where)
+        else:
+            self._derive(source, None, (cells, counts))
+
+    def add_dense(self, source: Subset, table: np.ndarray, where: str) -> None:
+        """Record the dense table (int64, C order) over ``source``."""
+        table = np.asarray(table)
+        if table.dtype != np.int64 or table.shape != (subset_cells(self.sizes, source),):
+            raise RuntimeError(f"internal error: measured table over {source} has the wrong shape")  # pragma: no cover
+        if table.size and int(table.min()) < 0 or check_counts(table, where) != self.n_records:
+            raise RuntimeError("internal error: a measured marginal does not sum to the number of records")  # pragma: no cover
+        self._derive(source, table, None)
+
+    def _derive(self, source: Subset, dense: np.ndarray | None,
+                sparse: tuple[np.ndarray, np.ndarray] | None) -> None:
+        if not self._pending:
+            return
+        tmask = np.zeros(len(self.domain), dtype=bool)
+        tmask[list(source)] = True
+        inside = self._open & ~(self._member & ~tmask).any(axis=1)
+        # Largest subsets first; each from the smallest table at hand that contains it with
+        # one more attribute (e.g. a pair from a measured triple), else from the source.
+        here: dict[Subset, np.ndarray] = {} if dense is None else {source: dense}
+        lengths_here: set[int] = set()
+        by_size = sorted(source, key=lambda j: (self.sizes[j], j))  # first hit: smallest table
+        codes: tuple[np.ndarray, ...] | None = None
+        for i in sorted(np.flatnonzero(inside), key=lambda i: -len(self._pending[i])):
+            s = self._pending[i]
+            best = source
+            if len(s) + 1 in lengths_here:
+                for a in by_size:
+                    if a not in s:
+                        up = tuple(sorted((*s, a)))
+                        if up in here:
+                            best = up
+                            break
+            if best in here:
+                out = _sum_to(here[best], self.sizes, best, s)
+            else:
+                assert sparse is not None
+                cells, counts = sparse
+                if codes is None:
+                    codes = np.unravel_index(cells, tuple(int(self.sizes[j]) for j in source))
+                pos = [source.index(j) for j in s]
+                idx = np.ravel_multi_index(tuple(codes[p] for p in pos), tuple(int(self.sizes[j]) for j in s))
+                # float64 accumulation is exact: every partial sum is an integer < 2**53
+                out = np.bincount(idx, weights=counts.astype(np.float64),
+                                  minlength=subset_cells(self.sizes, s)).astype(np.int64)
+            here[s] = out
+            lengths_here.add(len(s))
+            if int(out.sum()) != self.n_records:  # exact: every entry and the total < 2**53
+                raise RuntimeError("internal error: a marginal does not sum to the number of records")  # pragma: no cover
+            self.tables[s] = out
+        self._open &= ~inside
+
+    def result(self) -> MarginalTables:
+        missing = [s for s in self.subsets if s not in self.tables]
+        if missing:
+            raise RuntimeError(f"internal error: marginals {missing[:5]} were not measured")  # pragma: no cover
+        return MarginalTables(self.domain, self.n_records, {s: self.tables[s] for s in self.subsets})
+
+
+def marginals_from_histogram(h: np.ndarray, domain: Domain, subsets: Sequence[Subset]) -> MarginalTables:
+    """The marginal tables of a dense, already validated int64 histogram ``h`` (length
+    ``domain.size``), summed out exactly in int64. ``subsets`` as in :func:`normalize_subsets`."""
+    subs = normalize_subsets(domain, subsets)
+    h = np.asarray(h)
+    if h.dtype != np.int64 or h.shape != (domain.size,):
+        raise ValueError(f"h must be an int64 vector of length {domain.size}, got {h.dtype} {h.shape}")
+    n = check_counts(h, "the histogram")
+    builder = TableBuilder(domain, subs, n)
+    full = tuple(range(len(domain)))
+    # Sum the histogram down to a few intermediate tables first (each a pass over N), then
+    # each requested subset from the smallest of them containing it.
+    budget = max(2**12, math.isqrt(domain.size))
+    for t in plan_scans(domain.sizes, subs, budget):
+        builder.add_dense(t, _sum_to(h, domain.sizes, full, t), "the histogram's marginal")
+    return builder.result()
