@@ -65,6 +65,9 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
             break
         x = loop.next_iterate(x, plain)
 
+    if loop.upper_at is None or loop.lower_at is None:
+        raise SolverFailedError("the dual γ₂ iteration reached no finite primal or dual point "
+                                "(entries spanning many orders of magnitude); use the SDP")
     p_full = np.zeros(W.shape[0])
     p_full[rows] = loop.lower_at[0]
     q_full = np.zeros(W.shape[1])

@@ -80,6 +80,9 @@ def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memor
             break
         x = loop.next_iterate(x, plain)
 
+    if loop.upper_at is None or loop.lower_at is None:
+        raise SolverFailedError("the dual γ_F iteration reached no finite primal or dual point "
+                                "(entries spanning many orders of magnitude); use the SDP")
     q_full = np.zeros(N)
     q_full[support] = loop.lower_at[0]
     strategies = _strategies(*loop.upper_at, support)
