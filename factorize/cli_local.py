@@ -171,7 +171,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
         from factorize.engines import distinct_records_duckdb
         from factorize.executor.release import make_rng
-        from factorize.plan.plan_file import file_sha256
+        from factorize.plan.files import file_sha256
         from workloads import Domain
 
         from .local.protocol import encode_codes, write_messages
@@ -191,43 +191,11 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _aggregate(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        import numpy as np
+        from factorize.executor.pipeline import run as release
 
-        from factorize.executor.output import open_output, write_prepared
-        from factorize.plan.plan_file import file_sha256
-
-        from .local.plan import load_local_plan, verify_local_plan
-        from .local.protocol import aggregate_file
-
-        out = open_output(args.out, protected={"the messages file": args.messages,
-                                               "the plan": args.plan})
-        with out:
-            plan = load_local_plan(args.plan)
-            failures = verify_local_plan(plan)
-            if failures:
-                raise ValueError("plan refused: " + "; ".join(failures))
-            rel = aggregate_file(plan, args.messages)
-            k = rel["estimate"].size
-            import pyarrow.parquet as pq
-
-            raw = (pq.read_schema(args.messages).metadata or {}).get(b"factorize")
-            info = json.loads(raw) if raw else {}
-            test = bool(info.get("test_mode", False))
-            meta = {"plan_sha256": file_sha256(args.plan), "mechanism": "local",
-                    "workload": plan.workload["spec"], "workload_fingerprint": plan.workload["fingerprint"],
-                    "domain": plan.manifest()["domain"], "guarantee": plan.guarantee,
-                    "neighbouring": "local (any two records)", "n": rel["n"], "n_queries": k,
-                    "noise": {"family": plan.randomizer["kind"], "sampler": "float",
-                              "scale": plan.randomizer["scale"], "grid": None},
-                    "ci": {"level": 0.95, "method": "normal (CLT over n messages) + bias n·η",
-                           "multiplier": 1.959963984540054},
-                    "bias_bound": rel["bias_bound"], "test_mode": test,
-                    "messages_plan_sha256": info.get("plan_sha256")}
-            if test:
-                meta["warning"] = "NOT PRIVATE: the messages were simulated in --seed test mode"
-            cols = {"query": np.arange(k, dtype=np.int64), "estimate": rel["estimate"],
-                    "std_error": rel["std_error"], "ci_low": rel["ci_low"], "ci_high": rel["ci_high"]}
-            write_prepared(out, cols, meta)
-        print(f"aggregated  {rel['n']} messages → {k} answers of {plan.workload['spec']} → {args.out}")
+        rel = release(args.plan, args.messages, args.out, expect="local")
+        meta = rel.metadata
+        print(f"aggregated  {meta['n']} messages → {meta['n_queries']} answers of "
+              f"{meta['workload']} → {args.out}")
         return EXIT_OK
     return _guard(run, args)

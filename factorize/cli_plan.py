@@ -2,6 +2,7 @@
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
                    [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection]
+                   [--strategy auto|dense|residual|union]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
@@ -27,6 +28,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXIT_OK, EXIT_INPUT, EXIT_SOLVER = 0, 2, 3
+#: ``--strategy auto`` plans a non-marginal union of Kronecker products as a structured union
+#: plan when the dense route would densify more than this many entries (k·N) ...
+DENSE_AUTO_ENTRIES = 50_000_000
+#: ... or a Kronecker product whose histogram (N cells) it would have to materialise.
+DENSE_AUTO_CELLS = 1 << 27
 
 
 def register(subparsers: Any) -> None:
@@ -48,6 +54,14 @@ def register(subparsers: Any) -> None:
                         "(seed 000 §6) and relaxed-projection (seed 001 §4) for parity:d:2 or "
                         "marginals:2x…x2:2 — "
                         "the last four need --neighbouring replace --public-n N")
+    p.add_argument("--strategy", default="auto", choices=("auto", "dense", "residual", "union"),
+                   help="auto (default): a marginal workload under Gaussian noise gets the "
+                        "structured residual plan (measured per attribute subset, any domain "
+                        "size), a union of Kronecker products too large to densify (or a "
+                        "product over more than 2^27 cells) the structured union plan, every other "
+                        "workload dense / Kronecker factors; residual: "
+                        "marginal workloads; union: one Kronecker block per block of a union of "
+                        "Kronecker products; dense: dense / Kronecker factors (N must fit)")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
@@ -178,12 +192,70 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from factorize.plan.projection_plan import PROJECTION_KINDS
     if args.mechanism in PROJECTION_KINDS:
         return _plan_projection(args, domain, family)
+    structured = _structured_strategy(args, family)
+    if structured is not None:
+        return _plan_structured(args, domain, family, structured)
     plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
                       relation=args.neighbouring, domain=domain, noise_family=family,
                       postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
                       mechanism=args.mechanism, public_n=args.public_n,
                       allow_weak_guarantee=args.allow_weak_guarantee)
     save_plan(plan, args.out)
+    return _print_written(plan, args)
+
+
+def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | None:
+    """The structured strategy ``--strategy`` asks for (auto: residual for a marginal workload
+    under Gaussian noise with the factorization mechanism), or None for dense factors."""
+    if args.strategy == "dense":
+        return None
+    if args.strategy in ("residual", "union"):
+        if args.mechanism != "factorization" or args.postprocess != "none" or args.norm == "approx_gamma_2":
+            raise ValueError(f"--strategy {args.strategy} plans the factorization mechanism for "
+                             "gamma_f or gamma_2, without --postprocess")
+        return args.strategy
+    from factorize.privacy import parse_guarantee
+
+    if (args.mechanism != "factorization" or args.postprocess != "none"
+            or args.norm == "approx_gamma_2" or family not in (None, "gaussian")
+            or parse_guarantee(args.privacy).kind == "pure_dp"):
+        return None
+    from factorize.structured.blocks import StructureError
+    from factorize.structured.workload_blocks import workload_blocks
+    from workloads import parse_workload
+
+    W = parse_workload(args.workload)
+    if callable(getattr(W, "marginal_structure", None)):
+        return "residual"
+    try:
+        blocks = workload_blocks(W, [int(n) for n in _finest_sizes(W)])
+    except (StructureError, ValueError):
+        return None
+    if blocks and all(b.marginal_support is not None for b in blocks):
+        return "residual"
+    # a union too large to densify, or a Kronecker product whose histogram is too large to
+    # materialise: measured per block from marginal tables
+    k, N = W.shape
+    if len(blocks) > 1 and k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS:
+        return "union"
+    return None
+
+
+def _finest_sizes(W: Any) -> list[int]:
+    from factorize.plan.build import default_domain
+
+    return list(default_domain(W).sizes)
+
+
+def _plan_structured(args: argparse.Namespace, domain: Any, family: str | None, strategy: str) -> int:
+    from factorize.plan.build_structured import build_structured_plan
+    from factorize.plan.structured_plan import save_structured_plan
+
+    plan = build_structured_plan(args.workload, args.privacy, norm=args.norm,
+                                 relation=args.neighbouring, domain=domain, noise_family=family,
+                                 strategy=strategy, gap_tol=args.gap_tol or 1e-6,
+                                 allow_weak_guarantee=args.allow_weak_guarantee)
+    save_structured_plan(plan, args.out)
     return _print_written(plan, args)
 
 
@@ -210,30 +282,20 @@ def _plan_projection(args: argparse.Namespace, domain: Any, family: str | None) 
     return _print_written(plan, args)
 
 
-def _is_projection_plan(path: str) -> bool:
-    from factorize.plan.plan_file import PROJECTION_FORMAT, plan_format
-
-    return plan_format(path) == PROJECTION_FORMAT
-
-
 @_guarded
 def _cmd_run(args: argparse.Namespace) -> int:
-    from factorize.executor import run_plan
+    from factorize.executor.pipeline import run
 
     if args.seed is not None:
         print("WARNING: --seed test mode: the released answers are NOT PRIVATE", file=sys.stderr)
-    projection = _is_projection_plan(args.plan)
-    extra = {"engine": args.engine, "ledger": args.ledger, "dataset": args.dataset,
-             "allow_weak_guarantee": args.allow_weak_guarantee,
-             "postprocess_seconds": args.postprocess_time_limit}
-    if projection:
-        from factorize.executor.projection import run_projection_plan as runner
-    else:
-        runner = run_plan
-    rel = runner(args.plan, args.data, args.out, seed=args.seed,
-                 allow_float_noise=args.allow_float_noise,
-                 allow_extra_columns=args.ignore_extra_columns, **extra)
+    rel = run(args.plan, args.data, args.out, seed=args.seed,
+              allow_float_noise=args.allow_float_noise,
+              allow_extra_columns=args.ignore_extra_columns, engine=args.engine,
+              ledger=args.ledger, dataset=args.dataset,
+              allow_weak_guarantee=args.allow_weak_guarantee,
+              postprocess_seconds=args.postprocess_time_limit)
     meta = rel.metadata
+    projection = "decode" in meta
     if args.json:
         print(json.dumps({"out": args.out, "metadata": meta}, allow_nan=False))
         return EXIT_OK
@@ -267,18 +329,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 @_guarded
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from factorize.plan.checks import verify_plan
-    from factorize.plan.plan_file import load_plan
+    from factorize.plan.registry import kind_of_file
 
-    if _is_projection_plan(args.plan):
-        from factorize.executor.projection import verify_projection_plan
-        from factorize.plan.plan_file import load_projection_plan
-
-        check = verify_projection_plan(load_projection_plan(args.plan),
-                                       allow_weak_guarantee=args.allow_weak_guarantee)
-    else:
-        check = verify_plan(load_plan(args.plan), certificate=not args.no_certificate,
-                            allow_weak_guarantee=args.allow_weak_guarantee)
+    kind = kind_of_file(args.plan)
+    check = kind.verify(kind.load(args.plan), certificate=not args.no_certificate,
+                        allow_weak_guarantee=args.allow_weak_guarantee)
     if args.json:
         print(json.dumps(check.to_dict(), allow_nan=False))
     else:
@@ -289,7 +344,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 @_guarded
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from factorize.plan.plan_file import load_any_plan
+    from factorize.plan.registry import load_any_plan
 
     plan = load_any_plan(args.plan)
     status = _quick_status(plan)
@@ -304,14 +359,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 def _quick_status(plan: Any) -> str:
     """Whether the plan's claims hold (the checks of ``verify`` but the certificate's SVD):
     what ``inspect`` prints above the file's own numbers."""
-    from factorize.plan.checks import verify_any
-    from factorize.plan.model import Plan
+    from factorize.plan.registry import kind_of_plan
 
-
-    failures = verify_any(plan, certificate=False)
+    kind = kind_of_plan(plan)
+    failures = kind.verify(plan, certificate=False).failures
     if not failures:
         return ("VERIFIED (noise, sensitivity and claims re-derived; certificate not re-checked: "
-                "run factorize verify)" if isinstance(plan, Plan) else "VERIFIED")
+                "run factorize verify)" if kind.name in ("factorization", "structured") else "VERIFIED")
     return ("REFUSED — the numbers below are the file's claims, not verified: "
             + "; ".join(failures)[:500])
 

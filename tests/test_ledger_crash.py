@@ -5,7 +5,8 @@ checkpoint (``factorize.ledger.faults``) and is killed with SIGKILL; afterwards 
 open and verify, and every answer on disk (the output or a half-written temporary file) must
 have a committed charge. Races: two runs that each fit the budget alone, both past
 ``Ledger.open`` before either charges — exactly one may release. A tampered, rolled-back,
-deleted or missing ledger: the run exits 2 and writes nothing.
+deleted or missing ledger: the run exits 2 and writes nothing. Every plan kind that charges
+the ledger (factorization, structured, projection) is run through the one pipeline.
 """
 
 from __future__ import annotations
@@ -31,16 +32,62 @@ ROOT = Path(__file__).resolve().parents[1]
 GUARANTEE = {"type": "approx_dp", "epsilon": 0.5, "delta": 1e-6}
 
 
+#: Every kind that charges the ledger runs through the one pipeline (``executor.pipeline``):
+#: every step for the factorization kind, the charge's own step (and the race) for the others
+#: by default, the rest behind the slow mark (``pytest -m ""`` runs all).
+KINDS = ("factorization", "structured", "projection")
+
+
+def _kind_step_params():
+    for kind in KINDS:
+        for step in STEPS:
+            slow = kind != "factorization" and step != "after_charge"
+            yield pytest.param(kind, step, marks=pytest.mark.slow if slow else (),
+                               id=f"{kind}-{step}")
+
+
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    """A verified prefix:8 plan at (ε=0.5, δ=1e-6) (identity factorization: no solver) and an
-    int64 histogram."""
-    d = tmp_path_factory.mktemp("inputs")
-    plan = small_plan("prefix:8", "epsilon=0.5,delta=1e-6")
-    assert plan.guarantee == GUARANTEE
-    save_plan(plan, d / "p.plan")
-    np.save(d / "h.npy", np.array([5, 0, 3, 7, 1, 0, 2, 4], dtype=np.int64))
-    return d / "p.plan", d / "h.npy"
+def plans(tmp_path_factory):
+    return {kind: _inputs(kind, tmp_path_factory.mktemp(kind)) for kind in KINDS}
+
+
+@pytest.fixture(params=["factorization", "structured",
+                        pytest.param("projection", marks=pytest.mark.slow)])
+def inputs(request, plans):
+    return plans[request.param]
+
+
+def _inputs(kind, d):
+    """A verified plan at (ε=0.5, δ=1e-6) of each charging kind and its data: prefix:8
+    (identity factorization, no solver) on an int64 histogram; all 2-way marginals of three
+    attributes (structured residual plan) and the covariance plan of parity:4:2 (projection,
+    public n = 40) on records."""
+    if kind == "factorization":
+        plan = small_plan("prefix:8", "epsilon=0.5,delta=1e-6")
+        assert plan.guarantee == GUARANTEE
+        save_plan(plan, d / "p.plan")
+        np.save(d / "h.npy", np.array([5, 0, 3, 7, 1, 0, 2, 4], dtype=np.int64))
+        return d / "p.plan", d / "h.npy"
+    rng = np.random.default_rng(0)
+    if kind == "structured":
+        from factorize.plan.build_structured import build_structured_plan
+        from factorize.plan.structured_plan import save_structured_plan
+
+        plan = build_structured_plan("marginals:3x2x4:2", "epsilon=0.5,delta=1e-6")
+        save_structured_plan(plan, d / "p.plan")
+        rows = np.column_stack([rng.integers(0, n, 60) for n in (3, 2, 4)])
+        header = "x0,x1,x2"
+    else:
+        from factorize.plan.plan_file import save_projection_plan
+        from factorize.plan.projection_plan import build_projection_plan
+
+        plan = build_projection_plan("parity:4:2", "epsilon=0.5,delta=1e-6", "covariance", n=40,
+                                     relation="replace")
+        save_projection_plan(plan, d / "p.plan")
+        rows = rng.integers(0, 2, (40, 4))
+        header = "x0,x1,x2,x3"
+    (d / "data.csv").write_text(header + "\n" + "\n".join(",".join(map(str, r)) for r in rows) + "\n")
+    return d / "p.plan", d / "data.csv"
 
 
 def _ledger(path: Path, budget: dict) -> Ledger:
@@ -84,8 +131,9 @@ def _answer_files(out: Path) -> list[Path]:
                   if p == out or (p.name.startswith(f".{out.name}.") and p.name.endswith(".tmp")))
 
 
-@pytest.mark.parametrize("step", STEPS)
-def test_kill_9_at_each_step_leaves_no_answers_without_a_charge(inputs, tmp_path, step):
+@pytest.mark.parametrize("kind, step", list(_kind_step_params()))
+def test_kill_9_at_each_step_leaves_no_answers_without_a_charge(plans, tmp_path, kind, step):
+    inputs = plans[kind]
     L, out, marker = tmp_path / "L.db", tmp_path / "answers.csv", tmp_path / "marker"
     _ledger(L, {"type": "approx_dp", "epsilon": 1.0, "delta": 1e-5})
     proc = _start(inputs, out, L, pause=step, marker=marker)
@@ -186,7 +234,8 @@ def test_run_refuses_a_tampered_or_missing_ledger_and_writes_nothing(inputs, tmp
     L = tmp_path / "L.db"
     book = _ledger(L, {"type": "approx_dp", "epsilon": 1.0, "delta": 1e-5})
     shutil.copyfile(L, tmp_path / "before.db")
-    c = book.charge("adult", GUARANTEE, plan_sha256=file_sha256(inputs[0]), relation="add_remove")
+    relation = "replace" if "projection" in str(inputs[0].parent) else "add_remove"
+    c = book.charge("adult", GUARANTEE, plan_sha256=file_sha256(inputs[0]), relation=relation)
     book.mark_released(c.id, None)
     damage(L, tmp_path)
     expected = LedgerError if damage is _delete_all else LedgerTampered

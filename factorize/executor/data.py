@@ -38,6 +38,19 @@ SUFFIXES = {".npy": "histogram", ".csv": "records", ".parquet": "records", ".pq"
 ENGINES = ("duckdb", "spark")
 
 
+def _data_file(path: str | os.PathLike[str]) -> tuple[Path, str]:
+    """The data file and its kind (``SUFFIXES``): a DataError for an unknown type or a
+    missing file."""
+    p = Path(os.fspath(path))
+    kind = SUFFIXES.get(p.suffix.lower())
+    if kind is None:
+        raise DataError(f"data file {str(p)!r}: unknown type {p.suffix!r}; expected a histogram "
+                        ".npy or records .csv / .parquet")
+    if not p.is_file():
+        raise DataError(f"data file {str(p)!r} does not exist")
+    return p, kind
+
+
 def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
                    allow_extra_columns: bool = False, engine: str = "duckdb") -> np.ndarray:
     """The histogram (int64, length ``domain.size``); extra record columns are an error unless
@@ -56,13 +69,7 @@ def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
         if check_counts(h, f"data {os.fspath(path)!r}") <= 0:
             raise DataError(f"data {os.fspath(path)!r}: the dataset is empty")
         return h
-    p = Path(os.fspath(path))
-    kind = SUFFIXES.get(p.suffix.lower())
-    if kind is None:
-        raise DataError(f"data file {str(p)!r}: unknown type {p.suffix!r}; expected a histogram "
-                        ".npy or records .csv / .parquet")
-    if not p.is_file():
-        raise DataError(f"data file {str(p)!r} does not exist")
+    p, kind = _data_file(path)
     if kind == "histogram":
         h = histogram_from_npy(p, domain)
     else:
@@ -101,13 +108,7 @@ def load_marginals(path: str | os.PathLike[str], domain: Domain, subsets: Sequen
         if m.n_records <= 0:  # defensive: the engine refuses empty data itself
             raise DataError(f"data {os.fspath(path)!r}: the dataset is empty")
         return m
-    p = Path(os.fspath(path))
-    kind = SUFFIXES.get(p.suffix.lower())
-    if kind is None:
-        raise DataError(f"data file {str(p)!r}: unknown type {p.suffix!r}; expected a histogram "
-                        ".npy or records .csv / .parquet")
-    if not p.is_file():
-        raise DataError(f"data file {str(p)!r} does not exist")
+    p, kind = _data_file(path)
     if kind == "histogram":
         if domain.size > MAX_HISTOGRAM_CELLS:
             raise DataError(

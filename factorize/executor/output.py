@@ -1,7 +1,9 @@
 """Writing released answers: CSV, JSON or Parquet (by suffix), atomically.
 
 Columns: ``query`` (row index of W), ``estimate``, ``std_error``, ``ci_low``, ``ci_high`` and,
-with post-processing, ``estimate_postprocessed``. Metadata (plan digests, guarantee, noise,
+with post-processing, ``estimate_postprocessed``; structured plans label every answer with
+text columns (:data:`LABEL_COLUMNS`: ``marginal``, the attribute names of its workload block,
+and ``cell``, the values of those attributes), CSV-quoted. Metadata (plan digests, guarantee, noise,
 CI method, ``test_mode``) goes in ``# key: value`` comment lines at the top of a CSV, under
 ``"metadata"`` in JSON, and in the Parquet schema metadata (key ``factorize``). The file is
 written through ``io.atomic.AtomicOutput``: an unnamed file in the destination folder,
@@ -13,6 +15,7 @@ private data, the plan or a ledger file.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from pathlib import Path
@@ -23,6 +26,8 @@ import numpy as np
 from factorize.io.atomic import AtomicOutput
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
+#: Text columns that label answers (kept as strings when read back).
+LABEL_COLUMNS = ("marginal", "cell")
 
 
 def output_format(path: str | os.PathLike[str]) -> str:
@@ -105,18 +110,29 @@ def _csv(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> N
     head = "".join(f"# {key}: {json.dumps(value, allow_nan=False, ensure_ascii=False)}\n"
                    for key, value in metadata.items())
     fh.write((head + ",".join(names) + "\n").encode("utf-8"))
-    cols = [columns[n] for n in names]
-    lines = []
-    for i in range(k):
-        lines.append(",".join(str(int(c[i])) if j == 0 else repr(float(c[i]))
-                              for j, c in enumerate(cols)))
+    cols = [_cells(n, columns[n]) for n in names]
+    lines = [",".join(c[i] for c in cols) for i in range(k)]
     fh.write(("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
+
+
+def _cells(name: str, column: Any) -> list[str]:
+    """CSV cells of one column: the query index as an int, labels quoted, numbers by repr."""
+    if name == "query":
+        return [str(int(v)) for v in column]
+    if name in LABEL_COLUMNS:
+        return ['"' + str(v).replace('"', '""') + '"' for v in column]
+    return [repr(float(v)) for v in column]
+
+
+def _value(name: str, v: Any) -> Any:
+    if name == "query":
+        return int(v)
+    return str(v) if name in LABEL_COLUMNS else float(v)
 
 
 def _json(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
     names = list(columns)
-    rows = [{n: (int(columns[n][i]) if n == "query" else float(columns[n][i])) for n in names}
-            for i in range(len(columns["query"]))]
+    rows = [{n: _value(n, columns[n][i]) for n in names} for i in range(len(columns["query"]))]
     text = json.dumps({"metadata": metadata, "answers": rows}, allow_nan=False, ensure_ascii=False)
     fh.write((text + "\n").encode("utf-8"))
 
@@ -125,7 +141,8 @@ def _parquet(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({n: pa.array(v) for n, v in columns.items()})
+    table = pa.table({n: pa.array([str(x) for x in v] if n in LABEL_COLUMNS else v)
+                      for n, v in columns.items()})
     table = table.replace_schema_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
     pq.write_table(table, fh)
 
@@ -145,24 +162,30 @@ def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], d
                     meta[key] = json.loads(value)
                     line = fh.readline()
                 names = line.strip().split(",")
-                rows = [r.split(",") for r in fh.read().splitlines() if r]
-            cols = {n: np.array([float(r[j]) for r in rows]) for j, n in enumerate(names)}
+                rows = [r for r in csv.reader(fh) if r]
+            cols = {n: _column(n, [r[j] for r in rows]) for j, n in enumerate(names)}
         elif fmt == "json":
             with open(p, encoding="utf-8") as fh:
                 doc = json.load(fh)
             meta = doc["metadata"]
             rows = doc["answers"]
             names = list(rows[0]) if rows else ["query", "estimate"]
-            cols = {n: np.array([float(r[n]) for r in rows]) for n in names}
+            cols = {n: _column(n, [r[n] for r in rows]) for n in names}
         else:
             import pyarrow.parquet as pq
 
             table = pq.read_table(p)
             meta = json.loads(table.schema.metadata[b"factorize"])
-            cols = {n: np.asarray(table.column(n).to_numpy(), dtype=np.float64) for n in table.column_names}
+            cols = {n: _column(n, table.column(n).to_pylist()) for n in table.column_names}
     except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
         raise ValueError(f"{p}: not a factorize answers file ({type(exc).__name__}: {exc})") from None
     if "query" not in cols or "estimate" not in cols:
         raise ValueError(f"{p}: not a factorize answers file (no query/estimate columns)")
     cols["query"] = cols["query"].astype(np.int64)
     return cols, meta
+
+
+def _column(name: str, values: list[Any]) -> np.ndarray:
+    if name in LABEL_COLUMNS:
+        return np.array([str(v) for v in values], dtype=object)
+    return np.array([float(v) for v in values], dtype=np.float64)

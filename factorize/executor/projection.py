@@ -29,7 +29,7 @@ from factorize.plan.checks import PlanCheck, rebuild_workload
 from factorize.plan.projection_plan import (ProjectionPlan, moment_layout, moment_matrix,
                                             moment_sensitivity)
 
-from .release import NOT_PRIVATE, ExecutionError, Release, make_rng
+from .release import NOT_PRIVATE, ExecutionError, Release
 
 #: Below this many cells the moment sensitivity is also recomputed from W's columns.
 BRUTE_FORCE_CELLS = 4096
@@ -252,45 +252,9 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
                    ci_high=nan, metadata=meta)
 
 
-def run_projection_plan(plan_path: str, data_path: str, out_path: str | None = None, *,
-                        seed: int | None = None, allow_float_noise: bool = False,
-                        allow_extra_columns: bool = False, engine: str = "duckdb",
-                        ledger: str | None = None, dataset: str | None = None,
-                        allow_weak_guarantee: bool = False, postprocess_seconds: float = 600.0
-                        ) -> Release:
-    """Load + verify, measure, charge the ledger (``executor.session``), release, write
-    ``out_path`` (all or nothing)."""
-    from factorize.engines import DataError
-    from factorize.plan.plan_file import load_projection_plan
+def run_projection_plan(plan_path: str, data_path: str, out_path: str | None = None,
+                        **options: Any) -> Release:
+    """Run a projection plan through the one pipeline (``executor.pipeline.run``)."""
+    from .pipeline import run
 
-    from .session import ReleaseSession, check_record_count
-
-    if engine != "duckdb":
-        raise ExecutionError(f"projection plans read their data with DuckDB; --engine {engine} "
-                             "is supported for factorization plans only")
-    with ReleaseSession.start(plan_path, data_path, out_path, seed=seed, ledger=ledger,
-                              dataset=dataset) as session:
-        plan = load_projection_plan(plan_path)
-        check = verify_projection_plan(plan, raise_on_failure=True,
-                                       allow_weak_guarantee=allow_weak_guarantee)
-        if plan.noise["sampler"] == "float" and not allow_float_noise:
-            raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                                 "(pass --allow-float-noise to accept it)")
-        values, n_records = measure(plan, data_path, check.workload,
-                                    allow_extra_columns=allow_extra_columns)
-        if n_records != plan.n:  # checked before the charge: a refused run spends nothing
-            raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
-                            "the data has a different number of records")
-        check_record_count(plan.guarantee, n_records, allow_weak_guarantee)
-        if plan.noise["sampler"] != "float":
-            from factorize.privacy import round_to_grid
-
-            values = round_to_grid(values, plan.noise["grid"])  # exact (integer moments), pre-charge
-        session.charge(plan)
-        rel = release_projection(plan, values, n_records, make_rng(seed), workload=check.workload,
-                                 allow_float_noise=allow_float_noise, metadata=dict(session.metadata),
-                                 deadline=time.monotonic() + postprocess_seconds,
-                                 claims=check.derived)
-        cols = {"query": np.arange(rel.estimate.size, dtype=np.int64), "estimate": rel.estimate}
-        session.write(cols, rel.metadata)
-        return rel
+    return run(plan_path, data_path, out_path, expect="projection", **options)

@@ -1,7 +1,8 @@
 """Running a factorization plan: verification, data, exact noise, answers with error bars.
 
-Order of operations in :func:`run_plan` (``executor.session`` frames it: nothing is charged
-that is not released, nothing released that is not charged):
+Order of operations of a run (``executor.pipeline``, the one pipeline of every plan kind;
+``executor.session`` frames it: nothing is charged that is not released, nothing released that
+is not charged):
 
 1. the answers file is opened (writable, not the data, plan or ledger), ``--seed`` with
    ``--ledger`` refused, the ledger opened;
@@ -35,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from factorize.kron import kron_matvec
 from factorize.plan.model import Plan, ci_method, ci_multiplier, row_l1_norms_R
 
-from .kron import kron_matvec
-from .session import POSTPROCESS_SECONDS, ExecutionError, ReleaseSession, check_record_count
+from .session import POSTPROCESS_SECONDS, ExecutionError
 
 NOT_PRIVATE = "NOT PRIVATE: produced in --seed test mode (reproducible noise)"
 
@@ -54,11 +55,16 @@ class Release:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def columns(self) -> dict[str, np.ndarray]:
-        cols = {"query": np.arange(self.estimate.size, dtype=np.int64), "estimate": self.estimate,
+        """The answers file's columns: the query index, its labels (structured plans), the
+        estimate with its standard error and 95% interval, and any post-processed estimate
+        (``extra["columns"]`` restricts them, e.g. projected answers have no intervals)."""
+        cols = {"query": np.arange(self.estimate.size, dtype=np.int64),
+                **self.extra.get("labels", {}), "estimate": self.estimate,
                 "std_error": self.std_error, "ci_low": self.ci_low, "ci_high": self.ci_high}
         if self.postprocessed is not None:
             cols["estimate_postprocessed"] = self.postprocessed
-        return cols
+        only = self.extra.get("columns")
+        return cols if only is None else {k: v for k, v in cols.items() if k in only}
 
 
 def noise_spec(plan: Plan):
@@ -231,47 +237,17 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
     raise ExecutionError(f"unknown post-processing {post['method']!r}")
 
 
-def run_plan(plan_path: str, data_path: str, out_path: str | None = None, *, seed: int | None = None,
-             allow_float_noise: bool = False, allow_extra_columns: bool = False,
-             engine: str = "duckdb", ledger: str | None = None,
-             dataset: str | None = None, allow_weak_guarantee: bool = False,
-             postprocess_seconds: float = POSTPROCESS_SECONDS) -> Release:
-    """Load + verify the plan, read the data, release, and write ``out_path`` (all or nothing),
-    in the order of the module docstring.
+def run_plan(plan_path: str, data_path: str, out_path: str | None = None, **options: Any) -> Release:
+    """Run a factorization plan through the one pipeline (``executor.pipeline.run``: load,
+    verify, read the data, measure exactly, charge, release, write all or nothing).
 
     ``engine``: where the histogram is computed (``executor.data.load_histogram``).
     ``ledger`` / ``dataset``: charge the plan's guarantee to the dataset's privacy budget
     (``factorize.ledger``) — committed before any noise is drawn or answer written, after every
-    check that can fail; a run that would exceed the budget is refused. A test-mode run
-    (``seed``) is never charged (its output is marked NOT PRIVATE) and may not name a ledger.
-    ``allow_weak_guarantee``: run a guarantee beyond the documented ceilings
-    (``privacy.policy``).
+    check that can fail. A test-mode run (``seed``) is never charged (its output is marked NOT
+    PRIVATE) and may not name a ledger. ``allow_weak_guarantee``: run a guarantee beyond the
+    documented ceilings (``privacy.policy``).
     """
-    from factorize.plan.checks import verify_plan
-    from factorize.plan.plan_file import load_plan
-    from workloads import Domain
+    from .pipeline import run
 
-    from .data import load_histogram
-
-    with ReleaseSession.start(plan_path, data_path, out_path, seed=seed, ledger=ledger,
-                              dataset=dataset) as session:
-        plan = load_plan(plan_path)
-        check = verify_plan(plan, raise_on_failure=True, allow_weak_guarantee=allow_weak_guarantee)
-        if plan.noise["sampler"] == "float" and not allow_float_noise:
-            raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                                 "(pass --allow-float-noise to accept it)")
-        domain = Domain(plan.domain["attributes"], plan.domain["sizes"])
-        h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns, engine=engine)
-        _check_public_n(plan, h)
-        check_record_count(plan.guarantee, int(h.sum(dtype=np.uint64)), allow_weak_guarantee)
-        q = measure(plan, h)  # exact, before the charge: a refused run spends nothing
-        del h
-        session.charge(plan)
-        meta = dict(session.metadata)
-        if allow_weak_guarantee:
-            meta["guarantee_override"] = True
-        rel = release_answers(plan, np.zeros(0), make_rng(seed), allow_float_noise=allow_float_noise,
-                              metadata=meta, check=check, measurement=q,
-                              postprocess_seconds=postprocess_seconds)
-        session.write(rel.columns(), rel.metadata)
-        return rel
+    return run(plan_path, data_path, out_path, expect="factorization", **options)

@@ -82,18 +82,24 @@ class ReleaseSession:
             raise
         return session
 
-    def charge(self, plan: Any) -> None:
-        """Step 3: commit the plan's guarantee (nothing in test mode or without a ledger)."""
-        from factorize.ledger.faults import checkpoint
-        from factorize.plan.plan_file import file_sha256
+    def record_plan(self) -> None:
+        """The plan file's digest in the answers' metadata."""
+        from factorize.plan.files import file_sha256
 
         self.plan_sha = file_sha256(self.plan_path)
         self.metadata["plan_sha256"] = self.plan_sha
+
+    def charge(self, guarantee: dict[str, Any], relation: str) -> None:
+        """Step 3: commit the plan's guarantee (its JSON form) under its neighbouring relation
+        (nothing in test mode or without a ledger)."""
+        from factorize.ledger.faults import checkpoint
+
+        self.record_plan()
         checkpoint("before_charge")
         if self.book is None:
             return
-        charge = self.book.charge(self.dataset, plan.guarantee, plan_sha256=self.plan_sha,
-                                  relation=plan.relation)
+        charge = self.book.charge(self.dataset, guarantee, plan_sha256=self.plan_sha,
+                                  relation=relation)
         self.charge_id = charge.id
         self.metadata["ledger"] = {"dataset": self.dataset, "charge_id": charge.id}
         checkpoint("after_charge")
@@ -101,7 +107,7 @@ class ReleaseSession:
     def write(self, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
         """Step 5: the answers in place, then the release recorded."""
         from factorize.ledger.faults import checkpoint
-        from factorize.plan.plan_file import file_sha256
+        from factorize.plan.files import file_sha256
 
         from .output import write_prepared
 

@@ -6,6 +6,7 @@ Used by result files, plans and every benchmark report, so they describe runs al
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 import platform
 from pathlib import Path
@@ -22,10 +23,13 @@ def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
     out = {"factorize": factorize.__version__, "python": platform.python_version(),
            "numpy": np.__version__}
     for name in (*_STACK, *extra):
-        try:
-            out[name] = str(importlib.import_module(name).__version__)
+        try:  # the installed distribution's version: no import (cvxpy alone takes seconds)
+            out[name] = importlib.metadata.version(name)
         except Exception:  # noqa: BLE001 - provenance only: a missing module is just not listed
-            pass
+            try:
+                out[name] = str(importlib.import_module(name).__version__)
+            except Exception:  # noqa: BLE001
+                pass
     return out
 
 

@@ -285,29 +285,29 @@ def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> dic
 
 
 def save_local_plan(plan: LocalPlan, path: str | Path) -> None:
-    from factorize.plan.plan_file import _embedded_for, _write
+    from factorize.plan.files import save_with_embedded
 
-    _, emb = _embedded_for(plan.embedded)
-    _write(path, FORMAT, SCHEMA_VERSION, plan.manifest(),
-           {"R": plan.R, "A": plan.A, "U": plan.U, "d": plan.d, **emb})
+    save_with_embedded(path, FORMAT, SCHEMA_VERSION, plan.manifest(),
+                       {"R": plan.R, "A": plan.A, "U": plan.U, "d": plan.d}, plan.embedded)
 
 
 def load_local_plan(path: str | Path) -> LocalPlan:
-    from factorize.plan.plan_file import _guarded_load
+    from factorize.plan.files import guarded_load
 
-    return _guarded_load(_load, path, "local plan")
+    return guarded_load(_load, path, "local plan")
 
 
 def _load(path: Path) -> LocalPlan:
-    from factorize.plan.plan_file import (PlanFormatError, _check_finite, _dict, _embedded_from,
-                                          _read, _workload_and_domain)
+    from factorize.plan.files import (PlanFormatError, check_finite, embedded_from,
+                                      read_plan_container, workload_and_domain)
+    from factorize.plan.files import require_dict as _dict
 
-    m, arrays = _read(path, FORMAT, SCHEMA_VERSION)
-    _check_finite(path, arrays)
-    arrays, embedded = _embedded_from(path, m, arrays)
+    m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
+    check_finite(path, arrays)
+    arrays, embedded = embedded_from(path, m, arrays)
     if set(arrays) != {"R", "A", "U", "d"}:
         raise PlanFormatError(f"{path}: a local plan holds arrays R, A, U, d")
-    shape, dom = _workload_and_domain(path, m)
+    shape, dom = workload_and_domain(path, m)
     R, A = arrays["R"], arrays["A"]
     if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0] or (R.shape[0], A.shape[1]) != tuple(shape):
         raise PlanFormatError(f"{path}: R and A do not factor a {shape[0]}×{shape[1]} workload")

@@ -89,6 +89,15 @@ def write_messages(path: str | Path, Y: np.ndarray, plan_sha256: str, test_mode:
 
 def aggregate_file(plan: LocalPlan, path: str | Path, *, threads: int | None = None) -> dict[str, Any]:
     """Stream the messages file through DuckDB: n and Σ Y (module docstring); then the release."""
+    sums, n, _ = message_sums(plan, path, threads=threads)
+    return aggregate_sums(plan, sums, n)
+
+
+def message_sums(plan: LocalPlan, path: str | Path, *, threads: int | None = None
+                 ) -> tuple[np.ndarray, int, dict[str, Any]]:
+    """``(Σ Y, n, info)`` of a messages file, streamed through DuckDB (every value finite, the
+    columns the plan's), with ``info`` the file's ``factorize`` metadata (plan digest, whether
+    the messages were simulated in test mode)."""
     import duckdb
 
     from factorize.engines import DataError
@@ -120,7 +129,18 @@ def aggregate_file(plan: LocalPlan, path: str | Path, *, threads: int | None = N
         raise DataError(f"messages file {str(p)!r} has no messages")
     if bad:
         raise DataError(f"messages file {str(p)!r}: {bad} messages have missing or non-finite values")
-    return aggregate_sums(plan, np.array(row[2:], dtype=np.float64), n)
+    return np.array(row[2:], dtype=np.float64), n, _message_info(p)
+
+
+def _message_info(path: Path) -> dict[str, Any]:
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(b"factorize")
+        info = json.loads(raw) if raw else {}
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
 
 
 def aggregate_sums(plan: LocalPlan, sums: np.ndarray, n: int) -> dict[str, Any]:

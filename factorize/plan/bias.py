@@ -30,6 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from factorize.kron import kron_rmatvec, kron_vector
 from factorize.numerics import gamma, round_down, round_up
 
 from .model import PlanError
@@ -196,11 +197,6 @@ def certified_mu(method: str, weights: Sequence[np.ndarray], W: Any,
     raise PlanError(f"unknown n-bound method {method!r}")
 
 
-def kron_weighted(vectors: Sequence[np.ndarray]) -> np.ndarray:
-    out = np.ones(1)
-    for v in vectors:
-        out = np.kron(out, v)
-    return out
 
 
 def n_upper(method: str, weights: Sequence[np.ndarray], estimates: np.ndarray,
@@ -221,10 +217,10 @@ def _n_upper(method: str, weights: Sequence[np.ndarray], estimates: np.ndarray,
     k = estimates.size
     if method == "ones":
         b = np.ones(k)
-        c = _kron_rmatvec([np.asarray(R) for R in R_factors], b)
+        c = kron_rmatvec([np.asarray(R) for R in R_factors], b)
     else:
-        b = kron_weighted(normalized_weights(weights))
-        c = _kron_rmatvec([np.asarray(R) for R in R_factors], b)
+        b = kron_vector(normalized_weights(weights))
+        c = kron_rmatvec([np.asarray(R) for R in R_factors], b)
     dot = float(b @ estimates) + gamma(k) * float(np.abs(b) @ np.abs(estimates))
     c2 = float(np.linalg.norm(c)) * (1 + gamma(c.size + 2))
     c1 = float(np.abs(c).sum()) * (1 + gamma(c.size + 2))
@@ -235,13 +231,3 @@ def _n_upper(method: str, weights: Sequence[np.ndarray], estimates: np.ndarray,
     if not den > 0:
         return N_CAP
     return min(N_CAP, round_up(num / den, 1))
-
-
-def _kron_rmatvec(R_factors: Sequence[np.ndarray], y: np.ndarray) -> np.ndarray:
-    """``(⊗R_j)ᵀ y``."""
-    if len(R_factors) == 1:
-        return R_factors[0].T @ y
-    X = y.reshape([R.shape[0] for R in R_factors])
-    for axis, R in enumerate(R_factors):
-        X = np.moveaxis(np.tensordot(R.T, X, axes=([1], [axis])), 0, axis)
-    return X.reshape(-1)

@@ -93,6 +93,31 @@ def default_domain(W: Workload) -> Domain:
     return Domain([f"x{i}" for i in range(len(sizes))], sizes)
 
 
+def plan_inputs(workload: Workload | str, guarantee: Any, relation: str, domain: Domain | None,
+                allow_weak_guarantee: bool) -> tuple[Workload, Any, Any, Domain]:
+    """A plan's public inputs, checked: the workload (with a spec to rebuild it from), the
+    guarantee within the documented ceilings (``privacy.policy``), the neighbouring relation,
+    and a domain of N cells whose attributes line up with the workload's axes."""
+    from factorize.privacy import Neighbouring, parse_guarantee
+    from factorize.privacy.policy import check_guarantee
+    from workloads.domain import check_workload_axes
+
+    W = parse_workload(workload) if isinstance(workload, str) else workload
+    if not W.spec:
+        raise PlanError("the workload needs a spec (the plan rebuilds W from it)")
+    g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
+    check_guarantee(g, allow_weak=allow_weak_guarantee)
+    rel = Neighbouring.parse(relation)
+    N = W.shape[1]
+    dom = domain if domain is not None else default_domain(W)
+    if dom.size != N:
+        raise PlanError(f"the workload has N={N} cells but the domain "
+                        f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes))}) has "
+                        f"{dom.size}")
+    check_workload_axes(W, dom)
+    return W, g, rel, dom
+
+
 def choose_grid(base_sensitivity: float, m: int, norm: str) -> float:
     """Largest power of two γ with inflation ``γ√m`` (l2) or ``γm`` (l1) ≤ 10⁻³·Δ."""
     spread = math.sqrt(m) if norm == "l2" else float(m)
@@ -145,26 +170,11 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         raise PlanError("the ellipsoid mechanism takes neither an explicit certificate nor "
                         "approx_gamma_2 (its strategy is fixed by the ellipsoid; norm picks the "
                         "witness, gamma_f or gamma_2)")
-    from factorize.privacy import Neighbouring, calibrate, kron_sensitivity, parse_guarantee
+    from factorize.privacy import calibrate, kron_sensitivity
 
     t0 = time.perf_counter()
-    W = parse_workload(workload) if isinstance(workload, str) else workload
-    if not W.spec:
-        raise PlanError("the workload needs a spec (the plan rebuilds W from it)")
-    g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
-    from factorize.privacy.policy import check_guarantee
-
-    check_guarantee(g, allow_weak=allow_weak_guarantee)
-    rel = Neighbouring.parse(relation)
+    W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
     k, N = W.shape
-    dom = domain if domain is not None else default_domain(W)
-    if dom.size != N:
-        raise PlanError(f"the workload has N={N} cells but the domain "
-                        f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes))}) has "
-                        f"{dom.size}")
-    from workloads.domain import check_workload_axes
-
-    check_workload_axes(W, dom)
     if norm == "approx_gamma_2" or (certificate is not None and certificate.norm == "approx_gamma_2"):
         eta = check_eta(certificate.eta if certificate is not None else eta, W)
     if public_n is not None:

@@ -242,19 +242,12 @@ def same_number(stated: Any, recomputed: float, rel: float = 1e-9, absolute: flo
 
 
 def verify_any(plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False) -> list[str]:
-    """The failures of any plan kind's verification (empty: every check passed)."""
-    from .model import Plan
+    """The failures of any plan kind's verification (empty: every check passed), dispatched
+    through ``plan.registry``."""
+    from .registry import kind_of_plan
 
-    if isinstance(plan, Plan):
-        return verify_plan(plan, certificate=certificate,
-                           allow_weak_guarantee=allow_weak_guarantee).failures
-    if type(plan).__name__ == "ProjectionPlan":
-        from factorize.executor.projection import verify_projection_plan
-
-        return verify_projection_plan(plan, allow_weak_guarantee=allow_weak_guarantee).failures
-    from factorize.local.plan import verify_local_plan
-
-    return verify_local_plan(plan, allow_weak_guarantee=allow_weak_guarantee)
+    return kind_of_plan(plan).verify(plan, certificate=certificate,
+                                     allow_weak_guarantee=allow_weak_guarantee).failures
 
 
 # ---------------------------------------------------------------------------------------

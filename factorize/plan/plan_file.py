@@ -36,74 +36,38 @@ inconsistent file and never anything else.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from factorize.io import container
 from factorize.io.certificate_arrays import (certificate_arrays, certificate_from_arrays,
                                              expected_array_names)
 
-from .model import KNOWN_SAMPLERS, POSTPROCESS_METHODS, Plan, PlanError
+from .files import COMPATIBILITY, PlanFormatError, file_sha256, plan_format  # noqa: F401 (API)
+from .files import check_finite as _check_finite
+from .files import embedded_from as _embedded_from
+from .files import guarded_load as _guarded_load
+from .files import is_int as _is_int
+from .files import read_plan_container as _read_container
+from .files import require_dict as _dict
+from .files import save_with_embedded
+from .files import workload_and_domain as _workload_and_domain
+from .files import write_plan_container as _write  # noqa: F401 (tests forge plans with it)
+from .model import KNOWN_SAMPLERS, POSTPROCESS_METHODS, Plan
 
 FORMAT = "factorize-plan"
 SCHEMA_VERSION = 2
-COMPATIBILITY = ("readers refuse unknown formats and schema versions; within a schema version "
-                 "fields are only added, never removed or changed in meaning; unknown fields "
-                 "are ignored")
-_CONTAINER_KEYS = ("format", "schema_version", "arrays", "content_sha256")
-
-
-class PlanFormatError(PlanError):
-    """The plan file is missing, truncated, corrupt, tampered with, or of an unknown version."""
-
-
-def content_digest(manifest: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of the manifest without the container keys."""
-    body = {k: v for k, v in manifest.items() if k not in _CONTAINER_KEYS}
-    text = json.dumps(body, sort_keys=True, allow_nan=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def save_plan(plan: Plan, path: str | Path) -> None:
     """Write ``plan`` to ``path`` atomically (temporary file + ``os.replace``)."""
     arrays = certificate_arrays(plan.certificate)
     arrays.update({f"{N_WEIGHTS}.{i}": b for i, b in enumerate(plan.n_weights)})
-    manifest = plan.manifest()
-    listing, emb = _embedded_for(plan.embedded)
-    arrays.update(emb)
-    manifest["workload"]["embedded"] = listing
-    _write(path, FORMAT, SCHEMA_VERSION, manifest, arrays)
+    save_with_embedded(path, FORMAT, SCHEMA_VERSION, plan.manifest(), arrays, plan.embedded)
 
 
 #: Array name prefix of the n-bound weights b_j (``plan.bias``).
 N_WEIGHTS = "nbound"
-
-
-def _embedded_for(embedded: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
-    """Manifest listing and arrays of a plan's custom matrices (``plan.embedded``)."""
-    from .embedded import embedded_arrays
-
-    return embedded_arrays(embedded)
-
-
-def _write(path: str | Path, fmt: str, version: int, manifest: dict[str, Any],
-           arrays: dict[str, np.ndarray]) -> None:
-    manifest["compatibility"] = COMPATIBILITY
-    manifest["content_sha256"] = content_digest(manifest)
-    container.write(path, fmt, version, manifest, arrays)
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -111,43 +75,8 @@ def load_plan(path: str | Path) -> Plan:
     return _guarded_load(_load, path, "plan")
 
 
-def _guarded_load(loader: Any, path: str | Path, what: str) -> Any:
-    """``loader(path)``, every failure but PlanFormatError turned into one."""
-    try:
-        return loader(Path(path))
-    except PlanFormatError:
-        raise
-    except (KeyboardInterrupt, SystemExit, MemoryError):
-        raise
-    except RecursionError:
-        raise PlanFormatError(f"{path}: not a valid {what} file (nested too deeply)") from None
-    except BaseException as exc:  # noqa: BLE001 — includes pyo3 panics from a corrupt header
-        raise PlanFormatError(f"{path}: not a valid {what} file ({type(exc).__name__}: "
-                              f"{str(exc)[:200]})") from None
-
-
-def _read(path: Path, fmt: str = FORMAT, version: int = SCHEMA_VERSION
-          ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``container.read`` (format, version, array list, digests), the canonical header and the
-    manifest digest — the checks every plan format shares — as ``PlanFormatError``."""
-    try:
-        manifest, arrays, head = container.read_with_header(path, fmt, version)
-    except container.ContainerError as exc:
-        raise PlanFormatError(str(exc)) from None
-    _check_canonical_header(path, head)
-    if manifest.get("content_sha256") != content_digest(manifest):
-        raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
-    return manifest, arrays
-
-
-def _check_finite(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    for name, a in arrays.items():
-        if not np.isfinite(a).all():
-            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
-
-
 def _load(path: Path) -> Plan:
-    m, arrays = _read(path)
+    m, arrays = _read_container(path, FORMAT, SCHEMA_VERSION)
     _check_finite(path, arrays)
     arrays, embedded = _embedded_from(path, m, arrays)
     weights = {k: v for k, v in arrays.items() if k.startswith(N_WEIGHTS + ".")}
@@ -201,74 +130,6 @@ def _load(path: Path) -> Plan:
                 embedded=embedded, schema_version=int(m["schema_version"]))
 
 
-def _embedded_from(path: Path, m: dict[str, Any], arrays: dict[str, np.ndarray]
-                   ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Split off and rebuild the custom matrices a plan carries (``plan.embedded``)."""
-    from .embedded import read_embedded, split_arrays
-
-    own, emb = split_arrays(arrays)
-    wl = m.get("workload")
-    listing = wl.get("embedded") if isinstance(wl, dict) else None
-    try:
-        return own, read_embedded(listing, emb)
-    except PlanError as exc:
-        raise PlanFormatError(f"{path}: {exc}") from None
-
-
-def _workload_and_domain(path: Path, m: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
-    """The manifest's workload shape [k, N] (with spec and fingerprint) and its domain,
-    checked: distinct attribute names, positive sizes, Π sizes = N."""
-    wl = _dict(m, "workload")
-    shape = wl.get("shape")
-    if not (isinstance(shape, list) and len(shape) == 2 and all(_is_int(x) and x >= 1 for x in shape)):
-        raise PlanFormatError(f"{path}: workload shape must be [k, N]")
-    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
-        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
-    dom = _dict(m, "domain")
-    attrs, sizes = dom.get("attributes"), dom.get("sizes")
-    if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1
-            and all(isinstance(a, str) and a for a in attrs) and len(set(attrs)) == len(attrs)
-            and all(_is_int(s) and s >= 1 for s in sizes)):
-        raise PlanFormatError(f"{path}: the domain must list distinct attribute names and positive sizes")
-    if math.prod(sizes) != shape[1]:
-        raise PlanFormatError(f"{path}: the domain has {math.prod(sizes)} cells, the workload N={shape[1]}")
-    return shape, dom
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _dict(m: dict[str, Any], key: str) -> dict[str, Any]:
-    v = m.get(key)
-    if not isinstance(v, dict):
-        raise PlanFormatError(f"plan manifest: {key!r} is missing or not an object")
-    return v
-
-
-def _check_canonical_header(path: Path, head: Any = None) -> None:
-    """The header must be the writer's compact JSON followed by < 8 padding spaces.
-
-    ``head``: the validated header the arrays were read with (``container.read_with_header``);
-    read here (bounded: length capped, JSON depth-checked, offsets and file size validated, no
-    array data) when not given."""
-    if head is None:
-        try:
-            head = container.read_header(path)
-        except container.ContainerError as exc:
-            raise PlanFormatError(str(exc)) from None
-    body = head.raw.rstrip(b" ")
-    if len(head.raw) - len(body) > 7:
-        raise PlanFormatError(f"{path}: the header has unexpected padding")
-    canon = json.dumps(head.header, separators=(",", ":"), ensure_ascii=False).encode()
-    if canon != body:
-        raise PlanFormatError(f"{path}: the header is not in canonical form (corrupt or edited)")
-    end = max((t.end for t in head.tensors), default=0)
-    if head.file_size != head.data_start + end:  # read_header checks it too; kept explicit
-        raise PlanFormatError(f"{path}: the file has {head.file_size} bytes, its header "
-                              f"describes {head.data_start + end} (truncated or data appended)")
-
-
 # ---------------------------------------------------------------------------------------
 # projection plans (``plan.projection_plan``): their own format, the same container rules
 
@@ -280,10 +141,8 @@ PROJECTION_SCHEMA_VERSION = 2
 
 def save_projection_plan(plan: Any, path: str | Path) -> None:
     """Write a :class:`~factorize.plan.projection_plan.ProjectionPlan` atomically."""
-    manifest = plan.manifest()
-    listing, emb = _embedded_for(plan.embedded)
-    manifest["workload"]["embedded"] = listing
-    _write(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, manifest, {**plan.arrays, **emb})
+    save_with_embedded(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, plan.manifest(),
+                       dict(plan.arrays), plan.embedded)
 
 
 def load_projection_plan(path: str | Path) -> Any:
@@ -291,37 +150,17 @@ def load_projection_plan(path: str | Path) -> Any:
     return _guarded_load(_load_projection, path, "projection plan")
 
 
-def plan_format(path: str | Path) -> str:
-    """The ``format`` named in a plan file's header (the container's bounded header read and
-    manifest parse: no array data is read, no unbounded or deeply nested JSON is parsed)."""
-    try:
-        head = container.read_header(path)
-        manifest = container.parse_manifest(path, head.header)
-    except container.ContainerError as exc:
-        raise PlanFormatError(f"{path}: not a valid plan file ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise PlanFormatError(f"{path}: not a valid plan file (the manifest is not a JSON object)")
-    return str(manifest.get("format"))
-
-
 def load_any_plan(path: str | Path) -> Any:
-    """A factorization, projection or local plan, by the file's format."""
-    fmt = plan_format(path)
-    if fmt == PROJECTION_FORMAT:
-        return load_projection_plan(path)
-    from factorize.local.plan import FORMAT as LOCAL_FORMAT
+    """Any plan, read by its kind (``plan.registry``)."""
+    from .registry import load_any_plan as load
 
-    if fmt == LOCAL_FORMAT:
-        from factorize.local.plan import load_local_plan
-
-        return load_local_plan(path)
-    return load_plan(path)
+    return load(path)
 
 
 def _load_projection(path: Path) -> Any:
     from .projection_plan import PROJECTION_KINDS, ProjectionPlan
 
-    m, arrays = _read(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION)
+    m, arrays = _read_container(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION)
     _check_finite(path, arrays)
     arrays, embedded = _embedded_from(path, m, arrays)
     kind = m.get("kind")

@@ -41,6 +41,7 @@ from typing import Sequence
 
 import numpy as np
 
+from factorize.kron import kron_matvec
 from factorize.numerics import U, binade, gamma, is_power_of_two, round_up
 
 from .guarantees import PrivacyError
@@ -94,15 +95,6 @@ def measured_factors(A_factors: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [quantize(A).measured for A in A_factors]
 
 
-def _kron_matvec(factors: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
-    if len(factors) == 1:
-        return factors[0] @ x
-    X = np.asarray(x, dtype=np.float64).reshape([F.shape[1] for F in factors])
-    for axis, F in enumerate(factors):
-        X = np.moveaxis(np.tensordot(F, X, axes=([1], [axis])), 0, axis)
-    return X.reshape(-1)
-
-
 def lattice_image(A_factors: Sequence[np.ndarray], h: np.ndarray, grid: float) -> np.ndarray:
     """``round_half_even(Ã h / γ)`` exactly, ``Ã = ⊗ quantize(A_j)``, for a histogram h of
     non-negative integer counts (module docstring). Returns int64, or a numpy object array
@@ -126,8 +118,8 @@ def lattice_image(A_factors: Sequence[np.ndarray], h: np.ndarray, grid: float) -
     T = sum(q.e for q in qf) - g_exp
     S = [q.scaled for q in qf]
     hf = counts.astype(np.float64)
-    Y = _kron_matvec(S, hf)
-    B = _kron_matvec([np.abs(s) for s in S], hf)
+    Y = kron_matvec(S, hf)
+    B = kron_matvec([np.abs(s) for s in S], hf)
     c = 1.0
     for s in S:
         c *= 1.0 + gamma(max(s.shape[1], 1))

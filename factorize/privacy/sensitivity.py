@@ -144,8 +144,10 @@ def unit_scaled(A: Any, what: str = "the strategy") -> tuple[np.ndarray, int]:
         raise PrivacyError(str(exc)) from None
 
 
-def _scale_back(value: float, e: int, ops: int = 1) -> float:
-    """``value·2^e`` (exact when normal), then rounded up; refuses overflow."""
+def scale_back(value: float, e: int, ops: int = 1) -> float:
+    """``value·2^e`` (exact when normal), then rounded up; a positive value that falls below
+    the normal range becomes 2⁻¹⁰²² (an upper bound); refuses overflow. Undoes the power-of-two
+    scaling of ``numerics.unit_scale`` on a certified upper bound."""
     try:
         out = math.ldexp(value, e)
     except OverflowError:
@@ -179,7 +181,7 @@ def add_remove_sensitivity(A: Any, norm: str = "l2") -> Sensitivity:
     certified upper bound (module docstring)."""
     norm = _check_norm(norm)
     S, e = unit_scaled(A)
-    value = _scale_back(_max_column_norm_scaled(S, norm), e)
+    value = scale_back(_max_column_norm_scaled(S, norm), e)
     return Sensitivity(value, norm, Neighbouring.ADD_REMOVE, True)
 
 
@@ -286,7 +288,7 @@ def replace_sensitivity(
         value = round_up(math.sqrt(upper_sq), 1)
     else:
         value = _replace_direct(S, "l1", max_block_elements)
-    return Sensitivity(_scale_back(value, e), norm, Neighbouring.REPLACE, True)
+    return Sensitivity(scale_back(value, e), norm, Neighbouring.REPLACE, True)
 
 
 def sensitivity(
@@ -365,7 +367,7 @@ def kron_sensitivity(
     e_total = sum(e for _, e in pairs)
     maxima = [_max_column_norm_scaled(S, norm) for S in scaled]
     ar_scaled = product_upper(maxima)
-    ar = _scale_back(ar_scaled, e_total)
+    ar = scale_back(ar_scaled, e_total)
     if relation is Neighbouring.ADD_REMOVE:
         return Sensitivity(ar, norm, relation, True)
     N = math.prod(S.shape[1] for S in scaled)
@@ -375,7 +377,7 @@ def kron_sensitivity(
     if N <= max_dense_columns:
         if norm == "l2":
             sq = _kron_replace_l2_gram(scaled)
-            return Sensitivity(_scale_back(round_up(math.sqrt(sq), 1), e_total), norm, relation, True)
+            return Sensitivity(scale_back(round_up(math.sqrt(sq), 1), e_total), norm, relation, True)
         if m * N <= max_dense_elements:
             dense = np.ones((1, 1))
             for S in scaled:
@@ -385,7 +387,7 @@ def kron_sensitivity(
             # most γ_d·(‖x‖₁ + ‖y‖₁) + 2m·d·2^-1074 ≤ 2γ_d·(max column ℓ1) + that
             direct = _replace_direct(dense, "l1", _DEFAULT_BLOCK_ELEMENTS)
             allowance = 2.0 * gamma(len(scaled)) * ar_scaled + 2.0 * m * len(scaled) * 2.0 ** -1074
-            return Sensitivity(_scale_back(round_up(direct + allowance, 2), e_total), norm,
+            return Sensitivity(scale_back(round_up(direct + allowance, 2), e_total), norm,
                                relation, True)
     return Sensitivity(round_up(2.0 * ar, 1), norm, relation, False)
 

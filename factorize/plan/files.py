@@ -1,0 +1,206 @@
+"""What every plan file shares: the container, its integrity checks and the manifest basics.
+
+Every plan kind (``plan.registry``) is one ``factorize.io.container`` file (safetensors: an
+8-byte length, a JSON header, raw little-endian float64 buffers — nothing in it can execute
+on load) with a JSON manifest naming its ``format`` and ``schema_version``. The rules here are
+the same for all of them:
+
+* **integrity** (:func:`read_plan_container`): the container's own checks (bounded header,
+  strict JSON, array digests, contiguous offsets, file size), the header byte-for-byte in the
+  writer's canonical form, and ``content_sha256`` — the SHA-256 of the canonical JSON of every
+  manifest field but the container keys — so any corruption (a flipped byte, truncation,
+  appended data) is refused. Digests detect corruption and accidental edits, not a deliberate
+  forger: each kind's verifier re-derives what privacy depends on.
+* **compatibility** (:data:`COMPATIBILITY`): a reader refuses an unknown format or schema
+  version; within a version fields are only added, never removed or changed in meaning.
+* **manifest basics** (:func:`workload_and_domain`): the workload's spec, fingerprint and shape
+  ``[k, N]``, a domain of distinct attribute names and positive sizes with ``Π sizes = N``;
+  custom workload matrices travel inside the file (``plan.embedded``).
+
+Every failure is a :class:`PlanFormatError` (:func:`guarded_load`), never anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from factorize.io import container
+
+from .model import PlanError
+
+COMPATIBILITY = ("readers refuse unknown formats and schema versions; within a schema version "
+                 "fields are only added, never removed or changed in meaning; unknown fields "
+                 "are ignored")
+_CONTAINER_KEYS = ("format", "schema_version", "arrays", "content_sha256")
+
+
+class PlanFormatError(PlanError):
+    """The plan file is missing, truncated, corrupt, tampered with, or of an unknown version."""
+
+
+def content_digest(manifest: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of the manifest without the container keys."""
+    body = {k: v for k, v in manifest.items() if k not in _CONTAINER_KEYS}
+    text = json.dumps(body, sort_keys=True, allow_nan=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_plan_container(path: str | Path, fmt: str, version: int, manifest: dict[str, Any],
+                         arrays: dict[str, np.ndarray]) -> None:
+    """Write a plan file atomically (compatibility note and content digest added)."""
+    manifest["compatibility"] = COMPATIBILITY
+    manifest["content_sha256"] = content_digest(manifest)
+    container.write(path, fmt, version, manifest, arrays)
+
+
+def read_plan_container(path: Path, fmt: str, version: int
+                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``container.read`` (format, version ≤ ``version``, array list, digests), the canonical
+    header and the manifest digest — the checks every plan format shares."""
+    try:
+        manifest, arrays, head = container.read_with_header(path, fmt, version)
+    except container.ContainerError as exc:
+        raise PlanFormatError(str(exc)) from None
+    check_canonical_header(path, head)
+    if manifest.get("content_sha256") != content_digest(manifest):
+        raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
+    return manifest, arrays
+
+
+def check_canonical_header(path: Path, head: Any = None) -> None:
+    """The header must be the writer's compact JSON followed by < 8 padding spaces.
+
+    ``head``: the validated header the arrays were read with (``container.read_with_header``);
+    read here (bounded) when not given."""
+    if head is None:
+        try:
+            head = container.read_header(path)
+        except container.ContainerError as exc:
+            raise PlanFormatError(str(exc)) from None
+    body = head.raw.rstrip(b" ")
+    if len(head.raw) - len(body) > 7:
+        raise PlanFormatError(f"{path}: the header has unexpected padding")
+    canon = json.dumps(head.header, separators=(",", ":"), ensure_ascii=False).encode()
+    if canon != body:
+        raise PlanFormatError(f"{path}: the header is not in canonical form (corrupt or edited)")
+    end = max((t.end for t in head.tensors), default=0)
+    if head.file_size != head.data_start + end:
+        raise PlanFormatError(f"{path}: the file has {head.file_size} bytes, its header "
+                              f"describes {head.data_start + end} (truncated or data appended)")
+
+
+def guarded_load(loader: Callable[[Path], Any], path: str | Path, what: str) -> Any:
+    """``loader(path)``, every failure but PlanFormatError turned into one."""
+    try:
+        return loader(Path(path))
+    except PlanFormatError:
+        raise
+    except (KeyboardInterrupt, SystemExit, MemoryError):
+        raise
+    except RecursionError:
+        raise PlanFormatError(f"{path}: not a valid {what} file (nested too deeply)") from None
+    except BaseException as exc:  # noqa: BLE001 — includes pyo3 panics from a corrupt header
+        raise PlanFormatError(f"{path}: not a valid {what} file ({type(exc).__name__}: "
+                              f"{str(exc)[:200]})") from None
+
+
+def plan_header(path: str | Path) -> dict[str, Any]:
+    """The manifest of a plan file from its bounded header alone (no array data is read, no
+    unbounded or deeply nested JSON is parsed)."""
+    try:
+        head = container.read_header(path)
+        manifest = container.parse_manifest(path, head.header)
+    except container.ContainerError as exc:
+        raise PlanFormatError(f"{path}: not a valid plan file ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise PlanFormatError(f"{path}: not a valid plan file (the manifest is not a JSON object)")
+    return manifest
+
+
+def plan_format(path: str | Path) -> str:
+    """The ``format`` named in a plan file's header (:func:`plan_header`)."""
+    return str(plan_header(path).get("format"))
+
+
+def check_finite(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    for name, a in arrays.items():
+        if not np.isfinite(a).all():
+            raise PlanFormatError(f"{path}: array {name!r} has non-finite entries")
+
+
+def require_dict(m: dict[str, Any], key: str) -> dict[str, Any]:
+    v = m.get(key)
+    if not isinstance(v, dict):
+        raise PlanFormatError(f"plan manifest: {key!r} is missing or not an object")
+    return v
+
+
+def is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_positive_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def workload_and_domain(path: Path, m: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    """The manifest's workload shape [k, N] (with spec and fingerprint) and its domain,
+    checked: distinct attribute names, positive sizes, Π sizes = N."""
+    wl = require_dict(m, "workload")
+    shape = wl.get("shape")
+    if not (isinstance(shape, list) and len(shape) == 2 and all(is_int(x) and x >= 1 for x in shape)):
+        raise PlanFormatError(f"{path}: workload shape must be [k, N]")
+    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
+        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
+    dom = require_dict(m, "domain")
+    attrs, sizes = dom.get("attributes"), dom.get("sizes")
+    if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1
+            and all(isinstance(a, str) and a for a in attrs) and len(set(attrs)) == len(attrs)
+            and all(is_int(s) and s >= 1 for s in sizes)):
+        raise PlanFormatError(f"{path}: the domain must list distinct attribute names and positive sizes")
+    if math.prod(sizes) != shape[1]:
+        raise PlanFormatError(f"{path}: the domain has {math.prod(sizes)} cells, the workload N={shape[1]}")
+    return shape, dom
+
+
+def embedded_for(embedded: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, np.ndarray]]:
+    """Manifest listing and arrays of a plan's custom matrices (``plan.embedded``)."""
+    from .embedded import embedded_arrays
+
+    return embedded_arrays(embedded)
+
+
+def embedded_from(path: Path, m: dict[str, Any], arrays: dict[str, np.ndarray]
+                  ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Split off and rebuild the custom matrices a plan carries (``plan.embedded``)."""
+    from .embedded import read_embedded, split_arrays
+
+    own, emb = split_arrays(arrays)
+    wl = m.get("workload")
+    listing = wl.get("embedded") if isinstance(wl, dict) else None
+    try:
+        return own, read_embedded(listing, emb)
+    except PlanError as exc:
+        raise PlanFormatError(f"{path}: {exc}") from None
+
+
+def save_with_embedded(path: str | Path, fmt: str, version: int, manifest: dict[str, Any],
+                       arrays: dict[str, np.ndarray], embedded: dict[str, Any]) -> None:
+    """Write a plan whose workload may carry custom matrices (listed in ``workload.embedded``)."""
+    listing, emb = embedded_for(embedded)
+    manifest["workload"]["embedded"] = listing
+    write_plan_container(path, fmt, version, manifest, {**arrays, **emb})
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
