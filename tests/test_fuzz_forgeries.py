@@ -2,7 +2,8 @@
 
 Each forgery starts from a genuine plan of some kind (factorization — dense Gaussian, Laplace,
 Kronecker, approximate γ₂, least squares, non-negative post-processing —, projection — jl,
-covariance, relaxed projection — and local), changes it (numbers across the float range,
+covariance, relaxed projection —, local, and structured — residual marginals, a union of
+Kronecker products), changes it (numbers across the float range,
 dropped or added fields, type swaps, array entries scaled, zeroed or pushed to the ends of
 the range), and is written by the project's own writer, so its digests are valid: only
 verification stands between it and the data. The invariants, for every forgery:
@@ -81,6 +82,14 @@ def _genuine(tmp: Path) -> dict[str, Path]:
     put("relaxed", save_projection_plan,
         build_projection_plan("marginals:2x2x2:2", "epsilon=0.5,delta=1e-6", "relaxed-projection", n=200))
     put("local", save_local_plan, build_local_plan("prefix:4", "epsilon=1", n=1000, eta=0.1))
+    from factorize.plan.build_structured import build_structured_plan
+    from factorize.plan.structured_plan import save_structured_plan
+
+    put("residual", save_structured_plan,
+        build_structured_plan("marginals:2x3x2:2", "epsilon=0.5,delta=1e-6", norm="gamma_2"))
+    put("union", save_structured_plan,
+        build_structured_plan("vstack(kron(prefix:2,identity:3),kron(identity:2,total:3))", "rho=0.1",
+                              strategy="union"))
     return plans
 
 
@@ -206,16 +215,47 @@ def _header_text(path: Path) -> str:
 
 
 def _verify(plan: Any) -> bool:
-    from factorize.executor.projection import verify_projection_plan
-    from factorize.local.plan import LocalPlan, verify_local_plan
-    from factorize.plan.checks import verify_plan
-    from factorize.plan.model import Plan
+    from factorize.plan.registry import verify_any
 
-    if isinstance(plan, Plan):
-        return verify_plan(plan).passed
-    if isinstance(plan, LocalPlan):
-        return verify_local_plan(plan) == []
-    return verify_projection_plan(plan).passed
+    return verify_any(plan).passed
+
+
+def _oracle_structured_scale(plan: Any) -> float:
+    """The oracle of :func:`_oracle_required_scale` for a structured plan: its measured
+    strategy formed exactly (rationals) block by block over every cell."""
+    from factorize.privacy import calibrate
+
+    s = plan.strategy.measured()
+    A = []
+    for blk in s.blocks:
+        names = dict(zip(blk.support, blk.names))
+        rows = [[Fraction(blk.scale)]]
+        for j, n in enumerate(s.sizes):
+            F = s.arrays[names[j]] if j in names else np.ones((1, n))
+            Fr = [[Fraction(float(v)) for v in r] for r in F]
+            rows = [[x * y for x in ra for y in rb] for ra in rows for rb in Fr]
+        A.extend(rows)
+    return _calibrated(A, plan.noise.family == "laplace", plan.relation.key, plan.guarantee,
+                       plan.noise.grid if plan.noise.sampler != "float" else None, s.m,
+                       plan.noise.family, calibrate)
+
+
+def _calibrated(A, l1, relation, g, grid, m, family, calibrate) -> float:
+    cols = list(zip(*A))
+
+    def size(vec: Any) -> Fraction:
+        return sum((abs(c) if l1 else c * c for c in vec), Fraction(0))
+    if relation == "add_remove":
+        exact = max(size(c) for c in cols)
+    else:
+        exact = max((size([u - v for u, v in zip(cols[x], cols[y])]) for x in range(len(cols))
+                     for y in range(len(cols)) if x != y), default=Fraction(0))
+    value = float(exact) if l1 else math.sqrt(float(exact))  # the smallest float ≥ the exact value
+    while (Fraction(value) if l1 else Fraction(value) ** 2) < exact:
+        value = math.nextafter(value, math.inf)
+    spec = calibrate(g, sensitivity_l2=None if l1 else value, sensitivity_l1=value if l1 else None,
+                     grid=grid, dim=m, relation=relation, family=family)
+    return spec.scale
 
 
 def _oracle_required_scale(plan: Any) -> float:
@@ -229,26 +269,10 @@ def _oracle_required_scale(plan: Any) -> float:
     factors = measured_factors(plan.factorization.A_factors)
     rows = [[[Fraction(float(v)) for v in r] for r in F] for F in factors]
     A = reduce(lambda a, b: [[x * y for x in ra for y in rb] for ra in a for rb in b], rows)
-    cols = list(zip(*A))
-    l1 = plan.noise["family"] == "laplace"
-
-    def size(vec: Any) -> Fraction:
-        return sum((abs(c) if l1 else c * c for c in vec), Fraction(0))
-    if plan.relation == "add_remove":
-        exact = max(size(c) for c in cols)
-    else:
-        exact = max((size([u - v for u, v in zip(cols[x], cols[y])]) for x in range(len(cols))
-                     for y in range(len(cols)) if x != y), default=Fraction(0))
-    # the smallest float ≥ the exact sensitivity
-    value = float(exact) if l1 else math.sqrt(float(exact))
-    while (Fraction(value) if l1 else Fraction(value) ** 2) < exact:
-        value = math.nextafter(value, math.inf)
-    g = guarantee_from_dict(plan.guarantee)
     grid = plan.noise.get("grid") if plan.noise["sampler"] != "float" else None
-    spec = calibrate(g, sensitivity_l2=None if l1 else value, sensitivity_l1=value if l1 else None,
-                     grid=grid, dim=plan.factorization.strategy_rows, relation=plan.relation,
-                     family=plan.noise["family"])
-    return spec.scale
+    return _calibrated(A, plan.noise["family"] == "laplace", plan.relation,
+                       guarantee_from_dict(plan.guarantee), grid, plan.factorization.strategy_rows,
+                       plan.noise["family"], calibrate)
 
 
 def _same_claims(base: dict, forged: dict, path: tuple = ()) -> list[str]:
@@ -319,6 +343,8 @@ def test_forgeries_never_pass_unsafely(genuine, tmp_path):
             # invariant 2: never under-noised
             if isinstance(plan, Plan):
                 assert plan.noise["scale"] >= _oracle_required_scale(plan), (kind, what)
+            if kind in ("residual", "union"):
+                assert plan.noise.scale >= _oracle_structured_scale(plan), (kind, what)
             # invariant 3: no claim changed
             forged = container.read(dst, *_fmt(dst))[0]
             diff = _same_claims(_claims_only(manifests[kind]), _claims_only(forged))

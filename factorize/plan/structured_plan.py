@@ -1,0 +1,260 @@
+"""Structured plans: a union-of-Kronecker strategy and a sum-of-Kronecker reconstruction
+(``factorize.structured``), measured per attribute subset — never over the N cells.
+
+The mechanism is the factorization mechanism of ``plan.model``,
+
+    M(h) = R · γ(round(Ã h / γ) + Y),      Y_j i.i.d. exact discrete Gaussian / Laplace,
+
+with ``Ã h`` computed block by block from the records' marginal tables (block b needs only the
+table of its support) and ``R`` applied term by term. Every answer has the exact variance
+``v·‖r_i‖²`` (``structured.reconstruction``), v the per-coordinate variance of the noise
+actually sampled; the 95% interval is ``estimate ± (c·se + (γ/2)‖r_i‖₁ + β·n⁺)`` as for dense
+plans (``plan.model``), with n⁺ from the total's measurement when the strategy measures it.
+
+File: ``factorize-plan`` **schema version 3** (the same container and integrity rules as every
+plan, ``plan.files``): the manifest has ``plan_kind: "structured"`` and a ``strategy`` section
+(family, counts); the arrays are the family's encoding (``structured.residual``:
+``strategy.*``, ``recon.*``, ``U.n``/``V.n``/``mean.n``; ``structured.union``: ``A.*``, ``R.*``
+and the term table) plus the certificate's (``cert.*``). A plan's size is proportional to its
+parameters — Σ_T (blocks) + Σ_j n_j² (bases) — never to N or k·N.
+
+Typed values: the plan holds a ``workloads.Domain``, a ``privacy.Guarantee``, a
+``privacy.Neighbouring`` and a ``privacy.NoiseSpec``; they become JSON only in
+:meth:`StructuredPlan.manifest` (the file boundary).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .model import guarantee_text
+
+FORMAT = "factorize-plan"
+SCHEMA_VERSION = 3
+PLAN_KIND = "structured"
+FAMILIES = ("residual", "union")
+
+
+@dataclass
+class StructuredPlan:
+    """A structured mechanism plan (module docstring)."""
+
+    workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
+    domain: Any                       # workloads.Domain
+    relation: Any                     # privacy.Neighbouring
+    guarantee: Any                    # privacy.Guarantee
+    norm: str                         # the objective: gamma_f (total) / gamma_2 (worst query)
+    strategy: Any                     # structured.StructuredStrategy (measured factors)
+    reconstruction: Any               # structured.StructuredReconstruction
+    structure: dict[str, Any]         # the family's manifest fields
+    encoding: dict[str, np.ndarray]   # the family's arrays, as stored
+    noise: Any                        # privacy.NoiseSpec
+    certificate: dict[str, Any]       # method, upper, lower, gap, achieved
+    certificate_arrays: dict[str, np.ndarray]
+    expected_error: dict[str, Any]
+    bias: dict[str, Any]
+    n_weights: dict[str, np.ndarray] = field(default_factory=dict)  # structured.records
+    provenance: dict[str, Any] = field(default_factory=dict)
+    embedded: dict[str, Any] = field(default_factory=dict)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        k, N = self.workload["shape"]
+        return int(k), int(N)
+
+    @property
+    def family(self) -> str:
+        return str(self.structure["family"])
+
+    def manifest(self) -> dict[str, Any]:
+        """The JSON manifest (the only place typed values become JSON)."""
+        from .embedded import embedded_listing
+
+        return {
+            "plan_kind": PLAN_KIND,
+            "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
+            "domain": {"attributes": list(self.domain.attributes),
+                       "sizes": [int(s) for s in self.domain.sizes]},
+            "neighbouring": self.relation.key,
+            "guarantee": self.guarantee.to_dict(),
+            "norm": self.norm,
+            "strategy": dict(self.structure),
+            "certificate": dict(self.certificate),
+            "noise": self.noise.to_dict(),
+            "expected_error": dict(self.expected_error),
+            "bias": dict(self.bias),
+            "provenance": dict(self.provenance),
+        }
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {**self.encoding, **self.certificate_arrays, **self.n_weights}
+
+    def summary_lines(self) -> list[str]:
+        """Human-readable summary (``factorize inspect``)."""
+        k, N = self.shape
+        s, e, c, n = self.strategy, self.expected_error, self.certificate, self.noise
+        obj = {"gamma_f": "total variance (γ_F)", "gamma_2": "worst-query variance (γ₂)"}[self.norm]
+        grid = f", grid γ={n.grid:.6g}" if n.grid else ""
+        fam = {"residual": "residual bases per attribute subset (orthonormal, Helmert)",
+               "union": "union of Kronecker products"}[self.family]
+        lines = [
+            f"workload    {self.workload['spec'][:120]}  ({k} queries × {N} cells)",
+            f"fingerprint {self.workload['fingerprint']}",
+            "domain      " + ", ".join(f"{a}={sz}" for a, sz in zip(self.domain.attributes,
+                                                                 self.domain.sizes)),
+            f"guarantee   {guarantee_text(self.guarantee.to_dict())} under "
+            f"{self.relation.key.replace('_', '/')} neighbours",
+            f"strategy    structured, {fam}: {len(s.blocks)} blocks, m={s.m} measurements "
+            f"from {len(s.supports())} marginal tables; optimises {obj}",
+            f"noise       {n.family} scale {n.scale:.6g} calibrated to {n.sensitivity_norm} "
+            f"sensitivity {n.sensitivity:.6g} (base {n.base_sensitivity:.6g}); sampler "
+            f"{n.sampler}{grid}",
+            f"certificate lower {c['lower']:.10g} ≤ {self.norm} ≤ upper {c['upper']:.10g} "
+            f"(gap {c['gap']:.3g}; {c['method']}); this plan achieves {c['achieved']:.10g}",
+            f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
+            f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
+            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
+            + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
+        ]
+        prov = self.provenance
+        if prov:
+            lines.append(f"provenance  factorize {prov.get('versions', {}).get('factorize', '?')}, "
+                         f"plan {prov.get('plan_seconds', 0.0):.2f}s")
+        return lines
+
+
+# ---------------------------------------------------------------------------------------
+# accuracy claims (planner and verifier)
+
+
+def expected_error(plan_noise: Any, recon: Any, beta: float, norm: str,
+                   sampled_variance: float) -> dict[str, Any]:
+    """The plan's accuracy statements from the structure (``structured.reconstruction``):
+    per-query std ``√v‖r_i‖``, RMSE, the largest and total variance, the expected maximum
+    error (Gaussian: ``√v·max‖r_i‖·√(2 ln 2k)``, else Jensen ``√v‖R‖_F``) plus the lattice
+    rounding bias ``(γ/2) max ‖r_i‖₁`` and the reconstruction bias β per record. ``v``: the
+    variance of the noise the sampler draws (``sampled_variance``)."""
+    from .model import ci_method, ci_multiplier
+
+    sq = recon.row_sq_norms()
+    k = sq.size
+    sd = math.sqrt(sampled_variance)
+    grid = plan_noise.grid
+    bias_max = 0.5 * float(grid) * float(recon.row_l1_norms().max()) if grid else 0.0
+    total_sq = float(math.fsum(sq.tolist()))
+    if plan_noise.family == "gaussian":
+        emax = sd * math.sqrt(float(sq.max())) * math.sqrt(2.0 * math.log(2.0 * k))
+    else:
+        emax = sd * math.sqrt(total_sq)
+    nd = plan_noise.to_dict()
+    return {
+        "per_query_std_max": sd * math.sqrt(float(sq.max())),
+        "per_query_std_min": sd * math.sqrt(float(sq.min())),
+        "per_query_std_mean": sd * float(np.sqrt(sq).mean()),
+        "rmse": sd * math.sqrt(total_sq / k),
+        "max_variance": sampled_variance * float(sq.max()),
+        "total_variance": sampled_variance * total_sq,
+        "expected_max_bound": emax + bias_max,
+        "rounding_bias_max": bias_max,
+        "noise_variance": sampled_variance,
+        "bias_per_record": float(beta),
+        "objective": norm,
+        "ci_method": ci_method(nd),
+        "ci_multiplier": ci_multiplier(nd),
+        "variance_note": "exact per-query variance v·‖r_i‖² of the noise the sampler draws "
+                         "(independent coordinates); v = the lattice noise's variance bound",
+    }
+
+
+def achieved_norm(norm: str, sensitivity: float, recon: Any) -> float:
+    """The plan's own value of its objective: ``Δ·max‖r_i‖`` (γ₂) or ``Δ·‖R‖_F/√k`` (γ_F),
+    Δ the certified L2 add/remove sensitivity of the measured strategy — the quantity the
+    certificate's lower bound applies to."""
+    sq = recon.row_sq_norms()
+    if norm == "gamma_2":
+        return sensitivity * math.sqrt(float(sq.max()))
+    return sensitivity * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
+
+
+# ---------------------------------------------------------------------------------------
+# file
+
+
+def save_structured_plan(plan: StructuredPlan, path: str | Path) -> None:
+    """Write a structured plan atomically (``plan.files``)."""
+    from .files import save_with_embedded
+
+    save_with_embedded(path, FORMAT, SCHEMA_VERSION, plan.manifest(), plan.arrays(), plan.embedded)
+
+
+def load_structured_plan(path: str | Path) -> StructuredPlan:
+    """Read and structurally check a structured plan (``PlanFormatError`` on any problem)."""
+    from .files import guarded_load
+
+    return guarded_load(_load, path, "structured plan")
+
+
+def _load(path: Path) -> StructuredPlan:
+    from factorize.privacy import NoiseSpec, guarantee_from_dict
+    from factorize.privacy.guarantees import Neighbouring
+    from factorize.structured import residual, union
+    from factorize.structured.blocks import StructureError
+    from workloads import Domain
+
+    from .files import (PlanFormatError, check_finite, embedded_from, read_plan_container,
+                        require_dict, workload_and_domain)
+
+    m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
+    if m.get("plan_kind") != PLAN_KIND:
+        raise PlanFormatError(f"{path}: not a structured plan")
+    check_finite(path, arrays)
+    arrays, embedded = embedded_from(path, m, arrays)
+    shape, dom = workload_and_domain(path, m)
+    st = require_dict(m, "strategy")
+    family = st.get("family")
+    if family not in FAMILIES:
+        raise PlanFormatError(f"{path}: unknown strategy family {family!r}")
+    cert_arrays = {k: v for k, v in arrays.items() if k.startswith("cert.")}
+    n_weights = {k: v for k, v in arrays.items() if k.startswith("nbound.")}
+    encoding = {k: v for k, v in arrays.items() if k not in cert_arrays and k not in n_weights}
+    try:
+        codec = residual if family == "residual" else union
+        strategy, recon = codec.decode(dom["sizes"], st, encoding)
+    except (StructureError, ValueError, TypeError, KeyError) as exc:
+        raise PlanFormatError(f"{path}: inconsistent structured strategy ({exc})") from None
+    if recon.k != shape[0]:
+        raise PlanFormatError(f"{path}: the reconstruction yields {recon.k} answers, the workload "
+                              f"has k={shape[0]}")
+    norm = m.get("norm")
+    if norm not in ("gamma_f", "gamma_2"):
+        raise PlanFormatError(f"{path}: unknown objective {norm!r}")
+    try:
+        relation = Neighbouring.parse(m.get("neighbouring"))
+        guarantee = guarantee_from_dict(require_dict(m, "guarantee"))
+        noise = NoiseSpec.from_dict(require_dict(m, "noise"))
+        domain = Domain(dom["attributes"], dom["sizes"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PlanFormatError(f"{path}: {exc}") from None
+    if noise.dim != strategy.m:
+        raise PlanFormatError(f"{path}: the noise is calibrated for dim={noise.dim}, the strategy "
+                              f"has m={strategy.m} measurements")
+    cert = require_dict(m, "certificate")
+    for key in ("upper", "lower", "gap", "achieved"):
+        v = cert.get(key)
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
+            raise PlanFormatError(f"{path}: certificate {key} must be a finite number")
+    return StructuredPlan(
+        workload=require_dict(m, "workload"), domain=domain, relation=relation,
+        guarantee=guarantee, norm=norm, strategy=strategy, reconstruction=recon,
+        structure=st, encoding=encoding, noise=noise, certificate=cert,
+        certificate_arrays=cert_arrays, expected_error=require_dict(m, "expected_error"),
+        bias=require_dict(m, "bias"), n_weights=n_weights,
+        provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+        embedded=embedded, schema_version=int(m["schema_version"]))
+

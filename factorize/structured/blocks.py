@@ -1,0 +1,77 @@
+"""The data of a structured strategy and reconstruction (``factorize.structured``).
+
+Factors are referenced by name into one shared table of arrays (a plan stores each distinct
+factor once: the 4,526 blocks of all ≤3-way residuals over 30 attributes share 30 bases).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+class StructureError(ValueError):
+    """A structured strategy or reconstruction is malformed (shapes, names, supports)."""
+
+
+@dataclass(frozen=True)
+class KronBlock:
+    """One strategy block ``s · ⊗_j F_j``: ``F_j = arrays[names[i]]`` for ``j = support[i]``
+    (a ``rows × n_j`` matrix), ``F_j = 1ᵀ_{n_j}`` for every other attribute (summed out).
+
+    Its measurement depends on the records only through the marginal table of ``support``:
+    ``s · (⊗_{j∈support} F_j) · m_support``.
+    """
+
+    scale: float
+    support: tuple[int, ...]
+    names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.support) != len(self.names):
+            raise StructureError("a block needs one factor name per support attribute")
+        if any(b <= a for a, b in zip(self.support, self.support[1:])):
+            raise StructureError(f"block support {self.support} is not strictly increasing")
+        if not (isinstance(self.scale, float) and math.isfinite(self.scale) and self.scale != 0.0):
+            raise StructureError(f"block scale {self.scale!r} must be a finite nonzero float")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One reconstruction term ``c · (⊗_{j∈attrs} G_j) ỹ_{in_block}`` added to the answers of
+    workload block ``out_block``: ``G_j = arrays[names[i]]`` for ``j = attrs[i]``, of shape
+    ``(rows of the workload factor on j) × (rows of the strategy factor on j)`` — a column
+    (``× 1``) where the strategy block sums attribute j out, a row (``1 ×``) where the
+    workload does."""
+
+    out_block: int
+    in_block: int
+    scale: float
+    attrs: tuple[int, ...]
+    names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.attrs) != len(self.names):
+            raise StructureError("a term needs one factor name per attribute")
+        if any(b <= a for a, b in zip(self.attrs, self.attrs[1:])):
+            raise StructureError(f"term attributes {self.attrs} are not strictly increasing")
+        if not (isinstance(self.scale, float) and math.isfinite(self.scale)):
+            raise StructureError(f"term scale {self.scale!r} must be a finite float")
+
+
+def check_arrays(arrays: Mapping[str, np.ndarray], names: Sequence[str], what: str) -> None:
+    """Every name is a finite 2-D float64 array of the table."""
+    for name in names:
+        a = arrays.get(name)
+        if a is None:
+            raise StructureError(f"{what} names factor {name!r}, which the plan does not hold")
+        if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.dtype == np.float64):
+            raise StructureError(f"factor {name!r} must be a 2-D float64 array")
+
+
+def subset_label(support: Sequence[int], attributes: Sequence[str]) -> str:
+    """``"age,sex"`` for a support over the domain's attribute names (``"*"`` for ∅)."""
+    return ",".join(attributes[j] for j in support) if support else "*"

@@ -1,0 +1,179 @@
+"""A sum of Kronecker terms as a reconstruction: answers and their exact variances.
+
+For workload block o, ``answers_o = Σ_{t: out(t)=o} c_t · (⊗_{j∈attrs(t)} G_{t,j}) ỹ_{in(t)}``
+(:class:`~factorize.structured.blocks.Term`). Within one output block every term reads a
+different strategy block, whose noise is independent, so the row of R for query i of block o
+has squared norm
+
+    ‖r_i‖² = Σ_t c_t² · Π_{j∈attrs(t)} ‖G_{t,j}[i_j, :]‖²,
+
+a Kronecker product of per-attribute row norms per term (likewise the ℓ1 bound
+``‖r_i‖₁ ≤ Σ_t |c_t| Π_j ‖G_{t,j}[i_j,:]‖₁`` of the lattice rounding bias). The per-query
+variance of the release is ``v·‖r_i‖²`` with v the per-coordinate noise variance — exact, not
+a bound, for independent noise coordinates.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from factorize.kron import kron_matvec, kron_vector
+
+from .blocks import StructureError, Term, check_arrays
+from .strategy import StructuredStrategy
+
+#: Terms with at most this many entries are applied as one dense matrix (cached).
+SMALL_TERM_ENTRIES = 1 << 12
+
+
+class StructuredReconstruction:
+    """The terms of the module docstring over ``strategy``'s measurements; ``out_rows[o]`` is
+    the number of queries of workload block o (blocks in the workload's row order)."""
+
+    def __init__(self, out_rows: Sequence[int], terms: Sequence[Term],
+                 arrays: Mapping[str, np.ndarray], strategy: StructuredStrategy) -> None:
+        self.out_rows = tuple(int(r) for r in out_rows)
+        self.terms = tuple(terms)
+        self.arrays = dict(arrays)
+        self.strategy = strategy
+        self._sq: np.ndarray | None = None
+        self._small: dict[int, np.ndarray] | None = None
+        self._l1: np.ndarray | None = None
+        off = [0]
+        for r in self.out_rows:
+            off.append(off[-1] + r)
+        self.offsets = tuple(off)
+        seen: set[tuple[int, int]] = set()
+        self.by_block: list[list[int]] = [[] for _ in self.out_rows]
+        checked: dict[tuple, None] = {}
+        for i, t in enumerate(self.terms):
+            if not (0 <= t.out_block < len(self.out_rows) and 0 <= t.in_block < len(strategy.blocks)):
+                raise StructureError(f"term {i} refers to a block that does not exist")
+            blk = strategy.blocks[t.in_block]
+            # the checks depend only on the factors and which attributes the block measures
+            key = (t.names, blk.names, tuple(j in blk.support for j in t.attrs),
+                   set(blk.support) <= set(t.attrs), self.out_rows[t.out_block],
+                   t.attrs[0] if t.attrs else 0, t.attrs[-1] if t.attrs else 0)
+            if key not in checked:
+                self._check_term(i, t)
+                checked[key] = None
+            if (t.out_block, t.in_block) in seen:
+                raise StructureError(f"two terms map strategy block {t.in_block} to workload "
+                                     f"block {t.out_block}")
+            seen.add((t.out_block, t.in_block))
+            self.by_block[t.out_block].append(i)
+
+    def _check_term(self, i: int, t: Term) -> None:
+        s = self.strategy
+        if not (0 <= t.out_block < len(self.out_rows) and 0 <= t.in_block < len(s.blocks)):
+            raise StructureError(f"term {i} refers to a block that does not exist")
+        if t.attrs and not (0 <= t.attrs[0] and t.attrs[-1] < s.d):
+            raise StructureError(f"term {i} names an attribute outside the domain")
+        check_arrays(self.arrays, t.names, f"reconstruction term {i}")
+        blk = s.blocks[t.in_block]
+        inner = dict(zip(blk.support, blk.names))
+        if not set(inner) <= set(t.attrs):
+            raise StructureError(f"term {i} does not map every measured attribute of strategy "
+                                 f"block {t.in_block}")
+        rows = 1
+        for j, name in zip(t.attrs, t.names):
+            G = self.arrays[name]
+            want = s.arrays[inner[j]].shape[0] if j in inner else 1
+            if G.shape[1] != want:
+                raise StructureError(f"term {i}: factor {name!r} has {G.shape[1]} columns, the "
+                                     f"measurement has {want} on attribute {j}")
+            rows *= G.shape[0]
+        if rows != self.out_rows[t.out_block]:
+            raise StructureError(f"term {i} yields {rows} answers, workload block {t.out_block} "
+                                 f"has {self.out_rows[t.out_block]}")
+
+    @property
+    def k(self) -> int:
+        return self.offsets[-1]
+
+    def rebased(self, strategy: StructuredStrategy) -> "StructuredReconstruction":
+        """The same terms over ``strategy`` — the measured form of this one's strategy (same
+        blocks, factors of the same shapes): no term needs checking again."""
+        if strategy.block_rows != self.strategy.block_rows or len(strategy.blocks) != len(self.strategy.blocks):
+            raise StructureError("rebased onto a strategy of another shape")
+        out = object.__new__(StructuredReconstruction)
+        out.__dict__.update(self.__dict__)
+        out.strategy = strategy
+        return out
+
+    def _factors(self, t: Term) -> list[np.ndarray]:
+        return [np.array([[t.scale]])] + [self.arrays[n] for n in t.names]
+
+    def apply(self, y: np.ndarray) -> np.ndarray:
+        """``R y`` for a measurement vector y (float; length m)."""
+        y = np.asarray(y, dtype=np.float64)
+        s = self.strategy
+        if y.shape != (s.m,):
+            raise StructureError(f"measurement of shape {y.shape}, the strategy has m={s.m}")
+        out = np.zeros(self.k)
+        if self._small is None:
+            self._small = {}
+            for i, t in enumerate(self.terms):  # small terms as one dense matrix each, once
+                rows = self.out_rows[t.out_block]
+                cols = s.block_rows[t.in_block]
+                if rows * cols <= SMALL_TERM_ENTRIES:
+                    M = np.ones((1, 1))
+                    for F in self._factors(t):
+                        M = np.kron(M, F)
+                    self._small[i] = M
+        for i, t in enumerate(self.terms):
+            part = y[s.offsets[t.in_block]:s.offsets[t.in_block + 1]]
+            lo, hi = self.offsets[t.out_block], self.offsets[t.out_block + 1]
+            M = self._small.get(i)
+            out[lo:hi] += M @ part if M is not None else kron_matvec(self._factors(t), part)
+        return out
+
+    def _row_reduce(self, fn, scale_fn) -> np.ndarray:
+        """``Σ_t scale_fn(c_t) ⊗_j fn(G_{t,j})`` per output block (terms with the same factors
+        share one Kronecker product of per-factor row vectors)."""
+        out = np.zeros(self.k)
+        per_factor: dict[str, np.ndarray] = {}
+        per_names: dict[tuple[str, ...], np.ndarray] = {}
+        for t in self.terms:
+            vec = per_names.get(t.names)
+            if vec is None:
+                vec = per_names[t.names] = kron_vector(
+                    [per_factor.setdefault(n, fn(self.arrays[n])) for n in t.names])
+            lo, hi = self.offsets[t.out_block], self.offsets[t.out_block + 1]
+            out[lo:hi] += scale_fn(t.scale) * vec
+        return out
+
+    def row_sq_norms(self) -> np.ndarray:
+        """``‖r_i‖²`` for every query (module docstring; floating point; computed once)."""
+        if self._sq is None:
+            self._sq = self._row_reduce(lambda G: np.einsum("ij,ij->i", G, G), lambda c: c * c)
+            self._sq.setflags(write=False)
+        return self._sq
+
+    def row_l1_norms(self) -> np.ndarray:
+        """An upper bound ``Σ_t |c_t| Π_j ‖G_{t,j}[i_j,:]‖₁ ≥ ‖r_i‖₁`` (floating point; once)."""
+        if self._l1 is None:
+            self._l1 = self._row_reduce(lambda G: np.abs(G).sum(axis=1), abs)
+            self._l1.setflags(write=False)
+        return self._l1
+
+    def dense(self) -> np.ndarray:
+        """R as a k×m array (small plans: tests and dense cross-checks)."""
+        s = self.strategy
+        if self.k * s.m > 1 << 26:
+            raise StructureError(f"dense form refused: {self.k}×{s.m}")
+        R = np.zeros((self.k, s.m))
+        for t in self.terms:
+            M = np.ones((1, 1))
+            for F in self._factors(t):
+                M = np.kron(M, F)
+            R[self.offsets[t.out_block]:self.offsets[t.out_block + 1],
+              s.offsets[t.in_block]:s.offsets[t.in_block + 1]] += M
+        return R
+
+    def block_of_query(self) -> np.ndarray:
+        """The workload block of every query (int64, length k)."""
+        return np.repeat(np.arange(len(self.out_rows), dtype=np.int64), self.out_rows)
+

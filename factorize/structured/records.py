@@ -1,0 +1,146 @@
+"""Bounding the number of records from a structured release (``plan.bias``, structured form).
+
+The intervals add the reconstruction's bias ``β·n`` with n private under add/remove
+neighbours, so n is bounded from released values (post-processing, failing with probability
+``plan.bias.ALPHA_N``):
+
+* ``total`` — a strategy block with empty support measures ``s·n`` itself:
+  ``n ≤ (ỹ_∅ + γ/2 + t·sd) / s`` (t the tail multiplier of ``plan.bias``);
+* ``weights`` — one workload block o with per-attribute weights ``b_j ≥ 0``,
+  ``W_{o,j}ᵀ b_j ≥ μ_j`` (a linear program per distinct factor, ``plan.bias._lp_weights``;
+  all ones for an identity, ``[1]`` for a summed-out attribute): with ``b = ⊗_j b_j`` and the
+  block's weight w_o as a 1×1 factor, ``Wᵀb ≥ μ = |w_o| Π μ_j`` and the bound of ``plan.bias``
+  applies to the block's released answers, ``c = R_oᵀ b`` computed through the block's single
+  reconstruction term (a union plan has one term per block);
+* ``cap`` — 2⁵³ (the exact measurement's limit).
+
+The planner picks, from public quantities only, the block whose bound has the smallest noise
+per unit of μ; the verifier re-derives μ with rounding allowances and requires μ > β‖b‖₁.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .blocks import StructureError
+from .reconstruction import StructuredReconstruction
+from .workload_blocks import WorkloadBlock
+
+PREFIX = "nbound."
+
+
+def _block_parts(recon: StructuredReconstruction, wb: WorkloadBlock, o: int,
+                 weights: Sequence[np.ndarray] | None = None
+                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """(workload leaves, reconstruction factors, weights) of block o, in the Kronecker order
+    of its answers, its weight and term scale leading as 1×1 factors."""
+    terms = [recon.terms[i] for i in recon.by_block[o]]
+    if len(terms) != 1:
+        raise StructureError(f"workload block {o} has {len(terms)} reconstruction terms; the "
+                             "weights bound needs exactly one")
+    t = terms[0]
+    active = [j for j in t.attrs]
+    leaves = [np.array([[wb.weight]])] + [wb.factor(j).dense() for j in active]
+    R = [np.array([[t.scale]])] + [recon.arrays[n] for n in t.names]
+    if weights is None:
+        from factorize.plan.bias import _lp_weights
+
+        weights = [np.ones(1)]
+        for L in leaves[1:]:
+            b = np.ones(L.shape[0]) if L.shape[0] == L.shape[1] and np.array_equal(L, np.eye(L.shape[0])) \
+                else _lp_weights(L)
+            if b is None:
+                raise StructureError("no non-negative weights count every record")
+            weights.append(b)
+    return leaves, R, list(weights)
+
+
+def choose(recon: StructuredReconstruction, wblocks: Sequence[WorkloadBlock], beta: float
+           ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The ``bias`` fields and weight arrays of the module docstring (planning time)."""
+    from factorize.kron import kron_rmatvec, kron_vector
+    from factorize.plan.bias import certified_mu, normalized_weights
+
+    strategy = recon.strategy
+    if any(not b.support for b in strategy.blocks):
+        return {"n_bound": "total"}, {}
+    best = None
+    for o, wb in enumerate(wblocks):
+        try:
+            leaves, R, weights = _block_parts(recon, wb, o)
+            mu, l1, _ = certified_mu("weights", weights, None, leaves)
+        except (StructureError, ValueError, ArithmeticError):
+            continue
+        if not mu > beta * l1:
+            continue
+        c = kron_rmatvec(R, kron_vector(normalized_weights(weights)))
+        score = float(np.linalg.norm(c)) / (mu - beta * l1)
+        if best is None or score < best[0]:
+            best = (score, o, weights)
+    if best is None:
+        return {"n_bound": "cap"}, {}
+    _, o, weights = best
+    return ({"n_bound": "weights", "n_block": int(o)},
+            {f"{PREFIX}{i}": np.asarray(b, dtype=np.float64) for i, b in enumerate(weights)})
+
+
+def check(bias: dict[str, Any], arrays: dict[str, np.ndarray], recon: StructuredReconstruction,
+          wblocks: Sequence[WorkloadBlock], beta: float) -> dict[str, Any]:
+    """Verification of the plan's n bound: ``{method, μ, ‖b‖₁, block}`` re-derived, or
+    :class:`StructureError` (weights that do not count every record, μ ≤ β‖b‖₁, a total
+    bound without a total measurement)."""
+    from factorize.plan.bias import certified_mu
+
+    method = bias.get("n_bound")
+    if method == "cap":
+        return {"n_bound": "cap"}
+    if method == "total":
+        if not any(not b.support for b in recon.strategy.blocks):
+            raise StructureError("the plan bounds n by the total's measurement, but no block "
+                                 "measures the total")
+        return {"n_bound": "total"}
+    if method != "weights":
+        raise StructureError(f"unknown n-bound method {method!r}")
+    o = bias.get("n_block")
+    if not (isinstance(o, int) and not isinstance(o, bool) and 0 <= o < len(wblocks)):
+        raise StructureError("the n bound names no workload block")
+    k = len([n for n in arrays if n.startswith(PREFIX)])
+    weights = [arrays.get(f"{PREFIX}{i}") for i in range(k)]
+    if any(w is None or w.ndim != 1 for w in weights):
+        raise StructureError("the n-bound weights must be vectors nbound.0, nbound.1, …")
+    leaves, R, weights = _block_parts(recon, wblocks[o], o, weights)
+    mu, l1, _ = certified_mu("weights", weights, None, leaves)
+    if not mu > beta * l1:
+        raise StructureError(f"the n-bound weights give μ = {mu:.3g} ≤ β‖b‖₁ = {beta * l1:.3g}")
+    return {"n_bound": "weights", "n_block": o, "mu": mu, "b_l1": l1}
+
+
+def n_upper(plan: Any, derived: dict[str, Any], noisy: np.ndarray, estimates: np.ndarray,
+            sd: float, beta: float) -> float:
+    """Release time: n⁺ by the verified method (module docstring; never raises)."""
+    from factorize.numerics import round_up
+    from factorize.plan.bias import N_CAP, _n_upper, tail_multiplier
+
+    try:
+        method = derived.get("n_bound", "cap")
+        noise = plan.noise
+        if method == "total":
+            s = plan.strategy.measured()
+            b = next(i for i, blk in enumerate(s.blocks) if not blk.support)
+            num = float(noisy[s.offsets[b]]) + 0.5 * (noise.grid or 0.0) + tail_multiplier(noise.family) * sd
+            return 0.0 if num <= 0 else min(N_CAP, round_up(num / abs(s.blocks[b].scale), 4))
+        if method == "weights":
+            o = derived["n_block"]
+            recon = plan.reconstruction
+            k = len([n for n in plan.n_weights if n.startswith(PREFIX)])
+            weights = [plan.n_weights[f"{PREFIX}{i}"] for i in range(k)]
+            _, R, weights = _block_parts(recon, derived["wblocks"][o], o, weights)
+            est = estimates[recon.offsets[o]:recon.offsets[o + 1]]
+            return _n_upper("weights", weights, est, R, derived["mu"], beta, derived["b_l1"], sd,
+                            noise.family, noise.grid)
+    except (ArithmeticError, ValueError, KeyError, IndexError, StopIteration, StructureError):
+        pass
+    return N_CAP if beta > 0 else 0.0
+

@@ -1,0 +1,198 @@
+"""Certified sensitivity of a union of Kronecker blocks (``factorize.structured``).
+
+For ``A = [s_b ⊗_j F_{b,j}]_b`` (1ᵀ on attributes off a block's support) and a cell
+``c = (c_0, …, c_{d−1})``, column c of block b is ``s_b ⊗_{j∈supp b} f_{b,j}(c_j)``, so
+``‖a_c‖² = Σ_b s_b² Π_j ‖f_{b,j}(c_j)‖²``. With per-factor statistics
+
+    F = max_x ‖f(x)‖₂²,   O = max_{x≠y} |⟨f(x), f(y)⟩|,   L = max_x ‖f(x)‖₁,
+
+the bounds are (each block maximised separately, so a sum of maxima ≥ the maximum of sums):
+
+* add/remove, L2: ``Δ² ≤ Σ_b s_b² Π_j F_{b,j}``; L1: ``Δ ≤ Σ_b |s_b| Π_j L_{b,j}``;
+* replace (c → c', differing on a set D of attributes): a block whose support misses D is
+  unchanged; otherwise ``‖x − x'‖² = ‖x‖² + ‖x'‖² − 2⟨x, x'⟩`` with
+  ``|⟨x, x'⟩| = s² Π_{j∈D} |⟨f(c_j), f(c'_j)⟩| Π_{j∉D} ‖f(c_j)‖² ≤ s² max_{j∈supp} O_j Π_{i≠j} F_i``
+  (O_j ≤ F_j by Cauchy–Schwarz), so L2: ``Δ² ≤ Σ_{b: supp≠∅} 2 s_b² (Π_j F_{b,j} + max_j O_{b,j} Π_{i≠j} F_{b,i})``
+  and L1 (triangle inequality): ``Δ ≤ Σ_{b: supp≠∅} 2 |s_b| Π_j L_{b,j}``.
+
+For the residual strategy (orthonormal bases of 1^⊥: F = 1 − 1/n, O = 1/n, every column of
+equal norm) the add/remove bound is the exact sensitivity up to rounding.
+
+Exact values where the domain allows (the maximum over cells of the sum over blocks):
+
+* add/remove: a column p-norm of a Kronecker block is the product of its factors' column
+  p-norms, so ``‖a_c‖_p^p`` over all cells is a sum over blocks of Kronecker products of
+  per-factor norm vectors — computed for N ≤ ``EXACT_ADD_REMOVE_CELLS``;
+* replace, L2: per block ``‖x_c − x_{c'}‖² = P_c + P_{c'} − 2Q_{cc'}`` with P and Q the
+  Kronecker products of the factors' Gram diagonals and Gram matrices (1ᵀ's Gram is J),
+  summed over blocks for N ≤ ``EXACT_REPLACE_CELLS`` (allowance of
+  ``privacy.sensitivity._kron_replace_l2_gram``: ``κ(P_c + P_{c'})(1 + c)`` per block).
+
+Soundness (``factorize.numerics``, issue 13): every factor is unit-scaled by a power of two
+(exact) before its statistics are formed, so no square underflows; the statistics are
+certified upper bounds (``numerics.column_norms_upper``; Gram entries within
+``γ_m·(|S|ᵀ|S|)``); products and sums are rounded up; powers of two are restored at the end of
+each block's term, and a term that would fall below the normal range is replaced by 2⁻¹⁰²².
+The strategy must be the *measured* one (``StructuredStrategy.measured``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from factorize.kron import kron_vector
+from factorize.numerics import (U, column_norms_upper, gamma, product_upper, round_up,
+                                round_up_array, unit_scale)
+from factorize.privacy.guarantees import Neighbouring, PrivacyError
+from factorize.privacy.sensitivity import Sensitivity, scale_back
+
+from .strategy import StructuredStrategy
+
+#: Exact add/remove sensitivity (a length-N vector per block) up to this many cells.
+EXACT_ADD_REMOVE_CELLS = 1 << 22
+#: Exact replace L2 sensitivity (an N×N matrix) up to this many cells.
+EXACT_REPLACE_CELLS = 1 << 10
+_TINY = 2.0 ** -1022
+#: Absolute allowance for products of unit-scaled numbers that underflow (each ≤ 1).
+_ABS_UNDERFLOW = 2.0 ** -1000
+
+
+@dataclass(frozen=True)
+class _FactorStats:
+    S: np.ndarray   # the factor is S·2^e with max|S| ∈ [½, 1) (exact)
+    e: int
+    col2: np.ndarray  # column ‖·‖₂² of S (upper)
+    col1: np.ndarray  # column ‖·‖₁ of S (upper)
+    O: float          # max off-diagonal |Gram| of S (upper; replace L2 only)
+
+
+def _stats(A: np.ndarray, need_gram: bool) -> _FactorStats:
+    S, e = unit_scale(A, "a strategy factor")
+    n2 = column_norms_upper(S, "l2", "a strategy factor")
+    n1 = column_norms_upper(S, "l1", "a strategy factor")
+    O = 0.0
+    if need_gram and S.shape[1] > 1:
+        G = S.T @ S
+        absS = np.abs(S)
+        slack = gamma(max(S.shape[0], 1)) * (absS.T @ absS)
+        np.fill_diagonal(G, 0.0)
+        np.fill_diagonal(slack, 0.0)
+        O = round_up(float(np.max(np.abs(G) + slack)), 3)
+    return _FactorStats(S, e, round_up_array(n2 * n2, 1), n1, O)
+
+
+def _ldexp_up_array(values: np.ndarray, e: int) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        out = np.ldexp(values, e)
+    if not np.all(np.isfinite(out)):
+        raise PrivacyError("a sensitivity term overflows binary64")
+    return np.where(values > 0, np.maximum(out, _TINY), 0.0)
+
+
+def strategy_sensitivity(strategy: StructuredStrategy, norm: str,
+                         relation: Neighbouring | str) -> Sensitivity:
+    """Certified ``norm`` sensitivity of the (measured) strategy under ``relation``
+    (module docstring); ``exact`` when the exact route applied."""
+    relation = Neighbouring.parse(relation)
+    if norm not in ("l1", "l2"):
+        raise PrivacyError(f"norm must be 'l1' or 'l2', got {norm!r}")
+    replace = relation is Neighbouring.REPLACE
+    scales = [abs(b.scale) for b in strategy.blocks]
+    if any(not (math.isfinite(s) and s > 0) for s in scales):
+        raise PrivacyError("a strategy block's scale is not a finite nonzero number")
+    stats = {name: _stats(a, replace and norm == "l2") for name, a in strategy.arrays.items()}
+    N = strategy.N
+    if not replace and N <= EXACT_ADD_REMOVE_CELLS:
+        return Sensitivity(_exact_add_remove(strategy, stats, norm), norm, relation, True)
+    if replace and norm == "l2" and N <= EXACT_REPLACE_CELLS:
+        return Sensitivity(_exact_replace_l2(strategy, stats), norm, relation, True)
+    return Sensitivity(_bound(strategy, stats, norm, replace), norm, relation, False)
+
+
+def _block_scale(s: float) -> tuple[float, int]:
+    """``|s| = f·2^e`` with f ∈ [½, 1) (exact)."""
+    f, e = math.frexp(abs(s))
+    return f, e
+
+
+def _exact_add_remove(strategy: StructuredStrategy, stats: dict[str, _FactorStats],
+                      norm: str) -> float:
+    """``max_c Σ_b ‖a_{b,c}‖_p^p`` (p = 2: squared norms, p = 1: norms) over all cells."""
+    total = np.zeros(strategy.N)
+    for blk in strategy.blocks:
+        f, es = _block_scale(blk.scale)
+        names = dict(zip(blk.support, blk.names))
+        vecs, e = [], es
+        for j, n in enumerate(strategy.sizes):
+            if j in names:
+                st = stats[names[j]]
+                vecs.append(st.col2 if norm == "l2" else st.col1)
+                e += st.e
+            else:
+                vecs.append(np.ones(n))  # 1ᵀ: every column has norm 1
+        core = f * f if norm == "l2" else f
+        v = round_up_array(core * kron_vector(vecs), strategy.d + 1) + _ABS_UNDERFLOW
+        total += _ldexp_up_array(v, 2 * e if norm == "l2" else e)
+    top = round_up(float(total.max()), len(strategy.blocks) + 1)
+    return top if norm == "l1" else round_up(math.sqrt(top), 1)
+
+
+def _exact_replace_l2(strategy: StructuredStrategy, stats: dict[str, _FactorStats]) -> float:
+    """``max_{c≠c'} Σ_b ‖x_{b,c} − x_{b,c'}‖²`` from Kronecker products of Gram matrices."""
+    N = strategy.N
+    total = np.zeros((N, N))
+    for blk in strategy.blocks:
+        if not blk.support:
+            continue
+        f, es = _block_scale(blk.scale)
+        names = dict(zip(blk.support, blk.names))
+        grams, e, c = [], es, 1.0
+        for j, n in enumerate(strategy.sizes):
+            if j in names:
+                st = stats[names[j]]
+                grams.append(st.S.T @ st.S)
+                e += st.e
+                c *= 1.0 + gamma(max(st.S.shape[0], 1))
+            else:
+                grams.append(np.ones((n, n)))
+        c = c * (1.0 + U) ** (len(grams) + 3) - 1.0
+        kappa = round_up(3.0 * c + 6.0 * U, 3)
+        P = f * f * kron_vector([np.diag(G).copy() for G in grams])
+        Q = np.full((1, 1), f * f)
+        for G in grams:
+            Q = np.kron(Q, G)
+        D = P[:, None] + P[None, :] - 2.0 * Q
+        upper = np.maximum(D + kappa * (P[:, None] + P[None, :]) * (1.0 + c), 0.0) + _ABS_UNDERFLOW
+        total += _ldexp_up_array(round_up_array(upper, 3), 2 * e)
+    np.fill_diagonal(total, 0.0)
+    top = round_up(float(total.max()), len(strategy.blocks) + 1)
+    return round_up(math.sqrt(top), 1)
+
+
+def _bound(strategy: StructuredStrategy, stats: dict[str, _FactorStats], norm: str,
+           replace: bool) -> float:
+    """The sum over blocks of per-block maxima (module docstring)."""
+    terms: list[float] = []
+    for blk in strategy.blocks:
+        if replace and not blk.support:
+            continue  # the total count does not change under replace
+        st = [stats[n] for n in blk.names]
+        f, es = _block_scale(blk.scale)
+        e = es + sum(x.e for x in st)
+        if norm == "l1":
+            core = product_upper([f] + [float(x.col1.max()) for x in st])
+            terms.append(scale_back(round_up(2.0 * core, 1) if replace else core, e, 0))
+            continue
+        F = [float(x.col2.max()) for x in st]
+        core = product_upper([f, f] + F)
+        if replace:
+            cross = 0.0
+            for j in range(len(st)):
+                cross = max(cross, product_upper([f, f, st[j].O] + F[:j] + F[j + 1:]))
+            core = round_up(2.0 * (core + cross), 2)
+        terms.append(scale_back(round_up(core + _ABS_UNDERFLOW, 1), 2 * e, 0))
+    total = round_up(math.fsum(terms), 1) if terms else 0.0
+    return total if norm == "l1" else round_up(math.sqrt(total), 1)

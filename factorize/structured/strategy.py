@@ -1,0 +1,172 @@
+"""A union of Kronecker blocks as a strategy: ``A = [s_b · ⊗_j F_{b,j}]_b`` (``structured``).
+
+Operations never form an N-column object except :meth:`StructuredStrategy.dense` and
+:meth:`~StructuredStrategy.matvec` (small domains, tests and the dense cross-checks):
+
+* measurement from the records' marginal tables: block b needs only ``m_{support(b)}``;
+  :meth:`~StructuredStrategy.measure` computes ``round(Ã_b m / γ)`` exactly per block
+  (``privacy.lattice.lattice_image``: certified float evaluation with an exact multi-modular
+  fallback), the lattice release of MATH.md §3;
+* :meth:`~StructuredStrategy.measured`: the strategy the executor measures, every factor and
+  scale truncated to 53 bits below its largest entry (``privacy.lattice.quantize``, idempotent:
+  a plan stores measured factors, and the verifier quantizes again);
+* the marginal of a dense histogram on a support (``h`` reshaped to the domain tensor,
+  attribute 0 slowest, other axes summed out).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from factorize.kron import kron_matvec
+
+from .blocks import KronBlock, StructureError, check_arrays
+
+#: Largest N for the dense forms (tests, dense cross-checks, exact small-domain sensitivity).
+MAX_DENSE_COLUMNS = 1 << 16
+
+
+class StructuredStrategy:
+    """``A = [s_b · ⊗_j F_{b,j}]_b`` over attribute sizes ``sizes`` (module docstring).
+
+    ``family``: ``"residual"`` or ``"union"`` (how the plan encodes it; the algebra is the
+    same). Rows of block b: ``Π_{j∈support} rows(F_{b,j})``, blocks stacked in order.
+    """
+
+    def __init__(self, sizes: Sequence[int], blocks: Sequence[KronBlock],
+                 arrays: Mapping[str, np.ndarray], family: str) -> None:
+        self.sizes = tuple(int(n) for n in sizes)
+        self.blocks = tuple(blocks)
+        self.arrays = dict(arrays)
+        self.family = family
+        self._measured: StructuredStrategy | None = None
+        if not self.blocks:
+            raise StructureError("a strategy needs at least one block")
+        d = len(self.sizes)
+        rows = []
+        for i, b in enumerate(self.blocks):
+            if b.support and not (0 <= b.support[0] and b.support[-1] < d):
+                raise StructureError(f"block {i} names an attribute outside the domain (d={d})")
+            check_arrays(self.arrays, b.names, f"strategy block {i}")
+            for j, name in zip(b.support, b.names):
+                if self.arrays[name].shape[1] != self.sizes[j]:
+                    raise StructureError(f"factor {name!r} has {self.arrays[name].shape[1]} columns, "
+                                         f"attribute {j} has {self.sizes[j]} values")
+            rows.append(math.prod(self.arrays[n].shape[0] for n in b.names))
+        self.block_rows = tuple(rows)
+        off = [0]
+        for r in rows:
+            off.append(off[-1] + r)
+        self.offsets = tuple(off)
+
+    # -- shape ------------------------------------------------------------------------------
+    @property
+    def m(self) -> int:
+        """Number of measurements (rows)."""
+        return self.offsets[-1]
+
+    @property
+    def N(self) -> int:
+        return math.prod(self.sizes)
+
+    @property
+    def d(self) -> int:
+        return len(self.sizes)
+
+    def factors(self, b: int) -> list[np.ndarray]:
+        """``[[s_b]]`` followed by the block's stored factors (Kronecker order)."""
+        blk = self.blocks[b]
+        return [np.array([[blk.scale]])] + [self.arrays[n] for n in blk.names]
+
+    def supports(self) -> list[tuple[int, ...]]:
+        """The distinct supports, in order of first use: the marginal tables to measure."""
+        seen: dict[tuple[int, ...], None] = {}
+        for b in self.blocks:
+            seen.setdefault(b.support, None)
+        return list(seen)
+
+    # -- the measured strategy --------------------------------------------------------------
+    def measured(self) -> "StructuredStrategy":
+        """Every factor and scale quantized (``privacy.lattice.quantize``; computed once)."""
+        if self._measured is None:
+            from factorize.privacy.lattice import quantize
+
+            arrays = {name: quantize(a).measured for name, a in self.arrays.items()}
+            blocks = [KronBlock(measured_scale(b.scale), b.support, b.names) for b in self.blocks]
+            self._measured = StructuredStrategy(self.sizes, blocks, arrays, self.family)
+            self._measured._measured = self._measured
+        return self._measured
+
+    # -- products ---------------------------------------------------------------------------
+    def apply_tables(self, tables: Mapping[tuple[int, ...], np.ndarray]) -> np.ndarray:
+        """``A h`` in floating point from the marginal tables of h (one per support)."""
+        return np.concatenate([kron_matvec(self.factors(b), _table(tables, blk.support, self))
+                               for b, blk in enumerate(self.blocks)])
+
+    def measure(self, tables: Mapping[tuple[int, ...], np.ndarray], grid: float) -> np.ndarray:
+        """``round(Ã h / γ)`` exactly, block by block, from the integer marginal tables of h
+        (``privacy.lattice.lattice_image``). int64, or an object array of Python ints when
+        some value reaches 2⁶²."""
+        from factorize.privacy.lattice import lattice_image
+
+        parts = []
+        for b, blk in enumerate(self.blocks):
+            counts = np.asarray(_table(tables, blk.support, self))
+            if counts.dtype.kind not in "iu":
+                raise StructureError("marginal tables must hold integer counts")
+            parts.append(lattice_image(self.factors(b), counts.astype(np.int64), grid))
+        if any(p.dtype == object for p in parts):
+            return np.concatenate([p.astype(object) for p in parts])
+        return np.concatenate(parts)
+
+    def matvec(self, h: np.ndarray) -> np.ndarray:
+        """``A h`` for a dense histogram h (length N, attribute 0 slowest)."""
+        return self.apply_tables({s: marginal_of(h, self.sizes, s) for s in self.supports()})
+
+    def dense(self) -> np.ndarray:
+        """``A`` as an m×N array (N ≤ ``MAX_DENSE_COLUMNS``)."""
+        if self.N > MAX_DENSE_COLUMNS:
+            raise StructureError(f"dense form refused: N = {self.N} > {MAX_DENSE_COLUMNS}")
+        out = []
+        for blk in self.blocks:
+            M = np.array([[blk.scale]])
+            names = dict(zip(blk.support, blk.names))
+            for j, n in enumerate(self.sizes):
+                M = np.kron(M, self.arrays[names[j]] if j in names else np.ones((1, n)))
+            out.append(M)
+        return np.vstack(out)
+
+
+def measured_scale(s: float) -> float:
+    """``quantize([[s]])`` without the array: a normal float has 53 significant bits, so the
+    truncation to 53 bits below its own binade is the identity; scales outside the measurable
+    range ``[2^-900, 2^900)`` are refused as by ``privacy.lattice.quantize``."""
+    from factorize.privacy.guarantees import PrivacyError
+
+    if not (math.isfinite(s) and 2.0 ** -900 <= abs(s) < 2.0 ** 900):
+        raise PrivacyError(f"a strategy block's scale {s!r} is outside the range [2^-900, 2^900) "
+                           "where it can be measured exactly")
+    return float(s)
+
+
+def marginal_of(h: np.ndarray, sizes: Sequence[int], support: Sequence[int]) -> np.ndarray:
+    """The marginal table of a dense histogram on ``support`` (C order over the support)."""
+    h = np.asarray(h)
+    if h.shape != (math.prod(sizes),):
+        raise StructureError(f"histogram of shape {h.shape}, the domain has {math.prod(sizes)} cells")
+    others = tuple(j for j in range(len(sizes)) if j not in set(support))
+    return h.reshape(tuple(sizes)).sum(axis=others).reshape(-1)
+
+
+def _table(tables: Mapping[tuple[int, ...], np.ndarray], support: tuple[int, ...],
+           strategy: StructuredStrategy) -> np.ndarray:
+    if support not in tables:
+        raise StructureError(f"no marginal table for attributes {support}")
+    t = tables[support]
+    want = math.prod(strategy.sizes[j] for j in support)
+    if np.shape(t) != (want,):
+        raise StructureError(f"the marginal table of {support} has shape {np.shape(t)}, expected ({want},)")
+    return t

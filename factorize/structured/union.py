@@ -1,0 +1,235 @@
+"""Union-of-Kronecker strategies built by hand: one Kronecker block per workload block.
+
+For a workload ``W = [w_o ⊗_j W_{o,j}]_o`` (``structured.workload_blocks``) each distinct factor
+gets its optimal factorization ``W_f = R_f A_f`` for the plan's objective (``planner.solve``;
+the identity is its own optimum, ``R = A = I``; a summed-out attribute needs no factor), with
+``A_f`` scaled to unit largest column norm. Block o measures ``s_o ⊗_j A_{o,j}`` and is
+reconstructed by ``(w_o / s_o) ⊗_j R_{o,j}``. The block weights minimise the objective at unit
+sensitivity: with ``κ_o = Π_j max_x ‖A_{o,j} e_x‖²`` (Δ² ≤ Σ_o s_o² κ_o) and
+``V_o = w_o² Π_j ‖R_{o,j}‖²`` (Frobenius² for γ_F, largest row norm² for γ₂),
+
+* γ_F (total variance ``Σ_o V_o / s_o²``): Cauchy–Schwarz gives ``s_o² ∝ √(V_o / κ_o)``;
+* γ₂ (worst query ``max_o V_o / s_o²``): equalised, ``s_o² ∝ V_o``,
+
+normalised to ``Σ_o s_o² κ_o = 1`` (the union-of-Kronecker weights of HDMM, McKenna et al.,
+PVLDB 2018, §6, in closed form for fixed blocks; optimising the blocks is HDMM's problem).
+
+Certificate: each factor's dual witness (``certificate``) gives ``L_f ≤ γ(W_f)``; Kronecker
+products multiply (a witness ``q = ⊗ q_j`` gives the product of the factors' bounds, MATH.md
+§2.2), identities and totals have γ = 1, and across blocks ``γ_F(W)² ≥ Σ_o k_o L_o² / k``
+(every factorization of W factors each block with the same A) and ``γ₂(W) ≥ max_o L_o``
+(a submatrix). The upper bound is the value the plan achieves.
+
+Encoding: arrays ``A.i`` / ``R.i`` (one pair per distinct factor), ``union.block_scale``,
+``union.term_scale`` and the witnesses ``cert.f{i}.p`` / ``cert.f{i}.q``; the manifest lists
+each block's support and factor names and each term's attributes and factor names.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .blocks import KronBlock, StructureError, Term
+from .reconstruction import StructuredReconstruction
+from .strategy import StructuredStrategy
+from .workload_blocks import AxisFactor, WorkloadBlock
+
+FAMILY = "union"
+CERTIFICATE = ("union of Kronecker products: per-factor dual witnesses, multiplied within a "
+               "block, combined across blocks; upper = the value the plan achieves")
+
+
+def _factorize(f: AxisFactor, norm: str, options: Any) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], float]:
+    """``(R, A, witness arrays, lower bound)`` of one workload factor, A at unit column norm."""
+    if f.kind == "identity":
+        return np.eye(f.n), np.eye(f.n), {}, 1.0
+    from factorize.planner import solve
+    from workloads import DenseWorkload
+
+    kwargs = {"options": options} if options is not None else {}
+    res = solve(DenseWorkload(f.matrix), norm, **kwargs)
+    fact, w = res.certificate.factorization, res.certificate.witness
+    R, A = fact.R_factors[0], fact.A_factors[0]
+    if len(fact.R_factors) > 1:
+        from functools import reduce
+
+        R, A = reduce(np.kron, fact.R_factors), reduce(np.kron, fact.A_factors)
+    c = float(np.max(np.linalg.norm(A, axis=0)))
+    witness = {"q": np.asarray(w.q[0] if len(w.q) == 1 else _kron(w.q), dtype=np.float64)}
+    if norm == "gamma_2":
+        witness["p"] = np.asarray(w.p[0] if len(w.p) == 1 else _kron(w.p), dtype=np.float64)
+    return R * c, A / c, witness, float(res.verification.lower)
+
+
+def _kron(vs: Sequence[np.ndarray]) -> np.ndarray:
+    out = np.ones(1)
+    for v in vs:
+        out = np.kron(out, v)
+    return out
+
+
+def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, options: Any = None):
+    """The strategy, reconstruction, encoding and certificate of the module docstring."""
+    from factorize.privacy.lattice import quantize
+
+    sizes = tuple(int(n) for n in sizes)
+    arrays: dict[str, np.ndarray] = {}
+    names: dict[str, int] = {}
+    lowers: dict[str, float] = {}
+    cert_arrays: dict[str, np.ndarray] = {}
+    for wb in wblocks:
+        for f in wb.factors:
+            if f.kind == "total" or f.key in names:
+                continue
+            i = names[f.key] = len(names)
+            R, A, witness, lower = _factorize(f, norm, options)
+            arrays[f"A.{i}"] = quantize(A).measured
+            arrays[f"R.{i}"] = R
+            lowers[f.key] = lower
+            for key, v in witness.items():
+                cert_arrays[f"cert.f{i}.{key}"] = v
+    V, kappa, supports = [], [], []
+    for wb in wblocks:
+        support = tuple(j for j, f in enumerate(wb.factors) if f.kind != "total")
+        supports.append(support)
+        Rs = [arrays[f"R.{names[wb.factors[j].key]}"] for j in support]
+        As = [arrays[f"A.{names[wb.factors[j].key]}"] for j in support]
+        if norm == "gamma_f":
+            V.append(wb.weight ** 2 * math.prod(float(np.sum(R * R)) for R in Rs))
+        else:
+            V.append(wb.weight ** 2 * math.prod(float(np.max(np.sum(R * R, axis=1))) for R in Rs))
+        kappa.append(math.prod(float(np.max(np.sum(A * A, axis=0))) for A in As))
+    V, kappa = np.array(V), np.array(kappa)
+    s2 = np.sqrt(V / kappa) if norm == "gamma_f" else V.copy()
+    s2 /= float(np.sum(s2 * kappa))
+    scales = [float(quantize(np.array([[math.sqrt(v)]])).measured[0, 0]) for v in s2]
+    blocks = [KronBlock(s, S, tuple(f"A.{names[wb.factors[j].key]}" for j in S))
+              for s, S, wb in zip(scales, supports, wblocks)]
+    terms = [Term(o, o, float(wb.weight / s), S, tuple(f"R.{names[wb.factors[j].key]}" for j in S))
+             for o, (s, S, wb) in enumerate(zip(scales, supports, wblocks))]
+    strategy = StructuredStrategy(sizes, blocks, arrays, FAMILY)
+    recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
+    cert = {"method": CERTIFICATE, "norm": norm,
+            "lower": _combine(norm, [(wb.rows, abs(wb.weight) * math.prod(
+                lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])}
+    return strategy, recon, encode(strategy, recon), cert, cert_arrays
+
+
+def encode(strategy: StructuredStrategy, recon: StructuredReconstruction
+           ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    manifest = {"family": FAMILY, "measurements": strategy.m,
+                "blocks": [{"support": list(b.support), "factors": list(b.names)} for b in strategy.blocks],
+                "terms": [{"out": t.out_block, "in": t.in_block, "attrs": list(t.attrs),
+                           "factors": list(t.names)} for t in recon.terms],
+                "out_rows": list(recon.out_rows)}
+    arrays = {**strategy.arrays, **{k: v for k, v in recon.arrays.items() if k not in strategy.arrays},
+              "union.block_scale": np.array([b.scale for b in strategy.blocks]),
+              "union.term_scale": np.array([t.scale for t in recon.terms])}
+    return manifest, arrays
+
+
+def _ints(v: Any, what: str) -> tuple[int, ...]:
+    if not (isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
+        raise StructureError(f"{what} must be a list of integers")
+    return tuple(v)
+
+
+def _strs(v: Any, what: str) -> tuple[str, ...]:
+    if not (isinstance(v, list) and all(isinstance(x, str) for x in v)):
+        raise StructureError(f"{what} must be a list of names")
+    return tuple(v)
+
+
+def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
+           ) -> tuple[StructuredStrategy, StructuredReconstruction]:
+    blocks_m, terms_m, out_rows = manifest.get("blocks"), manifest.get("terms"), manifest.get("out_rows")
+    if not (isinstance(blocks_m, list) and isinstance(terms_m, list) and isinstance(out_rows, list)):
+        raise StructureError("a union plan lists blocks, terms and out_rows")
+    bs = np.asarray(arrays.get("union.block_scale", np.zeros(0))).reshape(-1)
+    ts = np.asarray(arrays.get("union.term_scale", np.zeros(0))).reshape(-1)
+    if bs.size != len(blocks_m) or ts.size != len(terms_m):
+        raise StructureError("union.block_scale / union.term_scale do not match the block and "
+                             "term lists")
+    factors = {k: np.asarray(v) for k, v in arrays.items() if k.split(".")[0] in ("A", "R")}
+    extra = set(arrays) - set(factors) - {"union.block_scale", "union.term_scale"}
+    if extra:
+        raise StructureError(f"unexpected arrays in a union plan: {sorted(extra)[:5]}")
+    blocks = []
+    for i, (b, s) in enumerate(zip(blocks_m, bs)):
+        if not isinstance(b, dict):
+            raise StructureError(f"block {i} must be an object")
+        blocks.append(KronBlock(float(s), _ints(b.get("support"), f"block {i} support"),
+                                _strs(b.get("factors"), f"block {i} factors")))
+    terms = []
+    for i, (t, s) in enumerate(zip(terms_m, ts)):
+        if not isinstance(t, dict) or not all(isinstance(t.get(k), int) and not isinstance(t.get(k), bool)
+                                              for k in ("out", "in")):
+            raise StructureError(f"term {i} must name its out and in blocks")
+        terms.append(Term(int(t["out"]), int(t["in"]), float(s), _ints(t.get("attrs"), f"term {i} attrs"),
+                          _strs(t.get("factors"), f"term {i} factors")))
+    strategy = StructuredStrategy(sizes, blocks, {k: v for k, v in factors.items() if k.startswith("A.")},
+                                  FAMILY)
+    recon = StructuredReconstruction(_ints(out_rows, "out_rows"), terms, factors, strategy)
+    if manifest.get("measurements") != strategy.m:
+        raise StructureError(f"the manifest states {manifest.get('measurements')!r} measurements, "
+                             f"the strategy has {strategy.m}")
+    return strategy, recon
+
+
+def certificate_lower(plan: Any, W: Any) -> float:
+    """The union's lower bound (module docstring), each factor's witness re-verified."""
+    from factorize.certificate import gamma_2_lower, gamma_f_lower
+
+    from .workload_blocks import workload_blocks
+
+    wblocks = workload_blocks(W, plan.domain.sizes)
+    index: dict[str, int] = {}
+    for name in plan.strategy.arrays:
+        index.setdefault(name, int(name.split(".")[1]))
+    per_factor: dict[str, float] = {}
+    lower_blocks = []
+    for o, wb in enumerate(wblocks):
+        L = abs(wb.weight)
+        blk = plan.strategy.blocks[o]
+        names = dict(zip(blk.support, blk.names))
+        for j, f in enumerate(wb.factors):
+            if f.kind != "matrix":
+                continue
+            i = index[names[j]]
+            if f.key not in per_factor:
+                q = plan.certificate_arrays.get(f"cert.f{i}.q")
+                if q is None:
+                    raise ValueError(f"no witness for workload factor {i}")
+                if plan.norm == "gamma_f":
+                    per_factor[f.key] = gamma_f_lower(f.matrix, q.reshape(-1))
+                else:
+                    p = plan.certificate_arrays.get(f"cert.f{i}.p")
+                    if p is None:
+                        raise ValueError(f"no row witness for workload factor {i}")
+                    per_factor[f.key] = gamma_2_lower(f.matrix, p.reshape(-1), q.reshape(-1))
+            L *= per_factor[f.key]
+        lower_blocks.append((wb.rows, L))
+    return _combine(plan.norm, lower_blocks)
+
+
+def _combine(norm: str, lower_blocks: list[tuple[int, float]]) -> float:
+    """The workload's lower bound from its blocks' (rows, lower bound) (module docstring)."""
+    from factorize.numerics import round_down
+
+    if norm == "gamma_2":
+        return round_down(max(L for _, L in lower_blocks), 1)
+    k = sum(r for r, _ in lower_blocks)
+    return round_down(math.sqrt(math.fsum(r * L * L for r, L in lower_blocks) / k), 4)
+
+
+def verify_union_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
+    """(upper, lower, gap): the achieved value (recomputed by the caller's claims check) and the
+    re-verified lower bound."""
+    from factorize.numerics import relative_gap
+
+    lower = certificate_lower(plan, W)
+    upper = float(plan.certificate["achieved"])
+    return upper, lower, relative_gap(upper, lower)
