@@ -414,3 +414,33 @@ def test_load_marginals_records(tmp_path):
 
 def test_normalize_subsets_keeps_first_order():
     assert normalize_subsets(DOM, [(1,), (), [0, 2], (1,), np.array([0, 2])]) == [(1,), (), (0, 2)]
+
+
+def test_tables_beyond_the_dense_limit_are_the_records_distinct_cells(tmp_path):
+    """A requested table of more than DENSE_TABLE_CELLS cells comes back as a SparseTable
+    (distinct cells and counts), also when summed out of a larger scan; it equals the
+    records' projection; smaller tables stay dense."""
+    from factorize.engines.marginals import DENSE_TABLE_CELLS, SparseTable
+
+    rng = np.random.default_rng(9)
+    sizes = (5000, 4000, 3000, 3)
+    domain = Domain(["a", "b", "c", "d"], sizes)
+    recs = np.column_stack([rng.integers(0, s, 400) for s in sizes])
+    recs[:50] = recs[0]
+    path = write_parquet(tmp_path / "big.parquet", {a: recs[:, j] for j, a in enumerate(domain.attributes)})
+    subsets = [(0, 1, 2, 3), (0, 1, 2), (0, 1), (3,)]
+    m = marginals_duckdb(path, domain, subsets)
+    for s in subsets:
+        cells = math.prod(sizes[j] for j in s)
+        t = m[s]
+        want_idx = np.ravel_multi_index(recs[:, list(s)].T, [sizes[j] for j in s])
+        u, c = np.unique(want_idx, return_counts=True)
+        if cells > DENSE_TABLE_CELLS:
+            assert isinstance(t, SparseTable) and m.is_sparse(s)
+            np.testing.assert_array_equal(t.cells, u)
+            np.testing.assert_array_equal(t.counts, c)
+            np.testing.assert_array_equal(t.codes(), np.stack(np.unravel_index(u, t.shape), 1))
+            with pytest.raises(ValueError, match="sparse"):
+                m.table(s)
+        else:
+            np.testing.assert_array_equal(t, records_marginal(recs, sizes, s), err_msg=str(s))

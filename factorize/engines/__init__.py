@@ -23,7 +23,7 @@ their attributes. All raise :class:`DataError`, whose messages never contain rec
 from ._common import MAX_HISTOGRAM_CELLS
 from .duckdb_engine import INTEGER_PATTERN, distinct_records_duckdb, histogram_duckdb, marginals_duckdb
 from .errors import DataError
-from .marginals import MAX_MARGINAL_CELLS, MarginalTables, marginals_from_histogram, normalize_subsets
+from .marginals import MAX_MARGINAL_CELLS, MarginalTables, SparseTable, marginals_from_histogram, normalize_subsets
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_MARGINAL_CELLS",
     "DataError",
     "MarginalTables",
+    "SparseTable",
     "histogram_duckdb",
     "distinct_records_duckdb",
     "histogram_from_npy",

@@ -38,7 +38,9 @@ from .errors import DataError
 
 __all__ = [
     "MAX_MARGINAL_CELLS",
+    "DENSE_TABLE_CELLS",
     "MarginalTables",
+    "SparseTable",
     "Subset",
     "TableBuilder",
     "marginals_from_histogram",
@@ -53,6 +55,53 @@ Subset = tuple[int, ...]
 #: Largest marginal table (number of cells) that may be requested: its cell indices fit in
 #: a signed 64-bit integer with room to spare, as for the dense histogram.
 MAX_MARGINAL_CELLS = MAX_HISTOGRAM_CELLS
+
+#: Largest requested table held densely (int64, 128 MiB); a larger one is kept as the
+#: records' distinct cells and their counts (:class:`SparseTable`), so memory follows the
+#: data (at most n cells), never the table's size.
+DENSE_TABLE_CELLS = 2**24
+
+
+class SparseTable:
+    """A marginal table held by its non-zero cells: ``cells`` (sorted, distinct C-order
+    indices over the subset's attributes, int64) and ``counts`` (int64, > 0), over a table of
+    ``shape`` (the subset's attribute sizes). Equal to the dense table
+    ``t = zeros(prod(shape)); t[cells] = counts``, which is never formed."""
+
+    __slots__ = ("cells", "counts", "shape")
+
+    def __init__(self, cells: np.ndarray, counts: np.ndarray, shape: Sequence[int]) -> None:
+        cells = np.asarray(cells, dtype=np.int64)
+        counts = np.asarray(counts, dtype=np.int64)
+        order = np.argsort(cells, kind="stable")
+        self.cells, self.counts = cells[order], counts[order]
+        self.shape = tuple(int(n) for n in shape)
+        n_cells = math.prod(self.shape)
+        if self.cells.ndim != 1 or self.cells.shape != self.counts.shape:
+            raise ValueError("internal error: a sparse table needs 1-D cells and counts of one length")
+        if self.cells.size and (int(self.cells[0]) < 0 or int(self.cells[-1]) >= n_cells
+                                or bool((np.diff(self.cells) <= 0).any()) or int(self.counts.min()) <= 0):
+            raise ValueError("internal error: a sparse table's cells must be distinct indices in range "
+                             "with positive counts")
+        self.cells.setflags(write=False)
+        self.counts.setflags(write=False)
+
+    @property
+    def n_cells(self) -> int:
+        """Cells of the (never formed) dense table."""
+        return math.prod(self.shape)
+
+    def codes(self) -> np.ndarray:
+        """The non-zero cells as attribute codes: an int64 array (non-zero cells × attributes)."""
+        if not self.shape:
+            return np.zeros((self.cells.size, 0), dtype=np.int64)
+        return np.stack(np.unravel_index(self.cells, self.shape), axis=1).astype(np.int64)
+
+    def sum(self) -> int:
+        return int(self.counts.sum())
+
+    def __repr__(self) -> str:
+        return f"SparseTable(shape={self.shape}, nonzero={self.cells.size})"
 
 
 def subset_cells(sizes: Sequence[int], subset: Subset) -> int:
@@ -207,6 +256,10 @@ class MarginalTables:
         self._domain = domain
         self._n_records = int(n_records)
         for s, t in tables.items():
+            if isinstance(t, SparseTable):
+                if t.shape != tuple(int(domain.sizes[j]) for j in s):
+                    raise ValueError(f"internal error: sparse table {s} has shape {t.shape}")
+                continue
             if t.dtype != np.int64 or t.shape != (subset_cells(domain.sizes, s),):
                 raise ValueError(f"internal error: table {s} has dtype {t.dtype} and shape {t.shape}")
             t.setflags(write=False)
@@ -229,8 +282,14 @@ class MarginalTables:
     def _key(subset: Any) -> Subset:
         return tuple(int(j) for j in subset)
 
-    def __getitem__(self, subset: Sequence[int]) -> np.ndarray:
+    def __getitem__(self, subset: Sequence[int]) -> np.ndarray | SparseTable:
+        """The table of ``subset``: a dense int64 vector, or a :class:`SparseTable` when it has
+        more than :data:`DENSE_TABLE_CELLS` cells and fewer than a quarter of them are
+        non-zero."""
         return self._tables[self._key(subset)]
+
+    def is_sparse(self, subset: Sequence[int]) -> bool:
+        return isinstance(self[subset], SparseTable)
 
     def __contains__(self, subset: object) -> bool:
         try:
@@ -255,8 +314,12 @@ class MarginalTables:
         return tuple(self._domain.sizes[j] for j in self._key(subset))
 
     def table(self, subset: Sequence[int]) -> np.ndarray:
-        """``self[subset]`` reshaped to :meth:`shape` (a read-only view)."""
-        return self[subset].reshape(self.shape(subset))
+        """``self[subset]`` reshaped to :meth:`shape` (a read-only view; dense tables only)."""
+        t = self[subset]
+        if isinstance(t, SparseTable):
+            raise ValueError(f"the table of {self._key(subset)} has {t.n_cells} cells and is held "
+                             "sparse (self[subset].cells / .counts)")
+        return t.reshape(self.shape(subset))
 
     def names(self, subset: Sequence[int]) -> tuple[str, ...]:
         return tuple(self._domain.attributes[j] for j in self._key(subset))
@@ -351,6 +414,14 @@ class TableBuilder:
                 pos = [source.index(j) for j in s]
                 idx = np.ravel_multi_index(tuple(codes[p] for p in pos), tuple(int(self.sizes[j]) for j in s))
                 # float64 accumulation is exact: every partial sum is an integer < 2**53
+                if subset_cells(self.sizes, s) > DENSE_TABLE_CELLS:
+                    u, inv = np.unique(idx, return_inverse=True)
+                    agg = np.bincount(inv.reshape(-1), weights=counts.astype(np.float64)).astype(np.int64)
+                    sparse_out = SparseTable(u, agg, [self.sizes[j] for j in s])
+                    if sparse_out.sum() != self.n_records:
+                        raise RuntimeError("internal error: a marginal does not sum to the number of records")  # pragma: no cover
+                    self.tables[s] = sparse_out
+                    continue
                 out = np.bincount(idx, weights=counts.astype(np.float64),
                                   minlength=subset_cells(self.sizes, s)).astype(np.int64)
             here[s] = out

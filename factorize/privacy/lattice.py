@@ -26,6 +26,12 @@ exact value, whatever the plan and the data:
    ``fmod`` (exact); Garner's algorithm and Horner's rule in Python integers rebuild the value
    from enough primes (``Π p > 2·2^(53d)·n``), and it is rounded half-to-even exactly.
 
+The histogram may be given densely (:func:`lattice_image`) or by its non-zero cells
+(:func:`lattice_image_sparse`, for Kronecker blocks over domains too large to form): the
+sparse contraction ``kron.kron_matvec_sparse`` sums at most ``N_j`` terms per entry at
+factor j, as the dense one does, plus one sum over record chunks, whose ``γ`` is one more
+factor of c; the exact path reduces mod p after every step in the same way.
+
 So ``q(h)`` never depends on the summation order, the BLAS, or the machine: the test-mode
 release is reproducible bit for bit, and the sensitivity bound holds for what is computed.
 ``round_to_grid`` (``privacy.sampling``) does the same for values that are already exact
@@ -41,12 +47,13 @@ from typing import Sequence
 
 import numpy as np
 
-from factorize.kron import kron_matvec
+from factorize.kron import kron_matvec, kron_matvec_sparse, sparse_chunk_records
 from factorize.numerics import U, binade, gamma, is_power_of_two, round_up
 
 from .guarantees import PrivacyError
 
-__all__ = ["QuantizedFactor", "quantize", "measured_factors", "lattice_image", "MANTISSA_BITS"]
+__all__ = ["QuantizedFactor", "quantize", "measured_factors", "lattice_image", "lattice_image_sparse",
+           "MANTISSA_BITS"]
 
 MANTISSA_BITS = 53
 _TIE_MARGIN = 0.5 * (1.0 - 2.0 ** -20)
@@ -95,35 +102,110 @@ def measured_factors(A_factors: Sequence[np.ndarray]) -> list[np.ndarray]:
     return [quantize(A).measured for A in A_factors]
 
 
+class _Dense:
+    """A histogram as its N counts (``lattice_image``)."""
+
+    def __init__(self, counts: np.ndarray) -> None:
+        self.counts = counts
+        self.weights = counts.astype(np.float64)
+
+    def apply(self, S: Sequence[np.ndarray]) -> np.ndarray:
+        return kron_matvec(S, self.weights)
+
+    def chunk_terms(self, m: int) -> int:
+        return 1
+
+    def residues(self, Zs: Sequence[np.ndarray], p: int) -> np.ndarray:
+        return _residues(Zs, self.counts, p)
+
+
+class _Sparse:
+    """A histogram as its non-zero cells' codes and counts (``lattice_image_sparse``)."""
+
+    def __init__(self, codes: np.ndarray, counts: np.ndarray) -> None:
+        self.codes = codes
+        self.counts = counts
+        self.weights = counts.astype(np.float64)
+
+    def apply(self, S: Sequence[np.ndarray]) -> np.ndarray:
+        return kron_matvec_sparse(S, self.codes, self.weights)
+
+    def chunk_terms(self, m: int) -> int:
+        """Terms of the final sum over record chunks (``kron_matvec_sparse``)."""
+        return max(1, -(-self.codes.shape[0] // sparse_chunk_records(m)))
+
+    def residues(self, Zs: Sequence[np.ndarray], p: int) -> np.ndarray:
+        X = _sym_mod(np.remainder(self.counts, p).astype(np.float64), p)
+        r = kron_matvec_sparse([_sym_mod(Z, p) for Z in Zs], self.codes, X,
+                               reduce=lambda a: _sym_mod(a, p)).astype(np.int64)
+        return np.where(r < 0, r + p, r)
+
+
+def _check_grid(grid: float) -> None:
+    if not is_power_of_two(grid):
+        raise PrivacyError(f"the grid must be a power of two (the exact measurement scales by it); "
+                           f"got {grid!r}")
+
+
+def _check_counts(counts: np.ndarray) -> int:
+    """n = Σ counts, refusing negative counts and n ≥ 2⁵³."""
+    if counts.size and int(counts.min()) < 0:
+        raise PrivacyError("the histogram has negative counts")
+    n = int(counts.sum(dtype=np.uint64)) if counts.size else 0
+    if n >= 2 ** 53 or (counts.size and int(counts.max()) >= 2 ** 53):
+        raise PrivacyError("the histogram counts exceed 2^53 records")
+    return n
+
+
 def lattice_image(A_factors: Sequence[np.ndarray], h: np.ndarray, grid: float) -> np.ndarray:
     """``round_half_even(Ã h / γ)`` exactly, ``Ã = ⊗ quantize(A_j)``, for a histogram h of
     non-negative integer counts (module docstring). Returns int64, or a numpy object array
     of Python integers when some |q_i| ≥ 2⁶²."""
-    if not is_power_of_two(grid):
-        raise PrivacyError(f"the grid must be a power of two (the exact measurement scales by it); "
-                           f"got {grid!r}")
+    _check_grid(grid)
     counts = np.asarray(h)
     if counts.ndim != 1 or counts.dtype.kind not in "iu":
         raise PrivacyError("the histogram must be a 1-D integer array")
-    if counts.size and int(counts.min()) < 0:
-        raise PrivacyError("the histogram has negative counts")
     qf = [quantize(A) for A in A_factors]
     N = math.prod(q.Z.shape[1] for q in qf)
     if counts.size != N:
         raise PrivacyError(f"histogram of length {counts.size}, the strategy has N={N} columns")
-    n = int(counts.sum(dtype=np.uint64)) if counts.size else 0
-    if n >= 2 ** 53 or (counts.size and int(counts.max()) >= 2 ** 53):
-        raise PrivacyError("the histogram counts exceed 2^53 records")
+    n = _check_counts(counts)
+    return _lattice(qf, _Dense(counts), n, grid)
+
+
+def lattice_image_sparse(A_factors: Sequence[np.ndarray], codes: np.ndarray, counts: np.ndarray,
+                         grid: float) -> np.ndarray:
+    """:func:`lattice_image` for the histogram given by its non-zero cells: ``codes`` (distinct
+    rows of attribute codes, one column per factor) and their ``counts``; the N-cell
+    histogram is never formed (``kron.kron_matvec_sparse``: the same per-factor dot-product
+    lengths, plus one sum over record chunks, counted in the rounding allowance)."""
+    _check_grid(grid)
+    codes = np.asarray(codes)
+    counts = np.asarray(counts)
+    if codes.ndim != 2 or codes.dtype.kind not in "iu" or codes.shape[1] != len(A_factors):
+        raise PrivacyError(f"codes must be an integer array with one column per factor ({len(A_factors)})")
+    if counts.ndim != 1 or counts.dtype.kind not in "iu" or counts.shape[0] != codes.shape[0]:
+        raise PrivacyError("counts must be a 1-D integer array, one per row of codes")
+    qf = [quantize(A) for A in A_factors]
+    cols = np.array([q.Z.shape[1] for q in qf], dtype=np.int64)
+    if codes.size and (bool((codes < 0).any()) or bool((codes >= cols).any())):
+        raise PrivacyError("a cell code lies outside its factor's columns")
+    n = _check_counts(counts)
+    return _lattice(qf, _Sparse(codes.astype(np.int64), counts.astype(np.int64)), n, grid)
+
+
+def _lattice(qf: Sequence[QuantizedFactor], hist: _Dense | _Sparse, n: int, grid: float) -> np.ndarray:
+    """Steps 2–3 of the module docstring for either histogram form."""
     g_exp = math.frexp(float(grid))[1] - 1
     T = sum(q.e for q in qf) - g_exp
     S = [q.scaled for q in qf]
-    hf = counts.astype(np.float64)
-    Y = kron_matvec(S, hf)
-    B = kron_matvec([np.abs(s) for s in S], hf)
+    Y = hist.apply(S)
+    B = hist.apply([np.abs(s) for s in S])
     c = 1.0
     for s in S:
         c *= 1.0 + gamma(max(s.shape[1], 1))
-    c = round_up(c - 1.0 + 4 * len(S) * U, 2)
+    c *= 1.0 + gamma(hist.chunk_terms(Y.size))
+    c = round_up(c - 1.0 + 4 * (len(S) + 1) * U, 2)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         err = (c * B / (1.0 - c) + _ABS) * (1.0 + 8 * U)
         x = np.ldexp(Y, T)
@@ -136,7 +218,7 @@ def lattice_image(A_factors: Sequence[np.ndarray], h: np.ndarray, grid: float) -
     if bool(ok.all()):
         return out
     todo = np.flatnonzero(~ok)
-    exact = _exact_rounded(qf, counts, n, T, todo)
+    exact = _exact_rounded(qf, hist, n, T, todo)
     if any(abs(v) >= 2 ** 62 for v in exact):
         obj = out.astype(object)
         obj[todo] = exact
@@ -210,7 +292,7 @@ def _residues(Zs: Sequence[np.ndarray], counts: np.ndarray, p: int) -> np.ndarra
     return np.where(r < 0, r + p, r)
 
 
-def _exact_rounded(qf: Sequence[QuantizedFactor], counts: np.ndarray, n: int, T: int,
+def _exact_rounded(qf: Sequence[QuantizedFactor], hist: "_Dense | _Sparse", n: int, T: int,
                    todo: np.ndarray) -> list[int]:
     """``round_half_even((⊗Z_j)h · 2^(T−53d))`` exactly, for the coordinates ``todo``."""
     d = len(qf)
@@ -233,7 +315,7 @@ def _exact_rounded(qf: Sequence[QuantizedFactor], counts: np.ndarray, n: int, T:
     Zs = [q.Z[r] for q, r in zip(qf, rows)]
     pos = np.ravel_multi_index([np.searchsorted(r, i) for r, i in zip(rows, idx)],
                                [r.size for r in rows])
-    res = [_residues(Zs, counts, p)[pos] for p in used]
+    res = [hist.residues(Zs, p)[pos] for p in used]
     # Garner: mixed-radix digits v_k, Y = v_0 + p_0(v_1 + p_1(v_2 + ...)), all in int64
     digits: list[np.ndarray] = []
     for k, p in enumerate(used):

@@ -3,7 +3,10 @@
 Operations never form an N-column object except :meth:`StructuredStrategy.dense` and
 :meth:`~StructuredStrategy.matvec` (small domains, tests and the dense cross-checks):
 
-* measurement from the records' marginal tables: block b needs only ``m_{support(b)}``;
+* measurement from the records' marginal tables: block b needs only ``m_{support(b)}``,
+  dense, or, for a table of more than ``engines.marginals.DENSE_TABLE_CELLS`` cells, the
+  records' distinct cells on the support and their counts (``engines.SparseTable``, measured
+  by ``privacy.lattice.lattice_image_sparse``: N is never formed);
   :meth:`~StructuredStrategy.measure` computes ``round(Ã_b m / γ)`` exactly per block
   (``privacy.lattice.lattice_image``: certified float evaluation with an exact multi-modular
   fallback), the lattice release of MATH.md §3;
@@ -21,7 +24,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from factorize.kron import kron_matvec
+from factorize.kron import kron_matvec, kron_matvec_sparse
 
 from .blocks import KronBlock, StructureError, check_arrays
 
@@ -103,18 +106,29 @@ class StructuredStrategy:
     # -- products ---------------------------------------------------------------------------
     def apply_tables(self, tables: Mapping[tuple[int, ...], np.ndarray]) -> np.ndarray:
         """``A h`` in floating point from the marginal tables of h (one per support)."""
-        return np.concatenate([kron_matvec(self.factors(b), _table(tables, blk.support, self))
-                               for b, blk in enumerate(self.blocks)])
+        parts = []
+        for b, blk in enumerate(self.blocks):
+            t = _table(tables, blk.support, self)
+            if _is_sparse(t):
+                parts.append(kron_matvec_sparse(self.factors(b), _with_scale_code(t.codes()),
+                                                t.counts.astype(np.float64)))
+            else:
+                parts.append(kron_matvec(self.factors(b), t))
+        return np.concatenate(parts)
 
     def measure(self, tables: Mapping[tuple[int, ...], np.ndarray], grid: float) -> np.ndarray:
         """``round(Ã h / γ)`` exactly, block by block, from the integer marginal tables of h
         (``privacy.lattice.lattice_image``). int64, or an object array of Python ints when
         some value reaches 2⁶²."""
-        from factorize.privacy.lattice import lattice_image
+        from factorize.privacy.lattice import lattice_image, lattice_image_sparse
 
         parts = []
         for b, blk in enumerate(self.blocks):
-            counts = np.asarray(_table(tables, blk.support, self))
+            t = _table(tables, blk.support, self)
+            if _is_sparse(t):
+                parts.append(lattice_image_sparse(self.factors(b), _with_scale_code(t.codes()), t.counts, grid))
+                continue
+            counts = np.asarray(t)
             if counts.dtype.kind not in "iu":
                 raise StructureError("marginal tables must hold integer counts")
             parts.append(lattice_image(self.factors(b), counts.astype(np.int64), grid))
@@ -161,11 +175,28 @@ def marginal_of(h: np.ndarray, sizes: Sequence[int], support: Sequence[int]) -> 
     return h.reshape(tuple(sizes)).sum(axis=others).reshape(-1)
 
 
+def _with_scale_code(codes: np.ndarray) -> np.ndarray:
+    """Codes for ``[[s_b]] ⊗ factors``: the 1×1 scale factor's only column, 0, first."""
+    return np.hstack([np.zeros((codes.shape[0], 1), dtype=np.int64), codes])
+
+
+def _is_sparse(t: object) -> bool:
+    from factorize.engines.marginals import SparseTable
+
+    return isinstance(t, SparseTable)
+
+
 def _table(tables: Mapping[tuple[int, ...], np.ndarray], support: tuple[int, ...],
            strategy: StructuredStrategy) -> np.ndarray:
+    """The table of ``support``: a dense count vector, or an ``engines.SparseTable`` (the
+    records' distinct cells and counts, for tables too large to hold densely)."""
     if support not in tables:
         raise StructureError(f"no marginal table for attributes {support}")
     t = tables[support]
+    if _is_sparse(t):
+        if t.shape != tuple(strategy.sizes[j] for j in support):
+            raise StructureError(f"the sparse table of {support} has shape {t.shape}")
+        return t
     want = math.prod(strategy.sizes[j] for j in support)
     if np.shape(t) != (want,):
         raise StructureError(f"the marginal table of {support} has shape {np.shape(t)}, expected ({want},)")
