@@ -104,24 +104,34 @@ def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
         write_prepared(out, columns, metadata, on_partial=on_partial)
 
 
-def _csv(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
+def _csv(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """``# key: json`` metadata lines, the header, then the rows (Arrow's CSV writer: labels
+    quoted, floats in their shortest round-trip form, vectorised)."""
+    import pyarrow.csv as pacsv
+
     names = list(columns)
-    k = len(columns["query"])
     head = "".join(f"# {key}: {json.dumps(value, allow_nan=False, ensure_ascii=False)}\n"
                    for key, value in metadata.items())
     fh.write((head + ",".join(names) + "\n").encode("utf-8"))
-    cols = [_cells(n, columns[n]) for n in names]
-    lines = [",".join(c[i] for c in cols) for i in range(k)]
-    fh.write(("\n".join(lines) + ("\n" if lines else "")).encode("utf-8"))
+    pacsv.write_csv(_arrow_table(columns), fh, write_options=pacsv.WriteOptions(include_header=False))
 
 
-def _cells(name: str, column: Any) -> list[str]:
-    """CSV cells of one column: the query index as an int, labels quoted, numbers by repr."""
-    if name == "query":
-        return [str(int(v)) for v in column]
-    if name in LABEL_COLUMNS:
-        return ['"' + str(v).replace('"', '""') + '"' for v in column]
-    return [repr(float(v)) for v in column]
+def _arrow_table(columns: dict[str, Any]) -> Any:
+    """The columns as an Arrow table: ``query`` int64, labels as strings (Arrow arrays pass
+    through, e.g. dictionary-encoded marginal names), everything else float64."""
+    import pyarrow as pa
+
+    out = {}
+    for n, v in columns.items():
+        if isinstance(v, (pa.Array, pa.ChunkedArray)):
+            out[n] = v
+        elif n in LABEL_COLUMNS:
+            out[n] = pa.array([str(x) for x in v], type=pa.string())
+        elif n == "query":
+            out[n] = pa.array(np.asarray(v, dtype=np.int64))
+        else:
+            out[n] = pa.array(np.asarray(v, dtype=np.float64))
+    return pa.table(out)
 
 
 def _value(name: str, v: Any) -> Any:
@@ -132,6 +142,7 @@ def _value(name: str, v: Any) -> Any:
 
 def _json(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
     names = list(columns)
+    columns = {n: v.to_pylist() if hasattr(v, "to_pylist") else v for n, v in columns.items()}
     rows = [{n: _value(n, columns[n][i]) for n in names} for i in range(len(columns["query"]))]
     text = json.dumps({"metadata": metadata, "answers": rows}, allow_nan=False, ensure_ascii=False)
     fh.write((text + "\n").encode("utf-8"))
@@ -141,9 +152,7 @@ def _parquet(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({n: pa.array([str(x) for x in v] if n in LABEL_COLUMNS else v)
-                      for n, v in columns.items()})
-    table = table.replace_schema_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
+    table = _arrow_table(columns).replace_schema_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
     pq.write_table(table, fh)
 
 

@@ -47,35 +47,48 @@ def measure(plan: StructuredPlan, tables: Any) -> np.ndarray:
     return strategy.measure(tables, plan.noise.grid)
 
 
-def labels(plan: StructuredPlan) -> tuple[np.ndarray, np.ndarray]:
-    """``marginal`` (attribute names of each answer's block) and ``cell`` (its values) for
-    every answer of a marginal workload; block and row indices otherwise (computed once)."""
+def labels(plan: StructuredPlan) -> tuple[Any, Any]:
+    """``marginal`` (attribute names of each answer's block) and ``cell`` (its values, comma
+    separated) for every answer of a marginal workload; block and row indices otherwise.
+    Arrow arrays built in vectorised form (the marginal names dictionary-encoded), computed
+    once per plan: Adult's 21·10⁶ ≤3-way answers take seconds, not Python strings each."""
     cached = getattr(plan.reconstruction, "_labels", None)
     if cached is None:
         cached = plan.reconstruction._labels = _labels(plan)
     return cached
 
 
-def _labels(plan: StructuredPlan) -> tuple[np.ndarray, np.ndarray]:
+def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     from factorize.structured.blocks import subset_label
     from factorize.structured.residual import _unpad
 
     attrs = list(plan.domain.attributes)
     sizes = [int(n) for n in plan.domain.sizes]
-    marg, cell = [], []
+    names: list[str] = []
+    counts: list[int] = []
+    cells: list[Any] = []
     if plan.family == "residual":
-        supports = _unpad(plan.encoding["recon.support"], len(sizes), "recon.support")
-        for S in supports:
-            lab = subset_label(S, attrs)
+        for S in _unpad(plan.encoding["recon.support"], len(sizes), "recon.support"):
             rows = math.prod(sizes[j] for j in S)
-            codes = np.indices([sizes[j] for j in S]).reshape(len(S), -1).T if S else np.zeros((1, 0), int)
-            marg.extend([lab] * rows)
-            cell.extend(",".join(str(int(v)) for v in row) for row in codes)
+            names.append(subset_label(S, attrs))
+            counts.append(rows)
+            if not S:
+                cells.append(pa.array([""] * rows, type=pa.string()))
+                continue
+            codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S])
+            parts = [pc.cast(pa.array(c), pa.string()) for c in codes]
+            cells.append(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ","))
     else:
         for o, rows in enumerate(plan.reconstruction.out_rows):
-            marg.extend([f"block {o}"] * rows)
-            cell.extend(str(i) for i in range(rows))
-    return np.array(marg, dtype=object), np.array(cell, dtype=object)
+            names.append(f"block {o}")
+            counts.append(int(rows))
+            cells.append(pc.cast(pa.array(np.arange(rows, dtype=np.int64)), pa.string()))
+    index = np.repeat(np.arange(len(names), dtype=np.int32), counts)
+    marginal = pa.DictionaryArray.from_arrays(pa.array(index), pa.array(names, type=pa.string()))
+    return marginal, pa.chunked_array(cells, type=pa.string())
 
 
 def release(plan: StructuredPlan, check: Any, measurement: np.ndarray, rng: Any, *,

@@ -9,7 +9,8 @@ refusing float noise, the ledger, δ < 1/n, writing all or nothing — is the on
 ``executor.pipeline``. A new mechanism is one new class here and one line in :data:`KINDS`.
 
 Kinds (file format → kind): ``factorize-plan`` → ``factorization`` (dense / Kronecker factors,
-schema 1–3) or ``structured`` (schema 3, ``plan_kind: "structured"``);
+schema 1–2; a schema-3 file without ``plan_kind`` is refused as an unknown version)
+or ``structured`` (schema 3, ``plan_kind: "structured"``);
 ``factorize-projection-plan`` → ``projection``; ``factorize-local-plan`` → ``local``.
 """
 

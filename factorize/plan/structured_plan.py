@@ -213,6 +213,9 @@ def _load(path: Path) -> StructuredPlan:
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
     if m.get("plan_kind") != PLAN_KIND:
         raise PlanFormatError(f"{path}: not a structured plan")
+    if int(m["schema_version"]) != SCHEMA_VERSION:
+        raise PlanFormatError(f"{path}: a structured plan must be at schema version {SCHEMA_VERSION}, "
+                              f"this one states {m['schema_version']}")
     check_finite(path, arrays)
     arrays, embedded = embedded_from(path, m, arrays)
     shape, dom = workload_and_domain(path, m)
