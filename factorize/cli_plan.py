@@ -150,6 +150,14 @@ def _guarded(fn):
     return wrapper
 
 
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file (a long ``name=size,…`` list is not a path)."""
+    try:
+        return Path(text).is_file()
+    except OSError:
+        return False
+
+
 def parse_domain(text: str | None, attributes: str | None):
     from workloads import Domain, DomainError
 
@@ -157,7 +165,7 @@ def parse_domain(text: str | None, attributes: str | None):
         if attributes:
             raise DomainError("--attributes needs --domain (a JSON file of name→size)")
         return None
-    if text.endswith(".json") or Path(text).is_file():
+    if text.endswith(".json") or _is_file(text):
         dom = Domain.from_json(text)
     else:
         pairs = [p.strip() for p in text.split(",") if p.strip()]

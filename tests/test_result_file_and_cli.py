@@ -84,3 +84,13 @@ def test_console_entry_point_runs():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "value" in proc.stdout and "lower" in proc.stdout
+
+
+def test_domain_given_inline_for_many_attributes():
+    """A long ``name=size,…`` list is parsed as such (it was first tried as a path, and a
+    name longer than the file system allows raised 'File name too long')."""
+    from factorize.cli_plan import parse_domain
+
+    text = ",".join(f"x{j}=2" for j in range(100))
+    dom = parse_domain(text, None)
+    assert len(dom.attributes) == 100 and dom.sizes[99] == 2
