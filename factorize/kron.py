@@ -92,7 +92,7 @@ def kron_matvec_sparse(factors: Sequence[np.ndarray], codes: np.ndarray, weights
             if reduce is not None:
                 P = reduce(P)
             keys = uniq
-        total += P.reshape(-1) if P.size == m else P.sum(axis=0)
+        total += P.sum(axis=0)  # one row (d ≥ 1), or the chunk's weights (d = 0)
         if reduce is not None:
             total = reduce(total)
     return total

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import pytest
 
 from tests.hostile_files import write_object_npy
@@ -27,6 +26,7 @@ from factorize.engines import (
     histogram_numpy,
 )
 from workloads import Domain
+from tests.engine_files import write_csv, write_parquet
 
 ADULT_DIR = Path("/work/shared/data/adult")
 SENTINEL = 987654
@@ -35,17 +35,6 @@ DOM = Domain(["a", "b", "c"], [3, 4, 5])
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
-    lines = [",".join(header)] + [",".join("" if v is None else str(v) for v in r) for r in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_parquet(path: Path, columns: dict[str, object]) -> Path:
-    pq.write_table(pa.table(columns), path)
-    return path
 
 
 def raises_private(fn, *args, sentinel: object = SENTINEL, match: str | None = None, **kwargs) -> str:

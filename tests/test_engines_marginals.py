@@ -27,6 +27,7 @@ from factorize.engines.marginals import maximal_subsets, normalize_subsets, plan
 from factorize.engines.synthetic import synthetic_domain, synthetic_records
 from factorize.executor.data import load_histogram, load_marginals
 from workloads import Domain
+from tests.engine_files import write_csv, write_parquet
 
 ADULT_DIR = Path("/work/shared/data/adult")
 SENTINEL = 987654
@@ -34,17 +35,6 @@ DOM = Domain(["a", "b", "c"], [3, 4, 5])
 
 
 # -- helpers ----------------------------------------------------------------------------------
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
-    lines = [",".join(header)] + [",".join("" if v is None else str(v) for v in r) for r in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_parquet(path: Path, columns: dict[str, object]) -> Path:
-    pq.write_table(pa.table(columns), path)
-    return path
 
 
 def random_records(rng: np.random.Generator, sizes: tuple[int, ...], n: int) -> np.ndarray:

@@ -8,17 +8,16 @@ the reason. One SparkSession serves the whole module.
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import pytest
 
 from factorize.engines import DataError, histogram_duckdb, marginals_duckdb
 from factorize.executor.data import load_marginals
 from workloads import Domain
+from tests.engine_files import spark, write_csv, write_parquet  # noqa: F401 (spark: a fixture)
 
 pytestmark = pytest.mark.spark
 
@@ -26,34 +25,10 @@ SENTINEL = 987654
 DOM = Domain(["a", "b", "c"], [3, 4, 5])
 
 
-@pytest.fixture(scope="module")
-def spark():
-    try:
-        from factorize.engines.spark_engine import spark_session, stop_spark_session
-
-        session = spark_session()
-    except Exception as exc:  # noqa: BLE001 - any failure to start is a test failure, with its reason
-        pytest.fail(f"Spark cannot start, so the Spark engine cannot be tested: {type(exc).__name__}: {exc}",
-                    pytrace=False)
-    yield session
-    stop_spark_session()
-
-
 def marg_spark(*args, **kwargs):
     from factorize.engines.spark_engine import marginals_spark
 
     return marginals_spark(*args, **kwargs)
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
-    lines = [",".join(header)] + [",".join("" if v is None else str(v) for v in r) for r in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_parquet(path: Path, columns: dict[str, object]) -> Path:
-    pq.write_table(pa.table(columns), path)
-    return path
 
 
 def assert_same_tables(m, ref, subsets) -> None:

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import pytest
 
 from factorize.engines import DataError, histogram_duckdb
 from workloads import Domain
+from tests.engine_files import spark, write_csv, write_parquet  # noqa: F401 (spark: a fixture)
 
 #: Spark in local mode starts a JVM (~10 s) and these tests take about a minute: they run
 #: with the full suite (README: `python -m pytest -q -m ""`), not in the default run.
@@ -34,19 +34,6 @@ DOM = Domain(["a", "b", "c"], [3, 4, 5])
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def spark():
-    try:
-        from factorize.engines.spark_engine import spark_session, stop_spark_session
-
-        session = spark_session()
-    except Exception as exc:  # noqa: BLE001 - any failure to start is a test failure, with its reason
-        pytest.fail(f"Spark cannot start, so the Spark engine cannot be tested: {type(exc).__name__}: {exc}",
-                    pytrace=False)
-    yield session
-    stop_spark_session()
-
-
 # -- helpers ----------------------------------------------------------------------------------
 
 
@@ -54,17 +41,6 @@ def hist_spark(*args, **kwargs):
     from factorize.engines.spark_engine import histogram_spark
 
     return histogram_spark(*args, **kwargs)
-
-
-def write_csv(path: Path, header: list[str], rows: list[list[object]]) -> Path:
-    lines = [",".join(header)] + [",".join("" if v is None else str(v) for v in r) for r in rows]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def write_parquet(path: Path, columns: dict[str, object]) -> Path:
-    pq.write_table(pa.table(columns), path)
-    return path
 
 
 def reference(records: np.ndarray, domain: Domain) -> np.ndarray:

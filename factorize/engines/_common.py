@@ -10,7 +10,8 @@ from workloads.domain import Domain
 
 from .errors import DataError
 
-__all__ = ["MAX_COUNT", "MAX_HISTOGRAM_CELLS", "check_counts", "check_domain", "format_problems", "rows"]
+__all__ = ["MAX_COUNT", "MAX_HISTOGRAM_CELLS", "check_counts", "check_domain", "format_problems", "rows",
+           "row_major_strides"]
 
 #: Largest domain (number of cells ``N``) the engines build a histogram for. Cell indices
 #: then fit comfortably in a signed 64-bit integer; larger domains must be handled through
@@ -21,6 +22,16 @@ MAX_HISTOGRAM_CELLS = 2**40
 #: (the executor computes A·h in floating point) and no int64 sum of them can overflow.
 MAX_COUNT = 2**53
 _SUM_CHUNK = 1 << 10  # 2**10 counts each < 2**53 sum below 2**63: no int64 overflow
+
+
+def row_major_strides(sizes: Any) -> list[int]:
+    """Strides of C (row-major) order: cell ``Σ_j code_j · stride_j``, the first attribute
+    slowest (Python ints: no overflow however large the product)."""
+    sizes = [int(n) for n in sizes]
+    strides = [1] * len(sizes)
+    for j in range(len(sizes) - 2, -1, -1):
+        strides[j] = strides[j + 1] * sizes[j + 1]
+    return strides
 
 
 def rows(count: int) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_counts, check_domain, format_problems
+from ._common import check_counts, check_domain, format_problems, row_major_strides
 from .errors import DataError
 from .marginals import MAX_MARGINAL_CELLS, MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans, subset_cells
 from .numpy_engine import histogram_from_npy, histogram_numpy
@@ -436,11 +436,8 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
 
 def _histogram(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_rows: int) -> np.ndarray:
     """Step 3 for a dense histogram."""
-    d = len(domain)
     # 3. The histogram: GROUP BY the cell index Σ_j code_j · stride_j (row-major strides).
-    strides = [1] * d
-    for j in range(d - 2, -1, -1):
-        strides[j] = strides[j + 1] * domain.sizes[j + 1]
+    strides = row_major_strides(domain.sizes)
     index = " + ".join(f"{code} * {stride}" for (_, code), stride in zip(status_code, strides))
     res = con.execute(
         f"SELECT cell, CAST(sum({_COUNT}) AS BIGINT) AS n FROM "
@@ -512,11 +509,8 @@ def _marginals(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_r
 def _scan_table(con: Any, domain: Domain, t: Subset) -> tuple[np.ndarray, np.ndarray]:
     """The non-zero cells (C-order indices over the attributes ``t``) and their counts:
     ``GROUP BY`` the cell index ``Σ code_j · stride_j`` on the codes table c."""
-    sizes = [domain.sizes[j] for j in t]
     ty = "INTEGER" if subset_cells(domain.sizes, t) < 2**31 else "BIGINT"
-    strides = [1] * len(t)
-    for i in range(len(t) - 2, -1, -1):
-        strides[i] = strides[i + 1] * sizes[i + 1]
+    strides = row_major_strides([domain.sizes[j] for j in t])
     index = " + ".join(
         f"CAST({_ident(f'k{j}')} AS {ty})" + (f" * {stride}" if stride != 1 else "") for j, stride in zip(t, strides)
     )

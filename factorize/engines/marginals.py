@@ -71,18 +71,16 @@ class SparseTable:
     __slots__ = ("cells", "counts", "shape")
 
     def __init__(self, cells: np.ndarray, counts: np.ndarray, shape: Sequence[int]) -> None:
-        cells = np.asarray(cells, dtype=np.int64)
-        counts = np.asarray(counts, dtype=np.int64)
-        order = np.argsort(cells, kind="stable")
-        self.cells, self.counts = cells[order], counts[order]
+        self.cells = np.asarray(cells, dtype=np.int64)
+        self.counts = np.asarray(counts, dtype=np.int64)
         self.shape = tuple(int(n) for n in shape)
         n_cells = math.prod(self.shape)
         if self.cells.ndim != 1 or self.cells.shape != self.counts.shape:
             raise ValueError("internal error: a sparse table needs 1-D cells and counts of one length")
         if self.cells.size and (int(self.cells[0]) < 0 or int(self.cells[-1]) >= n_cells
                                 or bool((np.diff(self.cells) <= 0).any()) or int(self.counts.min()) <= 0):
-            raise ValueError("internal error: a sparse table's cells must be distinct indices in range "
-                             "with positive counts")
+            raise ValueError("internal error: a sparse table's cells must be sorted distinct indices "
+                             "in range with positive counts")
         self.cells.setflags(write=False)
         self.counts.setflags(write=False)
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_counts, check_domain, format_problems
+from ._common import check_counts, check_domain, format_problems, row_major_strides
 from .duckdb_engine import INTEGER_PATTERN, _csv_header, _match_columns, _source_columns
 from .errors import DataError
 from .marginals import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
@@ -631,11 +631,8 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
                what: str, label: str, fmt: str | None) -> np.ndarray:
     from pyspark.sql import functions as F
 
-    d = len(domain)
     staged3, chunks, masks = _staged(df_in, names, domain, wanted, strict, what, label, fmt)
-    strides = [1] * d
-    for j in range(d - 2, -1, -1):
-        strides[j] = strides[j + 1] * domain.sizes[j + 1]
+    strides = row_major_strides(domain.sizes)
     cell = None
     for j, stride in enumerate(strides):
         term = F.col(f"k{j}") * F.lit(stride).cast("long")
@@ -698,10 +695,7 @@ def _marginals(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
     # every cell index is below 2**40, so no arithmetic can overflow.)
     cells = []
     for t in plans:
-        sizes = [domain.sizes[j] for j in t]
-        strides = [1] * len(t)
-        for r in range(len(t) - 2, -1, -1):
-            strides[r] = strides[r + 1] * sizes[r + 1]
+        strides = row_major_strides([domain.sizes[j] for j in t])
         cells.append(" + ".join(f"k{j} * CAST({stride} AS BIGINT)" for j, stride in zip(t, strides)))
     stage4 = [m.alias(f"m{t}") for t, m in enumerate(masks)] + [F.expr(c).alias(f"p{i}") for i, c in enumerate(cells)]
     mask_keys = [f"named_struct('s', {-1 - t}, 'k', m{t})" for t in range(len(masks))]
