@@ -98,9 +98,10 @@ def _cmd_create(args: argparse.Namespace) -> int:
         print(f"created     ledger {args.ledger}")
     if budget is not None:
         from factorize.plan.model import guarantee_text
+        from factorize.privacy import guarantee_from_dict
 
         rel = f" under {args.relation} neighbours" if args.relation else ""
-        print(f"budget      {args.dataset}: {guarantee_text(budget)}{rel}")
+        print(f"budget      {args.dataset}: {guarantee_text(guarantee_from_dict(budget))}{rel}")
     return EXIT_OK
 
 
@@ -113,6 +114,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(summary, allow_nan=False))
         return EXIT_OK
     from factorize.plan.model import guarantee_text
+    from factorize.privacy import guarantee_from_dict
 
     print(f"ledger      {summary['ledger']}  ({summary['entries']} entries, chain and anchor "
           "verified)")
@@ -121,7 +123,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     for ds in summary["datasets"]:
         print()
         print(f"dataset     {ds['name']}")
-        print(f"budget      {guarantee_text(ds['budget'])}"
+        print(f"budget      {guarantee_text(guarantee_from_dict(ds['budget']))}"
               + (f" under {ds['relation']} neighbours" if ds["relation"] else ""))
         print(f"spent       {_components(ds['spent'])}")
         print(f"remaining   {_components(ds['remaining'])}")
@@ -132,7 +134,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         for h in ds["history"]:
             out = h["output_sha256"][:12] if h["output_sha256"] else "-"
             print(f"  #{h['id']:<4} {h['charged_at'][:19]}  {h['status']:<8}  "
-                  f"{guarantee_text(h['guarantee']):<22} cost {_components(h['cost']):<28} "
+                  f"{guarantee_text(guarantee_from_dict(h['guarantee'])):<22} cost {_components(h['cost']):<28} "
                   f"plan {h['plan_sha256'][:12]}  output {out}")
     return EXIT_OK
 

@@ -95,15 +95,16 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
     failures = verify_local_plan(plan, claims=False, allow_weak_guarantee=True)
     if failures:
         raise ValueError("plan refused: " + "; ".join(failures))
-    eps = float(plan.guarantee["epsilon"])
+    eps = float(plan.guarantee.epsilon)
     limit = EPSILON_CEILING if max_epsilon is None else float(max_epsilon)
     print(f"guarantee   {guarantee_text(plan.guarantee)} local DP for this message "
           f"({plan.randomizer['kind']} randomizer)", file=sys.stderr)
     if not eps <= limit:
         raise ValueError(f"the plan's ε = {eps:g} exceeds --max-epsilon {limit:g}; refusing to "
                          "randomize with it")
-    if plan.guarantee.get("delta", 0.0) > DELTA_CEILING:
-        raise ValueError(f"the plan's δ = {plan.guarantee['delta']:g} is above the ceiling "
+    delta = getattr(plan.guarantee, "delta", 0.0)
+    if delta > DELTA_CEILING:
+        raise ValueError(f"the plan's δ = {delta:g} is above the ceiling "
                          f"{DELTA_CEILING:g}; refusing to randomize with it")
     return plan
 
@@ -172,13 +173,10 @@ def _simulate(args: argparse.Namespace) -> int:
         from factorize.engines import distinct_records_duckdb
         from factorize.executor.release import make_rng
         from factorize.plan.files import file_sha256
-        from workloads import Domain
-
         from .local.protocol import encode_codes, write_messages
 
         plan = _client_plan(args.plan, args.max_epsilon)
-        dom = Domain(plan.domain["attributes"], plan.domain["sizes"])
-        codes, counts = distinct_records_duckdb(args.data, dom, allow_extra_columns=args.ignore_extra_columns)
+        codes, counts = distinct_records_duckdb(args.data, plan.domain, allow_extra_columns=args.ignore_extra_columns)
         rows = np.repeat(codes, counts, axis=0)
         rng = make_rng(args.seed)
         Y = encode_codes(plan, rows, rng)

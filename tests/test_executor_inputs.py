@@ -115,7 +115,7 @@ def test_float_sampler_refused_unless_allowed(tmp_path, capsys):
 
     plan = build_plan("prefix:8", "epsilon=1", noise_family="l2_knorm",
                       certificate=identity_certificate("prefix:8"))
-    assert plan.noise["sampler"] == "float"
+    assert plan.noise.sampler == "float"
     save_plan(plan, tmp_path / "k.plan")
     np.save(tmp_path / "h.npy", np.arange(8))
     rc, err = _run(tmp_path / "k.plan", tmp_path / "h.npy", tmp_path / "o.csv", capsys)

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from factorize.executor import release_answers
-from factorize.executor.release import sampled_variance
+from factorize.privacy import sampled_variance
 from factorize.privacy import NoiseSpec, PureDP, TestRandom, ZCDP, sample_on_grid
 from tests.plan_fixtures import small_plan
 
@@ -99,7 +99,7 @@ def test_monte_carlo_variance_matches_plan(privacy):
     assert np.all(np.abs(est.mean(axis=0) - truth) < z * se / math.sqrt(reps) + 1e-6)
     # 95% intervals cover at least ~95% (normal: about 95%; Chebyshev: conservative)
     assert np.all(covered / reps >= 0.93), covered / reps
-    assert sampled_variance(plan) >= plan.noise["scale"] ** 2 * (2 if "laplace" in plan.noise["family"] else 1)
+    assert sampled_variance(plan.noise) >= plan.noise.scale ** 2 * (2 if "laplace" in plan.noise.family else 1)
 
 
 def test_postprocess_nonneg_consistent():

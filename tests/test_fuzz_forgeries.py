@@ -263,16 +263,15 @@ def _oracle_required_scale(plan: Any) -> float:
     rational arithmetic (add/remove or replace, L1 or L2), calibrated by ``privacy.calibrate``."""
     from functools import reduce
 
-    from factorize.privacy import calibrate, guarantee_from_dict
+    from factorize.privacy import calibrate
     from factorize.privacy.lattice import measured_factors
 
     factors = measured_factors(plan.factorization.A_factors)
     rows = [[[Fraction(float(v)) for v in r] for r in F] for F in factors]
     A = reduce(lambda a, b: [[x * y for x in ra for y in rb] for ra in a for rb in b], rows)
-    grid = plan.noise.get("grid") if plan.noise["sampler"] != "float" else None
-    return _calibrated(A, plan.noise["family"] == "laplace", plan.relation,
-                       guarantee_from_dict(plan.guarantee), grid, plan.factorization.strategy_rows,
-                       plan.noise["family"], calibrate)
+    grid = plan.noise.grid if plan.noise.sampler != "float" else None
+    return _calibrated(A, plan.noise.family == "laplace", plan.relation.key, plan.guarantee, grid,
+                       plan.factorization.strategy_rows, plan.noise.family, calibrate)
 
 
 def _same_claims(base: dict, forged: dict, path: tuple = ()) -> list[str]:
@@ -342,7 +341,7 @@ def test_forgeries_never_pass_unsafely(genuine, tmp_path):
             accepted.append((kind, dst, what))
             # invariant 2: never under-noised
             if isinstance(plan, Plan):
-                assert plan.noise["scale"] >= _oracle_required_scale(plan), (kind, what)
+                assert plan.noise.scale >= _oracle_required_scale(plan), (kind, what)
             if kind in ("residual", "union"):
                 assert plan.noise.scale >= _oracle_structured_scale(plan), (kind, what)
             # invariant 3: no claim changed

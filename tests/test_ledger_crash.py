@@ -64,7 +64,7 @@ def _inputs(kind, d):
     public n = 40) on records."""
     if kind == "factorization":
         plan = small_plan("prefix:8", "epsilon=0.5,delta=1e-6")
-        assert plan.guarantee == GUARANTEE
+        assert plan.guarantee.to_dict() == GUARANTEE
         save_plan(plan, d / "p.plan")
         np.save(d / "h.npy", np.array([5, 0, 3, 7, 1, 0, 2, 4], dtype=np.int64))
         return d / "p.plan", d / "h.npy"

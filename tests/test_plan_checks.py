@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -15,8 +17,8 @@ from tests.plan_fixtures import identity_certificate, small_plan
                                             ("epsilon=1", None), ("epsilon=1", "l2_knorm")])
 def test_under_noised_plan_refused_with_both_numbers(tmp_path, privacy, family):
     plan = small_plan("prefix:8", privacy, noise_family=family)
-    good = plan.noise["scale"]
-    plan.noise["scale"] = good * 0.97
+    good = plan.noise.scale
+    plan.noise = dataclasses.replace(plan.noise, scale=good * 0.97)
     path = tmp_path / "u.plan"
     save_plan(plan, path)  # a well-formed file: only verification can catch it
     with pytest.raises(PlanRefused) as exc:
@@ -33,7 +35,7 @@ def test_under_noised_plan_refused_with_both_numbers(tmp_path, privacy, family):
 
 def test_understated_sensitivity_refused(tmp_path):
     plan = small_plan("prefix:8")
-    plan.noise["base_sensitivity"] = 0.5
+    plan.noise = dataclasses.replace(plan.noise, base_sensitivity=0.5)
     save_plan(plan, tmp_path / "s.plan")
     check = verify_plan(load_plan(tmp_path / "s.plan"))
     assert not check.passed

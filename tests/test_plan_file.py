@@ -27,7 +27,7 @@ def test_round_trip_from_planner(tmp_path):
     for a, b in zip(plan.factorization.R_factors + plan.factorization.A_factors,
                     back.factorization.R_factors + back.factorization.A_factors):
         np.testing.assert_array_equal(a, b)
-    assert back.noise["sampler"] == "discrete_gaussian" and back.noise["grid"] > 0
+    assert back.noise.sampler == "discrete_gaussian" and back.noise.grid > 0
     assert back.postprocess["method"] == "nonneg"
     assert back.provenance["certificate_source"] == "planner"
     check = verify_plan(back, certificate=True)
@@ -45,7 +45,7 @@ def test_every_privacy_model_round_trips_and_verifies(tmp_path, privacy, family,
     plan = small_plan("prefix:8", privacy, noise_family=family)
     save_plan(plan, tmp_path / "p.plan")
     back = load_plan(tmp_path / "p.plan")
-    assert back.noise["sampler"] == sampler
+    assert back.noise.sampler == sampler
     assert verify_plan(back).passed
 
 
@@ -53,15 +53,15 @@ def test_kron_plan_and_replace_relation(tmp_path):
     from factorize.certificate import Certificate, GammaFWitness
     from factorize.factorization import Factorization
     from factorize.plan.build import build_plan
-    from workloads import parse_workload
+    from workloads import Domain, parse_workload
 
     W1 = parse_workload("prefix:4").dense()
     cert = Certificate("gamma_f", Factorization((W1, W1), (np.eye(4), np.eye(4))),
                        GammaFWitness((np.ones(4), np.ones(4))))
     plan = build_plan("kron(prefix:4,prefix:4)", "epsilon=1,delta=1e-5", certificate=cert,
                       relation="replace")
-    assert plan.domain == {"attributes": ["x0", "x1"], "sizes": [4, 4]}
-    assert plan.noise["base_sensitivity"] == pytest.approx(np.sqrt(2))
+    assert plan.domain == Domain(["x0", "x1"], [4, 4])
+    assert plan.noise.base_sensitivity == pytest.approx(np.sqrt(2))
     save_plan(plan, tmp_path / "k.plan")
     assert verify_plan(load_plan(tmp_path / "k.plan")).passed
 
@@ -92,6 +92,38 @@ def test_edited_manifest_refused(tmp_path):
     container.write(tmp_path / "e.plan", FORMAT, SCHEMA_VERSION, body, arrays)
     with pytest.raises(PlanFormatError, match="manifest fails its SHA-256"):
         load_plan(tmp_path / "e.plan")
+
+
+def test_plans_hold_typed_values_and_refuse_what_the_types_refuse(tmp_path):
+    """A plan holds a Domain, Neighbouring, Guarantee and NoiseSpec; their JSON exists only
+    in the file. A re-digested manifest whose values the types refuse is a PlanFormatError."""
+    from factorize.plan.files import write_plan_container
+    from factorize.privacy import ApproxDP, Neighbouring, NoiseSpec
+    from workloads import Domain
+
+    plan = small_plan("prefix:8", "epsilon=1,delta=1e-6")
+    path = tmp_path / "p.plan"
+    save_plan(plan, path)
+    back = load_plan(path)
+    assert isinstance(back.domain, Domain) and isinstance(back.noise, NoiseSpec)
+    assert back.relation is Neighbouring.ADD_REMOVE and back.guarantee == ApproxDP(1.0, 1e-6)
+    assert back.noise == plan.noise and back.manifest() == plan.manifest()
+    manifest, arrays = container.read(path, FORMAT, SCHEMA_VERSION)
+    body = {k: v for k, v in manifest.items() if k not in ("format", "schema_version", "arrays")}
+    forged = {
+        "laplace noise with l2 sensitivity": ("noise", dict(body["noise"], family="laplace")),
+        "a lattice sampler without a grid": ("noise", dict(body["noise"], grid=None)),
+        "δ = 1": ("guarantee", {"type": "approx_dp", "epsilon": 1.0, "delta": 1.0}),
+        "an unknown guarantee": ("guarantee", {"type": "renyi", "alpha": 2.0}),
+        "a relation spelled loosely": ("neighbouring", "add/remove"),
+        "a duplicated attribute": ("domain", {"attributes": ["x0", "x0"], "sizes": [8, 1]}),
+    }
+    for what, (key, value) in forged.items():
+        write_plan_container(tmp_path / "f.plan", FORMAT, SCHEMA_VERSION, dict(body, **{key: value}),
+                             arrays)
+        with pytest.raises(PlanFormatError):
+            load_plan(tmp_path / "f.plan")
+            pytest.fail(what)
 
 
 def test_fuzz_1000_corrupted_files_all_refused(tmp_path):

@@ -4,6 +4,7 @@ file, verification, refusals, the records path, and Monte Carlo against the stat
 from __future__ import annotations
 
 import csv
+import dataclasses
 
 import numpy as np
 import pytest
@@ -74,12 +75,13 @@ def test_jl_plan_file_and_verification(jl_plan, tmp_path):
     assert check.passed, check.failures
     ell, k = plan.arrays["T"].shape
     assert k == 820 and 1 <= ell < k and plan.decoder["ell"] == ell
-    assert plan.noise["family"] == "l2_knorm" and plan.noise["dim"] == ell
+    assert plan.noise.family == "l2_knorm" and plan.noise.dim == ell
     # a T scaled up (its sensitivity doubles) is refused: ±1/√ℓ check and under-noising
     bad = ProjectionPlan(**{**plan.__dict__, "arrays": {"T": 2.0 * plan.arrays["T"]}})
     assert not verify_projection_plan(bad).passed
     # a smaller noise scale is refused
-    weak = ProjectionPlan(**{**plan.__dict__, "noise": {**plan.noise, "scale": plan.noise["scale"] * 0.99}})
+    weak = ProjectionPlan(**{**plan.__dict__,
+                             "noise": dataclasses.replace(plan.noise, scale=plan.noise.scale * 0.99)})
     failures = verify_projection_plan(weak).failures
     assert any("UNDER-NOISED" in f for f in failures)
 
@@ -228,7 +230,7 @@ def test_marginal_layout_is_exact_and_verified(tmp_path):
     np.testing.assert_array_equal(lay.answers(moment_matrix(v, 7, 137), 137),
                                   W.dense() @ histogram_of(X))
     plan = build_projection_plan(MARG, "epsilon=1,delta=1e-6", "relaxed-projection", n=137)
-    assert plan.domain["sizes"] == [2] * 6
+    assert list(plan.domain.sizes) == [2] * 6
     p = tmp_path / "m.plan"
     save_projection_plan(plan, p)
     check = verify_projection_plan(load_projection_plan(p))

@@ -106,7 +106,7 @@ def test_every_plan_kind_gives_a_valid_self_contained_report(plans, kind, tmp_pa
         assert f"{b['lower']:.10g}" in text and f"{b['upper']:.10g}" in text
         # an optimal Gaussian plan can never lose to a baseline computed on the spot (with
         # Laplace noise the γ_F certificate does not bind, and the report says so)
-        if plan.noise["family"] != "gaussian":
+        if plan.noise.family != "gaussian":
             assert "does not bind" in text
             # the plan chose its strategy among the candidates: no baseline beats it
             assert all(v >= e["rmse"] * (1 - 1e-9) for v in rep.numbers["baselines"].values())

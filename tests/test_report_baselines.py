@@ -191,8 +191,8 @@ def test_no_baseline_beats_the_optimal_gamma_f_plan(spec, guarantee, exact):
     assert len(applied) >= 2
     for b in applied:
         assert b.rmse >= optimal * (1 - 1e-9), (b.name, b.rmse, optimal)
-        assert b.noise_family == plan.noise["family"] == "gaussian"
-        assert b.noise["sampler"] == plan.noise["sampler"]
+        assert b.noise_family == plan.noise.family == "gaussian"
+        assert b.noise["sampler"] == plan.noise.sampler
         assert b.residual < 1e-9
 
 

@@ -6,6 +6,7 @@ it."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 
 import numpy as np
@@ -16,6 +17,8 @@ from factorize.ledger import Ledger
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
 from factorize.plan.plan_file import load_plan, save_plan
+from factorize.privacy import ApproxDP
+from workloads import Domain
 from tests.plan_fixtures import identity_certificate, small_plan
 
 SECRET = "SECRET-VALUE-42"
@@ -249,7 +252,7 @@ def test_out_must_not_be_an_input(tmp_path, target, capsys):
     plan = small_plan("marginals:2x3:1", "epsilon=0.5,delta=1e-6")
     from workloads import Domain
 
-    plan.domain = {"attributes": ["a", "b"], "sizes": [2, 3]}
+    plan.domain = Domain(["a", "b"], [2, 3])
     path = _saved(plan, tmp_path / "p.plan")
     data = tmp_path / "records.csv"
     data.write_text("a,b\n0,1\n1,2\n1,0\n")
@@ -292,13 +295,13 @@ def test_domain_must_agree_with_workload_axes(tmp_path):
         build_plan("kron(prefix:4,identity:4)", "rho=0.5", domain=Domain(["a", "b"], [2, 8]),
                    certificate=identity_certificate("kron(prefix:4,identity:4)"))
     plan = small_plan("kron(prefix:4,identity:4)", "rho=0.5")
-    plan.domain = {"attributes": ["a", "b"], "sizes": [2, 8]}
+    plan.domain = Domain(["a", "b"], [2, 8])
     assert any(f.startswith("domain") for f in _failures(plan, tmp_path))
 
 
 def test_manifest_contradicting_itself_refused(tmp_path):
     plan = small_plan("prefix:8")
-    plan.noise = dict(plan.noise, guarantee={"type": "approx_dp", "epsilon": 0.1, "delta": 1e-9})
+    plan.noise = dataclasses.replace(plan.noise, guarantee=ApproxDP(0.1, 1e-9))
     assert any(f.startswith("manifest") for f in _failures(plan, tmp_path))
 
 

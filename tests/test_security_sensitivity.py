@@ -67,7 +67,8 @@ def forge(workload, cert: Certificate, privacy: str = "epsilon=1,delta=1e-6"):
     m = cert.factorization.strategy_rows
     spec = calibrate(parse_guarantee(privacy), sensitivity_l2=sens, grid=choose_grid(sens, m, "l2"),
                      dim=m, relation="add_remove")
-    plan.noise = {**spec.to_dict(), "sensitivity_exact": True}
+    plan.noise = spec
+    plan.sensitivity_exact = True
     plan.bias = {"residual_bound": 1.0, "n_bound": "cap", "note": ""}
     plan.n_weights = ()
     plan.expected_error = expected_error(cert.factorization, plan.noise, 1.0)

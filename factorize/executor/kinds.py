@@ -24,7 +24,8 @@ def _call(target: str, *args: Any, **kwargs: Any) -> Any:
 
 class _Kind:
     """What the kinds share: file reading, writing and verification by named functions, and
-    the guarantee / relation / sampler of a plan whose values are JSON dicts."""
+    the guarantee / relation / sampler of a plan (typed values: ``privacy.Guarantee``,
+    ``privacy.Neighbouring``, ``privacy.NoiseSpec``)."""
 
     name = ""
     central = True
@@ -41,14 +42,14 @@ class _Kind:
         return _call(self._verify, plan, certificate=certificate, workload=workload,
                      allow_weak_guarantee=allow_weak_guarantee)
 
-    def guarantee(self, plan: Any) -> dict[str, Any]:
-        return dict(plan.guarantee)
+    def guarantee(self, plan: Any) -> Any:
+        return plan.guarantee
 
     def relation(self, plan: Any) -> str:
-        return plan.relation
+        return plan.relation.key
 
     def sampler(self, plan: Any) -> str:
-        return plan.noise["sampler"]
+        return plan.noise.sampler
 
 
 class FactorizationKind(_Kind):
@@ -61,13 +62,10 @@ class FactorizationKind(_Kind):
 
     def measure(self, plan: Any, check: Any, data_path: str, *, engine: str,
                 allow_extra_columns: bool) -> Measurement:
-        from workloads import Domain
-
         from .data import load_histogram
         from .release import _check_public_n, measure
 
-        domain = Domain(plan.domain["attributes"], plan.domain["sizes"])
-        h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns, engine=engine)
+        h = load_histogram(data_path, plan.domain, allow_extra_columns=allow_extra_columns, engine=engine)
         _check_public_n(plan, h)
         n = int(h.sum(dtype=np.uint64))
         return Measurement(measure(plan, h), n)
@@ -82,22 +80,12 @@ class FactorizationKind(_Kind):
 
 
 class StructuredKind(_Kind):
-    """Structured plans (``plan.structured_plan``, ``executor.structured``); they hold typed
-    values (Guarantee, Neighbouring, NoiseSpec)."""
+    """Structured plans (``plan.structured_plan``, ``executor.structured``)."""
 
     name = "structured"
     _load = "factorize.plan.structured_plan:load_structured_plan"
     _save = "factorize.plan.structured_plan:save_structured_plan"
     _verify = "factorize.plan.structured_checks:verify_structured_plan"
-
-    def guarantee(self, plan: Any) -> dict[str, Any]:
-        return plan.guarantee.to_dict()
-
-    def relation(self, plan: Any) -> str:
-        return plan.relation.key
-
-    def sampler(self, plan: Any) -> str:
-        return plan.noise.sampler
 
     def measure(self, plan: Any, check: Any, data_path: str, *, engine: str,
                 allow_extra_columns: bool) -> Measurement:
@@ -143,10 +131,10 @@ class ProjectionKind(_Kind):
         if n != plan.n:
             raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
                             "the data has a different number of records")
-        if plan.noise["sampler"] != "float":
+        if plan.noise.sampler != "float":
             from factorize.privacy import round_to_grid
 
-            values = round_to_grid(values, plan.noise["grid"])  # exact (integer moments)
+            values = round_to_grid(values, plan.noise.grid)  # exact (integer moments)
         return Measurement(values, n)
 
     def release(self, plan: Any, check: Any, measurement: Measurement, rng: Any, *,
@@ -213,7 +201,7 @@ class LocalKind(_Kind):
         meta = dict(metadata)
         meta.update({"mechanism": "local", "workload": plan.workload["spec"],
                      "workload_fingerprint": plan.workload["fingerprint"],
-                     "domain": plan.manifest()["domain"], "guarantee": plan.guarantee,
+                     "domain": plan.manifest()["domain"], "guarantee": plan.guarantee.to_dict(),
                      "neighbouring": "local (any two records)", "n": rel["n"], "n_queries": k,
                      "noise": {"family": plan.randomizer["kind"], "sampler": "float",
                                "scale": plan.randomizer["scale"], "grid": None},

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from factorize.plan.checks import PlanCheck, rebuild_workload
+from factorize.plan.model import domain_manifest
 from factorize.plan.projection_plan import (ProjectionPlan, moment_layout, moment_matrix,
                                             moment_sensitivity)
 
@@ -54,7 +55,7 @@ def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = Fal
             sens, dim, detail = measured
             out.recomputed_sensitivity = sens
             record("measurement", True, detail)
-            req = rederive_noise(out, noise, g, "replace", sens, dim)
+            req = rederive_noise(out, noise, g, plan.relation, sens, dim)
             if req is not None and out.ok("noise"):
                 guard(out, "claims", lambda: _check_claims(out, plan, W, g))
     return out.finish(t0, raise_on_failure)
@@ -96,7 +97,7 @@ def _check_claims(out: PlanCheck, plan: ProjectionPlan, W: Any, g: Any) -> None:
 
 def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, str]:
     """(sensitivity, measurement dimension, description) recomputed from first principles."""
-    snorm = plan.noise["sensitivity_norm"]
+    snorm = plan.noise.sensitivity_norm
     if plan.kind == "jl":
         from factorize.geometry.jl import jl_sensitivity
 
@@ -109,7 +110,7 @@ def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, 
         sens = jl_sensitivity(T @ W.dense(), "replace")
         return sens, ell, f"T ∈ R^({ell}×{T.shape[1]}), ±1/√ℓ; TW recomputed"
     lay = moment_layout(W)
-    sizes = plan.domain["sizes"]
+    sizes = plan.domain.sizes
     if list(sizes) != [2] * lay.d:
         raise ValueError(f"the moment mechanisms need d={lay.d} binary attributes in the domain")
     sens = moment_sensitivity(lay.m, snorm, "replace")
@@ -135,11 +136,10 @@ def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
     from pathlib import Path
 
     from factorize.engines import DataError, distinct_records_duckdb
-    from workloads import Domain
 
     from .data import SUFFIXES, load_histogram
 
-    domain = Domain(plan.domain["attributes"], plan.domain["sizes"])
+    domain = plan.domain
     if plan.kind == "jl":
         h = load_histogram(data_path, domain, allow_extra_columns=allow_extra_columns)
         return plan.arrays["T"] @ W.matvec(h.astype(np.float64)), int(h.sum())
@@ -166,15 +166,13 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
     from factorize.engines import DataError
     from factorize.privacy import add_noise, sample_lattice
 
-    from .release import noise_spec
-
     if claims is None or "decoder" not in claims:
         claims = verify_projection_plan(plan, raise_on_failure=True, workload=workload).derived
 
     if n_records != plan.n:
         raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
                         "the data has a different number of records")
-    spec = noise_spec(plan)  # type: ignore[arg-type]
+    spec = plan.noise
     if spec.sampler == "float" and not allow_float_noise:
         raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
                              "(pass --allow-float-noise to accept it)")
@@ -222,7 +220,7 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
                         converged=bool(res.gap <= dec["gap_tol"]))
         answers = lay.answers(M, float(plan.n))
         meas = claims["expected_error"].get("measurement_rmse")
-        if plan.noise["family"] == "gaussian" and meas is not None:
+        if plan.noise.family == "gaussian" and meas is not None:
             bound = lay.answer_rmse_bound(meas, plan.n, info["gap"])  # with the gap reached
         else:
             bound = float(bounds["upper_rmse"]) if info["converged"] else None
@@ -231,10 +229,9 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
     meta = dict(metadata or {})
     meta.update({
         "test_mode": test_mode, "mechanism": plan.kind, "workload": plan.workload["spec"],
-        "workload_fingerprint": plan.workload["fingerprint"], "guarantee": plan.guarantee,
-        "domain": {"attributes": list(plan.domain["attributes"]),
-                   "sizes": [int(s) for s in plan.domain["sizes"]]},
-        "neighbouring": plan.relation, "n": plan.n,
+        "workload_fingerprint": plan.workload["fingerprint"], "guarantee": plan.guarantee.to_dict(),
+        "domain": domain_manifest(plan.domain),
+        "neighbouring": plan.relation.key, "n": plan.n,
         "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},
         "decode": info,
         "rmse_bound": bound,

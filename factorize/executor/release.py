@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from factorize.kron import kron_matvec
-from factorize.plan.model import Plan, ci_method, ci_multiplier, row_l1_norms_R
+from factorize.plan.model import Plan, ci_method, ci_multiplier, domain_manifest, row_l1_norms_R
 
 from .session import POSTPROCESS_SECONDS, ExecutionError
 
@@ -67,30 +67,6 @@ class Release:
         return cols if only is None else {k: v for k, v in cols.items() if k in only}
 
 
-def noise_spec(plan: Plan):
-    """The plan's noise as a ``privacy.NoiseSpec`` (unknown informational keys dropped)."""
-    from factorize.privacy import NoiseSpec
-
-    known = {"family", "scale", "sensitivity", "sensitivity_norm", "relation", "guarantee",
-             "sampler", "grid", "dim", "base_sensitivity", "accounting"}
-    return NoiseSpec.from_dict({k: v for k, v in plan.noise.items() if k in known})
-
-
-def sampled_variance(plan: Plan) -> float:
-    """Per-coordinate variance bound of the noise the sampler actually draws."""
-    from factorize.privacy import lattice_laplace_scale, lattice_sigma2
-
-    n = plan.noise
-    if n["sampler"] == "discrete_gaussian":
-        s2, _ = lattice_sigma2(n["scale"], n["grid"])
-        return float(s2) * n["grid"] ** 2 * (1.0 + 1e-12)
-    if n["sampler"] == "discrete_laplace":
-        b = lattice_laplace_scale(n["scale"], n["grid"])
-        return 2.0 * float(b) ** 2 * n["grid"] ** 2 * (1.0 + 1e-12)
-    from factorize.plan.model import variance_bound
-    return variance_bound(n)
-
-
 def make_rng(seed: int | None) -> Any:
     from factorize.privacy import SecureRandom, TestRandom
 
@@ -111,9 +87,9 @@ def measure(plan: Plan, h: np.ndarray) -> np.ndarray:
                 and (h.size == 0 or float(h.max()) < 2.0 ** 53)):
             raise ExecutionError("the histogram must hold non-negative integer counts")
         h = h.astype(np.int64)
-    if plan.noise["sampler"] == "float":
+    if plan.noise.sampler == "float":
         return kron_matvec(measured_factors(fact.A_factors), h.astype(np.float64))
-    return lattice_image(fact.A_factors, h, plan.noise["grid"])
+    return lattice_image(fact.A_factors, h, plan.noise.grid)
 
 
 def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
@@ -122,16 +98,15 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
                     postprocess_seconds: float = POSTPROCESS_SECONDS) -> Release:
     """Steps 4–6 of the module docstring for a verified plan (``check``: its PlanCheck; it is
     verified here when not given) and a validated h."""
-    from factorize.privacy import add_noise, sample_lattice
-
     from factorize.plan.bias import n_upper
+    from factorize.privacy import add_noise, sample_lattice, sampled_variance
 
     if check is None:  # privacy and the claims the release uses (the certificate is not one)
         from factorize.plan.checks import verify_plan
 
         check = verify_plan(plan, raise_on_failure=True, workload=workload, certificate=False)
     fact = plan.factorization
-    spec = noise_spec(plan)
+    spec = plan.noise
     if spec.sampler not in ("discrete_gaussian", "discrete_laplace"):
         if not (spec.sampler == "float" and allow_float_noise):
             raise ExecutionError(f"the plan's sampler {spec.sampler!r} is not an exact sampler; "
@@ -144,7 +119,7 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
     else:
         noisy = sample_lattice(measurement, spec, rng)
     est = kron_matvec(fact.R_factors, noisy)
-    sd = math.sqrt(sampled_variance(plan))
+    sd = math.sqrt(sampled_variance(spec))
     se = sd * fact.row_norms_R()
     rounding = 0.5 * spec.grid * row_l1_norms_R(fact) if spec.grid else np.zeros_like(se)
     d = check.derived
@@ -154,7 +129,7 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
     public_n = (plan.postprocess or {}).get("n")
     if public_n is not None:
         n_plus = min(n_plus, float(public_n))
-    c = ci_multiplier(plan.noise)
+    c = ci_multiplier(spec)
     half = c * se + rounding + beta * n_plus
     meta = dict(metadata or {})
     test_mode = bool(getattr(rng, "is_test_mode", False))
@@ -162,12 +137,11 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
         "test_mode": test_mode,
         "workload": plan.workload["spec"],
         "workload_fingerprint": plan.workload["fingerprint"],
-        "domain": {"attributes": list(plan.domain["attributes"]),
-                   "sizes": [int(s) for s in plan.domain["sizes"]]},
-        "guarantee": plan.guarantee,
-        "neighbouring": plan.relation,
+        "domain": domain_manifest(plan.domain),
+        "guarantee": plan.guarantee.to_dict(),
+        "neighbouring": plan.relation.key,
         "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},
-        "ci": {"level": 0.95, "method": ci_method(plan.noise), "multiplier": c,
+        "ci": {"level": 0.95, "method": ci_method(spec), "multiplier": c,
                "rounding_bias_added": bool(spec.grid),
                "bias_per_record": beta, "n_upper": n_plus, "n_bound": d.get("n_bound", "cap"),
                "note": "estimate ± (multiplier·std_error + rounding bias + bias_per_record·n_upper); "
@@ -202,7 +176,7 @@ def _check_public_n(plan: Plan, h: np.ndarray) -> None:
     n = post.get("n")
     if n is None:
         return
-    if plan.relation != "replace":
+    if plan.relation.key != "replace":
         raise ExecutionError("the plan states a public dataset size but add/remove neighbours "
                              "(under which the size is private); refusing")
     if float(h.sum()) != float(n):

@@ -89,16 +89,17 @@ class ReleaseSession:
         self.plan_sha = file_sha256(self.plan_path)
         self.metadata["plan_sha256"] = self.plan_sha
 
-    def charge(self, guarantee: dict[str, Any], relation: str) -> None:
-        """Step 3: commit the plan's guarantee (its JSON form) under its neighbouring relation
-        (nothing in test mode or without a ledger)."""
+    def charge(self, guarantee: Any, relation: str) -> None:
+        """Step 3: commit the plan's guarantee (a ``privacy.Guarantee``; the ledger stores its
+        JSON form) under its neighbouring relation (nothing in test mode or without a
+        ledger)."""
         from factorize.ledger.faults import checkpoint
 
         self.record_plan()
         checkpoint("before_charge")
         if self.book is None:
             return
-        charge = self.book.charge(self.dataset, guarantee, plan_sha256=self.plan_sha,
+        charge = self.book.charge(self.dataset, guarantee.to_dict(), plan_sha256=self.plan_sha,
                                   relation=relation)
         self.charge_id = charge.id
         self.metadata["ledger"] = {"dataset": self.dataset, "charge_id": charge.id}
@@ -130,11 +131,11 @@ class ReleaseSession:
         self.abort()
 
 
-def check_record_count(guarantee: dict[str, Any], n: int, allow_weak: bool) -> None:
+def check_record_count(guarantee: Any, n: int, allow_weak: bool) -> None:
     """The run-time half of ``privacy.policy``: δ < 1/n for the data at hand (checked after
-    reading the data and before the charge; the refusal reveals only that n ≥ 1/δ)."""
-    from factorize.privacy import guarantee_from_dict
+    reading the data and before the charge; the refusal reveals only that n ≥ 1/δ).
+    ``guarantee``: a ``privacy.Guarantee``."""
     from factorize.privacy.policy import check_guarantee
 
-    check_guarantee(guarantee_from_dict(guarantee), n=int(n), allow_weak=allow_weak)
+    check_guarantee(guarantee, n=int(n), allow_weak=allow_weak)
 

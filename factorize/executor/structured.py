@@ -26,19 +26,6 @@ from factorize.plan.structured_plan import StructuredPlan
 from .session import ExecutionError
 
 
-def sampled_variance(noise: Any) -> float:
-    """Per-coordinate variance bound of the noise the sampler draws (``NoiseSpec``)."""
-    from factorize.privacy import lattice_laplace_scale, lattice_sigma2
-
-    if noise.sampler == "discrete_gaussian":
-        s2, _ = lattice_sigma2(noise.scale, noise.grid)
-        return float(s2) * noise.grid ** 2 * (1.0 + 1e-12)
-    if noise.sampler == "discrete_laplace":
-        b = lattice_laplace_scale(noise.scale, noise.grid)
-        return 2.0 * float(b) ** 2 * noise.grid ** 2 * (1.0 + 1e-12)
-    return noise.variance_bound
-
-
 def measure(plan: StructuredPlan, tables: Any) -> np.ndarray:
     """The exact measurement from the marginal tables (module docstring)."""
     strategy = plan.strategy.measured()
@@ -94,8 +81,8 @@ def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
 def release(plan: StructuredPlan, check: Any, measurement: np.ndarray, rng: Any, *,
             allow_float_noise: bool = False, metadata: dict[str, Any] | None = None) -> Any:
     """Noise once, reconstruct, error bars (module docstring); ``check`` the plan's PlanCheck."""
-    from factorize.plan.model import ci_method, ci_multiplier
-    from factorize.privacy import add_noise, sample_lattice
+    from factorize.plan.model import ci_method, ci_multiplier, domain_manifest
+    from factorize.privacy import add_noise, sample_lattice, sampled_variance
     from factorize.structured.records import n_upper
 
     from .release import NOT_PRIVATE, Release
@@ -116,20 +103,18 @@ def release(plan: StructuredPlan, check: Any, measurement: np.ndarray, rng: Any,
     rounding = 0.5 * spec.grid * recon.row_l1_norms() if spec.grid else np.zeros_like(se)
     beta = float(check.derived.get("beta", 0.0))
     n_plus = n_upper(plan, check.derived, noisy, est, sd, beta) if beta > 0 else 0.0
-    nd = spec.to_dict()
-    c = ci_multiplier(nd)
+    c = ci_multiplier(spec)
     half = c * se + rounding + beta * n_plus
     meta = dict(metadata or {})
     test_mode = bool(getattr(rng, "is_test_mode", False))
     meta.update({
         "test_mode": test_mode, "mechanism": f"structured ({plan.family})",
         "workload": plan.workload["spec"], "workload_fingerprint": plan.workload["fingerprint"],
-        "domain": {"attributes": list(plan.domain.attributes),
-                   "sizes": [int(s) for s in plan.domain.sizes]},
+        "domain": domain_manifest(plan.domain),
         "guarantee": plan.guarantee.to_dict(), "neighbouring": plan.relation.key,
         "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale,
                   "grid": spec.grid},
-        "ci": {"level": 0.95, "method": ci_method(nd), "multiplier": c,
+        "ci": {"level": 0.95, "method": ci_method(spec), "multiplier": c,
                "rounding_bias_added": bool(spec.grid), "bias_per_record": beta, "n_upper": n_plus,
                "n_bound": plan.bias.get("n_bound"),
                "note": "estimate ± (multiplier·std_error + rounding bias + bias_per_record·n_upper); "

@@ -50,8 +50,8 @@ Z95 = 1.959963984540054
 @dataclass
 class LocalPlan:
     workload: dict[str, Any]
-    domain: dict[str, Any]
-    guarantee: dict[str, Any]       # pure_dp (l2 randomizer) or approx_dp (gaussian)
+    domain: Any                     # workloads.Domain
+    guarantee: Any                  # privacy.Guarantee: pure_dp (l2 randomizer) or approx_dp (gaussian)
     randomizer: dict[str, Any]      # kind, epsilon, [delta], dim m, scale (B or σ), variance v
     eta: float
     R: np.ndarray
@@ -68,12 +68,13 @@ class LocalPlan:
         return int(k), int(N)
 
     def manifest(self) -> dict[str, Any]:
+        """The JSON manifest (the only place typed values become JSON)."""
         from factorize.plan.embedded import embedded_listing
+        from factorize.plan.model import domain_manifest
 
         return {"workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
-                "domain": {"attributes": list(self.domain["attributes"]),
-                           "sizes": [int(s) for s in self.domain["sizes"]]},
-                "guarantee": dict(self.guarantee), "randomizer": dict(self.randomizer),
+                "domain": domain_manifest(self.domain),
+                "guarantee": self.guarantee.to_dict(), "randomizer": dict(self.randomizer),
                 "eta": float(self.eta), "bounds": dict(self.bounds),
                 "provenance": dict(self.provenance)}
 
@@ -231,8 +232,7 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
     return LocalPlan(
         embedded=embedded_files(W),
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
-        domain={"attributes": list(dom.attributes), "sizes": [int(s) for s in dom.sizes]},
-        guarantee=g.to_dict(), randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
+        domain=dom, guarantee=g, randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
         provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
 
@@ -299,7 +299,7 @@ def load_local_plan(path: str | Path) -> LocalPlan:
 
 def _load(path: Path) -> LocalPlan:
     from factorize.plan.files import (PlanFormatError, check_finite, embedded_from,
-                                      read_plan_container, workload_and_domain)
+                                      read_plan_container, typed_values, workload_and_domain)
     from factorize.plan.files import require_dict as _dict
 
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
@@ -307,7 +307,8 @@ def _load(path: Path) -> LocalPlan:
     arrays, embedded = embedded_from(path, m, arrays)
     if set(arrays) != {"R", "A", "U", "d"}:
         raise PlanFormatError(f"{path}: a local plan holds arrays R, A, U, d")
-    shape, dom = workload_and_domain(path, m)
+    shape, _ = workload_and_domain(path, m)
+    values = typed_values(path, m, relation=False, noise=False)
     R, A = arrays["R"], arrays["A"]
     if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0] or (R.shape[0], A.shape[1]) != tuple(shape):
         raise PlanFormatError(f"{path}: R and A do not factor a {shape[0]}×{shape[1]} workload")
@@ -317,7 +318,7 @@ def _load(path: Path) -> LocalPlan:
     eta = m.get("eta")
     if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta < 0:
         raise PlanFormatError(f"{path}: eta must be a finite number ≥ 0")
-    return LocalPlan(workload=_dict(m, "workload"), domain=dom, guarantee=_dict(m, "guarantee"),
+    return LocalPlan(workload=_dict(m, "workload"), domain=values.domain, guarantee=values.guarantee,
                      randomizer=rz, eta=float(eta), R=R, A=A, U=arrays["U"], d=arrays["d"],
                      bounds=_dict(m, "bounds"),
                      provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
@@ -357,7 +358,6 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
     """
     from factorize.numerics import NumericRangeError, column_norms_upper
     from factorize.plan.checks import rebuild_workload, same_number
-    from factorize.privacy import guarantee_from_dict
     from factorize.privacy.policy import guarantee_problems
 
     failures: list[str] = []
@@ -368,7 +368,7 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
         return ok
 
     try:
-        g = guarantee_from_dict(plan.guarantee)
+        g = plan.guarantee
         problems = guarantee_problems(g)
         record("guarantee", not problems or allow_weak_guarantee,
                "protects too little: " + "; ".join(problems))

@@ -29,11 +29,9 @@ from .plan import Z95, LocalPlan
 
 
 def _randomizer(plan: LocalPlan) -> Any:
-    from factorize.privacy import guarantee_from_dict
-
     from .randomizer import GaussianLocalRandomizer, L2Randomizer
 
-    g = guarantee_from_dict(plan.guarantee)
+    g = plan.guarantee
     m = plan.A.shape[0]
     if plan.randomizer["kind"] == "l2":
         return L2Randomizer(g.epsilon, m)
@@ -42,7 +40,7 @@ def _randomizer(plan: LocalPlan) -> Any:
 
 def cells_of_codes(plan: LocalPlan, codes: np.ndarray) -> np.ndarray:
     """Row-major cell index of each code row (attribute 0 slowest); ValueError when out of range."""
-    sizes = np.asarray(plan.domain["sizes"], dtype=np.int64)
+    sizes = np.asarray(plan.domain.sizes, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
     if codes.ndim != 2 or codes.shape[1] != sizes.size:
         raise ValueError(f"a record has {sizes.size} attribute values")
@@ -64,7 +62,7 @@ def encode_record(plan: LocalPlan, record: dict[str, int], rng: Any = None) -> n
     """The client: one record (attribute → value code) → one ε-LDP message (OS randomness)."""
     from factorize.privacy import SecureRandom
 
-    attrs = list(plan.domain["attributes"])
+    attrs = list(plan.domain.attributes)
     if set(record) != set(attrs):
         raise ValueError(f"the record must give exactly the attributes {attrs}")
     codes = np.array([[int(record[a]) for a in attrs]])

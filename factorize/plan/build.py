@@ -180,7 +180,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     if public_n is not None:
         if mechanism != "least-squares":
             raise PlanError("a public dataset size is used only by the least-squares mechanism")
-        if relation != "replace":
+        if rel.key != "replace":
             raise PlanError("the dataset size is public only under replace-one neighbours; under "
                             "add/remove it is private (the executor estimates it from the release)")
         if isinstance(public_n, bool) or int(public_n) != public_n or public_n < 1:
@@ -247,26 +247,22 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
                      relation=rel, family=family)
-    noise = spec.to_dict()
-    noise["sensitivity_exact"] = sens.exact
-    if spec.sampler == "float":
-        noise["warning"] = ("floating-point noise (Mironov 2012): not an exact sampler; "
-                            "`factorize run` refuses it unless --allow-float-noise")
     bias, n_weights = plan_bias(W, fact, measured, cert.eta, rel.key, public_n)
     from workloads.spec import embedded_files
 
     plan = Plan(
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [k, N]},
-        domain={"attributes": list(dom.attributes), "sizes": list(dom.sizes)},
-        relation=rel.key,
-        guarantee=g.to_dict(),
+        domain=dom,
+        relation=rel,
+        guarantee=g,
         certificate=cert,
         bounds={"norm": cert.norm, "upper": v.upper, "lower": v.lower, "gap": v.gap,
                 "residual": v.residual, "residual_limit": v.residual_limit,
                 "any_mechanism": any_mechanism_lower_bound(W, g, rel.key, public_n)},
-        noise=noise,
-        postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, noise),
-        expected_error=expected_error(fact, noise, bias["residual_bound"]),
+        noise=spec,
+        sensitivity_exact=sens.exact,
+        postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, spec),
+        expected_error=expected_error(fact, spec, bias["residual_bound"]),
         bias=bias, n_weights=tuple(n_weights), embedded=embedded_files(W),
         provenance={"versions": versions(), "mechanism": mechanism, "strategy_choice": choice,
                     "certificate_source": source, "solves": solves,
@@ -295,7 +291,7 @@ def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str)
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
                      relation=rel, family=family)
-    e = expected_error(fact, spec.to_dict())
+    e = expected_error(fact, spec)
     return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
 
 
@@ -379,11 +375,11 @@ def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | N
 def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None, fact,
                       noise: dict[str, Any]) -> dict[str, Any] | None:
     """The plan's post-processing step (run by the executor on released values only)."""
-    from .model import least_squares_bound_coefficient, variance_bound
+    from .model import least_squares_bound_coefficient
 
     if mechanism == "least-squares":
         k = fact.shape[0]
-        energy = variance_bound(noise) * fact.frobenius_R() ** 2  # E‖z‖² = k·RMSE²
+        energy = noise.variance_bound * fact.frobenius_R() ** 2  # E‖z‖² = k·RMSE²
         return {"method": "least_squares", "body": "conv_columns",
                 "n": None if public_n is None else int(public_n),
                 "gap_tol": LS_GAP_FRACTION * energy, "max_iter": LS_MAX_ITER,

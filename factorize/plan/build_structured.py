@@ -66,7 +66,7 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str
     strat, recon, (structure, encoding), cert, cert_arrays = parts
     family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     noise, sens = _noise(strat, g, rel, family)
-    from factorize.executor.structured import sampled_variance
+    from factorize.privacy import sampled_variance
     from factorize.structured.identity import reconstruction_residual
 
     measured = strat.measured()

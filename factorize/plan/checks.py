@@ -113,13 +113,13 @@ def guard(out: PlanCheck, name: str, fn: Any) -> Any:
 
 
 def check_guarantee_policy(out: PlanCheck, guarantee: Any, allow_weak: bool) -> Any:
-    """Record the ``guarantee`` check: a valid guarantee within the documented ceilings
-    (``privacy.policy``); returns the parsed guarantee or None."""
-    from factorize.privacy import guarantee_from_dict
+    """Record the ``guarantee`` check: the plan's guarantee (a ``privacy.Guarantee``, valid
+    by construction) within the documented ceilings (``privacy.policy``); returns it, or None
+    when refused."""
     from factorize.privacy.policy import guarantee_problems
 
     def run() -> Any:
-        g = guarantee_from_dict(guarantee)
+        g = guarantee
         problems = guarantee_problems(g)
         if problems and not allow_weak:
             out.record("guarantee", False, "protects too little: " + "; ".join(problems)
@@ -133,13 +133,13 @@ def check_guarantee_policy(out: PlanCheck, guarantee: Any, allow_weak: bool) -> 
 
 
 def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any,
-                     embedded: dict[str, Any] | None = None, domain: dict[str, Any] | None = None) -> Any:
+                     embedded: dict[str, Any] | None = None, domain: Any = None) -> Any:
     """The workload rebuilt from the plan's spec (or the one given) if its fingerprint and
     shape match the plan's; custom matrices come from ``embedded`` (the plan's own arrays) and
     a spec naming a file path is refused — the executor never opens a path named in a plan.
-    With ``domain``, its attributes must line up with the workload's axes. Records the checks
+    With ``domain`` (a ``workloads.Domain``), its attributes must line up with the workload's axes. Records the checks
     ``"workload"`` (and ``"domain"``); None when the workload cannot be used."""
-    from workloads import Domain, parse_workload
+    from workloads import parse_workload
     from workloads.domain import check_workload_axes
 
     try:
@@ -160,54 +160,50 @@ def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any,
         return None
     if domain is not None:
         try:
-            check_workload_axes(W, Domain(domain["attributes"], domain["sizes"]))
+            check_workload_axes(W, domain)
             record("domain", True, "attributes line up with the workload's axes")
         except Exception as exc:  # noqa: BLE001
             record("domain", False, str(exc))
     return W
 
 
-def rederive_noise(out: PlanCheck, noise: dict[str, Any], guarantee: Any, relation: str,
+def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
                    sensitivity: float, dim: int) -> Any:
     """Record the ``noise`` check: the scale re-derived from the guarantee at the recomputed
     (certified) sensitivity, with the plan's sampler and grid; the plan's own statement of
-    the sensitivity must be at least the recomputed one. Returns the required NoiseSpec."""
+    the sensitivity must be at least the recomputed one. ``noise`` is the plan's
+    ``privacy.NoiseSpec`` (valid by construction: families, norms and samplers agree),
+    ``relation`` a ``privacy.Neighbouring``. Returns the required NoiseSpec."""
     from factorize.numerics import is_power_of_two
     from factorize.privacy import PrivacyError, calibrate
 
     def run() -> Any:
-        if noise.get("relation") != relation:
-            raise PrivacyError(f"the noise was calibrated for {noise.get('relation')!r} neighbours, "
-                               f"the plan states {relation!r}")
-        family = noise.get("family")
-        snorm = "l1" if family == "laplace" else "l2"
-        if noise.get("sensitivity_norm") != snorm:
-            raise PrivacyError(f"{family} noise needs {snorm} sensitivity")
-        if noise.get("dim") != dim:
-            raise PrivacyError(f"the noise was calibrated for dim={noise.get('dim')!r}, the release "
+        if noise.relation is not relation:
+            raise PrivacyError(f"the noise was calibrated for {noise.relation.key!r} neighbours, "
+                               f"the plan states {relation.key!r}")
+        family = noise.family
+        snorm = noise.sensitivity_norm
+        if noise.dim != dim:
+            raise PrivacyError(f"the noise was calibrated for dim={noise.dim!r}, the release "
                                f"has {dim} coordinates")
-        if noise.get("guarantee") != guarantee.to_dict():
+        if noise.guarantee != guarantee:
             raise PrivacyError("the noise states a different guarantee from the plan's")
-        grid = noise.get("grid")
-        if noise.get("sampler") == "float":
-            if grid is not None:
-                raise PrivacyError("a float sampler has no grid")
-        elif not (isinstance(grid, float) and is_power_of_two(grid)):
-            raise PrivacyError(f"sampler {noise.get('sampler')!r} needs a grid that is a power of two")
+        grid = noise.grid
+        if noise.is_exact and not (isinstance(grid, float) and is_power_of_two(grid)):
+            raise PrivacyError(f"sampler {noise.sampler!r} needs a grid that is a power of two")
         req = calibrate(guarantee, sensitivity_l2=sensitivity if snorm == "l2" else None,
                         sensitivity_l1=sensitivity if snorm == "l1" else None,
-                        grid=grid if noise.get("sampler") != "float" else None, dim=dim,
-                        relation=relation, family=family)
+                        grid=grid, dim=dim, relation=relation, family=family)
         out.required_scale = req.scale
-        if req.sampler != noise.get("sampler"):
+        if req.sampler != noise.sampler:
             raise PrivacyError(f"the guarantee needs sampler {req.sampler!r}, the plan has "
-                               f"{noise.get('sampler')!r}")
-        scale, base = noise.get("scale"), noise.get("base_sensitivity")
-        for key, v in (("scale", scale), ("base_sensitivity", base), ("sensitivity", noise.get("sensitivity"))):
+                               f"{noise.sampler!r}")
+        scale, base = noise.scale, noise.base_sensitivity
+        for key, v in (("scale", scale), ("base_sensitivity", base), ("sensitivity", noise.sensitivity)):
             if not is_number(v) or not v > 0:
                 raise PrivacyError(f"noise {key} must be a finite positive number")
         out.record("sensitivity", base >= sensitivity and same_number(base, sensitivity),
-                   f"{snorm} sensitivity under {relation} recomputed (certified upper bound): "
+                   f"{snorm} sensitivity under {relation.key} recomputed (certified upper bound): "
                    f"{sensitivity:.12g}; the plan states {base:.12g}")
         ok = scale >= req.scale
         out.record("noise", ok,
@@ -217,10 +213,10 @@ def rederive_noise(out: PlanCheck, noise: dict[str, Any], guarantee: Any, relati
                       if grid else "")
                    + ("" if ok else f": UNDER-NOISED — the plan's scale {scale:.12g} is smaller "
                                     f"than the required {req.scale:.12g}"))
-        if noise.get("sensitivity") < req.sensitivity or not same_number(noise["sensitivity"],
-                                                                          req.sensitivity):
+        if noise.sensitivity < req.sensitivity or not same_number(noise.sensitivity,
+                                                                   req.sensitivity):
             out.record("noise sensitivity", False,
-                       f"the plan states sensitivity {noise['sensitivity']:.12g}, recomputed "
+                       f"the plan states sensitivity {noise.sensitivity:.12g}, recomputed "
                        f"{req.sensitivity:.12g}")
         return req
 
@@ -257,7 +253,7 @@ def verify_any(plan: Any, *, certificate: bool = True, allow_weak_guarantee: boo
 def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool = False,
                 workload: Any = None, allow_weak_guarantee: bool = False) -> PlanCheck:
     """Run the checks of the module docstring; ``raise_on_failure`` raises :class:`PlanRefused`."""
-    from factorize.privacy import Neighbouring, kron_sensitivity
+    from factorize.privacy import kron_sensitivity
     from factorize.privacy.lattice import measured_factors
 
     from . import claims
@@ -282,15 +278,15 @@ def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool 
         guard(out, "W = R·A", lambda: record("W = R·A", *_residual_check(W, plan, out)))
 
     # 7. sensitivity and noise
-    relation = guard(out, "noise", lambda: Neighbouring.parse(plan.relation))
-    if g is not None and relation is not None:
-        snorm = "l1" if plan.noise.get("family") == "laplace" else "l2"
+    relation = plan.relation
+    if g is not None:
+        snorm = plan.noise.sensitivity_norm
         sens = guard(out, "sensitivity",
                      lambda: kron_sensitivity(measured_factors(fact.A_factors), snorm, relation))
         if sens is not None:
             out.recomputed_sensitivity = sens.value
             out.derived["sensitivity_exact"] = sens.exact
-            rederive_noise(out, plan.noise, g, relation.key, sens.value, m)
+            rederive_noise(out, plan.noise, g, relation, sens.value, m)
 
     # 8. claims
     if usable:

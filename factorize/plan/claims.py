@@ -38,11 +38,11 @@ def manifest_consistency(plan: Plan) -> tuple[bool, str]:
     """Fields the manifest states twice must agree."""
     problems: list[str] = []
     n = plan.noise
-    if n.get("guarantee") != plan.guarantee:
+    if n.guarantee != plan.guarantee:
         problems.append("noise.guarantee differs from guarantee")
-    if n.get("relation") != plan.relation:
+    if n.relation is not plan.relation:
         problems.append("noise.relation differs from neighbouring")
-    if n.get("dim") != plan.factorization.strategy_rows:
+    if n.dim != plan.factorization.strategy_rows:
         problems.append("noise.dim differs from the strategy's rows")
     b = plan.bounds
     if "norm" in b and b.get("norm") != plan.norm:
@@ -51,8 +51,6 @@ def manifest_consistency(plan: Plan) -> tuple[bool, str]:
     post = plan.postprocess
     if (mech == "least-squares") != (post is not None and post.get("method") == "least_squares"):
         problems.append("the least-squares mechanism and its post-processing go together")
-    if plan.relation not in ("add_remove", "replace"):
-        problems.append(f"unknown neighbouring relation {plan.relation!r}")
     return (not problems, "; ".join(problems) if problems else
             "guarantee, relation, dimension and norm stated consistently")
 
@@ -140,7 +138,7 @@ def _check_expected_error(out: PlanCheck, plan: Plan, beta: float) -> None:
 
 def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
     from .build import LS_GAP_FRACTION
-    from .model import least_squares_bound_coefficient, variance_bound
+    from .model import least_squares_bound_coefficient
 
     post = plan.postprocess
     if post is None:
@@ -161,11 +159,11 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
     n = post.get("n")
     if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
         raise PlanError(f"the public dataset size must be a positive integer, got {n!r}")
-    if n is not None and plan.relation != "replace":
+    if n is not None and plan.relation.key != "replace":
         raise PlanError("a public dataset size needs replace-one neighbours")
     if post.get("body") != "conv_columns":
         raise PlanError(f"unknown least-squares body {post.get('body')!r}")
-    energy = variance_bound(plan.noise) * fact.frobenius_R() ** 2
+    energy = plan.noise.variance_bound * fact.frobenius_R() ** 2
     gap = LS_GAP_FRACTION * energy
     coef = least_squares_bound_coefficient(fact, plan.noise)
     problems = []
@@ -179,7 +177,6 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
 
 
 def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
-    from factorize.privacy import Neighbouring
     from factorize.strategies import candidate_factorizations
 
     from .build import _objective
@@ -194,9 +191,9 @@ def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
     norm = {"rmse": "gamma_f", "per_query_std_max": "gamma_2"}.get(objective)
     if norm is None:
         raise PlanError(f"unknown strategy-choice objective {objective!r}")
-    rel = Neighbouring.parse(plan.relation)
-    family = plan.noise["family"]
-    exact = plan.noise["sampler"] != "float"
+    rel = plan.relation
+    family = plan.noise.family
+    exact = plan.noise.is_exact
     own = _objective(plan.factorization, g, rel, family, exact, norm)
     recomputed = {name: _objective(fact, g, rel, family, exact, norm)
                   for name, fact in candidate_factorizations(W.dense())}
@@ -249,7 +246,7 @@ def _check_any_mechanism(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
         raise PlanError("the spectral any-mechanism bound must state its witness subset")
     # the spectral bound at the stated witness (no search: it holds for any subset); the
     # packing bound (pure DP with a public n) is recomputed in full
-    recomputed = any_mechanism_lower_bound(W, g, plan.relation, n, witness=witness)
+    recomputed = any_mechanism_lower_bound(W, g, plan.relation.key, n, witness=witness)
     if recomputed is None:
         ok = stated is None
     else:

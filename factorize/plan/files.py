@@ -16,6 +16,9 @@ the same for all of them:
 * **manifest basics** (:func:`workload_and_domain`): the workload's spec, fingerprint and shape
   ``[k, N]``, a domain of distinct attribute names and positive sizes with ``Π sizes = N``;
   custom workload matrices travel inside the file (``plan.embedded``).
+* **typed values** (:func:`typed_values`): the domain, neighbouring relation, guarantee and
+  noise spec parsed into ``workloads.Domain``, ``privacy.Neighbouring``, ``privacy.Guarantee``
+  and ``privacy.NoiseSpec`` — plans hold these, never their JSON.
 
 Every failure is a :class:`PlanFormatError` (:func:`guarded_load`), never anything else.
 """
@@ -26,7 +29,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -204,3 +207,48 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class ManifestValues(NamedTuple):
+    """The typed values of a plan manifest (:func:`typed_values`)."""
+
+    domain: Any        # workloads.Domain
+    relation: Any      # privacy.Neighbouring, or None for a kind without one
+    guarantee: Any     # privacy.Guarantee
+    noise: Any         # privacy.NoiseSpec, or None for a kind without one
+
+
+def typed_values(path: Path, m: dict[str, Any], *, relation: bool = True,
+                 noise: bool = True) -> ManifestValues:
+    """Parse the manifest's ``domain``, ``neighbouring``, ``guarantee`` and ``noise`` into typed
+    values (:class:`ManifestValues`); anything the types refuse is a :class:`PlanFormatError`.
+
+    The noise section must state a finite positive ``scale``, ``sensitivity`` and
+    ``base_sensitivity``; its fields that ``NoiseSpec`` does not know (annotations such as
+    ``sensitivity_exact`` and ``warning``, or fields a later writer adds) are ignored, per
+    :data:`COMPATIBILITY`.
+    """
+    from factorize.privacy import Neighbouring, NoiseSpec, guarantee_from_dict
+    from workloads import Domain
+
+    _, dom = workload_and_domain(path, m)
+    if relation and m.get("neighbouring") not in ("add_remove", "replace"):
+        raise PlanFormatError(f"{path}: unknown neighbouring relation {m.get('neighbouring')!r}")
+    spec = None
+    if noise:
+        nz = require_dict(m, "noise")
+        for key in ("scale", "sensitivity", "base_sensitivity"):
+            if not is_positive_number(nz.get(key)):
+                raise PlanFormatError(f"{path}: noise {key} must be a finite positive number")
+    try:
+        domain = Domain(dom["attributes"], dom["sizes"])
+        rel = Neighbouring.parse(m.get("neighbouring")) if relation else None
+        guarantee = guarantee_from_dict(require_dict(m, "guarantee"))
+        if noise:
+            known = NoiseSpec.__dataclass_fields__
+            spec = NoiseSpec.from_dict({k: v for k, v in nz.items() if k in known})
+    except PlanFormatError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PlanFormatError(f"{path}: {exc}") from None
+    return ManifestValues(domain, rel, guarantee, spec)

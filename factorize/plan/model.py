@@ -33,12 +33,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from factorize.certificate import Certificate
 from factorize.factorization import Factorization
+
+if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
+    from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
+    from workloads import Domain
 
 #: Noise share of the 5% failure probability of the 95% intervals (the n bound takes 10⁻³).
 NOISE_ALPHA = 0.049
@@ -57,15 +61,21 @@ class PlanError(ValueError):
 
 @dataclass
 class Plan:
-    """Everything a release needs; see the module docstring and ``plan_file`` for the format."""
+    """Everything a release needs; see the module docstring and ``plan_file`` for the format.
+
+    Typed values: the domain, neighbouring relation, guarantee and noise spec are a
+    ``workloads.Domain``, a ``privacy.Neighbouring``, a ``privacy.Guarantee`` and a
+    ``privacy.NoiseSpec``; they become JSON only in :meth:`manifest` (the file boundary) and
+    are parsed back, or the file refused, in ``plan_file.load_plan``.
+    """
 
     workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
-    domain: dict[str, Any]            # attributes [names], sizes [ints] (row-major, attr 0 slowest)
-    relation: str                     # "add_remove" | "replace"
-    guarantee: dict[str, Any]         # Guarantee.to_dict()
+    domain: Domain                    # attribute names and sizes (row-major, attr 0 slowest)
+    relation: Neighbouring
+    guarantee: Guarantee
     certificate: Certificate          # factorization (R, A) + dual witness
     bounds: dict[str, Any]            # upper, lower, gap, residual, residual_limit (when built)
-    noise: dict[str, Any]             # NoiseSpec.to_dict() + variance_bound
+    noise: NoiseSpec
     postprocess: dict[str, Any] | None
     expected_error: dict[str, Any]
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -73,6 +83,8 @@ class Plan:
     n_weights: tuple[np.ndarray, ...] = ()              # b_j per Kronecker factor of W
     embedded: dict[str, Any] = field(default_factory=dict)  # fingerprint → custom matrix
     schema_version: int = 2                              # of the file it was read from
+    #: whether the planner's sensitivity was exact (True) or a certified upper bound
+    sensitivity_exact: bool | None = None
 
     @property
     def factorization(self) -> Factorization:
@@ -98,10 +110,9 @@ class Plan:
         fact = self.factorization
         return {
             "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
-            "domain": {"attributes": list(self.domain["attributes"]),
-                       "sizes": [int(s) for s in self.domain["sizes"]]},
-            "neighbouring": self.relation,
-            "guarantee": dict(self.guarantee),
+            "domain": domain_manifest(self.domain),
+            "neighbouring": self.relation.key,
+            "guarantee": self.guarantee.to_dict(),
             "factorization": {
                 "norm": self.certificate.norm, "eta": self.certificate.eta,
                 "kron_factors": len(fact.R_factors), "strategy_rows": fact.strategy_rows,
@@ -109,7 +120,7 @@ class Plan:
                 "A_shapes": [list(A.shape) for A in fact.A_factors],
             },
             "certificate": dict(self.bounds),
-            "noise": dict(self.noise),
+            "noise": noise_manifest(self.noise, sensitivity_exact=self.sensitivity_exact),
             "postprocess": None if self.postprocess is None else dict(self.postprocess),
             "expected_error": dict(self.expected_error),
             "bias": dict(self.bias),
@@ -136,19 +147,19 @@ class Plan:
         k, N = self.shape
         gtxt = guarantee_text(self.guarantee)
         n, b, e = self.noise, self.bounds, self.expected_error
-        grid = f", grid γ={n['grid']:.6g}" if n.get("grid") else ""
+        grid = f", grid γ={n.grid:.6g}" if n.grid else ""
         lines = [
             f"workload    {self.workload['spec']}  ({k} queries × {N} cells)",
             f"fingerprint {self.workload['fingerprint']}",
-            "domain      " + ", ".join(f"{a}={s}" for a, s in zip(self.domain["attributes"],
-                                                                 self.domain["sizes"])),
-            f"guarantee   {gtxt} under {self.relation.replace('_', '/')} neighbours",
+            "domain      " + ", ".join(f"{a}={s}" for a, s in zip(self.domain.attributes,
+                                                                 self.domain.sizes)),
+            f"guarantee   {gtxt} under {self.relation.key.replace('_', '/')} neighbours",
             f"strategy    m={self.strategy_rows} noisy measurements, "
             f"{len(self.factorization.R_factors)} Kronecker factor(s), norm {self.norm}",
-            f"noise       {n['family']} scale {n['scale']:.6g} calibrated to {n['sensitivity_norm']} "
-            f"sensitivity {n['sensitivity']:.6g} (base {n['base_sensitivity']:.6g}); "
-            f"sampler {n['sampler']}{grid}",
-            f"accounting  {n.get('accounting', '')}",
+            f"noise       {n.family} scale {n.scale:.6g} calibrated to {n.sensitivity_norm} "
+            f"sensitivity {n.sensitivity:.6g} (base {n.base_sensitivity:.6g}); "
+            f"sampler {n.sampler}{grid}",
+            f"accounting  {n.accounting}",
             f"certificate lower {b['lower']:.10g} ≤ {self.norm} ≤ upper {b['upper']:.10g} "
             f"(gap {b['gap']:.3g}, residual {b['residual']:.3g})",
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
@@ -181,23 +192,32 @@ class Plan:
 # numpy helpers shared by build, checks and the executor
 
 
-def guarantee_text(g: dict[str, Any]) -> str:
-    """A guarantee dict in short form: ``(ε=1, δ=1e-06)-DP``, ``ρ=0.5-zCDP``, ``ε=1 pure DP``."""
-    return {"approx_dp": lambda: f"(ε={g['epsilon']:g}, δ={g['delta']:g})-DP",
-            "zcdp": lambda: f"ρ={g['rho']:g}-zCDP",
-            "pure_dp": lambda: f"ε={g['epsilon']:g} pure DP"}[g["type"]]()
+def guarantee_text(g: Guarantee) -> str:
+    """A guarantee in short form: ``(ε=1, δ=1e-06)-DP``, ``ρ=0.5-zCDP``, ``ε=1 pure DP``."""
+    return {"approx_dp": lambda: f"(ε={g.epsilon:g}, δ={g.delta:g})-DP",
+            "zcdp": lambda: f"ρ={g.rho:g}-zCDP",
+            "pure_dp": lambda: f"ε={g.epsilon:g} pure DP"}[g.kind]()
 
 
-def variance_bound(noise: dict[str, Any]) -> float:
-    """Per-coordinate noise variance bound (see the module docstring)."""
-    fam, s = noise["family"], float(noise["scale"])
-    if fam == "gaussian":
-        return s * s
-    if fam == "laplace":
-        return 2.0 * s * s
-    if fam == "l2_knorm":
-        return (int(noise["dim"]) + 1) * s * s
-    raise PlanError(f"unknown noise family {fam!r}")
+def domain_manifest(domain: Domain) -> dict[str, Any]:
+    """A domain as it is written into a plan's manifest."""
+    return {"attributes": list(domain.attributes), "sizes": [int(s) for s in domain.sizes]}
+
+
+#: What a plan's manifest says of a floating-point sampler.
+FLOAT_NOISE_WARNING = ("floating-point noise (Mironov 2012): not an exact sampler; "
+                       "`factorize run` refuses it unless --allow-float-noise")
+
+
+def noise_manifest(noise: NoiseSpec, **extra: Any) -> dict[str, Any]:
+    """A noise spec as it is written into a plan's manifest: ``NoiseSpec.to_dict()``, the
+    ``extra`` fields that are not None, and a warning for a float sampler (for people reading
+    the file; a reader parses the spec's own fields and ignores the rest)."""
+    out = noise.to_dict()
+    out.update({k: v for k, v in extra.items() if v is not None})
+    if noise.sampler == "float":
+        out["warning"] = FLOAT_NOISE_WARNING
+    return out
 
 
 def row_l1_norms_R(fact: Factorization) -> np.ndarray:
@@ -208,23 +228,23 @@ def row_l1_norms_R(fact: Factorization) -> np.ndarray:
     return out
 
 
-def ci_method(noise: dict[str, Any]) -> str:
-    return "normal" if noise["family"] == "gaussian" else "chebyshev"
+def ci_method(noise: NoiseSpec) -> str:
+    return "normal" if noise.family == "gaussian" else "chebyshev"
 
 
-def ci_multiplier(noise: dict[str, Any]) -> float:
+def ci_multiplier(noise: NoiseSpec) -> float:
     return Z_NOISE if ci_method(noise) == "normal" else CHEBYSHEV_NOISE
 
 
-def expected_error(fact: Factorization, noise: dict[str, Any],
+def expected_error(fact: Factorization, noise: NoiseSpec,
                    bias_per_record: float = 0.0) -> dict[str, Any]:
     """The expected-error summary of a plan (module docstring); ``bias_per_record`` is β."""
     k, _ = fact.shape
-    sd = math.sqrt(variance_bound(noise))
+    sd = math.sqrt(noise.variance_bound)
     rn = fact.row_norms_R()
-    grid = noise.get("grid")
+    grid = noise.grid
     bias_max = 0.5 * float(grid) * float(row_l1_norms_R(fact).max()) if grid else 0.0
-    if noise["family"] == "gaussian":
+    if noise.family == "gaussian":
         emax = sd * fact.row_norm_max_R() * math.sqrt(2.0 * math.log(2.0 * k))
         emax_note = "sigma·‖R‖_{2→∞}·sqrt(2 ln 2k) (subgaussian noise)"
     else:
@@ -243,7 +263,7 @@ def expected_error(fact: Factorization, noise: dict[str, Any],
             "gaussian": "sigma^2 (the discrete Gaussian's variance is <= sigma^2, CKS20 Cor. 9)",
             "laplace": "2 b^2 (the discrete Laplace on the grid has a smaller variance)",
             "l2_knorm": "E||Z||^2/m = (m+1)(Delta/eps)^2 per coordinate, isotropic",
-        }[noise["family"]],
+        }[noise.family],
         "ci_method": ci_method(noise),
         "ci_multiplier": ci_multiplier(noise),
         "bias_per_record": float(bias_per_record),
@@ -252,7 +272,7 @@ def expected_error(fact: Factorization, noise: dict[str, Any],
     }
 
 
-def least_squares_bound_coefficient(fact: Factorization, noise: dict[str, Any]) -> float | None:
+def least_squares_bound_coefficient(fact: Factorization, noise: NoiseSpec) -> float | None:
     """``c`` with ``E‖ŷ − Wh‖₂² ≤ c·n`` for the exact least-squares estimator (seed 002 Lemma 1).
 
     With y = Wh ∈ n·K, K = conv{w_j}, the noisy answers ỹ = y + z (z = R·Z) and p the exact
@@ -263,13 +283,13 @@ def least_squares_bound_coefficient(fact: Factorization, noise: dict[str, Any]) 
     Projection is also non-expansive toward y, so ‖p − y‖ ≤ ‖z‖ as well. ``None`` for
     non-Gaussian noise (no bound stated).
     """
-    if noise["family"] != "gaussian":
+    if noise.family != "gaussian":
         return None
     N = fact.shape[1]
     s = np.ones(1)
     for R, A in zip(fact.R_factors, fact.A_factors):
         s = np.kron(s, np.linalg.norm(R.T @ (R @ A), axis=0))
-    sigma = math.sqrt(variance_bound(noise))
+    sigma = math.sqrt(noise.variance_bound)
     return 2.0 * sigma * float(s.max()) * math.sqrt(2.0 * math.log(2.0 * N))
 
 

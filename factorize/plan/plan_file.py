@@ -36,7 +36,6 @@ inconsistent file and never anything else.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +49,11 @@ from .files import guarded_load as _guarded_load
 from .files import is_int as _is_int
 from .files import read_plan_container as _read_container
 from .files import require_dict as _dict
+from .files import typed_values
 from .files import save_with_embedded
 from .files import workload_and_domain as _workload_and_domain
 from .files import write_plan_container as _write  # noqa: F401 (tests forge plans with it)
-from .model import KNOWN_SAMPLERS, POSTPROCESS_METHODS, Plan
+from .model import POSTPROCESS_METHODS, Plan
 
 FORMAT = "factorize-plan"
 SCHEMA_VERSION = 2
@@ -106,28 +106,21 @@ def _load(path: Path) -> Plan:
             fz.get("strategy_rows") != fact.strategy_rows:
         raise PlanFormatError(f"{path}: factor shapes disagree with the manifest")
     wl = _dict(m, "workload")
-    shape, dom = _workload_and_domain(path, m)
+    shape, _ = _workload_and_domain(path, m)
     if tuple(shape) != fact.shape:
         raise PlanFormatError(f"{path}: the factorization has shape {fact.shape}, the workload {tuple(shape)}")
-    if m.get("neighbouring") not in ("add_remove", "replace"):
-        raise PlanFormatError(f"{path}: unknown neighbouring relation {m.get('neighbouring')!r}")
-    noise = _dict(m, "noise")
-    if noise.get("sampler") not in KNOWN_SAMPLERS:
-        raise PlanFormatError(f"{path}: unknown noise sampler {noise.get('sampler')!r} "
-                              f"(known: {', '.join(KNOWN_SAMPLERS)})")
-    for key in ("scale", "sensitivity", "base_sensitivity"):
-        v = noise.get(key)
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
-            raise PlanFormatError(f"{path}: noise {key} must be a finite positive number")
+    values = typed_values(path, m)
     post = m.get("postprocess")
     if post is not None and (not isinstance(post, dict) or post.get("method") not in POSTPROCESS_METHODS):
         raise PlanFormatError(f"{path}: unknown post-processing {post!r}")
-    return Plan(workload=wl, domain=dom, relation=m["neighbouring"], guarantee=_dict(m, "guarantee"),
-                certificate=cert, bounds=_dict(m, "certificate"), noise=noise, postprocess=post,
-                expected_error=_dict(m, "expected_error"),
+    exact = _dict(m, "noise").get("sensitivity_exact")
+    return Plan(workload=wl, domain=values.domain, relation=values.relation,
+                guarantee=values.guarantee, certificate=cert, bounds=_dict(m, "certificate"),
+                noise=values.noise, postprocess=post, expected_error=_dict(m, "expected_error"),
                 provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
                 bias=bias, n_weights=tuple(weights[f"{N_WEIGHTS}.{i}"] for i in range(nw)),
-                embedded=embedded, schema_version=int(m["schema_version"]))
+                embedded=embedded, schema_version=int(m["schema_version"]),
+                sensitivity_exact=exact if isinstance(exact, bool) else None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -169,7 +162,7 @@ def _load_projection(path: Path) -> Any:
     if set(arrays) != ({"T"} if kind == "jl" else set()):
         raise PlanFormatError(f"{path}: the arrays do not match a {kind} plan")
     wl = _dict(m, "workload")
-    shape, dom = _workload_and_domain(path, m)
+    shape, _ = _workload_and_domain(path, m)
     if kind == "jl" and (arrays["T"].ndim != 2 or arrays["T"].shape[1] != shape[0]):
         raise PlanFormatError(f"{path}: T must have k={shape[0]} columns")
     if m.get("neighbouring") != "replace":
@@ -177,15 +170,9 @@ def _load_projection(path: Path) -> Any:
     n = m.get("n")
     if not (_is_int(n) and n >= 1):
         raise PlanFormatError(f"{path}: the public dataset size n must be a positive integer")
-    noise = _dict(m, "noise")
-    if noise.get("sampler") not in KNOWN_SAMPLERS:
-        raise PlanFormatError(f"{path}: unknown noise sampler {noise.get('sampler')!r}")
-    for key in ("scale", "sensitivity", "base_sensitivity"):
-        v = noise.get(key)
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0):
-            raise PlanFormatError(f"{path}: noise {key} must be a finite positive number")
-    return ProjectionPlan(kind=kind, workload=wl, domain=dom, relation="replace",
-                          guarantee=_dict(m, "guarantee"), n=n, noise=noise,
+    values = typed_values(path, m)
+    return ProjectionPlan(kind=kind, workload=wl, domain=values.domain, relation=values.relation,
+                          guarantee=values.guarantee, n=n, noise=values.noise,
                           decoder=_dict(m, "decoder"), bounds=_dict(m, "bounds"),
                           expected_error=_dict(m, "expected_error"), arrays=arrays,
                           provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},

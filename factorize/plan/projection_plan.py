@@ -49,11 +49,11 @@ class ProjectionPlan:
 
     kind: str
     workload: dict[str, Any]
-    domain: dict[str, Any]
-    relation: str
-    guarantee: dict[str, Any]
+    domain: Any                       # workloads.Domain
+    relation: Any                     # privacy.Neighbouring (always replace: n is public)
+    guarantee: Any                    # privacy.Guarantee
     n: int
-    noise: dict[str, Any]
+    noise: Any                        # privacy.NoiseSpec
     decoder: dict[str, Any]
     bounds: dict[str, Any]
     expected_error: dict[str, Any]
@@ -68,14 +68,15 @@ class ProjectionPlan:
         return int(k), int(N)
 
     def manifest(self) -> dict[str, Any]:
+        """The JSON manifest (the only place typed values become JSON)."""
         from .embedded import embedded_listing
+        from .model import domain_manifest, noise_manifest
 
         return {"kind": self.kind,
                 "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
-                "domain": {"attributes": list(self.domain["attributes"]),
-                           "sizes": [int(s) for s in self.domain["sizes"]]},
-                "neighbouring": self.relation, "guarantee": dict(self.guarantee), "n": int(self.n),
-                "noise": dict(self.noise), "decoder": dict(self.decoder),
+                "domain": domain_manifest(self.domain),
+                "neighbouring": self.relation.key, "guarantee": self.guarantee.to_dict(),
+                "n": int(self.n), "noise": noise_manifest(self.noise), "decoder": dict(self.decoder),
                 "bounds": dict(self.bounds), "expected_error": dict(self.expected_error),
                 "provenance": dict(self.provenance)}
 
@@ -89,16 +90,19 @@ class ProjectionPlan:
             f"workload    {self.workload['spec']}  ({k} queries × {N} cells)",
             f"mechanism   {self.kind}: {self.decoder['description']}",
             f"fingerprint {self.workload['fingerprint']}",
-            f"guarantee   {gtxt} under {self.relation.replace('_', '/')} neighbours, public n = {self.n}",
-            f"measure     m={nz['dim']} noisy coordinates; {nz['family']} scale {nz['scale']:.6g} "
-            f"calibrated to {nz['sensitivity_norm']} sensitivity {nz['sensitivity']:.6g}; "
-            f"sampler {nz['sampler']}",
+            f"guarantee   {gtxt} under {self.relation.key.replace('_', '/')} neighbours, "
+            f"public n = {self.n}",
+            f"measure     m={nz.dim} noisy coordinates; {nz.family} scale {nz.scale:.6g} "
+            f"calibrated to {nz.sensitivity_norm} sensitivity {nz.sensitivity:.6g}; "
+            f"sampler {nz.sampler}",
             f"error       RMSE per query ≤ {b['upper_rmse']:.6g} ({b['upper_note']})",
         ]
         if b.get("lower_rmse") is not None:
             lines.append(f"lower bound RMSE per query ≥ {b['lower_rmse']:.6g} ({b['lower_note']})")
-        if nz.get("warning"):
-            lines.append(f"warning     {nz['warning']}")
+        if not nz.is_exact:
+            from .model import FLOAT_NOISE_WARNING
+
+            lines.append(f"warning     {FLOAT_NOISE_WARNING}")
         return lines
 
 
@@ -307,11 +311,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
         spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                          sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=lay.pairs,
                          relation=rel, family=family)
-    noise = spec.to_dict()
-    if spec.sampler == "float":
-        noise["warning"] = ("floating-point noise (Mironov 2012): not an exact sampler; "
-                            "`factorize run` refuses it unless --allow-float-noise")
-    decoder, bounds, expected = projection_claims(kind, W, g, n, noise,
+    decoder, bounds, expected = projection_claims(kind, W, g, n, spec,
                                                   arrays["T"].shape[0] if kind == "jl" else None)
     if domain is not None:
         dom = domain
@@ -332,8 +332,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
     return ProjectionPlan(
         kind=kind,
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
-        domain={"attributes": list(dom.attributes), "sizes": [int(s) for s in dom.sizes]},
-        relation=rel.key, guarantee=g.to_dict(), n=n, noise=noise, decoder=decoder,
+        domain=dom, relation=rel, guarantee=g, n=n, noise=spec, decoder=decoder,
         bounds=bounds, expected_error=expected, arrays=arrays, embedded=embedded_files(W),
         provenance={"versions": versions(), "mechanism": kind,
                     "plan_seconds": time.perf_counter() - t0,
@@ -341,15 +340,14 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
     )
 
 
-def projection_claims(kind: str, W: Any, g: Any, n: int, noise: dict[str, Any],
+def projection_claims(kind: str, W: Any, g: Any, n: int, noise: Any,
                       ell: int | None, lower_witness: Any = None
                       ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """The decoder parameters, error bounds and expected error a projection plan states,
     computed from the workload, the guarantee, n and the (verified) noise — by the planner
     and again by the verifier, which refuses a plan stating anything else. ``lower_witness``:
-    the stated witness of the any-mechanism bound (the verifier evaluates it there)."""
-    from .model import variance_bound
-
+    the stated witness of the any-mechanism bound (the verifier evaluates it there). ``noise``:
+    the plan's ``privacy.NoiseSpec``."""
     k = W.shape[0]
     if kind == "jl":
         from factorize.geometry.jl import jl_error_bound, workload_diameter
@@ -357,7 +355,7 @@ def projection_claims(kind: str, W: Any, g: Any, n: int, noise: dict[str, Any],
         Wd = W.dense()
         norms = np.linalg.norm(Wd, axis=0)
         diam = workload_diameter(Wd)
-        energy = ell * (ell + 1) * float(noise["scale"]) ** 2  # E‖Z‖² of the ℓ2-ball K-norm
+        energy = ell * (ell + 1) * float(noise.scale) ** 2  # E‖Z‖² of the ℓ2-ball K-norm
         gap_tol = DECODE_GAP_FRACTION * energy
         bound = jl_error_bound(ell, n, g.epsilon, k, norms, diameter=diam, relation="replace",
                                fw_gap=gap_tol)
@@ -372,7 +370,7 @@ def projection_claims(kind: str, W: Any, g: Any, n: int, noise: dict[str, Any],
     else:
         lay = moment_layout(W)
         m_dim, pairs = lay.m, lay.pairs
-        var = variance_bound({**noise, "dim": pairs})
+        var = noise.variance_bound  # calibrated for dim = pairs
         sigma_meas = math.sqrt(var)
         factor = lay.answer_rmse_factor()
         gap_tol = DECODE_GAP_FRACTION * pairs * var
@@ -390,7 +388,7 @@ def projection_claims(kind: str, W: Any, g: Any, n: int, noise: dict[str, Any],
                                       "SDP step (seed 001 §4)"}
         decoder["answers"] = "marginal cells (moments_to_marginals)" if lay.augmented else "pair products"
         sigma_lin = lay.linear_answer_rmse(sigma_meas)
-        if noise["family"] == "gaussian":
+        if noise.family == "gaussian":
             upper = lay.answer_rmse_bound(sigma_meas, n, gap_tol)
             upper_note = ("f·(min(σ, √(n·m·σ·√(2(m−1) ln 2m)/pairs)) + √(gap/pairs)), "
                           f"f = {factor:.4g} (MomentLayout.answer_rmse_bound)")

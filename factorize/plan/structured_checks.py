@@ -50,9 +50,8 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
     record("file", True, "schema version, array digests, manifest digest, finite values, "
                          f"{plan.family} encoding decoded ({len(plan.strategy.blocks)} blocks, "
                          f"{len(plan.reconstruction.terms)} terms)")
-    g = check_guarantee_policy(out, plan.guarantee.to_dict(), allow_weak_guarantee)
-    dom = {"attributes": list(plan.domain.attributes), "sizes": list(plan.domain.sizes)}
-    W = rebuild_workload(plan.workload, workload, record, plan.embedded, dom)
+    g = check_guarantee_policy(out, plan.guarantee, allow_weak_guarantee)
+    W = rebuild_workload(plan.workload, workload, record, plan.embedded, plan.domain)
     out.workload = W
     measured = guard(out, "strategy", lambda: plan.strategy.measured())
     if measured is None:
@@ -63,13 +62,12 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
         wblocks = guard(out, "structure", lambda: _structure(out, plan, W))
         if wblocks is not None:
             guard(out, "W = R·A", lambda: _identity(out, recon, W, wblocks))
-    snorm = "l1" if plan.noise.family == "laplace" else "l2"
+    snorm = plan.noise.sensitivity_norm
     sens = guard(out, "sensitivity", lambda: strategy_sensitivity(measured, snorm, plan.relation))
     if sens is not None and g is not None:
         out.recomputed_sensitivity = sens.value
         out.derived["sensitivity_exact"] = sens.exact
-        noise = plan.noise.to_dict()
-        req = rederive_noise(out, noise, g, plan.relation.key, sens.value, measured.m)
+        req = rederive_noise(out, plan.noise, g, plan.relation, sens.value, measured.m)
         if req is not None and req.accounting != plan.noise.accounting:
             out.record("noise accounting", False, "the plan states another accounting than the "
                        f"calibration's: {plan.noise.accounting[:120]!r}")
@@ -151,7 +149,7 @@ def _identity(out: PlanCheck, recon: Any, W: Any, wblocks: list) -> None:
 
 def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificate: bool) -> None:
     """Step 7 (module docstring)."""
-    from factorize.executor.structured import sampled_variance
+    from factorize.privacy import sampled_variance
     from factorize.structured.sensitivity import strategy_sensitivity
 
     from factorize.structured.records import check as check_n_bound

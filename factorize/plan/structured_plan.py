@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import guarantee_text
+from .model import domain_manifest, guarantee_text, noise_manifest
 
 FORMAT = "factorize-plan"
 SCHEMA_VERSION = 3
@@ -79,14 +79,13 @@ class StructuredPlan:
         return {
             "plan_kind": PLAN_KIND,
             "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
-            "domain": {"attributes": list(self.domain.attributes),
-                       "sizes": [int(s) for s in self.domain.sizes]},
+            "domain": domain_manifest(self.domain),
             "neighbouring": self.relation.key,
             "guarantee": self.guarantee.to_dict(),
             "norm": self.norm,
             "strategy": dict(self.structure),
             "certificate": dict(self.certificate),
-            "noise": self.noise.to_dict(),
+            "noise": noise_manifest(self.noise),
             "expected_error": dict(self.expected_error),
             "bias": dict(self.bias),
             "provenance": dict(self.provenance),
@@ -108,7 +107,7 @@ class StructuredPlan:
             f"fingerprint {self.workload['fingerprint']}",
             "domain      " + ", ".join(f"{a}={sz}" for a, sz in zip(self.domain.attributes,
                                                                  self.domain.sizes)),
-            f"guarantee   {guarantee_text(self.guarantee.to_dict())} under "
+            f"guarantee   {guarantee_text(self.guarantee)} under "
             f"{self.relation.key.replace('_', '/')} neighbours",
             f"strategy    structured, {fam}: {len(s.blocks)} blocks, m={s.m} measurements "
             f"from {len(s.supports())} marginal tables; optimises {obj}",
@@ -152,7 +151,6 @@ def expected_error(plan_noise: Any, recon: Any, beta: float, norm: str,
         emax = sd * math.sqrt(float(sq.max())) * math.sqrt(2.0 * math.log(2.0 * k))
     else:
         emax = sd * math.sqrt(total_sq)
-    nd = plan_noise.to_dict()
     return {
         "per_query_std_max": sd * math.sqrt(float(sq.max())),
         "per_query_std_min": sd * math.sqrt(float(sq.min())),
@@ -165,8 +163,8 @@ def expected_error(plan_noise: Any, recon: Any, beta: float, norm: str,
         "noise_variance": sampled_variance,
         "bias_per_record": float(beta),
         "objective": norm,
-        "ci_method": ci_method(nd),
-        "ci_multiplier": ci_multiplier(nd),
+        "ci_method": ci_method(plan_noise),
+        "ci_multiplier": ci_multiplier(plan_noise),
         "variance_note": "exact per-query variance v·‖r_i‖² of the noise the sampler draws "
                          "(independent coordinates); v = the lattice noise's variance bound",
     }
@@ -201,14 +199,11 @@ def load_structured_plan(path: str | Path) -> StructuredPlan:
 
 
 def _load(path: Path) -> StructuredPlan:
-    from factorize.privacy import NoiseSpec, guarantee_from_dict
-    from factorize.privacy.guarantees import Neighbouring
     from factorize.structured import residual, union
     from factorize.structured.blocks import StructureError
-    from workloads import Domain
 
     from .files import (PlanFormatError, check_finite, embedded_from, read_plan_container,
-                        require_dict, workload_and_domain)
+                        require_dict, typed_values, workload_and_domain)
 
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
     if m.get("plan_kind") != PLAN_KIND:
@@ -237,13 +232,7 @@ def _load(path: Path) -> StructuredPlan:
     norm = m.get("norm")
     if norm not in ("gamma_f", "gamma_2"):
         raise PlanFormatError(f"{path}: unknown objective {norm!r}")
-    try:
-        relation = Neighbouring.parse(m.get("neighbouring"))
-        guarantee = guarantee_from_dict(require_dict(m, "guarantee"))
-        noise = NoiseSpec.from_dict(require_dict(m, "noise"))
-        domain = Domain(dom["attributes"], dom["sizes"])
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PlanFormatError(f"{path}: {exc}") from None
+    domain, relation, guarantee, noise = typed_values(path, m)
     if noise.dim != strategy.m:
         raise PlanFormatError(f"{path}: the noise is calibrated for dim={noise.dim}, the strategy "
                               f"has m={strategy.m} measurements")

@@ -52,6 +52,7 @@ from .sampling import (
     sample_float_noise,
     sample_lattice,
     sample_on_grid,
+    sampled_variance,
 )
 from .sensitivity import (
     Sensitivity,

@@ -55,6 +55,7 @@ __all__ = [
     "lattice_sigma2",
     "lattice_laplace_scale",
     "sample_on_grid",
+    "sampled_variance",
     "sample_lattice",
     "sample_float_noise",
     "add_noise",
@@ -592,6 +593,25 @@ def lattice_laplace_scale(scale: float, grid: float) -> Fraction:
     k = max(0, 21 - (exact.numerator.bit_length() - exact.denominator.bit_length()))
     q = 1 << k
     return Fraction(_ceil_div(exact.numerator * q, exact.denominator), q)
+
+
+def sampled_variance(noise_spec: Any) -> float:
+    """Per-coordinate variance bound of the noise :func:`sample_lattice` / :func:`add_noise`
+    actually draw for ``noise_spec`` (a ``NoiseSpec``), in the units of ``A h``.
+
+    Discrete Gaussian on γZ with the rational σ²/γ² of :func:`lattice_sigma2`: variance ≤
+    σ_lattice²·γ² (CKS20 Cor. 9); discrete Laplace with b/γ of :func:`lattice_laplace_scale`:
+    variance ≤ 2·b_lattice²·γ². Both lattice parameters are rounded up from the spec's, so
+    these bound the spec's own ``variance_bound`` from above; the factor 1 + 10⁻¹² covers the
+    float conversion. A float sampler draws the spec's distribution: ``variance_bound``.
+    """
+    if noise_spec.sampler == "discrete_gaussian":
+        s2, _ = lattice_sigma2(noise_spec.scale, noise_spec.grid)
+        return float(s2) * noise_spec.grid ** 2 * (1.0 + 1e-12)
+    if noise_spec.sampler == "discrete_laplace":
+        b = lattice_laplace_scale(noise_spec.scale, noise_spec.grid)
+        return 2.0 * float(b) ** 2 * noise_spec.grid ** 2 * (1.0 + 1e-12)
+    return noise_spec.variance_bound
 
 
 def sample_on_grid(values: Any, noise_spec: Any, rng: Any = None) -> np.ndarray:

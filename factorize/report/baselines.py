@@ -16,7 +16,7 @@ strategy would state:
 3. the error summary ``plan.model.expected_error`` of the factorization (per-query std
    ``√v·||r_i||``, RMSE ``√v·||R||_F/√k``, expected max ``√v·||R||_{2→∞}·√(2 ln 2k)`` for
    Gaussian noise or ``√v·||R||_F`` otherwise, plus the lattice rounding bias
-   ``(γ/2)·max_i ||r_i||₁``), with ``v = model.variance_bound(noise)``.
+   ``(γ/2)·max_i ||r_i||₁``), with ``v = NoiseSpec.variance_bound``.
 
 The strategies (:func:`baselines` returns them in this order, skipped ones with
 ``applies=False`` and a reason, so a table built from them always has the same rows):
@@ -66,7 +66,7 @@ import numpy as np
 
 from factorize.factorization import Factorization
 from factorize.plan.build import choose_grid
-from factorize.plan.model import expected_error, variance_bound
+from factorize.plan.model import expected_error
 from factorize.privacy import (
     Neighbouring,
     PrivacyError,
@@ -229,11 +229,10 @@ def _evaluate(A_factors: Sequence[np.ndarray], error_fact: Factorization, guaran
                          relation=rel, family=family)
     except PrivacyError as exc:
         return _skip(name, description, f"cannot calibrate: {exc}", **(params or {}))
-    noise = spec.to_dict()
-    noise["sensitivity_exact"] = sens.exact
-    noise["variance_bound"] = variance_bound(noise)
-    err = expected_error(error_fact, noise)
-    per_query = math.sqrt(variance_bound(noise)) * error_fact.row_norms_R()
+    noise = {**spec.to_dict(), "sensitivity_exact": sens.exact,
+             "variance_bound": spec.variance_bound}
+    err = expected_error(error_fact, spec)
+    per_query = math.sqrt(spec.variance_bound) * error_fact.row_norms_R()
     per_query.setflags(write=False)
     return Baseline(
         name=name, description=description, applies=True, strategy_rows=int(m),
@@ -503,10 +502,9 @@ def baselines(W: Workload | str | np.ndarray, guarantee: Any,
 def baselines_for_plan(plan: Any, **kwargs: Any) -> list[Baseline]:
     """:func:`baselines` with a plan's workload, guarantee, relation, noise family and sampler
     (exact lattice noise unless the plan's sampler is ``"float"``)."""
-    from factorize.privacy import guarantee_from_dict
     from workloads import parse_workload
 
     W = parse_workload(plan.workload["spec"])
-    kwargs.setdefault("exact", plan.noise.get("sampler") != "float")
-    kwargs.setdefault("noise_family", plan.noise.get("family"))
-    return baselines(W, guarantee_from_dict(plan.guarantee), plan.relation, **kwargs)
+    kwargs.setdefault("exact", plan.noise.is_exact)
+    kwargs.setdefault("noise_family", plan.noise.family)
+    return baselines(W, plan.guarantee, plan.relation, **kwargs)

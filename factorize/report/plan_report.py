@@ -22,38 +22,39 @@ NS = np.array([10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000,
 MAX_PLOTTED_QUERIES = 200_000
 
 
-def guarantee_words(g: dict[str, Any], relation: str) -> str:
-    """The guarantee in plain words."""
+def guarantee_words(g: Any, relation: str) -> str:
+    """The guarantee (a ``privacy.Guarantee``) under ``relation`` (``"add_remove"`` or
+    ``"replace"``) in plain words."""
     who = ("adding or removing one person's record" if relation == "add_remove"
            else "replacing one person's record by another (the number of records n is public)")
-    if g["type"] == "approx_dp":
-        eps, delta = g["epsilon"], g["delta"]
+    if g.kind == "approx_dp":
+        eps, delta = g.epsilon, g.delta
         return (f"(ε, δ)-differential privacy with ε = {eps:g} and δ = {delta:g}: {who} changes the "
                 f"probability of any set of outputs by at most a factor e^ε ≈ {math.exp(eps):.3g}, "
                 f"plus an additive δ = {delta:g}.")
-    if g["type"] == "zcdp":
-        rho = g["rho"]
+    if g.kind == "zcdp":
+        rho = g.rho
         eps6 = rho + 2.0 * math.sqrt(rho * math.log(1e6))
         return (f"ρ-zero-concentrated differential privacy with ρ = {rho:g} under {who}; it implies "
                 f"(ε, δ)-DP for every δ > 0 with ε = ρ + 2√(ρ ln(1/δ)) — e.g. ε ≈ {eps6:.3g} at "
                 "δ = 10⁻⁶.")
-    eps = g["epsilon"]
+    eps = g.epsilon
     return (f"pure ε-differential privacy with ε = {eps:g}: {who} changes the probability of any "
             f"set of outputs by at most a factor e^ε ≈ {math.exp(eps):.3g}, with no additive slack.")
 
 
-def noise_words(n: dict[str, Any], m: int) -> str:
-    """The noise in plain words."""
-    fam = {"gaussian": "Gaussian", "laplace": "Laplace", "l2_knorm": "ℓ2-ball K-norm"}[n["family"]]
+def noise_words(n: Any, m: int) -> str:
+    """The noise (a ``privacy.NoiseSpec``) in plain words."""
+    fam = {"gaussian": "Gaussian", "laplace": "Laplace", "l2_knorm": "ℓ2-ball K-norm"}[n.family]
     sampler = {"discrete_gaussian": f"sampled exactly as a discrete Gaussian on the grid "
-                                    f"{n.get('grid') or 0:.3g}·ℤ (Canonne–Kamath–Steinke 2020)",
+                                    f"{n.grid or 0:.3g}·ℤ (Canonne–Kamath–Steinke 2020)",
                "discrete_laplace": f"sampled exactly as a discrete Laplace on the grid "
-                                   f"{n.get('grid') or 0:.3g}·ℤ",
+                                   f"{n.grid or 0:.3g}·ℤ",
                "float": "sampled in floating point (not exact: the executor refuses it unless "
-                        "--allow-float-noise)"}[n["sampler"]]
-    return (f"{fam} noise of scale {n['scale']:.6g} is added once to each of the m = {m} measured "
-            f"values, calibrated to their {n['sensitivity_norm'].upper()} sensitivity "
-            f"{n['sensitivity']:.6g} (one record's largest possible influence), {sampler}, from "
+                        "--allow-float-noise)"}[n.sampler]
+    return (f"{fam} noise of scale {n.scale:.6g} is added once to each of the m = {m} measured "
+            f"values, calibrated to their {n.sensitivity_norm.upper()} sensitivity "
+            f"{n.sensitivity:.6g} (one record's largest possible influence), {sampler}, from "
             "the operating system's randomness.")
 
 
@@ -96,14 +97,13 @@ def plan_report(plan: Any, *, baselines: bool = True) -> Report:
 
 def _header(plan: Any, mechanism: str) -> tuple[str, str]:
     k, N = plan.shape
-    dom = ", ".join(f"{a} ({s})" for a, s in zip(plan.domain["attributes"], plan.domain["sizes"]))
+    dom = ", ".join(f"{a} ({s})" for a, s in zip(plan.domain.attributes, plan.domain.sizes))
     return (f"Mechanism plan: {plan.workload['spec']}",
             f"{mechanism} mechanism · {k} queries over {N} cells · domain {dom} · "
             f"workload fingerprint {plan.workload['fingerprint'][:16]}…")
 
 
 def _factorization_report(plan: Any, *, baselines: bool) -> Report:
-    from factorize.plan.model import variance_bound
     from workloads import parse_workload
 
     from . import plots
@@ -113,16 +113,16 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
     title, subtitle = _header(plan, mech)
     W = parse_workload(plan.workload["spec"])
     e, b, n = plan.expected_error, plan.bounds, plan.noise
-    sd = math.sqrt(variance_bound(n))
+    sd = math.sqrt(n.variance_bound)
     std = sd * plan.factorization.row_norms_R()
     numbers: dict[str, Any] = {
         "rmse": e["rmse"], "per_query_std_max": e["per_query_std_max"],
         "per_query_std_min": e["per_query_std_min"], "expected_max_bound": e["expected_max_bound"],
-        "upper": b["upper"], "lower": b["lower"], "gap": b["gap"], "noise_scale": n["scale"],
-        "sensitivity": n["sensitivity"], "strategy_rows": plan.strategy_rows,
+        "upper": b["upper"], "lower": b["lower"], "gap": b["gap"], "noise_scale": n.scale,
+        "sensitivity": n.sensitivity, "strategy_rows": plan.strategy_rows,
     }
     sections = [Section("Privacy guarantee and noise", [
-        guarantee_words(plan.guarantee, plan.relation),
+        guarantee_words(plan.guarantee, plan.relation.key),
         noise_words(n, plan.strategy_rows),
         (f"The answers are R·(A·h + noise): an estimate of every query with the per-query "
          f"standard deviations below and a bias of at most {e['bias_per_record']:.3g}·n (n the "
@@ -154,10 +154,10 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
            f" — the {mech} mechanism is {b['upper'] / b['lower']:.3g}× the optimum's {sym}."),
     ]
     choice = plan.provenance.get("strategy_choice") or {}
-    if n["family"] != "gaussian" or plan.relation == "replace":
+    if n.family != "gaussian" or plan.relation.key == "replace":
         cert.append(f"Caveat: {sym} is the objective of Gaussian noise under add/remove "
-                    f"neighbours. This plan adds {n['family']} noise calibrated to the "
-                    f"{n['sensitivity_norm'].upper()} sensitivity under {plan.relation} neighbours, "
+                    f"neighbours. This plan adds {n.family} noise calibrated to the "
+                    f"{n.sensitivity_norm.upper()} sensitivity under {plan.relation.key} neighbours, "
                     "so the certificate does not bind that class of mechanisms"
                     + (f"; the plan therefore took the best of {len(choice['candidates'])} "
                        f"candidate strategies by its own calibrated error: {choice['chosen']}."
@@ -176,7 +176,7 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
     figs = []
     if k <= MAX_PLOTTED_QUERIES:
         grid = _grid_shape(W)
-        groups = None if grid else _marginal_groups(W, list(plan.domain["attributes"]))
+        groups = None if grid else _marginal_groups(W, list(plan.domain.attributes))
         figs.append(Figure(plots.per_query_std_plot(std, grid_shape=grid, labels=groups,
                                                     title="Standard deviation of each answer"),
                            "per-query standard deviation", "per_query_std"))
@@ -220,8 +220,6 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
 
 
 def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any]) -> Section:
-    from factorize.privacy import guarantee_from_dict
-
     from . import plots
     from .baselines import baselines as compute
 
@@ -231,7 +229,7 @@ def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any]) -> Section:
                  f"{e['expected_max_bound']:.6g}", "1"])
     names, rmse, mx = ["this plan"], [e["rmse"]], [e["per_query_std_max"]]
     skipped = []
-    for bl in compute(W, guarantee_from_dict(plan.guarantee), plan.relation):
+    for bl in compute(W, plan.guarantee, plan.relation):
         if not bl.applies:
             skipped.append(f"{bl.name}: {bl.reason}")
             continue
@@ -260,9 +258,9 @@ def _projection_report(plan: Any) -> Report:
     title, subtitle = _header(plan, plan.kind)
     b, n = plan.bounds, plan.noise
     numbers: dict[str, Any] = {"upper_rmse": b["upper_rmse"], "lower_rmse": b.get("lower_rmse"),
-                               "noise_scale": n["scale"], "sensitivity": n["sensitivity"], "n": plan.n}
+                               "noise_scale": n.scale, "sensitivity": n.sensitivity, "n": plan.n}
     sections = [Section("Privacy guarantee and noise", [
-        guarantee_words(plan.guarantee, plan.relation), noise_words(n, int(n["dim"])),
+        guarantee_words(plan.guarantee, plan.relation.key), noise_words(n, int(n.dim)),
         f"Decoding (post-processing of the released values only): {plan.decoder['description']}.",
     ])]
     cert = [f"RMSE per query ≤ {b['upper_rmse']:.6g} ({b['upper_note']})."]
@@ -298,13 +296,13 @@ def _projection_bound_curve(plan: Any, W: Any, ns: np.ndarray) -> np.ndarray | N
         k = W.shape[0]
         out = []
         for x in ns:
-            bd = jl_error_bound(int(plan.decoder["ell"]), float(x), plan.guarantee["epsilon"], k,
-                                norms, diameter=diam, relation=plan.relation,
+            bd = jl_error_bound(int(plan.decoder["ell"]), float(x), plan.guarantee.epsilon, k,
+                                norms, diameter=diam, relation=plan.relation.key,
                                 fw_gap=plan.decoder["gap_tol"])
             out.append(min(bd.total, bd.trivial) / math.sqrt(k))
         return np.array(out)
     meas = plan.expected_error.get("measurement_rmse")
-    if meas is None or plan.noise["family"] != "gaussian":
+    if meas is None or plan.noise.family != "gaussian":
         return None
     from factorize.plan.projection_plan import moment_layout
 

@@ -23,6 +23,7 @@ TABLE_ROWS = 60
 def results_report(path: str | Path) -> Report:
     from factorize.executor.output import read_answers
     from factorize.plan.model import guarantee_text
+    from factorize.privacy import guarantee_from_dict
 
     from . import plots
 
@@ -40,8 +41,8 @@ def results_report(path: str | Path) -> Report:
     title = f"Released answers: {spec}"
     g = meta.get("guarantee")
     try:
-        gtxt = guarantee_text(g)
-    except (KeyError, TypeError):
+        gtxt = guarantee_text(guarantee_from_dict(g))
+    except (KeyError, TypeError, ValueError):
         gtxt = json.dumps(g, ensure_ascii=False)
     subtitle = (f"{est.size} answers · {gtxt} · "
                 f"{meta.get('neighbouring', '?')} neighbours · plan sha256 "
