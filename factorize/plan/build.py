@@ -39,7 +39,7 @@ from factorize.certificate import Certificate, verify
 from factorize.io.provenance import versions
 from workloads import Domain, Workload, parse_workload
 
-from .lower_bound import any_mechanism_lower_bound
+from .lower_bound import any_mechanism_lower_bound, laplace_bound
 from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
 
 #: Rounding inflation allowed, relative to the base sensitivity.
@@ -258,7 +258,8 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         certificate=cert,
         bounds={"norm": cert.norm, "upper": v.upper, "lower": v.lower, "gap": v.gap,
                 "residual": v.residual, "residual_limit": v.residual_limit,
-                "any_mechanism": any_mechanism_lower_bound(W, g, rel.key, public_n)},
+                "any_mechanism": any_mechanism_lower_bound(W, g, rel.key, public_n),
+                "laplace_factorization": laplace_bound(cert.norm, v.lower, g, rel.key, family)},
         noise=spec,
         sensitivity_exact=sens.exact,
         postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, spec),

@@ -67,3 +67,52 @@ def any_mechanism_lower_bound(W: Any, guarantee: Any, relation: str,
     if name.startswith("spectral"):
         out["witness"] = found
     return out
+
+
+#: Where the pure-DP factorization bound comes from (stated in every plan that carries it).
+LAPLACE_BOUND = ("Laplace factorization bound: ‖A‖₁→₁ ≥ ‖A‖₁→₂, so Laplace noise of scale "
+                 "‖A‖₁→₁/ε gives per-query RMSE ≥ √2·γ_F(W)/ε (worst-query std ≥ √2·γ₂(W)/ε) "
+                 "for every W = R·A; γ the certificate's re-verified lower bound")
+
+
+def laplace_factorization_bound(norm: str, certified_lower: float, guarantee: Any,
+                                relation: str) -> dict[str, Any] | None:
+    """A re-checkable lower bound for pure-DP factorization mechanisms (issue 15 item 2).
+
+    A factorization mechanism ``W = R·A`` with Laplace noise calibrated to the add/remove L1
+    sensitivity ``Δ₁ = ‖A‖₁→₁ = max_x ‖A e_x‖₁`` has per-coordinate variance ``2Δ₁²/ε²``, so
+    its per-query RMSE is ``√2·Δ₁·‖R‖_F/(ε√k)`` and its worst per-query std
+    ``√2·Δ₁·‖R‖_{2→∞}/ε``. Since ``‖a‖₁ ≥ ‖a‖₂`` for every column, ``Δ₁ ≥ ‖A‖₁→₂``, and by
+    the definitions of γ_F and γ₂ (MATH.md §2: ``γ_F(W) = min k^{-1/2}‖R‖_F‖A‖₁→₂``,
+    ``γ₂(W) = min ‖R‖_{2→∞}‖A‖₁→₂``) every such mechanism has
+
+        RMSE ≥ √2·γ_F(W)/ε,        max_i std_i ≥ √2·γ₂(W)/ε.
+
+    With ``certified_lower`` ≤ γ (the certificate's dual bound, re-verified by
+    ``certificate.verify``) the value ``√2·L/ε`` rounded down is a bound for the mechanism
+    class. It is tight when an optimal strategy has 1-sparse columns (the identity workload:
+    √2/ε). The lattice release only adds noise (its scale is calibrated to an inflated
+    sensitivity), so a plan's stated error is above the bound too. Add/remove neighbours and
+    γ_F / γ₂ objectives only (None otherwise: the replace L1 sensitivity of a difference of
+    columns has no such comparison with γ).
+    """
+    from factorize.numerics import round_down
+
+    if guarantee.kind != "pure_dp" or relation != "add_remove" or norm not in ("gamma_f", "gamma_2"):
+        return None
+    if not (math.isfinite(certified_lower) and certified_lower > 0):
+        return None
+    value = round_down(math.sqrt(2.0) * float(certified_lower) / float(guarantee.epsilon), 4)
+    return {"value": value, "measure": "rmse" if norm == "gamma_f" else "per_query_std_max",
+            "bound": LAPLACE_BOUND,
+            "binds": "every factorization mechanism W = R·A with Laplace noise at this ε "
+                     "(add/remove neighbours)"}
+
+
+def laplace_bound(norm: str, certified_lower: float, guarantee: Any, relation: str,
+                  family: str) -> dict[str, Any] | None:
+    """:func:`laplace_factorization_bound` for a plan whose noise family is ``family`` (the
+    bound is stated only where the plan adds Laplace noise)."""
+    if family != "laplace":
+        return None
+    return laplace_factorization_bound(norm, certified_lower, guarantee, relation)

@@ -168,6 +168,13 @@ class Plan:
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
             f"postprocess {self._postprocess_line()}",
         ]
+        lap = b.get("laplace_factorization")
+        if lap:
+            own = e[lap["measure"]]
+            lines.insert(-1, f"pure DP     {lap['measure']} ≥ {lap['value']:.6g} for every factorization "
+                             f"mechanism with Laplace noise at this ε; this plan {own:.6g} "
+                             f"(gap {own / lap['value'] - 1.0:.3g}; ‖A‖₁→₁ ≥ ‖A‖₁→₂ and the "
+                             f"certificate's lower bound)")
         anyb = b.get("any_mechanism")
         if anyb:
             lines.insert(-1, f"any mech.   RMSE ≥ {anyb['value']:.4g} for every mechanism with this "
