@@ -225,25 +225,28 @@ def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | 
     from factorize.privacy import parse_guarantee
 
     if (args.mechanism != "factorization" or args.postprocess != "none"
-            or args.norm == "approx_gamma_2" or family not in (None, "gaussian")
-            or parse_guarantee(args.privacy).kind == "pure_dp"):
+            or args.norm == "approx_gamma_2" or family not in (None, "gaussian", "laplace")):
         return None
+    # the residual optimum is Gaussian's; Laplace noise goes structured only where the dense
+    # route cannot go, as a union with L1-optimal block weights
+    laplace = family == "laplace" or (family is None and parse_guarantee(args.privacy).kind == "pure_dp")
     from factorize.structured.blocks import StructureError
     from factorize.structured.workload_blocks import workload_blocks
     from workloads import parse_workload
 
     W = parse_workload(args.workload)
+    k, N = W.shape
+    too_large = k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS
     if callable(getattr(W, "marginal_structure", None)):
-        return "residual"
+        return "residual" if not laplace else ("union" if too_large else None)
     try:
         blocks = workload_blocks(W, [int(n) for n in _finest_sizes(W)])
     except (StructureError, ValueError):
         return None
     if blocks and all(b.marginal_support is not None for b in blocks):
-        return "residual"
+        return "residual" if not laplace else ("union" if too_large else None)
     # a union too large to densify, or a Kronecker product whose histogram is too large to
     # materialise: measured per block from marginal tables
-    k, N = W.shape
     if len(blocks) > 1 and k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS:
         return "union"
     return None

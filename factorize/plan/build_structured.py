@@ -59,12 +59,12 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str
         strategy = "residual" if all(b.marginal_support is not None for b in wblocks) else "union"
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {STRATEGIES}")
+    family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     if strategy == "residual":
         parts = _residual(W, dom, wblocks, norm, gap_tol)
     else:
-        parts = _union(dom, wblocks, norm, options)
+        parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
     strat, recon, (structure, encoding), cert, cert_arrays = parts
-    family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     noise, sens = _noise(strat, g, rel, family)
     from factorize.privacy import sampled_variance
     from factorize.structured.identity import reconstruction_residual
@@ -79,6 +79,9 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str
 
         cert["upper"] = cert["achieved"]
         cert["gap"] = relative_gap(cert["upper"], cert["lower"])
+    from .lower_bound import laplace_bound
+
+    cert["laplace_factorization"] = laplace_bound(norm, cert["lower"], g, rel.key, family)
     plan = StructuredPlan(
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
         domain=dom, relation=rel, guarantee=g, norm=norm, strategy=strat, reconstruction=recon,
@@ -158,7 +161,7 @@ def _residual(W: Workload, dom: Domain, wblocks: list, norm: str, gap_tol: float
     return strat, recon, enc, cert, arrays
 
 
-def _union(dom: Domain, wblocks: list, norm: str, options: Any):
+def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm: str):
     from factorize.structured import union
 
-    return union.build(dom.sizes, wblocks, norm, options=options)
+    return union.build(dom.sizes, wblocks, norm, options=options, sensitivity_norm=sensitivity_norm)

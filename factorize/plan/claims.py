@@ -232,22 +232,10 @@ def _check_certificate(out: PlanCheck, plan: Plan, W: Any) -> None:
     if not (is_number(b.get("residual")) and same_number(b["residual"], v.residual,
                                                          absolute=1e-4 * max(tolerance, 0.0))):
         problems.append(f"residual {b.get('residual')!r} ≠ {v.residual:.3g}")
-    from .lower_bound import laplace_bound
+    from .lower_bound import laplace_bound, laplace_bound_problems
 
     lap = laplace_bound(plan.norm, v.lower, plan.guarantee, plan.relation.key, plan.noise.family)
-    stated = b.get("laplace_factorization")
-    if stated is not None:  # a plan written before issue 15 states none: nothing to check
-        if not (isinstance(stated, dict) and lap is not None
-                and same_number(stated.get("value"), lap["value"])
-                and all(stated.get(key) == lap[key] for key in ("measure", "bound", "binds"))):
-            problems.append("laplace_factorization "
-                            + (f"{stated.get('value')!r} ≠ {lap['value']!r}" if isinstance(stated, dict)
-                               and lap is not None else f"stated where none applies: {stated!r}"[:200]))
-        else:
-            own = plan.expected_error[lap["measure"]]
-            if not own >= lap["value"] * (1.0 - 1e-12):
-                problems.append(f"the plan's {lap['measure']} {own!r} is below the Laplace "
-                                f"factorization bound {lap['value']!r}")
+    problems += laplace_bound_problems(b.get("laplace_factorization"), lap, plan.expected_error)
     out.record("certificate", v.passed and not problems,
                v.summary() + ("" if not problems else "; the plan states otherwise: " + ", ".join(problems)))
 

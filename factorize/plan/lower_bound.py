@@ -116,3 +116,36 @@ def laplace_bound(norm: str, certified_lower: float, guarantee: Any, relation: s
     if family != "laplace":
         return None
     return laplace_factorization_bound(norm, certified_lower, guarantee, relation)
+
+
+def laplace_bound_problems(stated: Any, recomputed: dict[str, Any] | None,
+                           expected_error: dict[str, Any]) -> list[str]:
+    """What is wrong with a plan's stated Laplace factorization bound (empty: nothing), given
+    the bound re-derived from its re-verified certificate. A plan may state none (written
+    before issue 15); one it states must equal the re-derived one, and the plan's own error
+    must not be below it."""
+    if stated is None:
+        return []
+    if recomputed is None or not isinstance(stated, dict):
+        return [f"laplace_factorization stated where none applies: {str(stated)[:120]}"]
+    from .checks import same_number
+
+    if not (same_number(stated.get("value"), recomputed["value"])
+            and all(stated.get(key) == recomputed[key] for key in ("measure", "bound", "binds"))):
+        return [f"laplace_factorization {stated.get('value')!r} ({stated.get('measure')!r}) ≠ "
+                f"{recomputed['value']!r} ({recomputed['measure']})"]
+    own = expected_error.get(recomputed["measure"])
+    if not (isinstance(own, (int, float)) and own >= recomputed["value"] * (1.0 - 1e-12)):
+        return [f"the plan's {recomputed['measure']} {own!r} is below the Laplace factorization "
+                f"bound {recomputed['value']!r}"]
+    return []
+
+
+def laplace_bound_line(bound: dict[str, Any] | None, expected_error: dict[str, Any]) -> str | None:
+    """The ``inspect`` line of a plan's Laplace factorization bound, with the plan's gap."""
+    if not bound:
+        return None
+    own = expected_error[bound["measure"]]
+    return (f"pure DP     {bound['measure']} ≥ {bound['value']:.6g} for every factorization "
+            f"mechanism with Laplace noise at this ε; this plan {own:.6g} (gap "
+            f"{own / bound['value'] - 1.0:.3g}; ‖A‖₁→₁ ≥ ‖A‖₁→₂ and the certificate's lower bound)")

@@ -168,13 +168,11 @@ class Plan:
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
             f"postprocess {self._postprocess_line()}",
         ]
-        lap = b.get("laplace_factorization")
+        from .lower_bound import laplace_bound_line
+
+        lap = laplace_bound_line(b.get("laplace_factorization"), e)
         if lap:
-            own = e[lap["measure"]]
-            lines.insert(-1, f"pure DP     {lap['measure']} ≥ {lap['value']:.6g} for every factorization "
-                             f"mechanism with Laplace noise at this ε; this plan {own:.6g} "
-                             f"(gap {own / lap['value'] - 1.0:.3g}; ‖A‖₁→₁ ≥ ‖A‖₁→₂ and the "
-                             f"certificate's lower bound)")
+            lines.insert(-1, lap)
         anyb = b.get("any_mechanism")
         if anyb:
             lines.insert(-1, f"any mech.   RMSE ≥ {anyb['value']:.4g} for every mechanism with this "

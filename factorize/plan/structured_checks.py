@@ -184,6 +184,10 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
         for key, v in (("upper", upper), ("lower", lower), ("gap", gap)):
             if not same_number(c.get(key), v, absolute=1e-12 if key == "gap" else 0.0):
                 problems.append(f"certificate.{key} {c.get(key)!r} ≠ {v:.10g}")
+        from .lower_bound import laplace_bound, laplace_bound_problems
+
+        lap = laplace_bound(plan.norm, lower, plan.guarantee, plan.relation.key, plan.noise.family)
+        problems += laplace_bound_problems(c.get("laplace_factorization"), lap, plan.expected_error)
         if lower > achieved * (1.0 + 1e-9):
             problems.append(f"the lower bound {lower:.10g} exceeds the value {achieved:.10g} the "
                             "plan achieves: the certificate or the strategy is wrong")

@@ -121,6 +121,11 @@ class StructuredPlan:
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
         ]
+        from .lower_bound import laplace_bound_line
+
+        lap = laplace_bound_line(c.get("laplace_factorization"), e)
+        if lap:
+            lines.append(lap)
         prov = self.provenance
         if prov:
             lines.append(f"provenance  factorize {prov.get('versions', {}).get('factorize', '?')}, "

@@ -13,6 +13,10 @@ sensitivity: with ``κ_o = Π_j max_x ‖A_{o,j} e_x‖²`` (Δ² ≤ Σ_o s_o²
 
 normalised to ``Σ_o s_o² κ_o = 1`` (the union-of-Kronecker weights of HDMM, McKenna et al.,
 PVLDB 2018, §6, in closed form for fixed blocks; optimising the blocks is HDMM's problem).
+For Laplace noise (L1 sensitivity) the column L1 norms add instead: with
+``κ¹_o = Π_j max_x ‖A_{o,j} e_x‖₁`` (Δ₁ ≤ Σ_o s_o κ¹_o), minimising ``Σ_o V_o / s_o²`` under
+``Σ_o s_o κ¹_o = 1`` gives (Lagrange) ``s_o ∝ (V_o / κ¹_o)^{1/3}``, and the worst query is
+again equalised, ``s_o ∝ √V_o``.
 
 Certificate: each factor's dual witness (``certificate``) gives ``L_f ≤ γ(W_f)``; Kronecker
 products multiply (a witness ``q = ⊗ q_j`` gives the product of the factors' bounds, MATH.md
@@ -71,8 +75,11 @@ def _kron(vs: Sequence[np.ndarray]) -> np.ndarray:
     return out
 
 
-def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, options: Any = None):
-    """The strategy, reconstruction, encoding and certificate of the module docstring."""
+def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, options: Any = None,
+          sensitivity_norm: str = "l2"):
+    """The strategy, reconstruction, encoding and certificate of the module docstring; the
+    block weights are optimal for noise calibrated to ``sensitivity_norm`` ("l2": Gaussian,
+    "l1": Laplace)."""
     from factorize.privacy.lattice import quantize
 
     sizes = tuple(int(n) for n in sizes)
@@ -101,10 +108,18 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, 
             V.append(wb.weight ** 2 * math.prod(float(np.sum(R * R)) for R in Rs))
         else:
             V.append(wb.weight ** 2 * math.prod(float(np.max(np.sum(R * R, axis=1))) for R in Rs))
-        kappa.append(math.prod(float(np.max(np.sum(A * A, axis=0))) for A in As))
+        if sensitivity_norm == "l1":
+            kappa.append(math.prod(float(np.max(np.sum(np.abs(A), axis=0))) for A in As))
+        else:
+            kappa.append(math.prod(float(np.max(np.sum(A * A, axis=0))) for A in As))
     V, kappa = np.array(V), np.array(kappa)
-    s2 = np.sqrt(V / kappa) if norm == "gamma_f" else V.copy()
-    s2 /= float(np.sum(s2 * kappa))
+    if sensitivity_norm == "l1":
+        s1 = np.cbrt(V / kappa) if norm == "gamma_f" else np.sqrt(V)
+        s1 /= float(np.sum(s1 * kappa))
+        s2 = s1 * s1
+    else:
+        s2 = np.sqrt(V / kappa) if norm == "gamma_f" else V.copy()
+        s2 /= float(np.sum(s2 * kappa))
     scales = [float(quantize(np.array([[math.sqrt(v)]])).measured[0, 0]) for v in s2]
     blocks = [KronBlock(s, S, tuple(f"A.{names[wb.factors[j].key]}" for j in S))
               for s, S, wb in zip(scales, supports, wblocks)]
