@@ -74,3 +74,60 @@ def candidate_factorizations(W_dense: np.ndarray) -> list[tuple[str, Factorizati
             R = np.linalg.lstsq(A.T, W.T, rcond=None)[0].T  # R A = W (A has full column rank)
             out.append((f"hierarchical tree (b={b})", Factorization.dense(R, A)))
     return out
+
+
+#: Largest Kronecker factor (cells) whose standard candidates are formed densely.
+KRON_FACTOR_MAX_CELLS = 4096
+
+
+def per_factor_objective(fact: Factorization, family: str, norm: str) -> float:
+    """``Δ·E`` of a one-factor strategy at unit noise: Δ the largest column L1 (Laplace) or L2
+    norm of A (add/remove sensitivity), E = ‖R‖_F (γ_F) or the largest row norm of R (γ₂)."""
+    A, R = fact.A_factors[0], fact.R_factors[0]
+    sens = float(np.max(np.abs(A).sum(axis=0) if family == "laplace" else np.linalg.norm(A, axis=0)))
+    err = float(np.linalg.norm(R)) if norm == "gamma_f" else float(np.max(np.linalg.norm(R, axis=1)))
+    return sens * err
+
+
+def kron_candidate(leaves: list[np.ndarray], family: str, norm: str) -> tuple[str, Factorization] | None:
+    """The best Kronecker product of standard per-factor strategies for W = ⊗_i W_i under
+    add/remove neighbours (HDMM's OPT_⊗ restricted to the standard candidates, exactly).
+
+    Column norms of a Kronecker product multiply, ``‖(⊗A_i) e_x‖_p = Π_i ‖A_i e_{x_i}‖_p``
+    (p = 1, 2), so ``Δ(⊗A_i) = Π Δ(A_i)``; ``‖⊗R_i‖_F = Π ‖R_i‖_F`` and the largest row norm
+    of ``⊗R_i`` is the product of the factors'. The objective Δ·E of a Kronecker strategy is
+    therefore the product of per-factor objectives, minimised factor by factor over
+    :func:`candidate_factorizations` of each W_i. None when a factor is too large to form.
+    """
+    chosen_R, chosen_A, names = [], [], []
+    for Wi in leaves:
+        if Wi.shape[1] > KRON_FACTOR_MAX_CELLS:
+            return None
+        best = min(candidate_factorizations(Wi),
+                   key=lambda c: per_factor_objective(c[1], family, norm))
+        names.append(best[0])
+        chosen_R.append(best[1].R_factors[0])
+        chosen_A.append(best[1].A_factors[0])
+    return (f"per-factor standard ({' ⊗ '.join(names)})",
+            Factorization(tuple(chosen_R), tuple(chosen_A)))
+
+
+def strategy_candidates(W, family: str, norm: str, relation: str,
+                        max_cells: int, max_entries: int) -> list[tuple[str, Factorization]]:
+    """The standard candidates a plan chooses from (and its verifier recomputes): the dense
+    ones of :func:`candidate_factorizations` when W is small enough to form, and for a
+    Kronecker product of two or more factors under add/remove neighbours the per-factor best
+    (:func:`kron_candidate`). Deterministic in W, the noise family and the objective."""
+    from factorize.structure import kron_leaves
+
+    k, N = W.shape
+    out: list[tuple[str, Factorization]] = []
+    if N <= max_cells and k * N <= max_entries:
+        out += candidate_factorizations(W.dense())
+    leaves = kron_leaves(W)
+    if len(leaves) >= 2 and relation == "add_remove":
+        if all(leaf.shape[0] * leaf.shape[1] <= max_entries for leaf in leaves):
+            cand = kron_candidate([leaf.dense() for leaf in leaves], family, norm)
+            if cand is not None:
+                out.append(cand)
+    return out

@@ -304,15 +304,14 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
     the standard strategies of ``factorize.strategies`` (histogram, W itself, b-ary trees for
     ranges). The certificate keeps the optimum's dual witness: still a valid lower bound on
     the norm, whose gap then says how far the chosen strategy is from it in that norm."""
-    from factorize.strategies import candidate_factorizations
+    from factorize.strategies import strategy_candidates
 
-    k, N = W.shape
-    if N > CHOICE_MAX_CELLS or k * N > CHOICE_MAX_ENTRIES:
+    candidates = strategy_candidates(W, family, norm, rel.key, CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES)
+    if not candidates:
         return cert, {"chosen": "optimal factorization", "reason": "too large for the candidates"}, None
     scores = {"optimal factorization": _objective(cert.factorization, g, rel, family, exact, norm)}
     facts = {"optimal factorization": cert.factorization}
-    Wd = W.dense()
-    for name, fact in candidate_factorizations(Wd):
+    for name, fact in candidates:
         try:
             scores[name] = _objective(fact, g, rel, family, exact, norm)
             facts[name] = fact
@@ -323,8 +322,12 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
               "candidates": scores}
     if best == "optimal factorization":
         return cert, choice, None
-    new = Certificate(norm=cert.norm, factorization=facts[best], witness=_dense_witness(cert.witness))
-    v = verify(new, Wd)
+    fact = facts[best]
+    same_layout = fact.is_kron and cert.factorization.is_kron and \
+        len(fact.R_factors) == len(cert.factorization.R_factors)
+    witness = cert.witness if same_layout else _dense_witness(cert.witness)
+    new = Certificate(norm=cert.norm, factorization=fact, witness=witness)
+    v = verify(new, W if fact.is_kron else W.dense())
     if not v.passed:  # never ship an unverified plan: keep the optimum
         choice["chosen"] = "optimal factorization"
         choice["rejected"] = f"{best}: " + "; ".join(v.failures)

@@ -177,9 +177,9 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
 
 
 def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
-    from factorize.strategies import candidate_factorizations
+    from factorize.strategies import strategy_candidates
 
-    from .build import _objective
+    from .build import CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES, _objective
 
     choice = (plan.provenance or {}).get("strategy_choice")
     if not choice or not choice.get("candidates"):
@@ -196,7 +196,8 @@ def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
     exact = plan.noise.is_exact
     own = _objective(plan.factorization, g, rel, family, exact, norm)
     recomputed = {name: _objective(fact, g, rel, family, exact, norm)
-                  for name, fact in candidate_factorizations(W.dense())}
+                  for name, fact in strategy_candidates(W, family, norm, rel.key, CHOICE_MAX_CELLS,
+                                                        CHOICE_MAX_ENTRIES)}
     problems = []
     if not same_number(cands[choice["chosen"]], own):
         problems.append(f"the chosen {choice['chosen']!r} scores {own:.6g}, the plan says "
