@@ -237,14 +237,16 @@ def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | 
     W = parse_workload(args.workload)
     k, N = W.shape
     too_large = k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS
-    if callable(getattr(W, "marginal_structure", None)):
-        return "residual" if not laplace else ("union" if too_large else None)
-    try:
-        blocks = workload_blocks(W, [int(n) for n in _finest_sizes(W)])
-    except (StructureError, ValueError):
-        return None
-    if blocks and all(b.marginal_support is not None for b in blocks):
-        return "residual" if not laplace else ("union" if too_large else None)
+    blocks = None
+    if not callable(getattr(W, "marginal_structure", None)):
+        try:
+            blocks = workload_blocks(W, [int(n) for n in _finest_sizes(W)])
+        except (StructureError, ValueError):
+            return None
+    if blocks is None or (blocks and all(b.marginal_support is not None for b in blocks)):
+        if laplace:
+            return "union" if too_large else None
+        return "residual"
     # a union too large to densify, or a Kronecker product whose histogram is too large to
     # materialise: measured per block from marginal tables
     if len(blocks) > 1 and k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS:
