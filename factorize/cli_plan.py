@@ -77,6 +77,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--eps", type=float, default=None)
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("--gap-tol", type=float, default=None)
+    p.add_argument("--search-seed", type=int, default=0,
+                   help="Laplace noise: base seed of the pure-DP strategy search's random "
+                        "restarts (recorded in the plan; the same seed re-plans the same strategy)")
     p.add_argument("--out", required=True, help="plan file to write")
     p.add_argument("--allow-weak-guarantee", action="store_true",
                    help="plan a guarantee beyond the documented ceilings (ε ≤ 10, ρ ≤ 10, δ ≤ 1e-3)")
@@ -207,7 +210,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                       relation=args.neighbouring, domain=domain, noise_family=family,
                       postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
                       mechanism=args.mechanism, public_n=args.public_n,
-                      allow_weak_guarantee=args.allow_weak_guarantee)
+                      allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed)
     save_plan(plan, args.out)
     return _print_written(plan, args)
 

@@ -16,6 +16,11 @@ from factorize.factorization import Factorization
 
 #: Tree branchings tried.
 TREE_BRANCHING = (2, 4, 8, 16)
+#: Name prefix of the candidates found by an optimiser (``factorize.pure_dp.candidates``):
+#: their scores are not re-derivable without re-running the search, so a verifier recomputes
+#: such a candidate's score only when it is the chosen strategy, and otherwise checks that
+#: the stated score does not beat the chosen one (as for the optimal factorization).
+OPTIMIZED_PREFIX = "optimized "
 
 
 def is_range_workload(W_dense: np.ndarray) -> bool:

@@ -13,7 +13,9 @@
    for ρ-zCDP, Laplace with the L1 sensitivity or the ℓ2-ball K-norm for pure ε-DP.
    Exact sampling (default) releases on a lattice γZ; γ is the largest power of two with
    ``γ√m ≤ 10⁻³·Δ₂`` (Gaussian) or ``γm ≤ 10⁻³·Δ₁`` (Laplace), so the rounding inflation of the
-   sensitivity (``privacy.discretized_sensitivity``) costs at most 0.1% of the noise scale;
+   sensitivity (``privacy.discretized_sensitivity``) costs at most 0.1% of the noise scale,
+   and only ``s/m`` of that, s the spread (``privacy.kron_spread``: the most coordinates
+   neighbours can move; 1 for the identity, the tree depth for a tree);
    powers of two keep the sampler's rationals small and ``y/γ`` exact;
 4. the reconstruction's bias (``plan.bias``): the certified residual β ≥ |W − RÃ| and the
    weights b with Wᵀb ≥ μ·1 that let the executor bound n from the release;
@@ -147,7 +149,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
                postprocess: str | None = None, certificate: Certificate | None = None,
                options: Any = None, gap_tol: float | None = None,
                mechanism: str = "factorization", public_n: int | None = None,
-               allow_weak_guarantee: bool = False) -> Plan:
+               allow_weak_guarantee: bool = False, search_seed: int = 0) -> Plan:
     """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input.
 
     ``mechanism``: ``factorization`` (the optimal W = R·A of ``norm``) or ``ellipsoid``
@@ -163,6 +165,9 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     ``public_n``: the dataset size, public only under replace-one neighbours (the data must then
     have exactly that many records); under add/remove the executor estimates n from the
     released values.
+
+    ``search_seed``: base seed of the pure-DP strategy search (``factorize.pure_dp``) run for
+    Laplace noise; recorded in the plan, so the same inputs and seed re-plan the same strategy.
     """
     if mechanism not in MECHANISMS:
         raise PlanError(f"unknown mechanism {mechanism!r}; expected one of {', '.join(MECHANISMS)}")
@@ -170,7 +175,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         raise PlanError("the ellipsoid mechanism takes neither an explicit certificate nor "
                         "approx_gamma_2 (its strategy is fixed by the ellipsoid; norm picks the "
                         "witness, gamma_f or gamma_2)")
-    from factorize.privacy import calibrate, kron_sensitivity
+    from factorize.privacy import calibrate, kron_sensitivity, kron_spread
 
     t0 = time.perf_counter()
     W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
@@ -228,7 +233,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     choice = None
     if certificate is None and mechanism == "factorization" and norm in ("gamma_f", "gamma_2") \
             and (family != "gaussian" or rel.key == "replace"):
-        cert, choice, v_new = _choose_strategy(cert, W, g, rel, family, exact, norm)
+        cert, choice, v_new = _choose_strategy(cert, W, g, rel, family, exact, norm, search_seed)
         v = v_new or v
     solve_seconds = time.perf_counter() - t0
     fact = cert.factorization
@@ -246,7 +251,8 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
         exact = False  # no exact sampler for the K-norm: recorded as sampler "float"
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
-                     relation=rel, family=family)
+                     relation=rel, family=family,
+                     spread=kron_spread(measured, rel) if grid is not None else None)
     bias, n_weights = plan_bias(W, fact, measured, cert.eta, rel.key, public_n)
     from workloads.spec import embedded_files
 
@@ -281,32 +287,46 @@ CHOICE_MAX_ENTRIES = 4_000_000
 def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str) -> float:
     """The plan's error objective for a strategy, calibrated exactly as ``build_plan`` does:
     RMSE (γ_F) or the largest per-query std (γ₂)."""
-    from factorize.privacy import calibrate, kron_sensitivity
+    from factorize.privacy import calibrate, kron_sensitivity, kron_spread
 
     from factorize.privacy.lattice import measured_factors
 
     snorm = "l1" if family == "laplace" else "l2"
-    sens = kron_sensitivity(measured_factors(fact.A_factors), snorm, rel)
+    measured = measured_factors(fact.A_factors)
+    sens = kron_sensitivity(measured, snorm, rel)
     m = fact.strategy_rows
     grid = choose_grid(sens.value, m, snorm) if exact and family != "l2_knorm" else None
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
-                     relation=rel, family=family)
+                     relation=rel, family=family,
+                     spread=kron_spread(measured, rel) if grid is not None else None)
     e = expected_error(fact, spec)
     return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
 
 
 def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: str, exact: bool,
-                     norm: str) -> tuple[Certificate, dict[str, Any], Any]:
+                     norm: str, search_seed: int = 0) -> tuple[Certificate, dict[str, Any], Any]:
     """The optimal γ_F / γ₂ factorization is optimal for Gaussian noise under add/remove
     neighbours only. For Laplace (pure DP: L1 sensitivity) or K-norm noise, or replace
     neighbours, the plan takes the best, by its own calibrated objective, of that optimum and
     the standard strategies of ``factorize.strategies`` (histogram, W itself, b-ary trees for
-    ranges). The certificate keeps the optimum's dual witness: still a valid lower bound on
-    the norm, whose gap then says how far the chosen strategy is from it in that norm."""
+    ranges, per-factor products) and, for Laplace noise, the strategies optimised for it
+    (``factorize.pure_dp.candidates``: p-Identity, Kronecker, flat-refined, union and
+    marginal-weight strategies found from deterministic starts and seeded restarts; their
+    search records go into ``choice["optimized"]``). The certificate keeps the optimum's dual
+    witness: still a valid lower bound on the norm, whose gap then says how far the chosen
+    strategy is from it in that norm."""
     from factorize.strategies import strategy_candidates
 
     candidates = strategy_candidates(W, family, norm, rel.key, CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES)
+    optimized: dict[str, dict[str, Any]] = {}
+    if family == "laplace":
+        from factorize.pure_dp.candidates import optimized_candidates
+
+        for c in optimized_candidates(W, seed=search_seed, max_cells=CHOICE_MAX_CELLS,
+                                      max_entries=CHOICE_MAX_ENTRIES):
+            candidates.append((c.name, c.factorization))
+            optimized[c.name] = c.record
     if not candidates:
         return cert, {"chosen": "optimal factorization", "reason": "too large for the candidates"}, None
     scores = {"optimal factorization": _objective(cert.factorization, g, rel, family, exact, norm)}
@@ -320,6 +340,9 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
     best = min(scores, key=scores.__getitem__)
     choice = {"chosen": best, "objective": "rmse" if norm == "gamma_f" else "per_query_std_max",
               "candidates": scores}
+    if optimized:
+        choice["search_seed"] = int(search_seed)
+        choice["optimized"] = {n: r for n, r in optimized.items() if n in scores}
     if best == "optimal factorization":
         return cert, choice, None
     fact = facts[best]

@@ -168,12 +168,15 @@ def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any,
 
 
 def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
-                   sensitivity: float, dim: int) -> Any:
+                   sensitivity: float, dim: int, spread: int | None = None) -> Any:
     """Record the ``noise`` check: the scale re-derived from the guarantee at the recomputed
     (certified) sensitivity, with the plan's sampler and grid; the plan's own statement of
     the sensitivity must be at least the recomputed one. ``noise`` is the plan's
     ``privacy.NoiseSpec`` (valid by construction: families, norms and samplers agree),
-    ``relation`` a ``privacy.Neighbouring``. Returns the required NoiseSpec."""
+    ``relation`` a ``privacy.Neighbouring``. ``spread``: the recomputed number of coordinates
+    neighbours can move (``privacy.kron_spread``) for kinds that use it; a spread the plan
+    states must be at least that (a plan without one is inflated over all ``dim``
+    coordinates). Returns the required NoiseSpec."""
     from factorize.numerics import is_power_of_two
     from factorize.privacy import PrivacyError, calibrate
 
@@ -191,9 +194,17 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
         grid = noise.grid
         if noise.is_exact and not (isinstance(grid, float) and is_power_of_two(grid)):
             raise PrivacyError(f"sampler {noise.sampler!r} needs a grid that is a power of two")
+        stated = noise.spread
+        if stated is not None:
+            if spread is None:
+                raise PrivacyError("the noise states a rounding spread, which this plan kind "
+                                   "does not use")
+            if stated < spread:
+                raise PrivacyError(f"the noise states that neighbours move {stated} coordinates; "
+                                   f"the measured strategy lets them move {spread}")
         req = calibrate(guarantee, sensitivity_l2=sensitivity if snorm == "l2" else None,
                         sensitivity_l1=sensitivity if snorm == "l1" else None,
-                        grid=grid, dim=dim, relation=relation, family=family)
+                        grid=grid, dim=dim, relation=relation, family=family, spread=stated)
         out.required_scale = req.scale
         if req.sampler != noise.sampler:
             raise PrivacyError(f"the guarantee needs sampler {req.sampler!r}, the plan has "
@@ -253,7 +264,7 @@ def verify_any(plan: Any, *, certificate: bool = True, allow_weak_guarantee: boo
 def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool = False,
                 workload: Any = None, allow_weak_guarantee: bool = False) -> PlanCheck:
     """Run the checks of the module docstring; ``raise_on_failure`` raises :class:`PlanRefused`."""
-    from factorize.privacy import kron_sensitivity
+    from factorize.privacy import kron_sensitivity, kron_spread
     from factorize.privacy.lattice import measured_factors
 
     from . import claims
@@ -281,12 +292,15 @@ def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool 
     relation = plan.relation
     if g is not None:
         snorm = plan.noise.sensitivity_norm
-        sens = guard(out, "sensitivity",
-                     lambda: kron_sensitivity(measured_factors(fact.A_factors), snorm, relation))
+        measured = guard(out, "sensitivity", lambda: measured_factors(fact.A_factors))
+        sens = None if measured is None else guard(
+            out, "sensitivity", lambda: kron_sensitivity(measured, snorm, relation))
         if sens is not None:
             out.recomputed_sensitivity = sens.value
             out.derived["sensitivity_exact"] = sens.exact
-            rederive_noise(out, plan.noise, g, relation, sens.value, m)
+            measured_spread = kron_spread(measured, relation) if plan.noise.spread is not None \
+                else None
+            rederive_noise(out, plan.noise, g, relation, sens.value, m, measured_spread)
 
     # 8. claims
     if usable:

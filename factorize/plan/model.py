@@ -186,6 +186,9 @@ class Plan:
             lines.insert(5, f"chosen      {choice['chosen']}: the best {choice['objective']} of "
                             f"{len(choice['candidates'])} candidates under this noise ("
                             + ", ".join(f"{n} {v:.4g}" for n, v in choice["candidates"].items()) + ")")
+            search = (choice.get("optimized") or {}).get(choice["chosen"])
+            if search:
+                lines.insert(6, "search      " + search_text(search))
         if prov:
             lines.append(f"provenance  factorize {prov.get('versions', {}).get('factorize', '?')}, "
                          f"certificate from {prov.get('certificate_source', '?')}, "
@@ -195,6 +198,21 @@ class Plan:
 
 # ---------------------------------------------------------------------------------------
 # numpy helpers shared by build, checks and the executor
+
+
+def search_text(record: dict[str, Any]) -> str:
+    """One line on how an optimised strategy was found (``pure_dp.candidates`` record)."""
+    parts = [f"{record.get('family', '?')}, base seed {record.get('seed', '?')}"]
+    if record.get("winner"):
+        parts.append(f"winning start {record['winner']}")
+    for i, f in enumerate(record.get("factors") or []):
+        if f:
+            parts.append(f"factor {i}: {f['winner']}")
+    if record.get("runners_up"):
+        parts.append("runners-up (objective) " + ", ".join(f"{v:.6g}" for v in record["runners_up"][:3]))
+    if record.get("seeds"):
+        parts.append(f"{len(record['seeds'])} seeded restarts")
+    return "; ".join(parts)
 
 
 def guarantee_text(g: Guarantee) -> str:
