@@ -253,8 +253,18 @@ def _calibrated(A, l1, relation, g, grid, m, family, calibrate) -> float:
     value = float(exact) if l1 else math.sqrt(float(exact))  # the smallest float ≥ the exact value
     while (Fraction(value) if l1 else Fraction(value) ** 2) < exact:
         value = math.nextafter(value, math.inf)
+    # the rounding moves only the coordinates a neighbouring change moves: counted exactly
+    # (add/remove: a column's support; replace: the union of two columns' supports)
+    supports = [{i for i, c in enumerate(col) if c != 0} for col in cols]
+    if relation == "add_remove":
+        moving = max(len(s) for s in supports)
+    else:
+        moving = max((len(a | b) for x, a in enumerate(supports) for y, b in enumerate(supports)
+                      if x != y), default=1)
+    moving = max(1, moving)
     spec = calibrate(g, sensitivity_l2=None if l1 else value, sensitivity_l1=value if l1 else None,
-                     grid=grid, dim=m, relation=relation, family=family)
+                     grid=grid, dim=m, relation=relation, family=family,
+                     spread=moving if grid is not None else None)
     return spec.scale
 
 

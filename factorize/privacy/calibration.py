@@ -30,8 +30,11 @@ Sensitivity after rounding (:func:`discretized_sensitivity`): write ``round(y) =
 ``|r_i| ≤ γ/2`` per coordinate. For neighbours,
 ``round(y) − round(y') = (y − y') + (r − r')`` with ``|r_i − r'_i| ≤ γ``, hence
 ``‖round(y) − round(y')‖₂ ≤ ‖y − y'‖₂ + ‖r − r'‖₂ ≤ Δ₂ + γ√m`` and
-``‖round(y) − round(y')‖₁ ≤ Δ₁ + γ m``. (Floating-point evaluation of ``A h`` and of ``y/γ``
-adds errors of order 1e-16·|y|; choose γ ≫ that, which any sensible grid does.)
+``‖round(y) − round(y')‖₁ ≤ Δ₁ + γ m``. Only the coordinates where ``y`` and ``y'`` differ
+can round differently (the measurement ``round(Ã h/γ)`` is computed exactly,
+``privacy.lattice``), so ``m`` may be replaced by the *spread* s ≤ m, the most coordinates
+a neighbouring change can move (``sensitivity.kron_spread``: the largest number of non-zeros
+in a column of Ã, twice that under replace): ``Δ₂ + γ√s`` and ``Δ₁ + γs``.
 
 Discrete Gaussian accounting. Canonne, Kamath & Steinke 2020 ("The Discrete Gaussian for
 Differential Privacy", NeurIPS; arXiv:2004.00010), multivariate theorem (Thm. 14 in the arXiv
@@ -428,9 +431,12 @@ def l2_ball_knorm(epsilon: float, l2_sensitivity: float, dim: int) -> KNormParam
 
 
 def discretized_sensitivity(sensitivity: float, m: int, grid: float, norm: str) -> float:
-    """Sensitivity after deterministic rounding of each of the ``m`` coordinates to ``grid·Z``.
+    """Sensitivity after deterministic rounding of each coordinate to ``grid·Z``; ``m`` is
+    the number of coordinates that can differ between neighbours (at most the number of
+    released coordinates; the spread of the module docstring).
 
-    ``round(y) = y + r`` with ``|r_i| ≤ γ/2``, so for neighbours ``|r_i − r'_i| ≤ γ`` and
+    ``round(y) = y + r`` with ``|r_i| ≤ γ/2``, so for neighbours ``|r_i − r'_i| ≤ γ`` on the
+    ``m`` coordinates that can move (0 on the others) and
     ``‖round(y) − round(y')‖₂ ≤ Δ₂ + ‖r − r'‖₂ ≤ Δ₂ + γ√m`` (``norm="l2"``),
     ``‖round(y) − round(y')‖₁ ≤ Δ₁ + γm`` (``norm="l1"``).
     """
@@ -483,6 +489,7 @@ class NoiseSpec:
     dim: int | None = None
     base_sensitivity: float | None = None
     accounting: str = ""
+    spread: int | None = None
 
     def __post_init__(self) -> None:
         if self.family not in _FAMILIES:
@@ -516,6 +523,10 @@ class NoiseSpec:
                 )
         if self.dim is not None:
             object.__setattr__(self, "dim", _dim(self.dim))
+        if self.spread is not None:
+            object.__setattr__(self, "spread", _dim(self.spread))
+            if self.dim is None or self.spread > self.dim or self.grid is None:
+                raise PrivacyError("a spread needs a grid and a dim, and is at most dim")
         if self.base_sensitivity is not None:
             object.__setattr__(self, "base_sensitivity", float(self.base_sensitivity))
 
@@ -552,6 +563,7 @@ class NoiseSpec:
             "dim": self.dim,
             "base_sensitivity": self.base_sensitivity,
             "accounting": self.accounting,
+            **({} if self.spread is None else {"spread": self.spread}),
         }
 
     @classmethod
@@ -560,7 +572,7 @@ class NoiseSpec:
         missing = [k for k in required if k not in data]
         if missing:
             raise PrivacyError(f"noise spec dict is missing {missing}")
-        known = set(required) | {"grid", "dim", "base_sensitivity", "accounting"}
+        known = set(required) | {"grid", "dim", "base_sensitivity", "accounting", "spread"}
         extra = set(data) - known
         if extra:
             raise PrivacyError(f"noise spec dict has unexpected keys {sorted(extra)}")
@@ -576,6 +588,7 @@ class NoiseSpec:
             dim=data.get("dim"),
             base_sensitivity=data.get("base_sensitivity"),
             accounting=data.get("accounting", ""),
+            spread=data.get("spread"),
         )
 
 
@@ -605,6 +618,7 @@ def calibrate(
     dim: int | None = None,
     relation: Neighbouring | str | None = None,
     family: str | None = None,
+    spread: int | None = None,
 ) -> NoiseSpec:
     """Choose the noise for ``guarantee``: Gaussian for ApproxDP / ZCDP, Laplace for PureDP.
 
@@ -612,7 +626,8 @@ def calibrate(
     relation is recorded; floats default to ``relation`` or add/remove). ``grid``: when given,
     the release is rounded to ``grid·Z`` and an exact discrete sampler is required; the
     sensitivity is inflated by :func:`discretized_sensitivity` (needs ``dim`` = m, the number of
-    rows of A). ``family="l2_knorm"`` selects the ℓ2 K-norm mechanism for PureDP (float only).
+    rows of A), or by the smaller ``spread`` when given: the most coordinates neighbours can
+    move (``sensitivity.kron_spread``), recorded in the spec. ``family="l2_knorm"`` selects the ℓ2 K-norm mechanism for PureDP (float only).
 
     * ApproxDP, float: analytic Gaussian (Balle & Wang 2018).
     * ApproxDP, grid: discrete Gaussian, zCDP (CKS20 Thm. 14) + CKS20 Cor. 13 conversion.
@@ -634,13 +649,18 @@ def calibrate(
             raise PrivacyError("calibrate(grid=...) needs dim (number of released coordinates m)")
     if dim is not None:
         dim = _dim(dim)
+    if spread is not None:
+        spread = _dim(spread)
+        if grid is None or spread > dim:
+            raise PrivacyError("calibrate(spread=...) needs a grid and spread <= dim")
+    moving = spread if spread is not None else dim
 
     if isinstance(guarantee, PureDP):
         fam = family or "laplace"
         if fam == "laplace":
             if s1 is None:
                 raise PrivacyError("pure DP with Laplace noise needs sensitivity_l1")
-            sens = discretized_sensitivity(s1, dim, grid, "l1") if grid is not None else s1
+            sens = discretized_sensitivity(s1, moving, grid, "l1") if grid is not None else s1
             if not sens > 0:
                 raise PrivacyError("sensitivity is 0: no noise is needed (refusing to calibrate)")
             return NoiseSpec(
@@ -655,6 +675,7 @@ def calibrate(
                 dim,
                 s1,
                 "laplace: ratio of densities <= exp(L1 sensitivity / scale)",
+                spread,
             )
         if fam == "l2_knorm":
             if grid is not None:
@@ -675,7 +696,7 @@ def calibrate(
         raise PrivacyError(f"family {fam!r} is not supported for {type(guarantee).__name__}; use 'gaussian'")
     if s2 is None:
         raise PrivacyError("Gaussian noise needs sensitivity_l2")
-    sens = discretized_sensitivity(s2, dim, grid, "l2") if grid is not None else s2
+    sens = discretized_sensitivity(s2, moving, grid, "l2") if grid is not None else s2
     if not sens > 0:
         raise PrivacyError("sensitivity is 0: no noise is needed (refusing to calibrate)")
     if isinstance(guarantee, ZCDP):
@@ -691,5 +712,5 @@ def calibrate(
         acc = "discrete Gaussian: rho-zCDP (CKS20 Thm. 14) -> (eps, delta) by CKS20 Cor. 13"
     return NoiseSpec(
         "gaussian", sigma, sens, "l2", rel, guarantee,
-        "discrete_gaussian" if grid is not None else "float", grid, dim, s2, acc,
+        "discrete_gaussian" if grid is not None else "float", grid, dim, s2, acc, spread,
     )

@@ -57,6 +57,7 @@ __all__ = [
     "replace_sensitivity_bound",
     "sensitivity",
     "kron_sensitivity",
+    "kron_spread",
 ]
 
 _NORMS = ("l1", "l2")
@@ -391,3 +392,25 @@ def kron_sensitivity(
                                relation, True)
     return Sensitivity(round_up(2.0 * ar, 1), norm, relation, False)
 
+
+
+def kron_spread(factors: Sequence[Any], relation: Neighbouring | str = Neighbouring.ADD_REMOVE) -> int:
+    """The most coordinates of ``A h`` (``A = ⊗_j A_j``) in which two neighbouring histograms
+    can differ: the rounding inflation of a lattice release counts only those
+    (``calibration.discretized_sensitivity``).
+
+    Add/remove (``h' = h ± e_x``): ``(A h)_i`` changes only where ``A_{ix} ≠ 0``; column x of
+    ``⊗A_j`` has ``Π_j nnz(A_j[:, x_j])`` non-zeros, so the spread is ``Π_j max_x nnz``.
+    Replace (``h' = h + e_x − e_y``): at most the union of two columns' supports,
+    ``min(m, 2·that)``. Counted exactly on the given (measured) factors: an integer, no
+    rounding."""
+    relation = Neighbouring.parse(relation)
+    if len(factors) == 0:
+        raise PrivacyError("kron_spread needs at least one factor")
+    per = [int(np.max(np.count_nonzero(np.asarray(F), axis=0))) if np.asarray(F).size else 0
+           for F in factors]
+    spread = math.prod(per)
+    m = math.prod(int(np.asarray(F).shape[0]) for F in factors)
+    if relation is Neighbouring.REPLACE:
+        spread = 2 * spread
+    return max(1, min(m, spread))
