@@ -151,3 +151,18 @@ def test_a_forged_smaller_spread_is_refused_and_a_dropped_one_is_under_noised():
     # without a spread the verifier inflates over all m coordinates: the plan's scale is short
     dropped = dataclasses.replace(plan, noise=dataclasses.replace(plan.noise, spread=None))
     assert any("UNDER-NOISED" in f for f in verify_plan(dropped).failures)
+
+
+def test_marginal_weights_enter_as_a_rank_deficient_strategy():
+    """Marginal weights measure fewer than N independent rows (A has no full column rank),
+    but W's rows lie in A's row space: R = W·A⁺ is exact, the plan verifies, and its RMSE is
+    the optimiser's (recomputed here from the dense R and A)."""
+    plan = build_plan("marginals:2x2x2x2x2x2:2", "epsilon=1")
+    choice = plan.provenance["strategy_choice"]
+    name = f"{OPTIMIZED_PREFIX}marginal weights (seed 0)"
+    assert name in choice["candidates"]
+    if choice["chosen"] == name:
+        R, A = plan.factorization.R_factors[0], plan.factorization.A_factors[0]
+        assert np.linalg.matrix_rank(A) < A.shape[1]
+        assert plan.expected_error["rmse"] == pytest.approx(_laplace_rmse(R, A), rel=1e-3)
+    assert verify_plan(plan).passed

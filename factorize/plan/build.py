@@ -282,6 +282,9 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
 #: Strategy choice among standard candidates only below these sizes (dense candidates).
 CHOICE_MAX_CELLS = 2048
 CHOICE_MAX_ENTRIES = 4_000_000
+#: Optimised (pure-DP) candidates are formed densely up to this many entries of W (the
+#: verifier does not rebuild them: it recomputes only the chosen one's score).
+OPTIMIZED_MAX_ENTRIES = 50_000_000
 
 
 def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str) -> float:
@@ -324,7 +327,7 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
         from factorize.pure_dp.candidates import optimized_candidates
 
         for c in optimized_candidates(W, seed=search_seed, max_cells=CHOICE_MAX_CELLS,
-                                      max_entries=CHOICE_MAX_ENTRIES):
+                                      max_entries=OPTIMIZED_MAX_ENTRIES):
             candidates.append((c.name, c.factorization))
             optimized[c.name] = c.record
     if not candidates:

@@ -84,15 +84,23 @@ def _kron_factorization(W: Workload, s: PureDPStrategy) -> Factorization | None:
     return Factorization(R, tuple(np.asarray(A, dtype=np.float64) for A in s.factors))
 
 
+#: A least-squares reconstruction is kept when ``max|R·A − W| ≤ RESIDUAL_TOL·max|W|`` (W's
+#: rows in A's row space: always for full column rank, and for marginal-weight strategies
+#: that measure every marginal the workload needs); the plan's certificate re-checks it.
+RESIDUAL_TOL = 1e-10
+
+
 def _dense_factorization(W: np.ndarray, A: np.ndarray) -> Factorization | None:
     A = np.asarray(A, dtype=np.float64)
-    if np.linalg.matrix_rank(A) < A.shape[1]:  # W's rows might not lie in A's row space
-        return None
-    return Factorization.dense(_reconstruction(W, A), A)
+    R = _reconstruction(W, A)
+    if not np.max(np.abs(R @ A - W)) <= RESIDUAL_TOL * max(1.0, float(np.max(np.abs(W)))):
+        return None  # W's rows are not in A's row space
+    return Factorization.dense(R, A)
 
 
 def _reconstruction(W: np.ndarray, A: np.ndarray) -> np.ndarray:
-    """``R = W A⁺`` (least squares; A has full column rank)."""
+    """``R = W A⁺`` (minimum-norm least squares: the best linear unbiased reconstruction for
+    i.i.d. noise when W's rows lie in A's row space)."""
     return np.linalg.lstsq(A.T, W.T, rcond=None)[0].T
 
 

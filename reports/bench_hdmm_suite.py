@@ -1,0 +1,301 @@
+"""HDMM's home ground (issue 15, item 6). Writes reports/bench_hdmm_suite.md and .json.
+
+    python reports/bench_hdmm_suite.py [--only NAME …]
+
+Every figure comes from the real command line in a fresh process (``python -m factorize plan
+| verify | run``), timed by wall clock with the peak resident memory from ``os.wait4``:
+
+* **Laplace**: ``plan --privacy epsilon=1`` (pure DP, add/remove neighbours, exact discrete
+  Laplace noise): the plan's per-query RMSE (its own statement, re-derived by ``verify``),
+  the chosen strategy, the Laplace factorization lower bound √2·γ_F(W)/ε the plan states
+  (``plan.lower_bound``) and the gap RMSE / bound;
+* **Gaussian per unit σ**: ``plan --privacy rho=0.5``: the certificate's lower bound and the
+  plan's value of the γ_F objective (per-query RMSE when the noise has unit standard
+  deviation per unit of L2 sensitivity); they agree to the certificate's gap where the plan
+  is the certified optimum (dense and residual plans), and measure the union plan's distance
+  from its bound otherwise;
+* **census-style unions** over (sex 2, hispanic 2, race 64, relationship 17, age 115),
+  N = 500,480, with 0/1 grouping factors (7 and 63 race groups, 23 age groups) as ``file:``
+  matrices: also run on 10⁶ synthetic records (``engines.synthetic``, public test data);
+* a small census-like union (N = 1,024) planned both as a structured union and densely, so
+  the union strategy's Gaussian value is compared with the dense certified optimum.
+
+HDMM's figures are those measured side by side on this machine for the issue (HDMM's
+``optimize(restarts=25)``, ε = 1), quoted as the reference column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "reports"))
+sys.path.insert(0, str(ROOT))
+
+from bench_marginals import timed  # noqa: E402  (the same fresh-process timer)
+
+IDTOTAL = "kron(" + ",".join(f"vstack(identity:{n},total:{n})" for n in (50, 100, 7, 4, 2)) + ")"
+PREFIX_IDTOTAL = ("kron(prefix:50,prefix:100," + ",".join(f"vstack(identity:{n},total:{n})"
+                                                          for n in (7, 4, 2)) + ")")
+BIN8, BIN10 = "x".join(["2"] * 8), "x".join(["2"] * 10)
+
+#: (name, workload spec, HDMM's Laplace RMSE at ε = 1 from the issue's table or None)
+SUITE = [
+    ("prefix:256", "prefix:256", 7.34),
+    ("prefix:1024", "prefix:1024", 9.56),
+    ("allrange:256", "allrange:256", 8.06),
+    ("identity:256", "identity:256", 1.414),
+    ("prefix:32⊗prefix:32", "kron(prefix:32,prefix:32)", 13.90),
+    ("2-way marginals, 8 binary", f"marginals:{BIN8}:2", 11.31),
+    ("2-way marginals, 10 binary", f"marginals:{BIN10}:2", 19.03),
+    ("3-way marginals, 8 binary", f"marginals:{BIN8}:3", 8.00),
+    ("IdTotal(50,100,7,4,2)", IDTOTAL, 4.84),
+    ("prefix:50⊗prefix:100⊗IdTotal(7,4,2)", PREFIX_IDTOTAL, None),
+    ("2-D range (prefix rectangles) 256×256", "kron(prefix:256,prefix:256)", None),
+]
+
+CENSUS_SIZES = [2, 2, 64, 17, 115]
+CENSUS_DOMAIN = "sex=2,hispanic=2,race=64,relationship=17,age=115"
+
+
+def grouping(n: int, groups: list[list[int]]) -> np.ndarray:
+    """A 0/1 grouping matrix: row g has ones on the codes of group g."""
+    G = np.zeros((len(groups), n))
+    for g, codes in enumerate(groups):
+        G[g, codes] = 1.0
+    return G
+
+
+def census_files(workdir: Path) -> dict[str, str]:
+    """Public grouping matrices (``file:`` specs): race7 (64 codes → 7 groups: the six single
+    races as codes 0–5, every combination as 'two or more'), race63 (each combination code
+    1–63 alone; code 0 = 'unknown' left out), age23 (115 ages → 23 five-year groups)."""
+    race7 = grouping(64, [[c] for c in range(6)] + [list(range(6, 64))])
+    race63 = grouping(64, [[c] for c in range(1, 64)])
+    age23 = grouping(115, [list(range(5 * g, 5 * g + 5)) for g in range(23)])
+    paths = {}
+    for name, M in (("race7", race7), ("race63", race63), ("age23", age23)):
+        p = workdir / f"{name}.npy"
+        np.save(p, M)
+        paths[name] = f"file:{p}"
+    return paths
+
+
+def census_unions(f: dict[str, str]) -> list[tuple[str, str]]:
+    """Two unions of Kronecker products over (sex, hispanic, race, relationship, age)."""
+    T = {n: f"total:{n}" for n in CENSUS_SIZES}
+    I = {n: f"identity:{n}" for n in CENSUS_SIZES}
+    r7, r63, a23 = f["race7"], f["race63"], f["age23"]
+
+    def k(*fs: str) -> str:
+        return "kron(" + ",".join(fs) + ")"
+
+    persons = "vstack(" + ",".join([
+        k(T[2], T[2], T[64], T[17], T[115]),          # total
+        k(T[2], T[2], r7, T[17], T[115]),             # race (7)
+        k(T[2], I[2], r7, T[17], T[115]),             # hispanic × race (7)
+        k(I[2], T[2], T[64], T[17], a23),             # sex × age (23)
+        k(I[2], T[2], r7, T[17], a23),                # sex × race (7) × age (23)
+        k(T[2], T[2], T[64], I[17], T[115]),          # relationship
+    ]) + ")"
+    detailed = "vstack(" + ",".join([
+        k(I[2], I[2], r7, T[17], a23),                # sex × hispanic × race (7) × age (23)
+        k(T[2], T[2], r63, T[17], T[115]),            # race combinations (63)
+        k(I[2], T[2], T[64], I[17], T[115]),          # sex × relationship
+        k(T[2], I[2], T[64], T[17], I[115]),          # hispanic × single-year age
+        k(T[2], T[2], T[64], I[17], a23),             # relationship × age (23)
+    ]) + ")"
+    return [("census union A: 6 blocks (P1/P3/P5/P12-like)", persons),
+            ("census union B: 5 blocks (detailed)", detailed)]
+
+
+def small_union(f: dict[str, str], workdir: Path) -> tuple[str, str]:
+    """A census-like union over (2, 2, 8, 4, 8) = 1,024 cells (groupings 8 → 3 and 8 → 4)."""
+    g3 = grouping(8, [[0, 1, 2], [3, 4], [5, 6, 7]])
+    g4 = grouping(8, [[0, 1], [2, 3], [4, 5], [6, 7]])
+    np.save(workdir / "g3.npy", g3)
+    np.save(workdir / "g4.npy", g4)
+    G3, G4 = f"file:{workdir / 'g3.npy'}", f"file:{workdir / 'g4.npy'}"
+    spec = ("vstack(kron(total:2,total:2,total:8,total:4,total:8),"
+            f"kron(total:2,identity:2,{G3},total:4,total:8),"
+            f"kron(identity:2,total:2,total:8,total:4,{G4}),"
+            f"kron(identity:2,identity:2,{G3},total:4,{G4}),"
+            "kron(total:2,total:2,total:8,identity:4,total:8))")
+    return "small census-like union, N = 1,024", spec
+
+
+def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str | None = None,
+             strategy: str = "auto", data: Path | None = None) -> dict:
+    """Plan (and verify, and with data run) one workload; the plan's own statements."""
+    from factorize.plan.registry import load_any_plan
+
+    tag = "".join(c if c.isalnum() else "_" for c in f"{name}_{privacy}_{strategy}")[:80]
+    path = workdir / f"{tag}.plan"
+    args = ["plan", "--workload", spec, "--privacy", privacy, "--out", str(path),
+            "--strategy", strategy]
+    if domain:
+        args += ["--domain", domain]
+    p = timed(args)
+    v = timed(["verify", str(path)])
+    plan = load_any_plan(path)
+    e = plan.expected_error
+    row = {"name": name, "privacy": privacy, "strategy": strategy, "plan_s": p["seconds"],
+           "plan_mib": p["peak_mib"], "verify_s": v["seconds"], "rmse": e["rmse"],
+           "k": plan.shape[0], "N": plan.shape[1], "bytes": path.stat().st_size}
+    if hasattr(plan, "strategy"):  # structured
+        cert = plan.certificate
+        row.update(kind=f"structured {plan.family}", lower=cert["lower"], value=cert["achieved"],
+                   laplace_bound=(cert.get("laplace_factorization") or {}).get("value"),
+                   chosen=None)
+    else:
+        b = plan.bounds
+        choice = (plan.provenance or {}).get("strategy_choice") or {}
+        row.update(kind="dense" if not plan.factorization.is_kron else "kronecker",
+                   lower=b["lower"], value=b["upper"],
+                   laplace_bound=(b.get("laplace_factorization") or {}).get("value"),
+                   chosen=choice.get("chosen"),
+                   search=(choice.get("optimized") or {}).get(choice.get("chosen")))
+    if data is not None:
+        out = workdir / f"{tag}.parquet"
+        r = timed(["run", str(path), "--data", str(data), "--out", str(out)])
+        row["run_s"], row["run_mib"] = r["seconds"], r["peak_mib"]
+        out.unlink()
+    path.unlink()
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "reports" / "bench_hdmm_suite.md"))
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--only", nargs="*", default=None, help="run only rows whose name contains these")
+    args = ap.parse_args()
+    from factorize.engines.synthetic import synthetic_records
+    from factorize.io.provenance import machine_description, versions
+
+    def wanted(name: str) -> bool:
+        return not args.only or any(o in name for o in args.only)
+
+    load = os.getloadavg()
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        w = Path(tmp)
+        files = census_files(w)
+        for name, spec, hdmm in SUITE:
+            if not wanted(name):
+                continue
+            lap = plan_row(name, spec, w, privacy="epsilon=1")
+            gau = plan_row(name, spec, w, privacy="rho=0.5")
+            rows.append({"name": name, "hdmm": hdmm, "laplace": lap, "gaussian": gau})
+            print(name, f"{lap['rmse']:.4f}", f"{lap['plan_s']:.1f}s", flush=True)
+        records = None
+        for name, spec in census_unions(files):
+            if not wanted(name):
+                continue
+            if records is None:
+                records = synthetic_records(args.records, CENSUS_SIZES, 2018, w / "census.parquet")
+                import pyarrow.parquet as pq
+
+                table = pq.read_table(records)
+                table = table.rename_columns(["sex", "hispanic", "race", "relationship", "age"])
+                pq.write_table(table, records)
+            lap = plan_row(name, spec, w, privacy="epsilon=1", domain=CENSUS_DOMAIN, data=Path(records))
+            gau = plan_row(name, spec, w, privacy="rho=0.5", domain=CENSUS_DOMAIN, data=Path(records))
+            rows.append({"name": name, "hdmm": None, "laplace": lap, "gaussian": gau})
+            print(name, f"{lap['rmse']:.4f}", f"{lap['plan_s']:.1f}s", flush=True)
+        name, spec = small_union(files, w)
+        if wanted(name):
+            dom = "sex=2,hispanic=2,race=8,relationship=4,age=8"
+            lap = plan_row(name, spec, w, privacy="epsilon=1", domain=dom, strategy="union")
+            gau = plan_row(name, spec, w, privacy="rho=0.5", domain=dom, strategy="union")
+            dense = plan_row(name, spec, w, privacy="rho=0.5", domain=dom, strategy="dense")
+            dense_lap = plan_row(name, spec, w, privacy="epsilon=1", domain=dom, strategy="dense")
+            rows.append({"name": name, "hdmm": None, "laplace": lap, "gaussian": gau,
+                         "dense_gaussian": dense, "dense_laplace": dense_lap})
+    report = {"machine": machine_description(), "load_before": load, "versions": versions(),
+              "records": args.records, "rows": rows}
+    out = Path(args.out)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=float))
+    out.write_text(render(report))
+    print(render(report))
+
+
+def _f(x, fmt: str = ".2f") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def render(report: dict) -> str:
+    lines = [
+        "# HDMM's suite: pure-DP (Laplace) and Gaussian plans, unions at census scale (issue 15)",
+        "",
+        "Regenerate: `python reports/bench_hdmm_suite.py` (all rows ≈ 15 min on 2 cores). Every "
+        "time is the CLI in a fresh process, imports included. Laplace: `--privacy epsilon=1`, "
+        "add/remove neighbours, exact discrete Laplace; RMSE is the plan's per-query RMSE "
+        "(re-derived by `factorize verify`); *bound* is the Laplace factorization lower bound "
+        "√2·γ_F(W)/ε from the re-verified certificate, *gap* = RMSE / bound. Gaussian: "
+        "`--privacy rho=0.5`; *per unit σ* is the plan's γ_F objective (per-query RMSE for noise "
+        "of standard deviation 1 per unit of L2 sensitivity) next to the certificate's lower "
+        "bound. HDMM: its Laplace RMSE at ε = 1 (`optimize(restarts=25)`), measured on this "
+        "machine for the issue.",
+        "",
+        f"Machine: {report['machine']}; load average before the run "
+        f"{', '.join(f'{x:.2f}' for x in report['load_before'])}.",
+        f"Versions: {', '.join(f'{k} {v}' for k, v in report['versions'].items())}.",
+        "",
+        "| workload | N | Laplace RMSE | HDMM | ratio | bound | gap | plan s | verify s | "
+        "Gaussian per unit σ (lower ≤ plan) | plan s | strategy chosen (Laplace) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|",
+    ]
+    for r in report["rows"]:
+        lap, gau = r["laplace"], r["gaussian"]
+        ratio = "—" if r["hdmm"] is None else f"{lap['rmse'] / r['hdmm']:.4f}"
+        gap = "—" if not lap.get("laplace_bound") else f"{lap['rmse'] / lap['laplace_bound']:.2f}"
+        chosen = lap.get("chosen") or lap.get("kind")
+        lines.append(
+            f"| {r['name']} | {lap['N']:,} | {lap['rmse']:.4f} | {_f(r['hdmm'], 'g')} | {ratio} | "
+            f"{_f(lap.get('laplace_bound'), '.4f')} | {gap} | {lap['plan_s']:.1f} | "
+            f"{lap['verify_s']:.1f} | {gau['lower']:.4f} ≤ {gau['value']:.4f} | "
+            f"{gau['plan_s']:.1f} | {chosen} |")
+    above = [r for r in report["rows"] if r["hdmm"] is not None and r["laplace"]["rmse"] > r["hdmm"]]
+    lines += ["", "Rows where the plan's Laplace RMSE is above HDMM's figure: "
+              + ("none." if not above else "; ".join(
+                  f"{r['name']} ({r['laplace']['rmse']:.4f} vs {r['hdmm']:g})" for r in above)
+                 + ". HDMM's figures are continuous-Laplace RMSEs rounded as the issue quotes "
+                   "them (identity's 1.414 is √2 = 1.41421…, the optimum); the plan's RMSE "
+                   "includes the exact lattice's rounding inflation (≤ 10⁻³·s/m of the "
+                   "sensitivity, s the spread).")]
+    runs = [r for r in report["rows"] if "run_s" in r["laplace"]]
+    if runs:
+        lines += ["", f"Census-style unions run on {report['records']:,} synthetic records "
+                  "(Parquet, DuckDB, exact noise):", "",
+                  "| union | noise | k | plan s | verify s | run s | run peak MiB | RMSE |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for r in runs:
+            for key, label in (("laplace", "Laplace ε=1"), ("gaussian", "Gaussian ρ=0.5")):
+                x = r[key]
+                lines.append(f"| {r['name']} | {label} | {x['k']:,} | {x['plan_s']:.1f} | "
+                             f"{x['verify_s']:.1f} | {x['run_s']:.1f} | {x['run_mib']:.0f} | "
+                             f"{x['rmse']:.4f} |")
+    small = [r for r in report["rows"] if "dense_gaussian" in r]
+    for r in small:
+        u, d = r["gaussian"], r["dense_gaussian"]
+        ul, dl = r["laplace"], r["dense_laplace"]
+        lines += ["", f"{r['name']}: structured union against the dense route:", "",
+                  f"- Gaussian per unit σ: union strategy {u['value']:.4f} (its own bound "
+                  f"{u['lower']:.4f}); dense certified optimum {d['lower']:.4f} ≤ γ_F ≤ "
+                  f"{d['value']:.4f}. The union strategy is {u['value'] / d['lower']:.3f}× the "
+                  "certified optimum.",
+                  f"- Laplace ε = 1 RMSE: union {ul['rmse']:.4f}, dense route (best candidate) "
+                  f"{dl['rmse']:.4f}; Laplace factorization bound {_f(dl.get('laplace_bound'), '.4f')}."]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
