@@ -166,3 +166,15 @@ def test_marginal_weights_enter_as_a_rank_deficient_strategy():
         assert np.linalg.matrix_rank(A) < A.shape[1]
         assert plan.expected_error["rmse"] == pytest.approx(_laplace_rmse(R, A), rel=1e-3)
     assert verify_plan(plan).passed
+
+
+def test_a_plan_written_before_the_spread_still_verifies():
+    """tests/data/pre_spread_prefix16_laplace.plan was written by commit 974d471 (before the
+    spread): no noise.spread, inflation over all m, candidate scores at that inflation. It
+    verifies, its scores recomputed the way it was planned."""
+    from factorize.plan.plan_file import load_plan
+
+    plan = load_plan(Path(__file__).parent / "data" / "pre_spread_prefix16_laplace.plan")
+    assert plan.noise.spread is None
+    check = verify_plan(plan)
+    assert check.passed, check.failures

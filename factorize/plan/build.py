@@ -287,9 +287,11 @@ CHOICE_MAX_ENTRIES = 4_000_000
 OPTIMIZED_MAX_ENTRIES = 50_000_000
 
 
-def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str) -> float:
+def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str,
+               spread: bool = True) -> float:
     """The plan's error objective for a strategy, calibrated exactly as ``build_plan`` does:
-    RMSE (γ_F) or the largest per-query std (γ₂)."""
+    RMSE (γ_F) or the largest per-query std (γ₂). ``spread=False``: the lattice inflation over
+    all m coordinates, as plans written before the spread (``privacy.kron_spread``) did."""
     from factorize.privacy import calibrate, kron_sensitivity, kron_spread
 
     from factorize.privacy.lattice import measured_factors
@@ -302,7 +304,7 @@ def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str)
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
                      relation=rel, family=family,
-                     spread=kron_spread(measured, rel) if grid is not None else None)
+                     spread=kron_spread(measured, rel) if grid is not None and spread else None)
     e = expected_error(fact, spec)
     return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
 
