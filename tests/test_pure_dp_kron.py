@@ -117,3 +117,13 @@ def test_fixed_identity_and_total_factors() -> None:
     assert np.array_equal(ks.factors[0], np.eye(5)) and np.array_equal(ks.factors[1], np.ones((1, 3)))
     assert ks.value == pytest.approx(5.0)  # t = n for the identity, 1 for the total
     assert factor_trace(np.ones((3, 3)), np.ones((1, 3))) == pytest.approx(1.0)
+
+
+def test_gram_trace_of_a_total_measured_by_itself():
+    """A total (1ᵀ, n = 64) measured by itself: tr(J J⁺) = rank = 1, and the support check
+    passes (a pinv of AᵀA at rcond 1e-15 once kept rounding-level eigenvalues and refused it)."""
+    from factorize.pure_dp.evaluate import gram_trace
+
+    for n in (2, 7, 64, 115):
+        T = np.ones((1, n))
+        assert abs(gram_trace(T.T @ T, T) - 1.0) < 1e-12

@@ -84,12 +84,16 @@ def gram_trace(G: np.ndarray, A: np.ndarray) -> float:
     reproduces W: ``‖W (I − (AᵀA)⁺AᵀA)‖_F² = tr(Eᵀ G E)`` must vanish (O(n³), no k)."""
     G = np.asarray(G, dtype=np.float64)
     A = np.asarray(A, dtype=np.float64)
-    X = A.T @ A
-    P = np.linalg.pinv(X, hermitian=True)
-    E = np.eye(X.shape[0]) - P @ X
+    # (AᵀA)⁺ from A's SVD with the standard rank tolerance max(m, n)·eps·σ_max (a pinv of
+    # AᵀA at rcond 1e-15 kept rounding-level eigenvalues of a rank-1 total and blew them up)
+    _, sv, Vt = np.linalg.svd(A, full_matrices=False)
+    keep = sv > max(A.shape) * np.finfo(np.float64).eps * (sv[0] if sv.size else 0.0)
+    V = Vt[keep].T
+    P = (V / sv[keep] ** 2) @ V.T
+    E = np.eye(A.shape[1]) - V @ V.T
     resid = float(np.sum(E * (G @ E)))
     scale = float(np.trace(G))
-    if resid > 1e-16 * max(scale, 1.0) * X.shape[0]:
+    if resid > 1e-16 * max(scale, 1.0) * A.shape[1]:
         raise ValueError(f"the strategy does not support the workload (‖W − W A⁺A‖_F² = {resid:.3g})")
     return float(np.sum(G * P))
 
