@@ -33,6 +33,8 @@ EXIT_OK, EXIT_INPUT, EXIT_SOLVER = 0, 2, 3
 DENSE_AUTO_ENTRIES = 50_000_000
 #: ... or a Kronecker product whose histogram (N cells) it would have to materialise.
 DENSE_AUTO_CELLS = 1 << 27
+#: The structured route under Laplace noise with the family left to the planner.
+LAPLACE_AUTO = "laplace-auto"
 
 
 def register(subparsers: Any) -> None:
@@ -54,14 +56,19 @@ def register(subparsers: Any) -> None:
                         "(seed 000 §6) and relaxed-projection (seed 001 §4) for parity:d:2 or "
                         "marginals:2x…x2:2 — "
                         "the last four need --neighbouring replace --public-n N")
-    p.add_argument("--strategy", default="auto", choices=("auto", "dense", "residual", "union"),
+    p.add_argument("--strategy", default="auto",
+                   choices=("auto", "dense", "residual", "union", "marginal_weights"),
                    help="auto (default): a marginal workload under Gaussian noise gets the "
                         "structured residual plan (measured per attribute subset, any domain "
                         "size), a union of Kronecker products too large to densify (or a "
-                        "product over more than 2^27 cells) the structured union plan, every other "
+                        "product over more than 2^27 cells) a structured plan — under Laplace "
+                        "noise the better of the union plan and, for a workload made of "
+                        "marginals, the optimised marginal weights —, every other "
                         "workload dense / Kronecker factors; residual: "
                         "marginal workloads; union: one Kronecker block per block of a union of "
-                        "Kronecker products; dense: dense / Kronecker factors (N must fit)")
+                        "Kronecker products; marginal_weights: Laplace noise, a workload made of "
+                        "marginals (any row order, e.g. kron(vstack(identity:n,total:n),…)); "
+                        "dense: dense / Kronecker factors (N must fit)")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
@@ -220,7 +227,7 @@ def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | 
     under Gaussian noise with the factorization mechanism), or None for dense factors."""
     if args.strategy == "dense":
         return None
-    if args.strategy in ("residual", "union"):
+    if args.strategy in ("residual", "union", "marginal_weights"):
         if args.mechanism != "factorization" or args.postprocess != "none" or args.norm == "approx_gamma_2":
             raise ValueError(f"--strategy {args.strategy} plans the factorization mechanism for "
                              "gamma_f or gamma_2, without --postprocess")
@@ -247,13 +254,18 @@ def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | 
         except (StructureError, ValueError):
             return None
     if blocks is None or (blocks and all(b.marginal_support is not None for b in blocks)):
-        if laplace:
-            return "union" if too_large else None
+        if laplace:  # the planner picks union or marginal weights by their Laplace error
+            return LAPLACE_AUTO if too_large else None
         return "residual"
+    if laplace and too_large:
+        from factorize.pure_dp.structure import marginal_structure_of
+
+        if marginal_structure_of(W) is not None:  # marginals in Kronecker row order
+            return LAPLACE_AUTO
     # a union too large to densify, or a Kronecker product whose histogram is too large to
     # materialise: measured per block from marginal tables
     if len(blocks) > 1 and k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS:
-        return "union"
+        return LAPLACE_AUTO if laplace else "union"
     return None
 
 
@@ -269,8 +281,10 @@ def _plan_structured(args: argparse.Namespace, domain: Any, family: str | None, 
 
     plan = build_structured_plan(args.workload, args.privacy, norm=args.norm,
                                  relation=args.neighbouring, domain=domain, noise_family=family,
-                                 strategy=strategy, gap_tol=args.gap_tol or 1e-6,
-                                 allow_weak_guarantee=args.allow_weak_guarantee)
+                                 strategy=None if strategy == LAPLACE_AUTO else strategy,
+                                 gap_tol=args.gap_tol or 1e-6,
+                                 allow_weak_guarantee=args.allow_weak_guarantee,
+                                 search_seed=args.search_seed)
     save_structured_plan(plan, args.out)
     return _print_written(plan, args)
 

@@ -1,6 +1,9 @@
 """HDMM's home ground (issue 15, item 6). Writes reports/bench_hdmm_suite.md and .json.
 
-    python reports/bench_hdmm_suite.py [--only NAME …]
+    python reports/bench_hdmm_suite.py [--only NAME …] [--merge]
+
+``--merge`` re-measures only the ``--only`` rows and keeps every other row of the existing
+``bench_hdmm_suite.json`` as it was measured (the report says which rows come from which run).
 
 Every figure comes from the real command line in a fresh process (``python -m factorize plan
 | verify | run``), timed by wall clock with the peak resident memory from ``os.wait4``:
@@ -151,9 +154,12 @@ def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str |
            "k": plan.shape[0], "N": plan.shape[1], "bytes": path.stat().st_size}
     if hasattr(plan, "strategy"):  # structured
         cert = plan.certificate
+        choice = (plan.provenance or {}).get("strategy_choice") or {}
         row.update(kind=f"structured {plan.family}", lower=cert["lower"], value=cert["achieved"],
                    laplace_bound=(cert.get("laplace_factorization") or {}).get("value"),
-                   chosen=None)
+                   chosen=choice.get("chosen"),
+                   runners_up=[(r.get("family"), r.get("rmse_at_epsilon_1"))
+                               for r in choice.get("runners_up") or []])
     else:
         b = plan.bounds
         choice = (plan.provenance or {}).get("strategy_choice") or {}
@@ -176,6 +182,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench_hdmm_suite.md"))
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--only", nargs="*", default=None, help="run only rows whose name contains these")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the existing report's other rows (with their own run's date and load)")
     args = ap.parse_args()
     from factorize.engines.synthetic import synthetic_records
     from factorize.io.provenance import machine_description, versions
@@ -219,9 +227,19 @@ def main() -> None:
             dense_lap = plan_row(name, spec, w, privacy="epsilon=1", domain=dom, strategy="dense")
             rows.append({"name": name, "hdmm": None, "laplace": lap, "gaussian": gau,
                          "dense_gaussian": dense, "dense_laplace": dense_lap})
-    report = {"machine": machine_description(), "load_before": load, "versions": versions(),
-              "records": args.records, "rows": rows}
+    import datetime
+
+    stamp = {"date": datetime.date.today().isoformat(), "load_before": list(load)}
+    for r in rows:
+        r["measured"] = stamp
     out = Path(args.out)
+    if args.merge and out.with_suffix(".json").exists():
+        old = json.loads(out.with_suffix(".json").read_text())
+        new = {r["name"]: r for r in rows}
+        before = {"date": old.get("date", "the previous full run"), "load_before": old["load_before"]}
+        rows = [new.pop(r["name"], None) or {"measured": before, **r} for r in old["rows"]] + list(new.values())
+    report = {"machine": machine_description(), "load_before": load, "versions": versions(),
+              "records": args.records, "rows": rows, "date": stamp["date"]}
     out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=float))
     out.write_text(render(report))
     print(render(report))
@@ -258,11 +276,21 @@ def render(report: dict) -> str:
         ratio = "—" if r["hdmm"] is None else f"{lap['rmse'] / r['hdmm']:.4f}"
         gap = "—" if not lap.get("laplace_bound") else f"{lap['rmse'] / lap['laplace_bound']:.2f}"
         chosen = lap.get("chosen") or lap.get("kind")
+        if lap.get("kind", "").startswith("structured") and lap.get("chosen"):
+            chosen = f"structured {lap['chosen']}"
         lines.append(
             f"| {r['name']} | {lap['N']:,} | {lap['rmse']:.4f} | {_f(r['hdmm'], 'g')} | {ratio} | "
             f"{_f(lap.get('laplace_bound'), '.4f')} | {gap} | {lap['plan_s']:.1f} | "
             f"{lap['verify_s']:.1f} | {gau['lower']:.4f} ≤ {gau['value']:.4f} | "
             f"{gau['plan_s']:.1f} | {chosen} |")
+    runs_of = {}
+    for r in report["rows"]:
+        m = r.get("measured") or {"date": "an earlier run", "load_before": report["load_before"]}
+        runs_of.setdefault((m["date"], tuple(m["load_before"])), []).append(r["name"])
+    if len(runs_of) > 1:
+        lines += ["", "Rows come from more than one run (`--merge`): " + "; ".join(
+            f"{date} (load {', '.join(f'{x:.2f}' for x in ld)}): {', '.join(names)}"
+            for (date, ld), names in runs_of.items()) + "."]
     above = [r for r in report["rows"] if r["hdmm"] is not None and r["laplace"]["rmse"] > r["hdmm"]]
     lines += ["", "Rows where the plan's Laplace RMSE is above HDMM's figure: "
               + ("none." if not above else "; ".join(

@@ -215,15 +215,26 @@ def _n_upper(method: str, weights: Sequence[np.ndarray], estimates: np.ndarray,
     if method == "cap" or not mu > beta * b_l1:
         return N_CAP
     k = estimates.size
-    if method == "ones":
-        b = np.ones(k)
-        c = kron_rmatvec([np.asarray(R) for R in R_factors], b)
-    else:
-        b = kron_vector(normalized_weights(weights))
-        c = kron_rmatvec([np.asarray(R) for R in R_factors], b)
+    b = np.ones(k) if method == "ones" else kron_vector(normalized_weights(weights))
+    c = kron_rmatvec([np.asarray(R) for R in R_factors], b)
+    return n_upper_from(b, c, estimates, mu, beta, b_l1, sd_noise, family, grid)
+
+
+def n_upper_from(b: np.ndarray, c: np.ndarray, estimates: np.ndarray, mu: float, beta: float,
+                 b_l1: float, sd_noise: float, family: str, grid: float | None,
+                 c_err: np.ndarray | None = None) -> float:
+    """``n⁺`` from the weights b over the released answers and ``c = Rᵀb`` over the noise
+    coordinates it reads (module docstring); ``c_err``: an entrywise bound on c's float error
+    beyond the relative ``γ`` allowance (a sum of several terms)."""
+    if not mu > beta * b_l1:
+        return N_CAP
+    k = estimates.size
     dot = float(b @ estimates) + gamma(k) * float(np.abs(b) @ np.abs(estimates))
     c2 = float(np.linalg.norm(c)) * (1 + gamma(c.size + 2))
     c1 = float(np.abs(c).sum()) * (1 + gamma(c.size + 2))
+    if c_err is not None:
+        c2 = round_up(c2 + float(np.linalg.norm(c_err)) * (1 + gamma(c.size + 2)), 2)
+        c1 = round_up(c1 + float(np.sum(c_err)) * (1 + gamma(c.size + 2)), 2)
     tail = tail_multiplier(family) * sd_noise * c2
     rounding = 0.5 * (grid or 0.0) * c1
     num = round_up(max(dot + rounding + tail, 0.0), 6)

@@ -6,11 +6,15 @@
    (``marginal_planner.solve_marginals``, γ_F: total variance, γ₂: worst cell) written as
    residual blocks (``structured.residual``); for a union of Kronecker products, one block per
    workload block with per-factor optimal factorizations and optimal block weights
-   (``structured.union``);
+   (``structured.union``); under Laplace noise, for a workload whose rows are marginals (in
+   any row order), also the L1-optimised marginal weights of ``pure_dp.marginals`` with their
+   least-squares reconstruction (``structured.marginal_weights``) — the lower RMSE of the two
+   is kept and the other recorded as the runner-up (``provenance.strategy_choice``);
 2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
    chosen relation, L2 for Gaussian noise, L1 for Laplace;
 3. the noise (``privacy.calibrate``) on the lattice γZ, γ the largest power of two with
-   ``γ√m ≤ 10⁻³Δ₂`` (``build.choose_grid``);
+   ``γ√m ≤ 10⁻³Δ₂`` (``build.choose_grid``), its rounding inflation counted over the
+   strategy's spread (``structured.sensitivity.strategy_spread``), not all m coordinates;
 4. the reconstruction's bias β ≥ max|W − R·Ã| checked in the algebra (``structured.identity``);
 5. the accuracy statements from the structure (``structured_plan.expected_error``) and the
    certificate (upper, lower, gap, and the value this plan achieves).
@@ -31,7 +35,7 @@ from workloads import Domain, Workload
 from .model import PlanError
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
-STRATEGIES = ("residual", "union")
+STRATEGIES = ("residual", "union", "marginal_weights")
 RESIDUAL_CERTIFICATE = ("marginal-algebra (MATH.md §2.3): upper from the coefficients x, lower "
                         "from the dual witness (q uniform; block weights ω for γ₂)")
 
@@ -40,10 +44,12 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str
                           relation: str = "add_remove", domain: Domain | None = None,
                           noise_family: str | None = None, strategy: str | None = None,
                           gap_tol: float = 1e-6, allow_weak_guarantee: bool = False,
-                          options: Any = None) -> StructuredPlan:
+                          options: Any = None, search_seed: int = 0) -> StructuredPlan:
     """A verified structured plan (module docstring); ``strategy``: ``residual`` (marginal
-    workloads), ``union`` (unions of Kronecker products) or None (residual when the workload is
-    a marginal family, else union)."""
+    workloads), ``union`` (unions of Kronecker products), ``marginal_weights`` (Laplace noise,
+    workloads made of marginals) or None (Gaussian: residual when the workload is a marginal
+    family, else union; Laplace: the better of union and marginal weights).
+    ``search_seed``: the base seed of the marginal-weights search's random starts (recorded)."""
     from factorize.structured.workload_blocks import workload_blocks
     from workloads.spec import embedded_files
 
@@ -55,15 +61,26 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str
     W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
     k, N = W.shape
     wblocks = workload_blocks(W, dom.sizes)
-    if strategy is None:
-        strategy = "residual" if all(b.marginal_support is not None for b in wblocks) else "union"
-    if strategy not in STRATEGIES:
-        raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {STRATEGIES}")
     family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
-    if strategy == "residual":
-        parts = _residual(W, dom, wblocks, norm, gap_tol)
+    if strategy not in (None, *STRATEGIES):
+        raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {STRATEGIES}")
+    choice = None
+    if strategy is None and family == "laplace":
+        parts, strategy, choice = _laplace_choice(W, dom, wblocks, norm, options, rel, search_seed)
     else:
-        parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
+        if strategy is None:
+            strategy = "residual" if all(b.marginal_support is not None for b in wblocks) else "union"
+        if strategy == "residual":
+            parts = _residual(W, dom, wblocks, norm, gap_tol)
+        elif strategy == "marginal_weights":
+            parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed)
+            from .structured_plan import laplace_rmse
+
+            choice = {"chosen": "marginal_weights",
+                      "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
+                      "search_seed": int(search_seed), "search": record, "runners_up": []}
+        else:
+            parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
     strat, recon, (structure, encoding), cert, cert_arrays = parts
     noise, sens = _noise(strat, g, rel, family)
     from factorize.privacy import sampled_variance
@@ -74,7 +91,7 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str
     beta = reconstruction_residual(recon_m, wblocks)
     bias, n_weights = plan_bias(recon_m, wblocks, beta)
     cert["achieved"] = achieved_norm(norm, _l2_add_remove(measured), recon)
-    if strategy == "union":  # the plan's own value is the upper bound (structured.union)
+    if strategy != "residual":  # the plan's own value is the upper bound (structured.union)
         from factorize.numerics import relative_gap
 
         cert["upper"] = cert["achieved"]
@@ -91,6 +108,7 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str
         bias=bias, n_weights=n_weights, embedded=embedded_files(W),
         provenance={"versions": versions(), "mechanism": "factorization", "strategy": strategy,
                     "sensitivity_exact": sens.exact, "plan_seconds": time.perf_counter() - t0,
+                    **({"strategy_choice": choice} if choice is not None else {}),
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
     return plan
 
@@ -104,7 +122,7 @@ def _l2_add_remove(measured: Any) -> float:
 def _noise(strat: Any, g: Any, rel: Any, family: str) -> tuple[Any, Any]:
     """The calibrated lattice noise and the certified sensitivity it rests on."""
     from factorize.privacy import calibrate
-    from factorize.structured.sensitivity import strategy_sensitivity
+    from factorize.structured.sensitivity import strategy_sensitivity, strategy_spread
 
     from .build import choose_grid
 
@@ -118,7 +136,7 @@ def _noise(strat: Any, g: Any, rel: Any, family: str) -> tuple[Any, Any]:
     grid = choose_grid(sens.value, m, snorm)
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
-                     relation=rel, family=family)
+                     relation=rel, family=family, spread=strategy_spread(strat.measured(), rel))
     return spec, sens
 
 
@@ -165,3 +183,52 @@ def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm
     from factorize.structured import union
 
     return union.build(dom.sizes, wblocks, norm, options=options, sensitivity_norm=sensitivity_norm)
+
+
+def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
+                      seed: int) -> tuple[tuple, dict[str, Any]]:
+    """OPT_M weights for Laplace noise (``pure_dp.marginals``) as a structured plan
+    (``structured.marginal_weights``), and the search's record."""
+    from factorize.pure_dp.marginals import optimize_marginal_weights
+    from factorize.pure_dp.structure import marginal_structure_of
+    from factorize.structured import marginal_weights
+
+    fam = marginal_structure_of(W)
+    if fam is None or tuple(fam.sizes) != tuple(int(n) for n in dom.sizes):
+        raise PlanError("marginal weights need a workload made of marginals of the domain's "
+                        "attributes (a marginal spec, or Kronecker products of identities, totals "
+                        "and their stacks)")
+    res = optimize_marginal_weights(fam, seed=seed)
+    record = {"family": "marginal weights", "seed": int(seed), "winner": res.winner,
+              "support": [[float(t), list(S)] for t, S in res.support()],
+              "objective_rmse": res.rmse, "seconds": res.seconds,
+              **{k: v for k, v in res.search.summary().items() if k != "winner"}}
+    return marginal_weights.build(dom.sizes, wblocks, res.support(), norm, options=options), record
+
+
+def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
+                    rel: Any, seed: int) -> tuple[tuple, str, dict[str, Any]]:
+    """The union plan and, for a workload made of marginals, the marginal-weights plan; the
+    one with the lower Laplace RMSE, and the record of the choice (both scores stated as
+    √2·Δ₁·‖R‖_F/√k, the RMSE at ε = 1; the verifier recomputes the chosen one's)."""
+    from factorize.pure_dp.structure import marginal_structure_of
+
+    cands: list[tuple[str, tuple, dict[str, Any] | None]] = [
+        ("union", _union(dom, wblocks, norm, options, "l1"), None)]
+    if marginal_structure_of(W) is not None:
+        try:
+            parts, record = _marginal_weights(W, dom, wblocks, norm, options, seed)
+            cands.append(("marginal_weights", parts, record))
+        except (PlanError, ValueError) as exc:  # StructureError is a ValueError
+            cands.append(("marginal_weights", None, {"refused": str(exc)[:200]}))
+    from .structured_plan import laplace_rmse
+
+    scored = [(name, parts, rec, laplace_rmse(parts[0], parts[1], rel)
+               if parts is not None else math.inf) for name, parts, rec in cands]
+    best = min(scored, key=lambda c: c[3])
+    choice = {"chosen": best[0], "rmse_at_epsilon_1": best[3], "search_seed": int(seed),
+              "search": best[2],
+              "runners_up": [{"family": n, "rmse_at_epsilon_1": v if math.isfinite(v) else None,
+                              **({"search": r} if r else {})}
+                             for n, _, r, v in scored if n != best[0]]}
+    return best[1], best[0], choice

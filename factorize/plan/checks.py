@@ -216,14 +216,18 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
         out.record("sensitivity", base >= sensitivity and same_number(base, sensitivity),
                    f"{snorm} sensitivity under {relation.key} recomputed (certified upper bound): "
                    f"{sensitivity:.12g}; the plan states {base:.12g}")
-        ok = scale >= req.scale
+        # more noise than the calibration is safe, but not what a planner writes: a scale
+        # other than the calibrated one is an inconsistent plan (and its claims are not its own)
+        ok = scale >= req.scale and same_number(scale, req.scale)
         out.record("noise", ok,
                    f"{family} scale {scale:.12g} vs {req.scale:.12g} required by {guarantee} at "
                    f"{snorm} sensitivity {req.sensitivity:.12g}"
                    + (f" (grid γ={grid:.6g} inflates {sensitivity:.6g} → {req.sensitivity:.6g})"
                       if grid else "")
                    + ("" if ok else f": UNDER-NOISED — the plan's scale {scale:.12g} is smaller "
-                                    f"than the required {req.scale:.12g}"))
+                                    f"than the required {req.scale:.12g}" if scale < req.scale else
+                      "" if ok else f": the plan's scale {scale:.12g} is not the calibrated "
+                                    f"{req.scale:.12g}"))
         if noise.sensitivity < req.sensitivity or not same_number(noise.sensitivity,
                                                                    req.sensitivity):
             out.record("noise sensitivity", False,

@@ -11,8 +11,10 @@
 4. the family's structure: a residual plan measures exactly the downward closure of the
    workload's subsets (a subset outside it, or a missing or duplicated one, is refused);
 5. ``W = R·Ã`` **exactly in the algebra**: per output block the terms form the full product
-   of per-attribute choices, and each per-attribute identity is checked densely with certified
-   rounding (``structured.identity``) — no randomized check is used; the certified residual β
+   of per-attribute choices (or, for a sum of Kronecker products per block, every pattern of
+   row-mean / centred parts sums to the workload's weight), and each per-attribute identity is
+   checked densely with certified rounding (``structured.identity``) — no randomized check is
+   used; the certified residual β
    must be within ``tol·max|W|``;
 6. the sensitivity of the measured strategy recomputed (``structured.sensitivity``, certified)
    and the noise re-derived from the guarantee (``checks.rederive_noise``): an under-noised
@@ -42,7 +44,7 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
                            raise_on_failure: bool = False, workload: Any = None,
                            allow_weak_guarantee: bool = False) -> PlanCheck:
     """The checks of the module docstring; ``raise_on_failure`` raises ``PlanRefused``."""
-    from factorize.structured.sensitivity import strategy_sensitivity
+    from factorize.structured.sensitivity import strategy_sensitivity, strategy_spread
 
     t0 = time.perf_counter()
     out = PlanCheck(passed=False, checks=[])
@@ -67,7 +69,9 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
     if sens is not None and g is not None:
         out.recomputed_sensitivity = sens.value
         out.derived["sensitivity_exact"] = sens.exact
-        req = rederive_noise(out, plan.noise, g, plan.relation, sens.value, measured.m)
+        spread = (strategy_spread(measured, plan.relation) if plan.noise.spread is not None
+                  else None)  # plans written before the spread inflate over all m
+        req = rederive_noise(out, plan.noise, g, plan.relation, sens.value, measured.m, spread)
         if req is not None and req.accounting != plan.noise.accounting:
             out.record("noise accounting", False, "the plan states another accounting than the "
                        f"calibration's: {plan.noise.accounting[:120]!r}")
@@ -143,8 +147,9 @@ def _identity(out: PlanCheck, recon: Any, W: Any, wblocks: list) -> None:
     out.derived["beta"] = beta
     out.record("W = R·A", beta <= limit,
                f"max|W − RÃ| ≤ {beta:.3g} (limit {limit:.3g}), exact in the algebra: every output "
-               "block's terms are the full product of per-attribute choices, each per-attribute "
-               "identity checked densely with certified rounding (no random probes)")
+               "block's terms are the full product of per-attribute choices (or a sum checked in "
+               "the basis of row means and centred rows), each per-attribute identity checked "
+               "densely with certified rounding (no random probes)")
 
 
 def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificate: bool) -> None:
@@ -169,11 +174,12 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
     delta = strategy_sensitivity(recon.strategy, "l2", "add_remove").value
     achieved = achieved_norm(plan.norm, delta, plan.reconstruction)
     c = plan.certificate
-    from factorize.structured.union import CERTIFICATE
+    from factorize.structured import marginal_weights, union
 
     from .build_structured import RESIDUAL_CERTIFICATE
 
-    method = RESIDUAL_CERTIFICATE if plan.family == "residual" else CERTIFICATE
+    method = {"residual": RESIDUAL_CERTIFICATE, "union": union.CERTIFICATE,
+              "marginal_weights": marginal_weights.CERTIFICATE}[plan.family]
     if c.get("method") != method or c.get("norm") != plan.norm:
         problems.append("certificate.method / norm describe another certificate")
     if not same_number(c.get("achieved"), achieved):
@@ -193,11 +199,40 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
                             "plan achieves: the certificate or the strategy is wrong")
         cert_line = (f"certificate re-verified: {lower:.10g} ≤ {plan.norm} ≤ {upper:.10g}; the plan "
                      f"achieves {achieved:.10g}")
+    problems += _choice_problems(plan, recon)
     out.derived.update(expected_error=expected, bias=bias, **n_bound)
     out.record("claims", not problems,
                f"{cert_line}; per-query variances, RMSE, expected max, bias β = {beta:.3g} "
                "re-derived from the structure"
                + ("" if not problems else " — the plan states otherwise: " + "; ".join(problems[:4])))
+
+
+def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
+    """The planner's family choice (``provenance.strategy_choice``, when stated): the chosen
+    family is the plan's, its Laplace score is recomputed, and no runner-up is stated better
+    (a runner-up's own score would need its plan, so it is only checked no better)."""
+    from .structured_plan import laplace_rmse
+
+    choice = plan.provenance.get("strategy_choice")
+    if choice is None:
+        return []
+    if not isinstance(choice, dict) or choice.get("chosen") != plan.family:
+        return [f"strategy_choice names {choice.get('chosen') if isinstance(choice, dict) else choice!r}, "
+                f"the plan's family is {plan.family}"]
+    score = choice.get("rmse_at_epsilon_1")
+    if score is None:
+        return ["strategy_choice lists runners-up without the chosen family's score"] \
+            if choice.get("runners_up") else []
+    mine = laplace_rmse(recon.strategy, plan.reconstruction, plan.relation)
+    problems = []
+    if not same_number(score, mine):
+        problems.append(f"strategy_choice.rmse_at_epsilon_1 {score!r} ≠ {mine:.10g}")
+    for r in choice.get("runners_up") or []:
+        v = r.get("rmse_at_epsilon_1") if isinstance(r, dict) else "?"
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                  and v >= mine * (1.0 - 1e-9)):
+            problems.append(f"a runner-up is stated better ({v!r}) than the chosen {mine:.6g}")
+    return problems
 
 
 def _compare(problems: list[str], name: str, stated: Any, recomputed: dict[str, Any]) -> None:
@@ -218,6 +253,10 @@ def _certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
     """(upper, lower, gap) re-derived from the stored certificate arrays."""
     if plan.family == "residual":
         return _marginal_certificate(plan, W)
+    if plan.family == "marginal_weights":
+        from factorize.structured.marginal_weights import verify_certificate
+
+        return verify_certificate(plan, W)
     from factorize.structured.union import verify_union_certificate
 
     return verify_union_certificate(plan, W)

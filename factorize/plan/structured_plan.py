@@ -14,8 +14,8 @@ plans (``plan.model``), with n⁺ from the total's measurement when the strategy
 File: ``factorize-plan`` **schema version 3** (the same container and integrity rules as every
 plan, ``plan.files``): the manifest has ``plan_kind: "structured"`` and a ``strategy`` section
 (family, counts); the arrays are the family's encoding (``structured.residual``:
-``strategy.*``, ``recon.*``, ``U.n``/``V.n``/``mean.n``; ``structured.union``: ``A.*``, ``R.*``
-and the term table) plus the certificate's (``cert.*``). A plan's size is proportional to its
+``strategy.*``, ``recon.*``, ``U.n``/``V.n``/``mean.n``; ``structured.union`` and
+``structured.marginal_weights``: ``A.*``, ``R.*`` and the term table) plus the certificate's (``cert.*``). A plan's size is proportional to its
 parameters — Σ_T (blocks) + Σ_j n_j² (bases) — never to N or k·N.
 
 Typed values: the plan holds a ``workloads.Domain``, a ``privacy.Guarantee``, a
@@ -37,7 +37,7 @@ from .model import domain_manifest, guarantee_text, noise_manifest
 FORMAT = "factorize-plan"
 SCHEMA_VERSION = 3
 PLAN_KIND = "structured"
-FAMILIES = ("residual", "union")
+FAMILIES = ("residual", "union", "marginal_weights")
 
 
 @dataclass
@@ -101,7 +101,8 @@ class StructuredPlan:
         obj = {"gamma_f": "total variance (γ_F)", "gamma_2": "worst-query variance (γ₂)"}[self.norm]
         grid = f", grid γ={n.grid:.6g}" if n.grid else ""
         fam = {"residual": "residual bases per attribute subset (orthonormal, Helmert)",
-               "union": "union of Kronecker products"}[self.family]
+               "union": "union of Kronecker products",
+               "marginal_weights": "weighted marginals (least-squares reconstruction)"}[self.family]
         lines = [
             f"workload    {self.workload['spec'][:120]}  ({k} queries × {N} cells)",
             f"fingerprint {self.workload['fingerprint']}",
@@ -121,6 +122,7 @@ class StructuredPlan:
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
         ]
+        lines += choice_lines(self.provenance.get("strategy_choice"))
         from .lower_bound import laplace_bound_line
 
         lap = laplace_bound_line(c.get("laplace_factorization"), e)
@@ -185,6 +187,41 @@ def achieved_norm(norm: str, sensitivity: float, recon: Any) -> float:
     return sensitivity * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
 
 
+def laplace_rmse(strategy: Any, recon: Any, relation: Any) -> float:
+    """``√2 · Δ₁ · √(Σ_i ‖r_i‖² / k)``: a structured candidate's RMSE under Laplace noise at
+    ε = 1 (Δ₁ the certified L1 sensitivity of the measured strategy under ``relation``,
+    before lattice rounding) — the score by which the planner chooses the family
+    (``build_structured``) and the verifier re-checks the choice."""
+    from factorize.structured.sensitivity import strategy_sensitivity
+
+    measured = strategy.measured()
+    sq = recon.rebased(measured).row_sq_norms()
+    delta = strategy_sensitivity(measured, "l1", relation).value
+    return math.sqrt(2.0) * delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
+
+
+def choice_lines(choice: Any) -> list[str]:
+    """``inspect``'s lines for the planner's family choice (``provenance.strategy_choice``)."""
+    if not isinstance(choice, dict):
+        return []
+    score = choice.get("rmse_at_epsilon_1")
+    line = f"chosen      {choice.get('chosen')}" + (
+        f" (Laplace RMSE at ε=1 {score:.6g}, re-checked)" if isinstance(score, (int, float)) else "")
+    search = choice.get("search")
+    if isinstance(search, dict) and "winner" in search:
+        line += (f"; search seed {choice.get('search_seed')}, winning start "
+                 f"{search.get('winner')}")
+    lines = [line]
+    for r in choice.get("runners_up") or []:
+        if isinstance(r, dict):
+            v = r.get("rmse_at_epsilon_1")
+            why = r.get("search", {}).get("refused") if isinstance(r.get("search"), dict) else None
+            lines.append(f"runner-up   {r.get('family')}: "
+                         + (f"RMSE at ε=1 {v:.6g} (checked no better)" if isinstance(v, (int, float))
+                            else f"not applicable ({why})" if why else "not scored"))
+    return lines
+
+
 # ---------------------------------------------------------------------------------------
 # file
 
@@ -227,8 +264,10 @@ def _load(path: Path) -> StructuredPlan:
     n_weights = {k: v for k, v in arrays.items() if k.startswith("nbound.")}
     encoding = {k: v for k, v in arrays.items() if k not in cert_arrays and k not in n_weights}
     try:
-        codec = residual if family == "residual" else union
-        strategy, recon = codec.decode(dom["sizes"], st, encoding)
+        if family == "residual":
+            strategy, recon = residual.decode(dom["sizes"], st, encoding)
+        else:
+            strategy, recon = union.decode(dom["sizes"], st, encoding, family)
     except (StructureError, ValueError, TypeError, KeyError) as exc:
         raise PlanFormatError(f"{path}: inconsistent structured strategy ({exc})") from None
     if recon.k != shape[0]:

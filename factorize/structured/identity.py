@@ -23,8 +23,25 @@ and taking ``ē = w``, entrywise
 ``plan.bias.residual_bound``). Per attribute, ``fl(G F)`` is within ``γ_k |G||F|`` of the exact
 product and the sum over C_j within ``γ_{|C_j|} Σ|P_c|``; every bound is rounded up. Attributes
 where every term has neither factor (``P = 1ᵀ``) and the workload sums the attribute out are
-exact and skipped. A term set that is not a full product is refused with the counts: a dropped
-or duplicated residual, a term reading the wrong measurement.
+exact and skipped.
+
+**Sums of Kronecker products that are not a full product** (the least-squares reconstruction
+of a marginal-weights strategy, ``structured.marginal_weights``, has coefficients
+``θ_S/λ_U`` that do not factor per attribute) are checked in a basis instead. Per attribute j
+split the workload factor as ``W_j = B_{j,0} + B_{j,1}``, ``B_{j,0} = W_j 𝟙𝟙ᵀ/n_j`` (its row
+means) and ``B_{j,1} = W_j (I − 𝟙𝟙ᵀ/n_j)`` — Frobenius-orthogonal — and write each term's
+``P_{t,j} = α_{t,j,0} B_{j,0} + α_{t,j,1} B_{j,1} + E_{t,j}`` (α the Frobenius projections,
+``η_{t,j} ≥ max|E_{t,j}|`` certified). Then with ``κ_p = Σ_t e_t Π_j α_{t,j,p_j}`` for every
+pattern ``p ∈ {0,1}^attrs`` (the patterns whose B are all nonzero), ``w ⊗_j W_j = w Σ_p ⊗_j
+B_{j,p_j}`` and entrywise
+
+    |Σ_t e_t ⊗P_t − w ⊗W| ≤ Σ_p |κ_p − w| Π_j max|B_{j,p_j}|
+                            + Σ_t |e_t| (Π_j (a_{t,j} + η_{t,j}) − Π_j a_{t,j}),
+
+``a_{t,j} = Σ_b |α_{t,j,b}| max|B_{j,b}|``, with the float error of e_t, of κ_p and of every
+product rounded up. A missing term leaves some ``κ_p`` far from w and the plan is refused.
+A term set that is neither is refused with the counts: a dropped or duplicated residual, a
+term reading the wrong measurement.
 """
 
 from __future__ import annotations
@@ -76,6 +93,11 @@ def reconstruction_residual(recon: StructuredReconstruction,
             per_attr.append(list(seen))
         combos = {tuple(c.get(j, (None, None)) for j in attrs) for c in choices}
         full = math.prod(len(cs) for cs in per_attr)
+        if (len(combos) != len(terms) or full != len(terms)) and len({t.in_block for t in terms}) < len(terms):
+            # several terms read one strategy block: a sum of Kronecker products, checked in
+            # the basis of row means and centred rows (module docstring)
+            beta = max(beta, _basis_residual(recon, o, wb, terms, attrs, choices, memo))
+            continue
         if len(combos) != len(terms) or full != len(terms):
             raise StructureError(
                 f"workload block {o}: its {len(terms)} terms are not the full product of their "
@@ -131,3 +153,105 @@ def _attribute(recon: StructuredReconstruction, j: int, choices: list[Choice],
     eps = round_up(float(np.max(np.abs(Q - Wj) + err)), 3)
     q = round_up(float(np.max(np.abs(Q) + err)), 2)
     return q, eps, float(np.max(np.abs(Wj))), round_up(pmax, len(choices) + 1)
+
+
+MAX_PATTERNS = 1 << 16
+
+
+def _basis_residual(recon: StructuredReconstruction, o: int, wb: WorkloadBlock, terms: list,
+                    attrs: list[int], choices: list[dict[int, Choice]], memo: dict) -> float:
+    """The certified β of one output block whose terms are a sum of Kronecker products
+    (module docstring, second part)."""
+    s = recon.strategy
+    bases = []                                   # per attribute: (B0, B1, (m0, m1), err0, err1)
+    for j in attrs:
+        key = ("basis", j, wb.factor(j).key)
+        if key not in memo:
+            memo[key] = _basis(wb.factor(j).dense(), s.sizes[j])
+        bases.append(memo[key])
+    live = [[b for b in (0, 1) if B[2][b] > 0] for B in bases]   # basis parts that exist
+    if math.prod(len(x) for x in live) > MAX_PATTERNS:
+        raise StructureError(f"workload block {o}: too many basis patterns to check")
+    e = np.array([t.scale for t in terms]) * np.array([s.blocks[t.in_block].scale for t in terms])
+    kappa: dict[tuple[int, ...], float] = {}
+    kabs: dict[tuple[int, ...], float] = {}
+    spread = 0.0
+    d = len(attrs)
+    for c, et in zip(choices, e.tolist()):
+        alphas, a_prod, ae_prod = [], 1.0, 1.0
+        for j, B, lv in zip(attrs, bases, live):
+            key = ("proj", j, wb.factor(j).key, c.get(j, (None, None)))
+            if key not in memo:
+                memo[key] = _project(recon, j, c.get(j, (None, None)), B)
+            a01, eta = memo[key]
+            a = sum(abs(a01[b]) * B[2][b] for b in lv)
+            a_prod *= a
+            ae_prod *= a + eta
+            alphas.append([(b, a01[b]) for b in lv if a01[b] != 0.0])
+        ea = abs(et) * (1.0 + 2 * _U)            # ≥ |c·s| exactly (one rounded product)
+        # |e|·(Π(a+η) − Π a) for the remainders, plus |c·s − e|·Π(a+η) for e's rounding
+        spread += ea * (round_up(ae_prod, 3 * d + 1) - a_prod * (1.0 - gamma(3 * d + 2)))
+        spread += 2 * _U * ea * round_up(ae_prod, 3 * d + 1)
+        for combo in _product(alphas):
+            pat = tuple(b for b, _ in combo)
+            v = et * math.prod(x for _, x in combo)
+            kappa[pat] = kappa.get(pat, 0.0) + v
+            kabs[pat] = kabs.get(pat, 0.0) + abs(v)
+    total = 0.0
+    n_ops = len(terms) + d + 2
+    for pat in _product([[(b, 0.0) for b in lv] for lv in live]):
+        p = tuple(b for b, _ in pat)
+        dev = abs(kappa.get(p, 0.0) - wb.weight) + gamma(n_ops) * kabs.get(p, 0.0)
+        size = math.prod(B[2][b] for B, b in zip(bases, p))
+        total += round_up(dev, 2) * round_up(size, d)
+    return round_up(round_up(total, len(kappa) + 2) + round_up(max(spread, 0.0), len(terms) + 1), 1)
+
+
+def _product(lists: list[list[tuple[int, float]]]):
+    import itertools
+
+    return itertools.product(*lists) if lists else [()]
+
+
+def _basis(Wj: np.ndarray, n: int):
+    """``(B0, B1, (m0, m1), err0, err1)``: the row-mean part ``B0 = W_j𝟙𝟙ᵀ/n`` and the centred
+    part ``B1 = W_j − B0`` as computed, certified bounds ``m_b ≥ max|B_b|`` of the exact parts
+    (0 where the part is exactly zero: every row of W_j constant makes ``B0 = W_j``, ``B1 = 0``
+    exactly) and entrywise bounds on the float error."""
+    if bool(np.all(Wj == Wj[:, :1])):
+        zero = np.zeros_like(Wj)
+        return Wj, zero, (float(np.max(np.abs(Wj))), 0.0), zero, zero
+    r = Wj.sum(axis=1)
+    err_r = gamma(n) * np.abs(Wj).sum(axis=1)
+    mean = r / n
+    B0 = np.repeat(mean[:, None], n, axis=1)
+    err0 = np.repeat((err_r / n * (1.0 + 2 * _U) + 2 * _U * np.abs(mean))[:, None], n, axis=1)
+    B1 = Wj - B0
+    err1 = err0 + 2 * _U * np.abs(B1)
+    m0 = round_up(float(np.max(np.abs(B0) + err0)), 2)
+    m1 = round_up(float(np.max(np.abs(B1) + err1)), 2)
+    return B0, B1, (m0, m1), err0, err1
+
+
+def _project(recon: StructuredReconstruction, j: int, choice: Choice, basis
+             ) -> tuple[tuple[float, float], float]:
+    """``((α0, α1), η)``: a term's product P on attribute j projected on the basis, and a
+    certified bound ``η ≥ max|P − α0 B0 − α1 B1|`` over the exact P, B0, B1."""
+    s = recon.strategy
+    n = s.sizes[j]
+    B0, B1, (m0, m1), err0, err1 = basis
+    g_name, f_name = choice
+    G = recon.arrays[g_name] if g_name is not None else np.ones((1, 1))
+    F = s.arrays[f_name] if f_name is not None else np.ones((1, n))
+    if G.shape[1] != F.shape[0] or (G.shape[0], F.shape[1]) != B0.shape:
+        raise StructureError(f"attribute {j}: a term's product has shape "
+                             f"{(G.shape[0], F.shape[1])}, the workload factor {B0.shape}")
+    P = G @ F
+    slack = gamma(max(G.shape[1], 1)) * (np.abs(G) @ np.abs(F))
+    n0, n1 = float(np.sum(B0 * B0)), float(np.sum(B1 * B1))
+    a0 = float(np.sum(P * B0)) / n0 if m0 > 0 and n0 > 0 else 0.0
+    a1 = float(np.sum(P * B1)) / n1 if m1 > 0 and n1 > 0 else 0.0
+    E = P - a0 * B0 - a1 * B1
+    bound = (np.abs(E) + slack + abs(a0) * err0 + abs(a1) * err1
+             + gamma(4) * (np.abs(P) + abs(a0) * np.abs(B0) + abs(a1) * np.abs(B1)))
+    return (a0, a1), round_up(float(np.max(bound)), 4)

@@ -1,16 +1,19 @@
 """A sum of Kronecker terms as a reconstruction: answers and their exact variances.
 
 For workload block o, ``answers_o = Σ_{t: out(t)=o} c_t · (⊗_{j∈attrs(t)} G_{t,j}) ỹ_{in(t)}``
-(:class:`~factorize.structured.blocks.Term`). Within one output block every term reads a
-different strategy block, whose noise is independent, so the row of R for query i of block o
-has squared norm
+(:class:`~factorize.structured.blocks.Term`). Different strategy blocks have independent
+noise, so the row of R for query i of block o has squared norm ``Σ_b ‖Σ_{t∈(o,b)} …‖²``; the
+terms ``(o, b)`` reading one strategy block b (several only where a reconstruction is a sum of
+Kronecker products per block, e.g. ``structured.marginal_weights``) must share their attributes,
+and then
 
-    ‖r_i‖² = Σ_t c_t² · Π_{j∈attrs(t)} ‖G_{t,j}[i_j, :]‖²,
+    ‖r_i‖² = Σ_b Σ_{t,u∈(o,b)} c_t c_u · Π_{j} ⟨G_{t,j}[i_j, :], G_{u,j}[i_j, :]⟩,
 
-a Kronecker product of per-attribute row norms per term (likewise the ℓ1 bound
-``‖r_i‖₁ ≤ Σ_t |c_t| Π_j ‖G_{t,j}[i_j,:]‖₁`` of the lattice rounding bias). The per-query
-variance of the release is ``v·‖r_i‖²`` with v the per-coordinate noise variance — exact, not
-a bound, for independent noise coordinates.
+a Kronecker product of per-attribute row inner products per pair (one term per pair:
+``c_t² Π_j ‖G_{t,j}[i_j, :]‖²``). The ℓ1 bound ``‖r_i‖₁ ≤ Σ_t |c_t| Π_j ‖G_{t,j}[i_j,:]‖₁`` of
+the lattice rounding bias is the triangle inequality. The per-query variance of the release
+is ``v·‖r_i‖²`` with v the per-coordinate noise variance — exact, not a bound, for
+independent noise coordinates.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class StructuredReconstruction:
         for r in self.out_rows:
             off.append(off[-1] + r)
         self.offsets = tuple(off)
-        seen: set[tuple[int, int]] = set()
+        pairs: dict[tuple[int, int], list[int]] = {}
         self.by_block: list[list[int]] = [[] for _ in self.out_rows]
         checked: dict[tuple, None] = {}
         for i, t in enumerate(self.terms):
@@ -59,11 +62,14 @@ class StructuredReconstruction:
             if key not in checked:
                 self._check_term(i, t)
                 checked[key] = None
-            if (t.out_block, t.in_block) in seen:
-                raise StructureError(f"two terms map strategy block {t.in_block} to workload "
-                                     f"block {t.out_block}")
-            seen.add((t.out_block, t.in_block))
+            group = pairs.setdefault((t.out_block, t.in_block), [])
+            if group and self.terms[group[0]].attrs != t.attrs:
+                raise StructureError(f"terms {group[0]} and {i} map strategy block {t.in_block} "
+                                     f"to workload block {t.out_block} over different attributes")
+            group.append(i)
             self.by_block[t.out_block].append(i)
+        #: terms that share their (output, strategy) block with another: their cross products
+        self.shared = tuple(tuple(g) for g in pairs.values() if len(g) > 1)
 
     def _check_term(self, i: int, t: Term) -> None:
         s = self.strategy
@@ -148,7 +154,20 @@ class StructuredReconstruction:
     def row_sq_norms(self) -> np.ndarray:
         """``‖r_i‖²`` for every query (module docstring; floating point; computed once)."""
         if self._sq is None:
-            self._sq = self._row_reduce(lambda G: np.einsum("ij,ij->i", G, G), lambda c: c * c)
+            sq = self._row_reduce(lambda G: np.einsum("ij,ij->i", G, G), lambda c: c * c)
+            inner: dict[tuple[str, str], np.ndarray] = {}
+            for group in self.shared:  # 2 c_t c_u Π_j ⟨G_tj rows, G_uj rows⟩ for t < u
+                for a, ti in enumerate(group):
+                    t = self.terms[ti]
+                    for ui in group[a + 1:]:
+                        u = self.terms[ui]
+                        vec = kron_vector([inner.setdefault(
+                            (g, h), np.einsum("ij,ij->i", self.arrays[g], self.arrays[h]))
+                            for g, h in zip(t.names, u.names)])
+                        lo, hi = self.offsets[t.out_block], self.offsets[t.out_block + 1]
+                        sq[lo:hi] += (2.0 * t.scale * u.scale) * vec
+            np.maximum(sq, 0.0, out=sq)
+            self._sq = sq
             self._sq.setflags(write=False)
         return self._sq
 

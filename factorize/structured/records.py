@@ -10,8 +10,9 @@ neighbours, so n is bounded from released values (post-processing, failing with 
   ``W_{o,j}ᵀ b_j ≥ μ_j`` (a linear program per distinct factor, ``plan.bias._lp_weights``;
   all ones for an identity, ``[1]`` for a summed-out attribute): with ``b = ⊗_j b_j`` and the
   block's weight w_o as a 1×1 factor, ``Wᵀb ≥ μ = |w_o| Π μ_j`` and the bound of ``plan.bias``
-  applies to the block's released answers, ``c = R_oᵀ b`` computed through the block's single
-  reconstruction term (a union plan has one term per block);
+  applies to the block's released answers, ``c = R_oᵀ b`` computed through the block's
+  reconstruction terms (one per block in a union plan; several reading one strategy block in
+  a marginal-weights plan, summed with the float error of the sum added to ‖c‖);
 * ``cap`` — 2⁵³ (the exact measurement's limit).
 
 The planner picks, from public quantities only, the block whose bound has the smallest noise
@@ -33,17 +34,24 @@ PREFIX = "nbound."
 
 def _block_parts(recon: StructuredReconstruction, wb: WorkloadBlock, o: int,
                  weights: Sequence[np.ndarray] | None = None
-                 ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    """(workload leaves, reconstruction factors, weights) of block o, in the Kronecker order
-    of its answers, its weight and term scale leading as 1×1 factors."""
+                 ) -> tuple[list[np.ndarray], list[tuple[int, list[np.ndarray], list[int]]], list[np.ndarray]]:
+    """(workload leaves, reconstruction terms, weights) of block o: the leaves in the
+    Kronecker order of its answers (the block's weight leading as a 1×1 factor, then one
+    per attribute the block does not sum out); each term as ``(strategy block, factors,
+    positions)`` — its scale as a 1×1 factor, then its factor per attribute, and for each
+    attribute the leaf it reads weights from (−1: a one-row factor, weight [1])."""
     terms = [recon.terms[i] for i in recon.by_block[o]]
-    if len(terms) != 1:
-        raise StructureError(f"workload block {o} has {len(terms)} reconstruction terms; the "
-                             "weights bound needs exactly one")
-    t = terms[0]
-    active = [j for j in t.attrs]
+    if not terms:
+        raise StructureError(f"workload block {o} has no reconstruction term")
+    active = list(wb.active())
     leaves = [np.array([[wb.weight]])] + [wb.factor(j).dense() for j in active]
-    R = [np.array([[t.scale]])] + [recon.arrays[n] for n in t.names]
+    where = {j: i + 1 for i, j in enumerate(active)}
+    parts = []
+    for t in terms:
+        pos = [where.get(j, -1) for j in t.attrs]
+        if sorted(p for p in pos if p > 0) != list(range(1, len(leaves))):
+            raise StructureError(f"a term of workload block {o} does not map its attributes")
+        parts.append((t.in_block, [np.array([[t.scale]])] + [recon.arrays[n] for n in t.names], pos))
     if weights is None:
         from factorize.plan.bias import _lp_weights
 
@@ -54,14 +62,40 @@ def _block_parts(recon: StructuredReconstruction, wb: WorkloadBlock, o: int,
             if b is None:
                 raise StructureError("no non-negative weights count every record")
             weights.append(b)
-    return leaves, R, list(weights)
+    return leaves, parts, list(weights)
+
+
+def _c_vector(recon: StructuredReconstruction, parts: list, weights: Sequence[np.ndarray]
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(b, c = Rᵀb, err)`` over the strategy blocks the terms read: b the normalized weights'
+    Kronecker product over the block's answers, err an entrywise bound on c's float error
+    from summing several terms (0 for one term per strategy block)."""
+    from factorize.kron import kron_rmatvec, kron_vector
+    from factorize.numerics import gamma
+    from factorize.plan.bias import normalized_weights
+
+    bs = normalized_weights(weights)
+    b = kron_vector(bs)
+    per_block: dict[int, list[tuple[list[np.ndarray], np.ndarray]]] = {}
+    for blk, R, pos in parts:
+        bt = kron_vector([bs[0]] + [bs[p] if p > 0 else np.ones(1) for p in pos])
+        per_block.setdefault(blk, []).append((R, bt))
+    cs, errs = [], []
+    for blk in sorted(per_block):
+        group = per_block[blk]
+        cs.append(np.sum([kron_rmatvec(R, bt) for R, bt in group], axis=0))
+        if len(group) > 1:  # |fl(Σ_t x_t) − Σ_t x_t| ≤ γ Σ_t |R_t|ᵀ|b_t| (products and sum)
+            absum = np.sum([kron_rmatvec([np.abs(F) for F in R], np.abs(bt)) for R, bt in group], axis=0)
+            errs.append(gamma(len(group) + 4 * len(bs) + 8) * absum)
+        else:
+            errs.append(np.zeros_like(cs[-1]))
+    return b, np.concatenate(cs), np.concatenate(errs)
 
 
 def choose(recon: StructuredReconstruction, wblocks: Sequence[WorkloadBlock], beta: float
            ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The ``bias`` fields and weight arrays of the module docstring (planning time)."""
-    from factorize.kron import kron_rmatvec, kron_vector
-    from factorize.plan.bias import certified_mu, normalized_weights
+    from factorize.plan.bias import certified_mu
 
     strategy = recon.strategy
     if any(not b.support for b in strategy.blocks):
@@ -69,13 +103,13 @@ def choose(recon: StructuredReconstruction, wblocks: Sequence[WorkloadBlock], be
     best = None
     for o, wb in enumerate(wblocks):
         try:
-            leaves, R, weights = _block_parts(recon, wb, o)
+            leaves, parts, weights = _block_parts(recon, wb, o)
             mu, l1, _ = certified_mu("weights", weights, None, leaves)
         except (StructureError, ValueError, ArithmeticError):
             continue
         if not mu > beta * l1:
             continue
-        c = kron_rmatvec(R, kron_vector(normalized_weights(weights)))
+        _, c, _ = _c_vector(recon, parts, weights)
         score = float(np.linalg.norm(c)) / (mu - beta * l1)
         if best is None or score < best[0]:
             best = (score, o, weights)
@@ -110,7 +144,7 @@ def check(bias: dict[str, Any], arrays: dict[str, np.ndarray], recon: Structured
     weights = [arrays.get(f"{PREFIX}{i}") for i in range(k)]
     if any(w is None or w.ndim != 1 for w in weights):
         raise StructureError("the n-bound weights must be vectors nbound.0, nbound.1, …")
-    leaves, R, weights = _block_parts(recon, wblocks[o], o, weights)
+    leaves, _, weights = _block_parts(recon, wblocks[o], o, weights)
     mu, l1, _ = certified_mu("weights", weights, None, leaves)
     if not mu > beta * l1:
         raise StructureError(f"the n-bound weights give μ = {mu:.3g} ≤ β‖b‖₁ = {beta * l1:.3g}")
@@ -121,7 +155,7 @@ def n_upper(plan: Any, derived: dict[str, Any], noisy: np.ndarray, estimates: np
             sd: float, beta: float) -> float:
     """Release time: n⁺ by the verified method (module docstring; never raises)."""
     from factorize.numerics import round_up
-    from factorize.plan.bias import N_CAP, _n_upper, tail_multiplier
+    from factorize.plan.bias import N_CAP, n_upper_from, tail_multiplier
 
     try:
         method = derived.get("n_bound", "cap")
@@ -136,10 +170,11 @@ def n_upper(plan: Any, derived: dict[str, Any], noisy: np.ndarray, estimates: np
             recon = plan.reconstruction
             k = len([n for n in plan.n_weights if n.startswith(PREFIX)])
             weights = [plan.n_weights[f"{PREFIX}{i}"] for i in range(k)]
-            _, R, weights = _block_parts(recon, derived["wblocks"][o], o, weights)
+            _, parts, weights = _block_parts(recon, derived["wblocks"][o], o, weights)
+            b, c, err = _c_vector(recon, parts, weights)
             est = estimates[recon.offsets[o]:recon.offsets[o + 1]]
-            return _n_upper("weights", weights, est, R, derived["mu"], beta, derived["b_l1"], sd,
-                            noise.family, noise.grid)
+            return n_upper_from(b, c, est, derived["mu"], beta, derived["b_l1"], sd,
+                                noise.family, noise.grid, err)
     except (ArithmeticError, ValueError, KeyError, IndexError, StopIteration, StructureError):
         pass
     return N_CAP if beta > 0 else 0.0

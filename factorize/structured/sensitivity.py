@@ -200,3 +200,21 @@ def _bound(strategy: StructuredStrategy, stats: dict[str, _FactorStats], norm: s
         terms.append(scale_back(round_up(core + _ABS_UNDERFLOW, 1), 2 * e, 0))
     total = round_up(math.fsum(terms), 1) if terms else 0.0
     return total if norm == "l1" else round_up(math.sqrt(total), 1)
+
+
+def strategy_spread(strategy: StructuredStrategy, relation: Neighbouring | str) -> int:
+    """The most measurements two neighbouring histograms can move (the lattice rounding's
+    inflation counts only those; ``privacy.kron_spread`` for one Kronecker product): column x
+    of block b is ``s_b ⊗_{j∈S_b} F_{b,j}[:, x_j]``, with at most ``Π_j max_x nnz(F_{b,j}[:, x])``
+    non-zeros, and the blocks' rows are disjoint, so add/remove moves at most the sum over
+    blocks; replace (two columns) at most twice that; never more than m. Counted exactly on
+    the given (measured) factors."""
+    relation = Neighbouring.parse(relation)
+    per: dict[str, int] = {}
+    spread = 0
+    for b in strategy.blocks:
+        spread += math.prod(per.setdefault(n, int(np.max(np.count_nonzero(strategy.arrays[n], axis=0))))
+                            for n in b.names)
+    if relation is Neighbouring.REPLACE:
+        spread *= 2
+    return max(1, min(strategy.m, spread))

@@ -133,9 +133,11 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, 
     return strategy, recon, encode(strategy, recon), cert, cert_arrays
 
 
-def encode(strategy: StructuredStrategy, recon: StructuredReconstruction
+def encode(strategy: StructuredStrategy, recon: StructuredReconstruction, family: str = FAMILY
            ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    manifest = {"family": FAMILY, "measurements": strategy.m,
+    """Manifest fields and arrays of a plan in the union codec (also used by
+    ``structured.marginal_weights``, whose terms differ only in number)."""
+    manifest = {"family": family, "measurements": strategy.m,
                 "blocks": [{"support": list(b.support), "factors": list(b.names)} for b in strategy.blocks],
                 "terms": [{"out": t.out_block, "in": t.in_block, "attrs": list(t.attrs),
                            "factors": list(t.names)} for t in recon.terms],
@@ -158,8 +160,8 @@ def _strs(v: Any, what: str) -> tuple[str, ...]:
     return tuple(v)
 
 
-def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray]
-           ) -> tuple[StructuredStrategy, StructuredReconstruction]:
+def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
+           family: str = FAMILY) -> tuple[StructuredStrategy, StructuredReconstruction]:
     blocks_m, terms_m, out_rows = manifest.get("blocks"), manifest.get("terms"), manifest.get("out_rows")
     if not (isinstance(blocks_m, list) and isinstance(terms_m, list) and isinstance(out_rows, list)):
         raise StructureError("a union plan lists blocks, terms and out_rows")
@@ -186,7 +188,7 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
         terms.append(Term(int(t["out"]), int(t["in"]), float(s), _ints(t.get("attrs"), f"term {i} attrs"),
                           _strs(t.get("factors"), f"term {i} factors")))
     strategy = StructuredStrategy(sizes, blocks, {k: v for k, v in factors.items() if k.startswith("A.")},
-                                  FAMILY)
+                                  family)
     recon = StructuredReconstruction(_ints(out_rows, "out_rows"), terms, factors, strategy)
     if manifest.get("measurements") != strategy.m:
         raise StructureError(f"the manifest states {manifest.get('measurements')!r} measurements, "
