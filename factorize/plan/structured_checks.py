@@ -178,9 +178,11 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
 
     from .build_structured import RESIDUAL_CERTIFICATE
 
-    method = {"residual": RESIDUAL_CERTIFICATE, "union": union.CERTIFICATE,
-              "marginal_weights": marginal_weights.CERTIFICATE}[plan.family]
-    if c.get("method") != method or c.get("norm") != plan.norm:
+    methods = {"residual": (RESIDUAL_CERTIFICATE,),
+               "union": (union.CERTIFICATE, union.CERTIFICATE_GRAM),
+               "marginal_weights": (marginal_weights.CERTIFICATE,
+                                    marginal_weights.CERTIFICATE_GRAM)}[plan.family]
+    if c.get("method") not in methods or c.get("norm") != plan.norm:
         problems.append("certificate.method / norm describe another certificate")
     if not same_number(c.get("achieved"), achieved):
         problems.append(f"certificate.achieved {c.get('achieved')!r} ≠ {achieved:.10g}")

@@ -25,7 +25,8 @@ Kronecker products whose rows lie in the strategy's row space (e.g. HDMM's
 
 Certificate: the union family's (``structured.union``): per distinct explicit workload
 factor its dual witness, multiplied within a block, combined across blocks; identities and
-totals have γ = 1. Upper = the value this plan achieves.
+totals have γ = 1; for k ≤ 4096 also the uniform-weight trace-norm bound
+(``union.uniform_trace_lower``). Upper = the value this plan achieves.
 
 Encoding: the union codec (``structured.union.encode``/``decode``) with family
 ``"marginal_weights"``: strategy factors ``A.i`` (identities), reconstruction factors ``R.i``,
@@ -49,6 +50,8 @@ from .workload_blocks import WorkloadBlock
 FAMILY = "marginal_weights"
 CERTIFICATE = ("marginal weights: per-factor dual witnesses of the workload, multiplied within a "
                "block, combined across blocks; upper = the value the plan achieves")
+CERTIFICATE_GRAM = CERTIFICATE + ("; and ‖W‖_tr/√(kN) from W·Wᵀ/N formed block by block "
+                                  "(uniform dual weights)")
 #: Reconstruction factors W_j C_j / W_j K_j are stored densely: at most this many entries each.
 MAX_FACTOR_ENTRIES = 1 << 24
 
@@ -161,7 +164,7 @@ def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The lower bound (module docstring) and its witnesses (planning time: solves each
     distinct explicit factor)."""
-    from .union import _combine, _factorize
+    from .union import _combine, _factorize, uniform_trace_lower
 
     arrays: dict[str, np.ndarray] = {}
     lowers: dict[str, float] = {}
@@ -172,7 +175,11 @@ def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any
             arrays[f"cert.w{i}.{key}"] = v
     lower = _combine(norm, [(wb.rows, abs(wb.weight) * math.prod(
         lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])
-    return {"method": CERTIFICATE, "norm": norm, "lower": lower}, arrays
+    gram = uniform_trace_lower(wblocks, [f.n for f in wblocks[0].factors]) \
+        if wblocks else None
+    if gram is None:
+        return {"method": CERTIFICATE, "norm": norm, "lower": lower}, arrays
+    return {"method": CERTIFICATE_GRAM, "norm": norm, "lower": max(lower, gram)}, arrays
 
 
 def certificate_lower(plan: Any, W: Any) -> float:
@@ -200,8 +207,17 @@ def certificate_lower(plan: Any, W: Any) -> float:
     extra = set(plan.certificate_arrays) - expected
     if extra:
         raise ValueError(f"unexpected certificate arrays {sorted(extra)[:3]}")
-    return _combine(plan.norm, [(wb.rows, abs(wb.weight) * math.prod(
+    lower = _combine(plan.norm, [(wb.rows, abs(wb.weight) * math.prod(
         lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])
+    if plan.certificate.get("method") == CERTIFICATE_GRAM:
+        from .union import uniform_trace_lower
+
+        gram = uniform_trace_lower(wblocks, plan.domain.sizes)
+        if gram is None:
+            raise ValueError("the certificate names the uniform-weight bound, which this "
+                             "workload's row count does not allow")
+        lower = max(lower, gram)
+    return lower
 
 
 def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:

@@ -22,7 +22,10 @@ Certificate: each factor's dual witness (``certificate``) gives ``L_f ≤ γ(W_f
 products multiply (a witness ``q = ⊗ q_j`` gives the product of the factors' bounds, MATH.md
 §2.2), identities and totals have γ = 1, and across blocks ``γ_F(W)² ≥ Σ_o k_o L_o² / k``
 (every factorization of W factors each block with the same A) and ``γ₂(W) ≥ max_o L_o``
-(a submatrix). The upper bound is the value the plan achieves.
+(a submatrix); for k ≤ 4096 rows also the uniform-weight trace-norm bound
+``‖W‖_tr/√(kN)`` computed from the k×k matrix ``W·Wᵀ`` formed block by block
+(:func:`uniform_trace_lower`; plans written before it state the older method and are checked
+by it). The upper bound is the value the plan achieves.
 
 Encoding: arrays ``A.i`` / ``R.i`` (one pair per distinct factor), ``union.block_scale``,
 ``union.term_scale`` and the witnesses ``cert.f{i}.p`` / ``cert.f{i}.q``; the manifest lists
@@ -127,9 +130,11 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, 
              for o, (s, S, wb) in enumerate(zip(scales, supports, wblocks))]
     strategy = StructuredStrategy(sizes, blocks, arrays, FAMILY)
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
-    cert = {"method": CERTIFICATE, "norm": norm,
-            "lower": _combine(norm, [(wb.rows, abs(wb.weight) * math.prod(
-                lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])}
+    lower = _combine(norm, [(wb.rows, abs(wb.weight) * math.prod(
+        lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])
+    gram = uniform_trace_lower(wblocks, sizes)
+    cert = {"method": CERTIFICATE if gram is None else CERTIFICATE_GRAM, "norm": norm,
+            "lower": lower if gram is None else max(lower, gram)}
     return strategy, recon, encode(strategy, recon), cert, cert_arrays
 
 
@@ -229,7 +234,14 @@ def certificate_lower(plan: Any, W: Any) -> float:
                     per_factor[f.key] = gamma_2_lower(f.matrix, p.reshape(-1), q.reshape(-1))
             L *= per_factor[f.key]
         lower_blocks.append((wb.rows, L))
-    return _combine(plan.norm, lower_blocks)
+    lower = _combine(plan.norm, lower_blocks)
+    if plan.certificate.get("method") == CERTIFICATE_GRAM:
+        gram = uniform_trace_lower(wblocks, plan.domain.sizes)
+        if gram is None:
+            raise ValueError("the certificate names the uniform-weight bound, which this "
+                             "workload's row count does not allow")
+        lower = max(lower, gram)
+    return lower
 
 
 def _combine(norm: str, lower_blocks: list[tuple[int, float]]) -> float:
@@ -250,3 +262,58 @@ def verify_union_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
     lower = certificate_lower(plan, W)
     upper = float(plan.certificate["achieved"])
     return upper, lower, relative_gap(upper, lower)
+
+
+#: The uniform-weight bound forms the k×k matrix W·Wᵀ/N: only for k up to this.
+MAX_GRAM_ROWS = 4096
+#: The certificate method of plans that also use the uniform-weight bound.
+CERTIFICATE_GRAM = CERTIFICATE + "; and ‖W‖_tr/√(kN) from W·Wᵀ/N formed block by block (uniform dual weights)"
+
+
+def uniform_trace_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int]) -> float | None:
+    """``γ₂(W) ≥ γ_F(W) ≥ ‖W diag(q)^{1/2}‖_tr / √k`` for the uniform ``q = 1/N`` (the γ_F dual
+    of MATH.md §2.1 at one feasible witness; seed 003 §3.1), certified; None when k exceeds
+    :data:`MAX_GRAM_ROWS`.
+
+    ``‖W D_q^{1/2}‖_tr = Σ_i √λ_i(K)``, ``K = W D_q Wᵀ``, formed block by block without N:
+    ``K_{op} = w_o w_p ⊗_j (W_{o,j} W_{p,j}ᵀ / n_j)``. Rounding: each entry of K is within
+    ``γ_{n+2d+4}`` of its absolute counterpart ``K^{abs}`` (the same products of |W|), so
+    ``‖K̂ − K‖₂ ≤ ‖γ K^{abs}‖_F``; the symmetric eigensolver adds ``norms.rounding_allowance``;
+    each eigenvalue is lowered by both (Weyl) before its square root."""
+    from factorize.norms import rounding_allowance
+    from factorize.numerics import gamma, round_down, round_up
+
+    sizes = tuple(int(n) for n in sizes)
+    k = sum(wb.rows for wb in wblocks)
+    if k > MAX_GRAM_ROWS or k == 0:
+        return None
+    off = np.cumsum([0] + [wb.rows for wb in wblocks])
+    K = np.zeros((k, k))
+    Kabs = np.zeros((k, k))
+    memo: dict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]] = {}
+    for o, bo in enumerate(wblocks):
+        for p in range(o, len(wblocks)):
+            bp = wblocks[p]
+            M = np.array([[bo.weight * bp.weight]])
+            Ma = np.abs(M)
+            for j, n in enumerate(sizes):
+                fo, fp = bo.factor(j), bp.factor(j)
+                key = (fo.key, fp.key, n)
+                if key not in memo:
+                    A, B = fo.dense(), fp.dense()
+                    memo[key] = (A @ B.T / n, np.abs(A) @ np.abs(B).T / n)
+                M = np.kron(M, memo[key][0])
+                Ma = np.kron(Ma, memo[key][1])
+            K[off[o]:off[o + 1], off[p]:off[p + 1]] = M
+            K[off[p]:off[p + 1], off[o]:off[o + 1]] = M.T
+            Kabs[off[o]:off[o + 1], off[p]:off[p + 1]] = Ma
+            Kabs[off[p]:off[p + 1], off[o]:off[o + 1]] = Ma.T
+    err = round_up(gamma(max(sizes) + 2 * len(sizes) + 4) * float(np.linalg.norm(Kabs)), 3)
+    ev = np.linalg.eigvalsh(K)
+    spectral = float(max(abs(ev[0]), abs(ev[-1])))
+    slack = round_up(err + rounding_allowance(K.shape, spectral + err), 1)
+    roots = np.sqrt(np.clip(ev - slack, 0.0, None))
+    tr = float(np.sum(roots))
+    if not tr > 0:
+        return 0.0
+    return round_down(round_down(tr, k + 2) / math.sqrt(k), 3)
