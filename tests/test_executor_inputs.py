@@ -189,3 +189,15 @@ def test_failed_write_leaves_no_file(tmp_path, plan_path, monkeypatch):
     assert main(["run", str(plan_path), "--data", str(tmp_path / "h.npy"),
                  "--out", str(tmp_path / "o.csv")]) == 2
     assert list(tmp_path.iterdir()) == [tmp_path / "h.npy"]
+
+
+def test_out_into_a_missing_folder_is_an_error_and_creates_nothing(tmp_path, plan_path, capsys):
+    """Issue 16 item 8: ``--out`` into a folder that does not exist is refused (exit 2, the
+    folder named), before any charge — never a silent ``mkdir -p``."""
+    np.save(tmp_path / "h.npy", np.arange(6))
+    out = tmp_path / "nope" / "deeper" / "o.csv"
+    assert main(["run", str(plan_path), "--data", str(tmp_path / "h.npy"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "nope" in err
+    assert not (tmp_path / "nope").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.npy"]

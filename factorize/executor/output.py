@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from factorize.io.atomic import AtomicOutput
+from factorize.io.atomic import AtomicOutput, MissingFolderError
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 #: Text columns that label answers (kept as strings when read back).
@@ -59,6 +59,8 @@ def open_output(path: str | os.PathLike[str], *, protected: dict[str, Any] | Non
                 raise ValueError(f"--out {os.fspath(path)!r} is {role}: refusing to overwrite it")
     try:
         return AtomicOutput(path)
+    except MissingFolderError as exc:
+        raise ValueError(f"--out {os.fspath(path)!r}: {exc}") from None
     except OSError as exc:
         raise ValueError(f"cannot write the answers to {os.fspath(path)!r} ({exc.strerror or type(exc).__name__})") from None
 

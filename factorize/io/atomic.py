@@ -66,12 +66,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+class MissingFolderError(FileNotFoundError):
+    """An output's folder does not exist: factorize never creates folders for its outputs (a
+    mistyped ``--out`` must not scatter files)."""
+
+
+def require_folder(target: Path) -> None:
+    """:class:`MissingFolderError` unless ``target``'s folder exists."""
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise MissingFolderError(f"the folder {str(parent)!r} for {target.name!r} does not exist; "
+                                 "create it first (factorize does not create folders)")
+
+
 class AtomicOutput:
     """One output file, written whole or not at all (module docstring)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.target = Path(os.fspath(path))
-        self.target.parent.mkdir(parents=True, exist_ok=True)
+        require_folder(self.target)
         remove_stale(self.target)
         self._named: Path | None = None
         self._fd: int | None = None
@@ -168,7 +181,7 @@ def atomic_target(path: str | os.PathLike[str]) -> Iterator[str]:
     ``path``, on any exception it is removed. For writers that need a path (safetensors);
     prefer :class:`AtomicOutput`."""
     target = Path(os.fspath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
+    require_folder(target)
     remove_stale(target)
     tmp = _hidden_name(target)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
