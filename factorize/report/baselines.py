@@ -262,8 +262,8 @@ def _dense_or_none(W: Workload, max_entries: int) -> np.ndarray | None:
 
 
 def _too_large(what: str, entries: int, max_entries: int) -> str:
-    return (f"{what} would have {entries:,} entries, more than max_entries={max_entries:,}; "
-            "not computed")
+    return (f"{what} would have {entries:,} entries, more than the {max_entries:,} the report "
+            "forms densely; not computed")
 
 
 def _kron_parts(W: Workload, max_entries: int) -> list[np.ndarray] | None:
