@@ -243,6 +243,7 @@ def test_run_refuses_a_tampered_or_missing_ledger_and_writes_nothing(inputs, tmp
         Ledger.open(L)
     assert type(e.value) is expected
     out = tmp_path / "out" / "answers.csv"
+    out.parent.mkdir()  # factorize never creates the output folder
     rc, err = _finish(_start(inputs, out, L))
     assert rc == 2, err
     assert ("no ledger" if damage is _delete_all else str(L)) in err
