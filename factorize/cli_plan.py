@@ -97,6 +97,10 @@ def register(subparsers: Any) -> None:
     r.add_argument("plan")
     r.add_argument("--data", required=True, help="histogram .npy or records .csv/.parquet")
     r.add_argument("--out", required=True, help="answers .csv, .json or .parquet")
+    r.add_argument("--tables", default=None, metavar="FOLDER",
+                   help="also write one tidy CSV per marginal table into FOLDER (an existing "
+                        "folder): the table's attributes as columns (value labels), then "
+                        "estimate, std_error, ci_low, ci_high; marginal workloads only")
     r.add_argument("--seed", type=int, default=None,
                    help="TEST MODE: reproducible noise; the output is NOT PRIVATE")
     r.add_argument("--allow-float-noise", action="store_true",
@@ -323,7 +327,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
               allow_extra_columns=args.ignore_extra_columns, engine=args.engine,
               ledger=args.ledger, dataset=args.dataset,
               allow_weak_guarantee=args.allow_weak_guarantee,
-              postprocess_seconds=args.postprocess_time_limit)
+              postprocess_seconds=args.postprocess_time_limit, tables=args.tables)
     meta = rel.metadata
     projection = "decode" in meta
     if args.json:

@@ -1,9 +1,10 @@
 """Writing released answers: CSV, JSON or Parquet (by suffix), atomically.
 
 Columns: ``query`` (row index of W), ``estimate``, ``std_error``, ``ci_low``, ``ci_high`` and,
-with post-processing, ``estimate_postprocessed``; structured plans label every answer with
-text columns (:data:`LABEL_COLUMNS`: ``marginal``, the attribute names of its workload block,
-and ``cell``, the values of those attributes), CSV-quoted. Metadata (plan digests, guarantee, noise,
+with post-processing, ``estimate_postprocessed``; every answer is labelled with text columns
+(:data:`LABEL_COLUMNS`, ``executor.labels``): ``label``, the query in the workload's terms
+(``sex=Female, race=White``, ``age in 17..37``), and for a stack of marginals ``marginal``
+(the attribute names of its table) and ``cell`` (the values of those attributes), CSV-quoted. Metadata (plan digests, guarantee, noise,
 CI method, ``test_mode``) goes in ``# key: value`` comment lines at the top of a CSV, under
 ``"metadata"`` in JSON, and in the Parquet schema metadata (key ``factorize``). The file is
 written through ``io.atomic.AtomicOutput``: an unnamed file in the destination folder,
@@ -27,7 +28,7 @@ from factorize.io.atomic import AtomicOutput, MissingFolderError
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 #: Text columns that label answers (kept as strings when read back).
-LABEL_COLUMNS = ("marginal", "cell")
+LABEL_COLUMNS = ("label", "marginal", "cell")
 
 
 def output_format(path: str | os.PathLike[str]) -> str:
@@ -104,6 +105,56 @@ def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
     """Write atomically (open, write, commit)."""
     with open_output(path) as out:
         write_prepared(out, columns, metadata, on_partial=on_partial)
+
+
+#: The answer columns a tidy marginal table carries after its attribute columns.
+TIDY_COLUMNS = ("estimate", "std_error", "ci_low", "ci_high", "estimate_postprocessed")
+
+
+def check_tables_folder(folder: str | os.PathLike[str]) -> Path:
+    """``--tables``: an existing folder (checked before anything irreversible happens)."""
+    p = Path(os.fspath(folder))
+    if not p.is_dir():
+        raise ValueError(f"--tables {os.fspath(folder)!r}: the folder does not exist; create it "
+                         "first (factorize does not create folders)")
+    return p
+
+
+def open_marginal_tables(folder: str | os.PathLike[str], tables: list, *,
+                         protected: dict[str, Any] | None = None) -> list[tuple[Any, AtomicOutput]]:
+    """Open one output per marginal table (``executor.labels.marginal_tables``) in ``folder``
+    before anything irreversible happens: ``<attributes joined by __>.csv`` (``total.csv``
+    for the empty marginal)."""
+    folder = check_tables_folder(folder)
+    opened: list[tuple[Any, AtomicOutput]] = []
+    try:
+        for t in tables:
+            stem = "__".join("".join(c if c.isalnum() or c in "-_." else "_" for c in a)
+                             for a in t[0].split(",")) or "total"
+            opened.append((t, open_output(folder / f"{stem}.csv", protected=protected)))
+    except BaseException:
+        for _, out in opened:
+            out.abort()
+        raise
+    return opened
+
+
+def write_marginal_tables(opened: list[tuple[Any, AtomicOutput]], columns: dict[str, Any],
+                          metadata: dict[str, Any]) -> list[Path]:
+    """Write the tidy tables opened by :func:`open_marginal_tables`: the table's attribute
+    columns (value labels), then estimate, std_error, ci_low, ci_high (and the post-processed
+    estimate), the release's metadata in ``#`` lines."""
+    import pyarrow as pa
+
+    written = []
+    for (name, attr_cols, lo, hi), out in opened:
+        cols: dict[str, Any] = dict(attr_cols)
+        for c in TIDY_COLUMNS:
+            if c in columns:
+                cols[c] = pa.array(np.asarray(columns[c][lo:hi], dtype=np.float64))
+        write_prepared(out, cols, {**metadata, "marginal": name})
+        written.append(out.target)
+    return written
 
 
 def _csv(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:

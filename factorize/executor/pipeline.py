@@ -8,7 +8,8 @@ released, nothing released that is not charged):
 2. the plan is read by its kind (``plan.registry``: format, schema, digests) and verified from
    first principles — an under-noised, inconsistent or over-claiming plan is refused here;
 3. a plan whose noise is not an exact sampler is refused unless ``allow_float_noise``;
-4. the data is read and the exact measurement taken (the kind's ``measure``: a histogram, the
+4. the answers' labels built from the workload and the public schema
+   (``executor.labels``); the data is read and the exact measurement taken (the kind's ``measure``: a histogram, the
    marginal tables or the messages), δ < 1/n checked for a central release — every
    deterministic check that can fail happens before the charge;
 5. the charge (central kinds; a local aggregation releases already-randomized messages);
@@ -30,8 +31,10 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         allow_float_noise: bool = False, allow_extra_columns: bool = False,
         engine: str = "duckdb", ledger: str | None = None, dataset: str | None = None,
         allow_weak_guarantee: bool = False, postprocess_seconds: float = POSTPROCESS_SECONDS,
-        expect: str | None = None) -> Any:
-    """Run any plan (module docstring); ``expect``: refuse a plan of another kind."""
+        expect: str | None = None, tables: str | None = None) -> Any:
+    """Run any plan (module docstring); ``expect``: refuse a plan of another kind; ``tables``:
+    a folder for one tidy CSV per marginal table (a stack-of-marginals workload), opened with
+    the answers file before the charge."""
     from factorize.plan.registry import kind_of_file
 
     from .release import make_rng
@@ -53,18 +56,60 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         if kind.sampler(plan) == "float" and not allow_float_noise:
             raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
                                  "(pass --allow-float-noise to accept it)")
-        measurement = kind.measure(plan, check, data_path, engine=engine,
-                                   allow_extra_columns=allow_extra_columns)
-        if kind.central:
-            check_record_count(kind.guarantee(plan), measurement.n_records, allow_weak_guarantee)
-            session.charge(kind.guarantee(plan), kind.relation(plan))
-        else:
-            session.record_plan()
-        meta = dict(session.metadata)
-        if allow_weak_guarantee:
-            meta["guarantee_override"] = True
-        rel = kind.release(plan, check, measurement, make_rng(seed) if kind.central else None,
-                           allow_float_noise=allow_float_noise, metadata=meta,
-                           deadline=time.monotonic() + postprocess_seconds)
-        session.write(rel.columns(), rel.metadata)
+        labels, label_note = _labels(plan, check)  # public: from the workload and the schema
+        opened = _open_tables(tables, plan, check, plan_path, data_path, ledger)
+        try:
+            measurement = kind.measure(plan, check, data_path, engine=engine,
+                                       allow_extra_columns=allow_extra_columns)
+            if kind.central:
+                check_record_count(kind.guarantee(plan), measurement.n_records, allow_weak_guarantee)
+                session.charge(kind.guarantee(plan), kind.relation(plan))
+            else:
+                session.record_plan()
+            meta = dict(session.metadata)
+            if allow_weak_guarantee:
+                meta["guarantee_override"] = True
+            rel = kind.release(plan, check, measurement, make_rng(seed) if kind.central else None,
+                               allow_float_noise=allow_float_noise, metadata=meta,
+                               deadline=time.monotonic() + postprocess_seconds)
+            merged = {**rel.extra.get("labels", {}), **labels}
+            rel.extra["labels"] = {k: merged[k] for k in sorted(merged, key=lambda c: c != "label")}
+            if label_note:
+                rel.metadata["labels"] = label_note
+            session.write(rel.columns(), rel.metadata)
+            if opened:
+                from .output import write_marginal_tables
+
+                rel.extra["tables"] = write_marginal_tables(opened, rel.columns(), rel.metadata)
+        finally:
+            for _, out in opened:  # tables not written (a failure above) leave nothing
+                if not getattr(out, "committed", False):
+                    out.abort()
         return rel
+
+
+def _open_tables(tables: str | None, plan: Any, check: Any, plan_path: str, data_path: str,
+                 ledger: str | None) -> list:
+    if tables is None:
+        return []
+    from .labels import marginal_tables
+    from .output import open_marginal_tables
+
+    spec = marginal_tables(check.workload, plan.domain) if hasattr(plan, "domain") else []
+    if not spec:
+        raise ExecutionError("--tables writes one table per marginal: this plan's workload is "
+                             "not a stack of marginals (use a marginals: spec)")
+    return open_marginal_tables(tables, spec, protected={"--data": data_path, "the plan": plan_path,
+                                                         "the ledger": ledger})
+
+
+def _labels(plan: Any, check: Any) -> tuple[dict[str, Any], str | None]:
+    """The answers' label columns (``executor.labels``), computed before the charge; a
+    labelling failure never blocks a release: the answers go out with their query index and
+    the metadata says why they carry no labels."""
+    from .labels import answer_labels
+
+    try:
+        return answer_labels(plan, check), None
+    except Exception as exc:  # noqa: BLE001 — labels are a convenience, never a reason to fail
+        return {}, f"labels unavailable ({type(exc).__name__})"

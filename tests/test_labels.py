@@ -1,0 +1,141 @@
+"""Labeled answers (issue 16 item 4): every answer names its query in the workload's terms.
+
+Independent truth: each label is parsed back into the set of cells it describes (``a=v``,
+``a in lo..hi``, ``total``) and that set's indicator must equal the query's row of the dense
+workload — so a label can never name another query than the one it sits on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from factorize.executor.labels import marginal_tables, query_labels, value_labels
+from workloads import Domain
+from workloads.spec import parse_workload
+
+DOMAIN = Domain(["age", "sex", "race"], [5, 2, 3])
+
+SPECS = [
+    "kron(prefix:5,identity:2,total:3)",
+    "kron(allrange:5,total:2,identity:3)",
+    "marginals:5x2x3:2",
+    "marginals_upto:5x2x3:2",
+    "vstack(kron(identity:5,total:2,total:3),kron(total:5,identity:2,identity:3))",
+    "kron(vstack(identity:5,total:5),vstack(identity:2,total:2),vstack(identity:3,total:3))",
+    "identity:30",
+    "total:30",
+    "kron(prefix:5,vstack(identity:2,total:2),allrange:3)",
+]
+
+
+_STRING = r'"(?:\\.|[^"\\])*"'
+
+
+def _value(text: str) -> str:
+    return json.loads(text) if text.startswith('"') else text
+
+
+def _parts(label: str) -> list[str]:
+    """Split a label at the commas outside JSON strings."""
+    return [p.strip() for p in re.findall(rf'(?:{_STRING}|[^",])+', label)]
+
+
+def _cells_of(label: str, domain: Domain) -> np.ndarray:
+    """The indicator over the domain's cells of the query a label describes."""
+    attrs = list(domain.attributes)
+    vals = value_labels(domain)
+    keep = np.ones(tuple(domain.sizes), dtype=bool)
+    if label == "total":
+        return keep.reshape(-1)
+    for part in _parts(label):
+        if " in " in part:
+            a, rng = part.split(" in ", 1)
+            m = re.fullmatch(rf'({_STRING}|[^".]+)\.\.({_STRING}|[^".]+)', rng)
+            lo, hi = _value(m.group(1)), _value(m.group(2))
+            j = attrs.index(a)
+            lo_i, hi_i = vals[j].index(lo), vals[j].index(hi)
+            allowed = np.zeros(domain.sizes[j], dtype=bool)
+            allowed[lo_i:hi_i + 1] = True
+        else:
+            a, v = part.split("=", 1)
+            j = attrs.index(a)
+            allowed = np.zeros(domain.sizes[j], dtype=bool)
+            allowed[vals[j].index(_value(v))] = True
+        shape = [1] * len(attrs)
+        shape[j] = domain.sizes[j]
+        keep &= allowed.reshape(shape)
+    return keep.reshape(-1)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_every_label_describes_its_row(spec):
+    W = parse_workload(spec)
+    labels = query_labels(W, DOMAIN).to_pylist()
+    D = W.dense()
+    assert len(labels) == D.shape[0]
+    for i, lab in enumerate(labels):
+        assert np.array_equal(_cells_of(lab, DOMAIN), D[i] == 1.0), (i, lab)
+
+
+def test_marginal_tables_are_tidy_and_in_row_order():
+    W = parse_workload("marginals_upto:5x2x3:2")
+    tables = marginal_tables(W, DOMAIN)
+    assert [t[2] for t in tables] == [0] + list(itertools.accumulate(t[3] - t[2] for t in tables))[:-1]
+    assert tables[-1][3] == W.shape[0]
+    labels = query_labels(W, DOMAIN).to_pylist()
+    for name, cols, lo, hi in tables:
+        assert list(cols) == ([] if name == "total" else name.split(","))
+        for r in range(lo, hi):
+            want = ", ".join(f"{a}={cols[a][r - lo].as_py()}" for a in cols) or "total"
+            assert labels[r] == want
+    assert marginal_tables(parse_workload("kron(prefix:5,identity:2,total:3)"), DOMAIN) == []
+
+
+def test_run_writes_labels_in_every_format_and_tidy_tables(tmp_path, capsys):
+    from factorize.cli_plan import main
+    from factorize.executor.output import read_answers
+
+    rng = np.random.default_rng(0)
+    codes = np.column_stack([rng.integers(0, n, 300) for n in DOMAIN.sizes])
+    data = tmp_path / "d.csv"
+    data.write_text("age,sex,race\n" + "\n".join(",".join(map(str, r)) for r in codes) + "\n")
+    dom = "age=5,sex=2,race=3"
+    for spec, name in (("marginals:5x2x3:2", "m"), ("kron(prefix:5,identity:2,total:3)", "k")):
+        plan = tmp_path / f"{name}.plan"
+        assert main(["plan", "--workload", spec, "--domain", dom, "--privacy", "rho=0.5",
+                     "--out", str(plan)]) == 0
+        W = parse_workload(spec)
+        want = query_labels(W, DOMAIN).to_pylist()
+        for suffix in ("csv", "json", "parquet"):
+            out = tmp_path / f"{name}.{suffix}"
+            assert main(["run", str(plan), "--data", str(data), "--out", str(out), "--seed", "3"]) == 0
+            cols, _ = read_answers(out)
+            assert list(cols["label"]) == want, (spec, suffix)
+    tabs = tmp_path / "tabs"
+    tabs.mkdir()
+    out = tmp_path / "m2.csv"
+    assert main(["run", str(tmp_path / "m.plan"), "--data", str(data), "--out", str(out), "--seed", "3",
+                 "--tables", str(tabs)]) == 0
+    files = sorted(p.name for p in tabs.iterdir())
+    assert files == ["age__race.csv", "age__sex.csv", "sex__race.csv"]
+    cols, _ = read_answers(out)
+    text = (tabs / "age__sex.csv").read_text().splitlines()
+    header = next(line for line in text if not line.startswith("#"))
+    assert header == "age,sex,estimate,std_error,ci_low,ci_high"
+    body = [line for line in text if not line.startswith("#")][1:]
+    assert len(body) == 10
+    first = [i for i, m in enumerate(cols["marginal"]) if m == "age,sex"]
+    assert [float(line.split(",")[2]) for line in body] == [float(cols["estimate"][i]) for i in first]
+    # --tables for a workload that is not made of marginals: refused before anything is written
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "k.plan"), "--data", str(data), "--out", str(tmp_path / "z.csv"),
+                 "--tables", str(tabs), "--seed", "1"]) == 2
+    assert "not a stack of marginals" in capsys.readouterr().err
+    assert not (tmp_path / "z.csv").exists()
+    assert math.prod(DOMAIN.sizes) == 30
