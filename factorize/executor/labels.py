@@ -254,13 +254,9 @@ def _marginal_cells(sizes: list[int], attrs: list[str], vals: list[list[str]],
             out.append(pa.nulls(rows, pa.string()))
             continue
         codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S])
-        parts = [pc.binary_join_element_wise(pa.scalar(f"{attrs[j]}="),
-                                             pa.array(vals[j], type=pa.string()).take(pa.array(c)), "")
+        parts = [pa.array([f"{attrs[j]}={v}" for v in vals[j]], type=pa.string()).take(pa.array(c))
                  for j, c in zip(S, codes)]
-        lab = parts[0]
-        for p in parts[1:]:
-            lab = _join(lab, p)
-        out.append(lab)
+        out.append(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ", "))
     return None, pa.concat_arrays(out) if out else pa.array([], pa.string())
 
 
