@@ -228,3 +228,34 @@ def _worst_query_case(spec: str) -> None:
         assert "--norm gamma_2" in text
     else:
         assert "worst_query_beaten_by" not in rep.numbers and "--norm gamma_2" not in text
+
+
+def test_results_report_names_queries_and_shows_cdf_groups_intervals_and_postprocessing(tmp_path):
+    """Issue 16 item 4: the results report names every answer by its label, draws one CDF
+    with its band per group (age CDF per sex), the post-processed column, and the interval
+    half-widths on their own scale; the table says where all answers are."""
+    from factorize.cli_plan import main
+    from factorize.report.results_report import _cdf_series, results_report
+    from workloads import parse_workload
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "d.csv"
+    rows = np.column_stack([rng.integers(0, 12, 500), rng.integers(0, 2, 500)])
+    data.write_text("age,sex\n" + "\n".join(f"{a},{b}" for a, b in rows) + "\n")
+    plan, out = tmp_path / "p.plan", tmp_path / "a.csv"
+    assert main(["plan", "--workload", "kron(prefix:12,identity:2)", "--domain", "age=12,sex=2",
+                 "--privacy", "rho=0.5", "--postprocess", "nonneg", "--out", str(plan)]) == 0
+    assert main(["run", str(plan), "--data", str(data), "--out", str(out), "--seed", "1"]) == 0
+    series = _cdf_series(parse_workload("kron(prefix:12,identity:2)"), ["age", "sex"], [12, 2])
+    assert series[0][0] == "axis:age" and [n for n, _ in series[1:]] == ["sex=0", "sex=1"]
+    assert [list(r) for _, r in series[1:]] == [list(range(0, 24, 2)), list(range(1, 24, 2))]
+    rep = results_report(out)
+    text = to_html(rep)
+    check_html(text)
+    names = [f.name for s in rep.sections for f in s.figures]
+    assert names == ["estimates", "intervals"]
+    table = next(s.table for s in rep.sections if s.title == "Estimates")
+    assert table[0][:2] == ["query", "label"] and table[1][1] == "age=0, sex=0"
+    assert table[0][-1] == "post-processed"
+    assert "All 24 answers." in text
+

@@ -45,7 +45,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 __all__ = ["DPI", "FIGSIZE", "MAX_GENERIC_POINTS", "comparison_plot", "error_vs_n_plot",
-           "per_query_std_plot", "png_data_uri", "results_plot"]
+           "per_query_std_plot", "png_data_uri", "results_plot", "interval_width_plot"]
 
 #: Default figure size (inches) and resolution: 800 × 400 pixels.
 FIGSIZE = (8.0, 4.0)
@@ -436,7 +436,9 @@ def _intervals(ci_low: Any, ci_high: Any, k: int) -> tuple[np.ndarray, np.ndarra
 
 def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
                  groups: Sequence[tuple[str, int, int]] | None = None, title: str,
-                 truth: Any = None, unit: str = "counts") -> bytes:
+                 truth: Any = None, unit: str = "counts", post: Any = None,
+                 series: Sequence[tuple[str, Any]] | None = None,
+                 tick_labels: Sequence[str] | None = None, xlabel: str | None = None) -> bytes:
     """Released answers with their 95% intervals, as PNG bytes.
 
     ``kind="marginals"``: bars (coloured per group) with interval whiskers, grouped by
@@ -447,6 +449,11 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
     are drawn and the title says "no per-query intervals". Large k is evenly subsampled
     (generic ≤ 2,000 points, marginals ≤ 2,000 bars, cdf ≤ 20,000 points) and the title
     says so; the x axis always shows the original query index.
+
+    ``post``: the post-processed estimates, drawn over the released ones. ``series`` (cdf):
+    ``[(name, query indices in order)]`` — one CDF per group (e.g. age CDF per sex), each a
+    line with its own band over its own position. ``tick_labels``: the queries' labels, used
+    as x tick labels when at most 40 are drawn; ``xlabel`` names the axis.
     """
     title, unit = _title(title), _unit(unit)
     if kind not in ("marginals", "cdf", "generic"):
@@ -459,6 +466,10 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
         tr = _vector(truth, "truth")
         _same_length(tr, "truth", k, "estimate")
     grp = _groups(groups, k, "groups")
+    pp = None
+    if post is not None:
+        pp = _vector(post, "post")
+        _same_length(pp, "post", k, "estimate")
     limit = {"generic": MAX_GENERIC_POINTS, "marginals": MAX_BARS, "cdf": MAX_LINE_POINTS}[kind]
     idx = _subsample(k, limit)
     notes = []
@@ -492,7 +503,21 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
             else:  # bars under a pixel wide: one line collection draws them ~10× faster
                 ax.vlines(x, 0, e, colors=colours, lw=0.8, alpha=0.85, zorder=2, label="estimate")
             ax.axhline(0, color="0.3", lw=0.6, zorder=1)
-            ax.set_xlabel("cell (query index)" + ("; bar colour = marginal table" if grp else ""))
+            ax.set_xlabel(xlabel or "cell (query index)" + ("; bar colour = marginal table" if grp else ""))
+        elif kind == "cdf" and series:
+            for c, (name, rows) in enumerate(series):
+                rows = np.asarray(rows, dtype=np.int64)
+                pos = np.arange(rows.size)
+                if iv is not None:
+                    ax.fill_between(pos, iv[0][rows], iv[1][rows], color=f"C{c % 10}", alpha=0.25,
+                                    lw=0, label="95% interval" if c == 0 else None)
+                ax.plot(pos, est[rows], color=f"C{c % 10}", lw=1.5,
+                        marker="o" if rows.size <= 60 else None, ms=3, zorder=3,
+                        label=f"estimate: {name}" if name else "estimate")
+                if pp is not None:
+                    ax.plot(pos, pp[rows], color=f"C{c % 10}", lw=1.0, ls=":", zorder=4,
+                            label="post-processed" if c == 0 else None)
+            ax.set_xlabel(xlabel or "position in the CDF (value, increasing)")
         elif kind == "cdf":
             if iv is not None:
                 lo, hi = iv[0][idx], iv[1][idx]
@@ -500,11 +525,11 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
                                 step=None)
             ax.plot(x, e, color="C0", lw=1.5, marker="o" if idx.size <= 60 else None, ms=3,
                     label="estimate", zorder=3)
-            ax.set_xlabel("query index (cell, increasing)")
+            ax.set_xlabel(xlabel or "query index (cell, increasing)")
         else:
             ax.plot(x, e, ls="none", marker="o" if idx.size <= 200 else ".",
                     ms=4 if idx.size <= 200 else 3, color="C0", label="estimate", zorder=3)
-            ax.set_xlabel("query index")
+            ax.set_xlabel(xlabel or "query index")
         if iv is not None and kind != "cdf":
             lo, hi = iv[0][idx], iv[1][idx]
             ok = ~np.isnan(lo)
@@ -513,6 +538,13 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
                         ecolor="black" if few else "0.55", elinewidth=0.8 if few else 0.5,
                         alpha=0.8 if few else 0.6, capsize=2 if idx.size <= 100 else 0,
                         zorder=4 if kind == "marginals" else 2, label="95% interval")
+        if pp is not None and not (kind == "cdf" and series):
+            ax.plot(x, pp[idx], ls="none" if kind != "cdf" else ":", marker="D" if kind != "cdf" else None,
+                    ms=3, color="#2ca02c", label="post-processed", zorder=5)
+        if tick_labels is not None and idx.size <= 40 and not (kind == "cdf" and series):
+            ax.set_xticks(x)
+            ax.set_xticklabels([str(tick_labels[i]) for i in idx], rotation=60, ha="right",
+                               fontsize=7)
         if tr is not None:
             t = tr[idx]
             if kind == "cdf":
@@ -523,15 +555,17 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
                         else 4, mew=1.5 if idx.size <= 400 else 1.0, color="#d62728",
                         label="true value", zorder=5)
         pad = 0.5 * max(1.0, k / idx.size)
-        ax.set_xlim(-pad, k - 1 + pad)
+        if not (kind == "cdf" and series):
+            ax.set_xlim(-pad, k - 1 + pad)
         ax.set_ylabel(f"estimate ({unit})")
         ax.grid(True, axis="y", alpha=0.3)
         handles, names = ax.get_legend_handles_labels()
-        rank = {"estimate": 0, "95% interval": 1, "true value": 2}
+        rank = {"estimate": 0, "95% interval": 1, "post-processed": 2, "true value": 3}
         pairs = sorted(zip(handles, names), key=lambda hn: rank.get(hn[1], 3))
         handles, names = [h for h, _ in pairs], [n for _, n in pairs]
         if len(handles) > 1:
-            fig.legend(handles, names, loc="outside lower center", ncols=len(handles), frameon=False)
+            fig.legend(handles, names, loc="outside lower center", ncols=min(len(handles), 4),
+                       frameon=False)
         ax.set_title(full_title)
         return fig
 
@@ -548,3 +582,42 @@ def png_data_uri(png: bytes) -> str:
     if not png.startswith(PNG_MAGIC):
         raise ValueError("png does not start with the PNG signature")
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
+def interval_width_plot(half_width: Any, estimate: Any, *, title: str, unit: str = "counts",
+                        groups: Sequence[tuple[str, int, int]] | None = None) -> bytes:
+    """The 95% interval half-width of every answer, in counts and relative to the estimate —
+    intervals that are invisible next to large counts on the estimates' scale, seen on their
+    own (a log scale when they span more than two decades), as PNG bytes."""
+    title, unit = _title(title), _unit(unit)
+    hw = _vector(half_width, "half_width", min_value=0.0)
+    est = _vector(estimate, "estimate")
+    _same_length(est, "estimate", hw.size, "half_width")
+    k = hw.size
+    grp = _groups(groups, k, "groups")
+    idx = _subsample(k, MAX_GENERIC_POINTS)
+
+    def draw() -> Figure:
+        fig, (ax1, ax2) = _new_figure(ncols=2)
+        if grp:
+            _draw_groups(ax1, grp)
+            _draw_groups(ax2, grp)
+        ax1.plot(idx, hw[idx], ls="none", marker=".", ms=3, color="C0")
+        ax1.set_ylabel(f"95% half-width ({unit})")
+        ax1.set_xlabel("query index")
+        pos = hw[idx] > 0
+        if pos.any() and float(hw[idx][pos].max()) > 100 * float(hw[idx][pos].min()):
+            ax1.set_yscale("log")
+        rel = np.where(np.abs(est) > 0, hw / np.maximum(np.abs(est), 1e-300), np.nan)
+        ok = np.isfinite(rel[idx])
+        ax2.plot(idx[ok], rel[idx][ok], ls="none", marker=".", ms=3, color="C1")
+        ax2.set_ylabel("half-width / |estimate|")
+        ax2.set_xlabel("query index")
+        if ok.any() and float(np.nanmax(rel[idx])) > 100 * max(float(np.nanmin(rel[idx][ok])), 1e-300):
+            ax2.set_yscale("log")
+        for ax in (ax1, ax2):
+            ax.grid(True, alpha=0.3)
+        fig.suptitle(title)
+        return fig
+
+    return _render(draw)

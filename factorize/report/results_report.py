@@ -2,8 +2,15 @@
 
 Reads an answers file written by ``factorize run`` (``executor.output.read_answers``): the
 metadata says which workload, guarantee and noise produced it. The figure follows the
-workload: bars with 95% error bars grouped per table for marginals, a line with a 95% band
-for CDFs (prefix sums), points with error bars otherwise. The numbers are the file's.
+workload: bars with 95% error bars grouped per table (named by their attributes) for
+marginals, a line with its 95% band for CDFs — one per group for a CDF crossed with other
+attributes (``kron(prefix:85, identity:2)``: the age CDF per sex) —, points with error bars
+otherwise; the post-processed column is drawn over the estimates; a second figure shows the
+interval half-widths on their own scale (in counts and relative), since ±2 is invisible next
+to counts of 30,000. Queries are named by their labels (the answers file's ``label``
+column: ``sex=Female, race=White``, ``age in 17..37``) in the table and, when few, on the
+axis. The table lists the first answers and says where all of them are. The numbers are
+the file's.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ def results_report(path: str | Path) -> Report:
     lo = cols.get("ci_low", np.full(est.size, np.nan))
     hi = cols.get("ci_high", np.full(est.size, np.nan))
     post = cols.get("estimate_postprocessed")
-    kind, groups = _plot_kind(spec, list((meta.get("domain") or {}).get("attributes", [])))
+    attributes = list((meta.get("domain") or {}).get("attributes", []))
+    kind, groups, series = _plot_kind(spec, attributes, (meta.get("domain") or {}).get("sizes"))
+    labels = [str(x) for x in cols["label"]] if "label" in cols else None
     warnings = []
     if meta.get("test_mode"):
         warnings.append("TEST MODE: these answers were produced with --seed (reproducible noise) "
@@ -66,18 +75,38 @@ def results_report(path: str | Path) -> Report:
         pp = meta["postprocess"]
         paras.append(f"Post-processed column ({pp.get('method', '?')}): n̂ = {pp.get('n_hat', 0):.6g}."
                      + (f" RMSE ≤ {pp['rmse_bound']:.6g}." if "rmse_bound" in pp else ""))
-    fig = plots.results_plot(est, lo, hi, kind=kind, groups=groups,
+    series_named = None
+    if series is not None:
+        series_named = [(name, rows) for name, rows in series]
+    axis = None
+    if series_named and series_named[0][0].startswith("axis:"):
+        axis = series_named[0][0][5:]
+        series_named = series_named[1:]
+        if labels is not None:  # the full CDF's label names its group in value labels
+            series_named = [(labels[int(r[-1])] if r.size and labels[int(r[-1])] != "total" else n, r)
+                            for n, r in series_named]
+    fig = plots.results_plot(est, lo, hi, kind=kind, groups=groups, post=post,
+                             series=series_named, tick_labels=labels,
+                             xlabel=f"{axis} (code, increasing): the CDF's cut-off" if axis else None,
                              title=f"Estimates with 95% intervals: {spec}")
     figures = [Figure(fig, "estimates with intervals", "estimates")]
-    header = ["query", "estimate", "95% low", "95% high"] + (["post-processed"] if post is not None else [])
+    if np.all(np.isfinite(lo)) and est.size:
+        figures.append(Figure(plots.interval_width_plot(
+            hi - est, est, groups=groups,
+            title="95% interval half-width of every answer (counts, and relative to the estimate)"),
+            "interval half-widths", "intervals"))
+    header = (["query"] + (["label"] if labels is not None else [])
+              + ["estimate", "95% low", "95% high"] + (["post-processed"] if post is not None else []))
     rows = [header]
     for i in range(min(TABLE_ROWS, est.size)):
-        row = [str(int(cols["query"][i])), f"{est[i]:.6g}", _num(lo[i]), _num(hi[i])]
+        row = ([str(int(cols["query"][i]))] + ([labels[i]] if labels is not None else [])
+               + [f"{est[i]:.6g}", _num(lo[i]), _num(hi[i])])
         if post is not None:
             row.append(f"{post[i]:.6g}")
         rows.append(row)
-    more = [] if est.size <= TABLE_ROWS else [f"The first {TABLE_ROWS} of {est.size} answers; all "
-                                              f"are in {Path(path).name}."]
+    more = ([f"All {est.size} answers."] if est.size <= TABLE_ROWS else
+            [f"The first {TABLE_ROWS} of {est.size} answers; all of them, with their labels, "
+             f"standard errors and intervals, are in {Path(path).name}."])
     sections = [Section("How these answers were produced", paras, figures=figures),
                 Section("Estimates", more, table=rows)]
     return Report(title, subtitle, sections, numbers, warnings)
@@ -87,17 +116,66 @@ def _num(x: float) -> str:
     return f"{x:.6g}" if np.isfinite(x) else "–"
 
 
-def _plot_kind(spec: str, attributes: list[str]) -> tuple[str, list[tuple[str, int, int]] | None]:
-    """(``"marginals"`` with table groups | ``"cdf"`` | ``"generic"``, groups)."""
+def _plot_kind(spec: str, attributes: list[str], sizes: Any = None
+               ) -> tuple[str, list[tuple[str, int, int]] | None, list[tuple[str, np.ndarray]] | None]:
+    """(``"marginals"`` with table groups | ``"cdf"`` (with one series per group of the other
+    attributes for a CDF crossed with identities) | ``"generic"``, groups, series)."""
     from workloads import parse_workload
 
-    if spec.startswith("prefix:") and "x" not in spec:
-        return "cdf", None
     try:
         W = parse_workload(spec)
     except Exception:  # noqa: BLE001 - an unknown spec still gets a generic plot
-        return "generic", None
+        return "generic", None, None
+    series = _cdf_series(W, attributes, sizes)
+    if series is not None:
+        return "cdf", None, series
     from .plan_report import _marginal_groups
 
     groups = _marginal_groups(W, attributes)
-    return ("marginals", groups) if groups else ("generic", None)
+    return ("marginals", groups, None) if groups else ("generic", None, None)
+
+
+def _cdf_series(W: Any, attributes: list[str], sizes: Any) -> list[tuple[str, np.ndarray]] | None:
+    """A CDF (``prefix:n``), or one Kronecker factor a prefix and every other an identity or a
+    total: the query indices of each CDF, named by the other attributes' codes."""
+    from workloads.builders import prefix
+
+    def is_prefix(f: Any) -> bool:
+        n = int(f.shape[1])
+        return int(f.shape[0]) == n and n * n <= 1 << 22 and np.array_equal(f.dense(), prefix(n).dense())
+
+    factors = getattr(W, "factors", None)
+    if factors is None:
+        axis = attributes[0] if len(attributes) == 1 else "value"
+        return [(f"axis:{axis}", np.zeros(0, dtype=np.int64)), ("", np.arange(W.shape[0]))] \
+            if is_prefix(W) else None
+    kinds = []
+    for f in factors:
+        k, n = (int(x) for x in f.shape)
+        if k == 1 and np.array_equal(f.dense(max_entries=1 << 22), np.ones((1, n))):
+            kinds.append("total")
+        elif k == n and n <= 1 << 11 and np.array_equal(f.dense(), np.eye(n)):
+            kinds.append("identity")
+        elif is_prefix(f):
+            kinds.append("prefix")
+        else:
+            return None
+    if kinds.count("prefix") != 1:
+        return None
+    named = sizes is not None and len(attributes) == len(factors)
+    shape = [int(f.shape[0]) for f in factors]
+    p = kinds.index("prefix")
+    idx = np.arange(W.shape[0]).reshape(shape)
+    names = attributes if named else [f"factor {j}" for j in range(len(factors))]
+    out: list[tuple[str, np.ndarray]] = [(f"axis:{names[p]}", np.zeros(0, dtype=np.int64))]
+    others = [j for j in range(len(factors)) if j != p]
+    for combo in np.ndindex(*[shape[j] for j in others]):
+        sl = [0] * len(factors)
+        for j, c in zip(others, combo):
+            sl[j] = c
+        sl[p] = slice(None)
+        label = ", ".join(f"{names[j]}={c}" for j, c in zip(others, combo) if kinds[j] == "identity")
+        out.append((label, idx[tuple(sl)]))
+    if len(out) > 13:
+        return None  # too many lines to read: the generic plot
+    return out
