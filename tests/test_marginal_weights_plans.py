@@ -222,3 +222,21 @@ def test_cli_plans_the_idtotal_product_structured(tmp_path):
     plan = load_structured_plan(out)
     assert plan.family == "marginal_weights"
     assert verify_structured_plan(plan).passed
+
+
+def test_marginal_workloads_carry_the_marginal_algebra_certificate(plans):
+    """On a stack of marginals the lower bound is the marginal planner's re-verified γ_F
+    optimum (not the per-factor product, 1 for identities); a larger stated lower is refused."""
+    from factorize.marginal_planner import solve_marginals
+    from factorize.structured import marginal_weights
+
+    spec, path = plans["marginals"]
+    plan = load_structured_plan(path)
+    assert plan.certificate["method"] == marginal_weights.CERTIFICATE_MARGINAL
+    assert plan.certificate["lower"] == pytest.approx(solve_marginals(spec).lower, rel=1e-12)
+    assert plan.certificate["lower"] > 1.5
+    lap = plan.certificate["laplace_factorization"]["value"]
+    assert lap == pytest.approx(math.sqrt(2) * plan.certificate["lower"], rel=1e-12)
+    assert verify_structured_plan(plan).passed
+    plan.certificate = {**plan.certificate, "lower": plan.certificate["lower"] * 1.001}
+    assert not verify_structured_plan(plan).passed

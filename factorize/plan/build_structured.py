@@ -36,6 +36,8 @@ from .model import PlanError
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
 STRATEGIES = ("residual", "union", "marginal_weights")
+#: A marginal-weights strategy measures every cell of each chosen table: at most this many.
+MAX_WEIGHTED_TABLE = 1 << 24
 RESIDUAL_CERTIFICATE = ("marginal-algebra (MATH.md §2.3): upper from the coefficients x, lower "
                         "from the dual witness (q uniform; block weights ω for γ₂)")
 
@@ -198,12 +200,24 @@ def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, option
         raise PlanError("marginal weights need a workload made of marginals of the domain's "
                         "attributes (a marginal spec, or Kronecker products of identities, totals "
                         "and their stacks)")
-    res = optimize_marginal_weights(fam, seed=seed)
+    from factorize.pure_dp.marginals import candidate_subsets
+
+    # a chosen subset is measured cell by cell: only tables the executor can noise
+    subsets = tuple(S for S in candidate_subsets(fam)
+                    if math.prod(fam.sizes[j] for j in S) <= MAX_WEIGHTED_TABLE)
+    have = set(subsets)
+    too_big = [b.subset for b in fam.distinct_blocks()
+               if tuple(j for j in b.subset if fam.sizes[j] > 1) not in have]
+    if too_big:
+        raise PlanError(f"marginal weights measure every cell of a table: the workload's table on "
+                        f"attributes {list(too_big[0])} has more than {MAX_WEIGHTED_TABLE:,} cells")
+    res = optimize_marginal_weights(fam, seed=seed, subsets=subsets)
     record = {"family": "marginal weights", "seed": int(seed), "winner": res.winner,
               "support": [[float(t), list(S)] for t, S in res.support()],
               "objective_rmse": res.rmse, "seconds": res.seconds,
               **{k: v for k, v in res.search.summary().items() if k != "winner"}}
-    return marginal_weights.build(dom.sizes, wblocks, res.support(), norm, options=options), record
+    return marginal_weights.build(dom.sizes, wblocks, res.support(), norm, options=options,
+                                  W=W), record
 
 
 def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,

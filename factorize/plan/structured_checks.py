@@ -181,7 +181,8 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
     methods = {"residual": (RESIDUAL_CERTIFICATE,),
                "union": (union.CERTIFICATE, union.CERTIFICATE_GRAM),
                "marginal_weights": (marginal_weights.CERTIFICATE,
-                                    marginal_weights.CERTIFICATE_GRAM)}[plan.family]
+                                    marginal_weights.CERTIFICATE_GRAM,
+                                    marginal_weights.CERTIFICATE_MARGINAL)}[plan.family]
     if c.get("method") not in methods or c.get("norm") != plan.norm:
         problems.append("certificate.method / norm describe another certificate")
     if not same_number(c.get("achieved"), achieved):
@@ -265,6 +266,13 @@ def _certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
 
 
 def _marginal_certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
+    return marginal_solution_bounds(plan, W, [b.support for b in plan.strategy.blocks])
+
+
+def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, float, float]:
+    """(upper, lower, gap) of the marginal planner's solution stored in the plan's
+    certificate arrays (``cert.x`` on ``subsets``; ``cert.omega`` for γ₂), re-verified by
+    ``marginal_planner.verify_marginal_solution``."""
     from factorize.marginal_algebra import AlgebraCoefficients, marginal_family
     from factorize.marginal_planner import MarginalSolution, verify_marginal_solution
     from factorize.structured.residual import _unpad
@@ -274,9 +282,9 @@ def _marginal_certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, f
         raise ValueError("the workload is not a marginal family")
     arrays = plan.certificate_arrays
     x = arrays.get("cert.x")
-    if x is None or x.reshape(-1).size != len(plan.strategy.blocks):
-        raise ValueError("cert.x must hold one coefficient per measured subset")
-    subsets = tuple(b.support for b in plan.strategy.blocks)
+    subsets = tuple(tuple(S) for S in subsets)
+    if x is None or x.reshape(-1).size != len(subsets):
+        raise ValueError("cert.x must hold one coefficient per subset")
     coeffs = AlgebraCoefficients(sizes=tuple(family.sizes), subsets=subsets,
                                  values=tuple(float(v) for v in x.reshape(-1)))
     weights = weight_subsets = None

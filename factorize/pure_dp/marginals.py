@@ -230,9 +230,10 @@ def optimize_marginal_weights(family: MarginalFamily, *, covers: int = 96, rando
     index = {S: i for i, S in enumerate(subsets)}
     full = tuple(j for j, n in enumerate(family.sizes) if n > 1)
     starts: list[Start] = []
-    e = np.zeros(obj.size)
-    e[index[full]] = 1.0
-    starts.append(Start("identity", e))
+    if full in index:  # the full table may be left out of a caller's candidates (too large)
+        e = np.zeros(obj.size)
+        e[index[full]] = 1.0
+        starts.append(Start("identity", e))
     wl = np.zeros(obj.size)
     for b in family.distinct_blocks():
         S = tuple(j for j in b.subset if family.sizes[j] > 1)

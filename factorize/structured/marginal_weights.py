@@ -23,9 +23,13 @@ terms that read the same block. The workload may be a stack of marginals or any 
 Kronecker products whose rows lie in the strategy's row space (e.g. HDMM's
 ``⊗_j [I; 1ᵀ]``: every marginal, in Kronecker row order).
 
-Certificate: the union family's (``structured.union``): per distinct explicit workload
-factor its dual witness, multiplied within a block, combined across blocks; identities and
-totals have γ = 1; for k ≤ 4096 also the uniform-weight trace-norm bound
+Certificate: for a stack of marginals (``marginal_algebra.marginal_family``) the marginal
+planner's certified optimum (``marginal_planner.solve_marginals``: its coefficients and dual
+witness stored as ``cert.x`` / ``cert.x_support`` / ``cert.omega``, re-verified by
+``verify_marginal_solution``), whose lower bound is the γ optimum itself up to its gap;
+otherwise the union family's (``structured.union``): per distinct explicit workload factor
+its dual witness, multiplied within a block, combined across blocks; identities and totals
+have γ = 1; for k ≤ 4096 also the uniform-weight trace-norm bound
 (``union.uniform_trace_lower``). Upper = the value this plan achieves.
 
 Encoding: the union codec (``structured.union.encode``/``decode``) with family
@@ -52,6 +56,9 @@ CERTIFICATE = ("marginal weights: per-factor dual witnesses of the workload, mul
                "block, combined across blocks; upper = the value the plan achieves")
 CERTIFICATE_GRAM = CERTIFICATE + ("; and ‖W‖_tr/√(kN) from W·Wᵀ/N formed block by block "
                                   "(uniform dual weights)")
+CERTIFICATE_MARGINAL = ("marginal weights on a marginal workload: lower from the marginal "
+                        "algebra's dual witness (cert.x on cert.x_support; block weights ω for γ₂), "
+                        "re-verified; upper = the value the plan achieves")
 #: Reconstruction factors W_j C_j / W_j K_j are stored densely: at most this many entries each.
 MAX_FACTOR_ENTRIES = 1 << 24
 
@@ -73,10 +80,12 @@ def subset_lambdas(sizes: Sequence[int], weighted: Sequence[tuple[float, tuple[i
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock],
-          weighted: Sequence[tuple[float, Sequence[int]]], norm: str, *, options: Any = None):
+          weighted: Sequence[tuple[float, Sequence[int]]], norm: str, *, options: Any = None,
+          W: Any = None):
     """Strategy, reconstruction, encoding, certificate and certificate arrays for the weights
-    ``weighted = [(θ_S, S)]`` (module docstring); :class:`StructureError` when the workload's
-    rows are not in the strategy's row space."""
+    ``weighted = [(θ_S, S)]`` (module docstring; ``W`` the workload, for the marginal
+    certificate); :class:`StructureError` when the workload's rows are not in the strategy's
+    row space."""
     from factorize.privacy.lattice import quantize
 
     from . import union
@@ -133,7 +142,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock],
                     c = wb.weight * s * outside / lam[U]
                     terms.append(Term(o, b, float(c), attrs, names))
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
-    cert, cert_arrays = certificate(wblocks, norm, options)
+    cert, cert_arrays = certificate(wblocks, norm, options, W)
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert, cert_arrays
 
 
@@ -160,11 +169,36 @@ def _matrix_factors(wblocks: Sequence[WorkloadBlock]) -> list[Any]:
     return list(seen.values())
 
 
-def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any
+def marginal_certificate(W: Any, norm: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """The marginal algebra's certificate for a stack of marginals (module docstring); None
+    for any other workload."""
+    from factorize.marginal_algebra import marginal_family
+    from factorize.marginal_planner import solve_marginals
+
+    from .residual import _pad
+
+    family = marginal_family(W)
+    if family is None:
+        return None
+    sol = solve_marginals(family, norm)
+    subsets = [tuple(T) for T in sol.x.subsets]
+    arrays = {"cert.x": np.asarray(sol.x.values, dtype=np.float64), "cert.x_support": _pad(subsets)}
+    if sol.weights is not None:
+        arrays["cert.omega"] = np.asarray(sol.weights, dtype=np.float64)
+        arrays["cert.omega_support"] = _pad([tuple(S) for S in sol.weight_subsets])
+    return {"method": CERTIFICATE_MARGINAL, "norm": norm, "lower": float(sol.lower)}, arrays
+
+
+def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any, W: Any = None
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The lower bound (module docstring) and its witnesses (planning time: solves each
-    distinct explicit factor)."""
+    """The lower bound (module docstring) and its witnesses (planning time: the marginal
+    planner for a stack of marginals, else solves each distinct explicit factor)."""
     from .union import _combine, _factorize, uniform_trace_lower
+
+    if W is not None:
+        marg = marginal_certificate(W, norm)
+        if marg is not None:
+            return marg
 
     arrays: dict[str, np.ndarray] = {}
     lowers: dict[str, float] = {}
@@ -225,6 +259,20 @@ def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
     lower bound."""
     from factorize.numerics import relative_gap
 
-    lower = certificate_lower(plan, W)
+    if plan.certificate.get("method") == CERTIFICATE_MARGINAL:
+        from factorize.plan.structured_checks import marginal_solution_bounds
+
+        from .residual import _unpad
+
+        sup = plan.certificate_arrays.get("cert.x_support")
+        if sup is None:
+            raise ValueError("a marginal certificate needs cert.x_support")
+        extra = set(plan.certificate_arrays) - {"cert.x", "cert.x_support", "cert.omega",
+                                                "cert.omega_support"}
+        if extra:
+            raise ValueError(f"unexpected certificate arrays {sorted(extra)[:3]}")
+        _, lower, _ = marginal_solution_bounds(plan, W, _unpad(sup, len(plan.domain.sizes), "cert.x_support"))
+    else:
+        lower = certificate_lower(plan, W)
     upper = float(plan.certificate["achieved"])
     return upper, lower, relative_gap(upper, lower)
