@@ -262,6 +262,10 @@ def _calibrated(A, l1, relation, g, grid, m, family, calibrate) -> float:
         moving = max((len(a | b) for x, a in enumerate(supports) for y, b in enumerate(supports)
                       if x != y), default=1)
     moving = max(1, moving)
+    # no rounding at all when A h / γ is an integer for every integer h: integer entries
+    # (exact rationals with denominator 1) and γ = 2^-k ≤ 1
+    if grid is not None and Fraction(grid) <= 1 and all(c.denominator == 1 for col in cols for c in col):
+        moving = 0
     spec = calibrate(g, sensitivity_l2=None if l1 else value, sensitivity_l1=value if l1 else None,
                      grid=grid, dim=m, relation=relation, family=family,
                      spread=moving if grid is not None else None)

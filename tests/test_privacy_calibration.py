@@ -277,8 +277,10 @@ def test_discretized_sensitivity_formula():
     assert discretized_sensitivity(2.0, 16, 0.25, "l2") == pytest.approx(2.0 + 0.25 * 4, rel=1e-15)
     assert discretized_sensitivity(2.0, 16, 0.25, "l1") == pytest.approx(2.0 + 0.25 * 16, rel=1e-15)
     assert discretized_sensitivity(2.0, 16, 0.25, "l2") >= 3.0
+    # no coordinate moves (a rounding-free strategy): the sensitivity itself, rounded up
+    assert 1.0 <= discretized_sensitivity(1.0, 0, 0.1, "l2") <= 1.0 + 1e-14
     with pytest.raises(PrivacyError):
-        discretized_sensitivity(1.0, 0, 0.1, "l2")
+        discretized_sensitivity(1.0, -1, 0.1, "l2")
     with pytest.raises(PrivacyError):
         discretized_sensitivity(1.0, 3, 0.0, "l2")
     with pytest.raises(PrivacyError):

@@ -252,7 +252,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
                      relation=rel, family=family,
-                     spread=kron_spread(measured, rel) if grid is not None else None)
+                     spread=kron_spread(measured, rel, grid) if grid is not None else None)
     bias, n_weights = plan_bias(W, fact, measured, cert.eta, rel.key, public_n)
     from workloads.spec import embedded_files
 
@@ -304,7 +304,7 @@ def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str,
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
                      relation=rel, family=family,
-                     spread=kron_spread(measured, rel) if grid is not None and spread else None)
+                     spread=kron_spread(measured, rel, grid) if grid is not None and spread else None)
     e = expected_error(fact, spec)
     return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
 

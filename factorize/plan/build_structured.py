@@ -138,7 +138,7 @@ def _noise(strat: Any, g: Any, rel: Any, family: str) -> tuple[Any, Any]:
     grid = choose_grid(sens.value, m, snorm)
     spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
                      sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
-                     relation=rel, family=family, spread=strategy_spread(strat.measured(), rel))
+                     relation=rel, family=family, spread=strategy_spread(strat.measured(), rel, grid))
     return spec, sens
 
 

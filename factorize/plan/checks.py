@@ -302,7 +302,7 @@ def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool 
         if sens is not None:
             out.recomputed_sensitivity = sens.value
             out.derived["sensitivity_exact"] = sens.exact
-            measured_spread = kron_spread(measured, relation) if plan.noise.spread is not None \
+            measured_spread = kron_spread(measured, relation, plan.noise.grid) if plan.noise.spread is not None \
                 else None
             rederive_noise(out, plan.noise, g, relation, sens.value, m, measured_spread)
 

@@ -69,7 +69,7 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
     if sens is not None and g is not None:
         out.recomputed_sensitivity = sens.value
         out.derived["sensitivity_exact"] = sens.exact
-        spread = (strategy_spread(measured, plan.relation) if plan.noise.spread is not None
+        spread = (strategy_spread(measured, plan.relation, plan.noise.grid) if plan.noise.spread is not None
                   else None)  # plans written before the spread inflate over all m
         req = rederive_noise(out, plan.noise, g, plan.relation, sens.value, measured.m, spread)
         if req is not None and req.accounting != plan.noise.accounting:

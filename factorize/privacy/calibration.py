@@ -34,7 +34,9 @@ Sensitivity after rounding (:func:`discretized_sensitivity`): write ``round(y) =
 can round differently (the measurement ``round(Ã h/γ)`` is computed exactly,
 ``privacy.lattice``), so ``m`` may be replaced by the *spread* s ≤ m, the most coordinates
 a neighbouring change can move (``sensitivity.kron_spread``: the largest number of non-zeros
-in a column of Ã, twice that under replace): ``Δ₂ + γ√s`` and ``Δ₁ + γs``.
+in a column of Ã, twice that under replace): ``Δ₂ + γ√s`` and ``Δ₁ + γs``. When every entry
+of Ã is an integer and γ = 2⁻ᵏ ≤ 1, ``Ãh/γ`` is already an integer for every histogram h: the
+rounding moves nothing, s = 0, and the sensitivity is Δ itself.
 
 Discrete Gaussian accounting. Canonne, Kamath & Steinke 2020 ("The Discrete Gaussian for
 Differential Privacy", NeurIPS; arXiv:2004.00010), multivariate theorem (Thm. 14 in the arXiv
@@ -413,6 +415,14 @@ def knorm_expected_sq_norm(epsilon: float, l2_sensitivity: float, dim: int) -> f
     return m * (m + 1) * theta * theta
 
 
+def _count(n: Any, name: str) -> int:
+    """A non-negative integer count (a spread of 0: no coordinate is rounded, module
+    docstring)."""
+    if isinstance(n, bool) or int(n) != n or int(n) < 0:
+        raise PrivacyError(f"{name} must be a non-negative integer, got {n!r}")
+    return int(n)
+
+
 def _dim(dim: Any) -> int:
     if isinstance(dim, bool) or int(dim) != dim or int(dim) < 1:
         raise PrivacyError(f"dim must be a positive integer, got {dim!r}")
@@ -443,7 +453,7 @@ def discretized_sensitivity(sensitivity: float, m: int, grid: float, norm: str) 
     s = float(sensitivity)
     if not math.isfinite(s) or s < 0:
         raise PrivacyError(f"sensitivity must be finite and >= 0, got {sensitivity!r}")
-    mm = _dim(m)
+    mm = _count(m, "m")
     g = _pos("grid", grid)
     n = str(norm).lower()
     # Rounded up by a few ulps so float rounding never makes the bound too small.
@@ -524,7 +534,7 @@ class NoiseSpec:
         if self.dim is not None:
             object.__setattr__(self, "dim", _dim(self.dim))
         if self.spread is not None:
-            object.__setattr__(self, "spread", _dim(self.spread))
+            object.__setattr__(self, "spread", _count(self.spread, "spread"))
             if self.dim is None or self.spread > self.dim or self.grid is None:
                 raise PrivacyError("a spread needs a grid and a dim, and is at most dim")
         if self.base_sensitivity is not None:
@@ -650,7 +660,7 @@ def calibrate(
     if dim is not None:
         dim = _dim(dim)
     if spread is not None:
-        spread = _dim(spread)
+        spread = _count(spread, "spread")
         if grid is None or spread > dim:
             raise PrivacyError("calibrate(spread=...) needs a grid and spread <= dim")
     moving = spread if spread is not None else dim

@@ -58,6 +58,7 @@ __all__ = [
     "sensitivity",
     "kron_sensitivity",
     "kron_spread",
+    "rounding_free",
 ]
 
 _NORMS = ("l1", "l2")
@@ -394,7 +395,25 @@ def kron_sensitivity(
 
 
 
-def kron_spread(factors: Sequence[Any], relation: Neighbouring | str = Neighbouring.ADD_REMOVE) -> int:
+def rounding_free(matrices: Sequence[Any], grid: float | None, scales: Sequence[float] = ()) -> bool:
+    """True when ``round(Ã h / γ)`` rounds nothing for every integer histogram h: every entry
+    of the factors (and every block scale) is an integer and γ = 2⁻ᵏ ≤ 1, so ``Ã h / γ`` is
+    already an integer (products and sums of integers, times 2ᵏ); the lattice release then
+    needs no rounding inflation (``calibration.discretized_sensitivity`` with s = 0). Checked
+    exactly on the given (measured) floats."""
+    if grid is None or not grid <= 1.0:
+        return False
+    if any(float(c) != math.floor(float(c)) or not math.isfinite(float(c)) for c in scales):
+        return False
+    for F in matrices:
+        a = np.asarray(F, dtype=np.float64)
+        if not bool(np.all(np.isfinite(a))) or not bool(np.all(a == np.floor(a))):
+            return False
+    return True
+
+
+def kron_spread(factors: Sequence[Any], relation: Neighbouring | str = Neighbouring.ADD_REMOVE,
+                grid: float | None = None) -> int:
     """The most coordinates of ``A h`` (``A = ⊗_j A_j``) in which two neighbouring histograms
     can differ: the rounding inflation of a lattice release counts only those
     (``calibration.discretized_sensitivity``).
@@ -403,10 +422,13 @@ def kron_spread(factors: Sequence[Any], relation: Neighbouring | str = Neighbour
     ``⊗A_j`` has ``Π_j nnz(A_j[:, x_j])`` non-zeros, so the spread is ``Π_j max_x nnz``.
     Replace (``h' = h + e_x − e_y``): at most the union of two columns' supports,
     ``min(m, 2·that)``. Counted exactly on the given (measured) factors: an integer, no
-    rounding."""
+    rounding. With the release's ``grid``: 0 when the rounding moves nothing
+    (:func:`rounding_free`)."""
     relation = Neighbouring.parse(relation)
     if len(factors) == 0:
         raise PrivacyError("kron_spread needs at least one factor")
+    if rounding_free(factors, grid):
+        return 0
     per = [int(np.max(np.count_nonzero(np.asarray(F), axis=0))) if np.asarray(F).size else 0
            for F in factors]
     spread = math.prod(per)

@@ -202,14 +202,21 @@ def _bound(strategy: StructuredStrategy, stats: dict[str, _FactorStats], norm: s
     return total if norm == "l1" else round_up(math.sqrt(total), 1)
 
 
-def strategy_spread(strategy: StructuredStrategy, relation: Neighbouring | str) -> int:
+def strategy_spread(strategy: StructuredStrategy, relation: Neighbouring | str,
+                    grid: float | None = None) -> int:
     """The most measurements two neighbouring histograms can move (the lattice rounding's
     inflation counts only those; ``privacy.kron_spread`` for one Kronecker product): column x
     of block b is ``s_b ⊗_{j∈S_b} F_{b,j}[:, x_j]``, with at most ``Π_j max_x nnz(F_{b,j}[:, x])``
     non-zeros, and the blocks' rows are disjoint, so add/remove moves at most the sum over
     blocks; replace (two columns) at most twice that; never more than m. Counted exactly on
-    the given (measured) factors."""
+    the given (measured) factors; 0 when the release's ``grid`` rounds nothing (integer
+    factors and scales, ``privacy.sensitivity.rounding_free``)."""
+    from factorize.privacy.sensitivity import rounding_free
+
     relation = Neighbouring.parse(relation)
+    names = sorted({n for b in strategy.blocks for n in b.names})
+    if rounding_free([strategy.arrays[n] for n in names], grid, [b.scale for b in strategy.blocks]):
+        return 0
     per: dict[str, int] = {}
     spread = 0
     for b in strategy.blocks:
