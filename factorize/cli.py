@@ -11,13 +11,18 @@
     factorize local …                          local model (cli_local.py)
     factorize budget create|show|verify        privacy-budget ledger (cli_budget.py)
 
-Exit codes: 0 success; 2 bad input (workload spec, arguments, file); 3 the solver or the
-certificate failed (the message says which and why).
+``--threads N|max`` (top level or on any command but ``budget``; else ``FACTORIZE_THREADS``,
+else 1) sizes the BLAS / OpenMP pools before anything numerical is imported
+(``factorize/threads.py``).
+
+Exit codes: 0 success; 2 bad input (workload spec, arguments, file, thread count); 3 the
+solver or the certificate failed (the message says which and why).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import Sequence
@@ -128,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="factorize", description=(
         "Optimal factorization mechanisms for differentially private linear queries, "
         "with certified lower and upper bounds."))
+    from factorize.threads import add_option as add_threads_option
+
+    add_threads_option(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("solve", help="optimal factorization of a workload, with a verified certificate")
@@ -150,11 +158,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="largest acceptable certified relative gap (default 1e-6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", metavar="FILE", help="write factorization + certificate (safetensors)")
+    add_threads_option(p)
     p.set_defaults(func=_solve)
 
     c = sub.add_parser("check", help="re-verify a saved result from its arrays alone")
     c.add_argument("file")
     c.add_argument("--json", action="store_true")
+    add_threads_option(c)
     c.set_defaults(func=_check)
 
     b = sub.add_parser("bench", help="benchmark the planner's back-ends (writes reports/)")
@@ -171,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scale suite: address-space cap (RLIMIT_AS) of each case's process, GiB")
     b.add_argument("--dry-run", action="store_true",
                    help="scale suite: list the runs and skip reasons, solve nothing")
+    add_threads_option(b)
     b.set_defaults(func=_bench)
 
     from factorize.cli_plan import register
@@ -185,21 +196,26 @@ def build_parser() -> argparse.ArgumentParser:
     from factorize.cli_budget import register as register_budget
 
     register_budget(sub)  # budget: create / show / verify a privacy-budget ledger
+    from factorize.engines.schema_draft import register as register_schema
+
+    register_schema(sub)  # schema: draft (NOT public) / check a domain schema
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from factorize.io.container import ContainerError
+    # Only the light solvers.errors here: WorkloadError and ContainerError are ValueErrors, and
+    # importing workloads or the container would load numpy and scipy before the thread policy
+    # and into commands that do not need them (budget, local client).
     from solvers.errors import SolverError
-    from workloads.errors import WorkloadError
 
     try:
-        return args.func(args)
+        with apply_thread_policy(args):
+            return args.func(args)
     except SolverError as exc:
         print(f"factorize: solver error: {exc}", file=sys.stderr)
         return EXIT_SOLVER
-    except (WorkloadError, ContainerError, ValueError, OSError) as exc:
+    except (ValueError, OSError) as exc:  # WorkloadError, ContainerError, ThreadsError, …
         print(f"factorize: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     except MemoryError:
@@ -209,6 +225,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RecursionError:
         print("factorize: error: the input is nested too deeply", file=sys.stderr)
         return EXIT_INPUT
+
+
+#: Commands that do no linear algebra: their BLAS pools are left as they are.
+_NO_THREAD_POLICY = frozenset({"budget"})
+
+
+def apply_thread_policy(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """``factorize.threads``: the BLAS / OpenMP pool size from ``--threads``, else
+    ``FACTORIZE_THREADS``, else 1, never above the usable cores, applied for the command's
+    duration (in a fresh process: before numpy loads). Raises ThreadsError (a ValueError)."""
+    if getattr(args, "command", None) in _NO_THREAD_POLICY:
+        return contextlib.nullcontext()
+    from factorize.threads import decide, limited
+
+    return limited(decide(getattr(args, "threads", None)).threads)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ EXIT_OK, EXIT_INPUT = 0, 2
 
 
 def register(subparsers: Any) -> None:
+    from factorize.threads import add_option as add_threads_option
+
     top = subparsers.add_parser("local", help="local differential privacy: plans, clients, server")
     sub = top.add_subparsers(dest="local_command", required=True)
     p = sub.add_parser("plan", help="plan an approximate factorization for the local model")
@@ -38,16 +40,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--allow-weak-guarantee", action="store_true",
                    help="plan a guarantee beyond the documented ceilings (ε ≤ 10, δ ≤ 1e-3)")
+    add_threads_option(p)
     p.set_defaults(func=_plan)
     for name, fn in (("inspect", _inspect), ("verify", _verify)):
         q = sub.add_parser(name)
         q.add_argument("plan")
+        add_threads_option(q)
         q.set_defaults(func=fn)
     c = sub.add_parser("client", help="one user's message for one record (OS randomness)")
     c.add_argument("plan")
     c.add_argument("--record", required=True, help='"attr=value,…" codes for every domain attribute')
     c.add_argument("--max-epsilon", type=float, default=None,
                    help="refuse a plan whose ε exceeds this (default: the documented ceiling, 10)")
+    add_threads_option(c)
     c.set_defaults(func=_client)
     s = sub.add_parser("simulate", help="play every client of a records file")
     s.add_argument("plan")
@@ -57,11 +62,13 @@ def register(subparsers: Any) -> None:
     s.add_argument("--ignore-extra-columns", action="store_true")
     s.add_argument("--max-epsilon", type=float, default=None,
                    help="refuse a plan whose ε exceeds this (default: the documented ceiling, 10)")
+    add_threads_option(s)
     s.set_defaults(func=_simulate)
     a = sub.add_parser("aggregate", help="the server: messages → answers with error bars")
     a.add_argument("plan")
     a.add_argument("--messages", required=True)
     a.add_argument("--out", required=True)
+    add_threads_option(a)
     a.set_defaults(func=_aggregate)
 
 
@@ -115,9 +122,12 @@ def _plan(args: argparse.Namespace) -> int:
 
         from .local.plan import build_local_plan, save_local_plan
 
-        plan = build_local_plan(args.workload, args.privacy, n=args.n, randomizer=args.randomizer,
-                                eta=args.eta, alpha=args.alpha,
-                                domain=parse_domain(args.domain, args.attributes),
+        from workloads.spec import resolve_workload_spec
+
+        workload, domain = resolve_workload_spec(args.workload,
+                                                 parse_domain(args.domain, args.attributes))
+        plan = build_local_plan(workload, args.privacy, n=args.n, randomizer=args.randomizer,
+                                eta=args.eta, alpha=args.alpha, domain=domain,
                                 allow_weak_guarantee=args.allow_weak_guarantee)
         save_local_plan(plan, args.out)
         print("\n".join(plan.summary_lines()))

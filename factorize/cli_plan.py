@@ -39,6 +39,8 @@ LAPLACE_AUTO = "laplace-auto"
 
 def register(subparsers: Any) -> None:
     """Add ``plan``, ``run``, ``verify`` and ``inspect`` to an argparse sub-parsers object."""
+    from factorize.threads import add_option as add_threads_option
+
     p = subparsers.add_parser("plan", help="build a verified mechanism plan file")
     p.add_argument("--workload", required=True, help="workload spec, e.g. prefix:64")
     p.add_argument("--privacy", required=True,
@@ -74,7 +76,8 @@ def register(subparsers: Any) -> None:
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
     p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace"))
     p.add_argument("--domain", default=None,
-                   help='JSON file name→size (e.g. adult-domain.json) or inline "sex=2,race=5"')
+                   help='JSON file name→size (e.g. adult-domain.json), or a domain schema '
+                        '(docs/schema.md), or inline "sex=2,race=5"')
     p.add_argument("--attributes", default=None, help="comma-separated subset/order of --domain file")
     p.add_argument("--noise", default="auto", choices=("auto", "gaussian", "laplace", "knorm"),
                    help="noise family (auto: Gaussian for (ε,δ)/zCDP, Laplace for pure DP; "
@@ -91,11 +94,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--allow-weak-guarantee", action="store_true",
                    help="plan a guarantee beyond the documented ceilings (ε ≤ 10, ρ ≤ 10, δ ≤ 1e-3)")
     p.add_argument("--json", action="store_true")
+    add_threads_option(p)
     p.set_defaults(func=_cmd_plan)
 
     r = subparsers.add_parser("run", help="run a plan on private data (verifies it first)")
     r.add_argument("plan")
-    r.add_argument("--data", required=True, help="histogram .npy or records .csv/.parquet")
+    r.add_argument("--data", required=True,
+                   help="histogram .npy, records .csv/.parquet, or a DuckDB table FILE.duckdb::TABLE")
     r.add_argument("--out", required=True, help="answers .csv, .json or .parquet")
     r.add_argument("--tables", default=None, metavar="FOLDER",
                    help="also write one tidy CSV per marginal table into FOLDER (an existing "
@@ -118,6 +123,7 @@ def register(subparsers: Any) -> None:
                    help="wall-clock seconds for post-processing / decoding after the charge "
                         "(default 600); the answers are released with the state reached")
     r.add_argument("--json", action="store_true")
+    add_threads_option(r)
     r.set_defaults(func=_cmd_run)
 
     v = subparsers.add_parser("verify", help="run the plan checks alone (no data)")
@@ -126,11 +132,13 @@ def register(subparsers: Any) -> None:
     v.add_argument("--allow-weak-guarantee", action="store_true",
                    help="accept a guarantee beyond the documented ceilings")
     v.add_argument("--json", action="store_true")
+    add_threads_option(v)
     v.set_defaults(func=_cmd_verify)
 
     i = subparsers.add_parser("inspect", help="print a plan's summary")
     i.add_argument("plan")
     i.add_argument("--json", action="store_true")
+    add_threads_option(i)
     i.set_defaults(func=_cmd_inspect)
 
 
@@ -204,6 +212,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from factorize.plan.plan_file import save_plan
 
     domain = parse_domain(args.domain, args.attributes)
+    from workloads.spec import resolve_workload_spec
+
+    args.workload, domain = resolve_workload_spec(args.workload, domain)  # attribute-named specs
     options = None
     if args.solver or args.eps or args.time_limit:
         from solvers import SolverOptions
@@ -409,7 +420,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="factorize")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.func(args)
+    from factorize.cli import apply_thread_policy
+
+    try:
+        policy = apply_thread_policy(args)
+    except ValueError as exc:  # ThreadsError: FACTORIZE_THREADS invalid
+        _err(str(exc))
+        return EXIT_INPUT
+    with policy:
+        return args.func(args)
 
 
 if __name__ == "__main__":

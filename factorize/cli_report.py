@@ -24,6 +24,9 @@ def register(subparsers: Any) -> None:
                    help="default: from the --out suffix")
     r.add_argument("--no-baselines", action="store_true",
                    help="skip the comparison with standard strategies (computed on the spot)")
+    from factorize.threads import add_option as add_threads_option
+
+    add_threads_option(r)
     r.set_defaults(func=_cmd_report)
 
 

@@ -1,6 +1,6 @@
 """Benchmarks of plan files and the executor (issue #3, item 10). Writes reports/bench_executor.md.
 
-    python reports/bench_executor.py [--quick]
+    python reports/bench_executor.py [--quick] [--section all|startup]
 
 1. plan load + verify (privacy checks, W = RA by probes) for k = N = 4096: prefix:4096 with
    its square-root factorization L = M·M (M Toeplitz, c_j = binom(2j, j)/4^j, MATH.md §2.3)
@@ -10,15 +10,24 @@
 3. the whole ``factorize run`` (a fresh process: imports, load, verify, DuckDB histogram of
    the Adult CSV, noise, answers, atomic write) for the 78-query 2-way-marginal plan and a
    1020-query plan kron(prefix:85, identity:2, identity:6) over age × sex × relationship.
+4. start-up (issue 16 item 5): ``python -m factorize run`` of tiny plans of every kind (dense
+   (ε, δ), Kronecker zCDP, Laplace, structured residual and union, covariance,
+   relaxed-projection, JL), ``verify`` / ``inspect``, ``local client`` / ``local aggregate`` and
+   ``budget show``, each a fresh process, against ``python -c pass`` in the same run; the import
+   time per top-level module (``-X importtime``) of one run; and whether a solver module was
+   imported. ``--section startup`` regenerates this section alone and keeps the rows above as
+   they are in the .md (with the date they were measured).
 The histogram-throughput benchmark (DuckDB vs numpy) is reports/bench_histogram.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,11 +62,230 @@ def explicit_plan(spec: str, factors, privacy: str, domain=None, postprocess=Non
     return build_plan(spec, privacy, certificate=cert, domain=domain, postprocess=postprocess)
 
 
+# ------------------------------------------------------------------------------ 4. start-up
+
+STARTUP_HEADING = "## Start-up and run of tiny plans (issue 16, item 5)"
+SOLVER_MODULES = ("cvxpy", "scs", "clarabel", "mosek")
+
+
+def _startup_env(bytecode: bool, cache: Path) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if bytecode:  # compiled modules cached (what an installed package has), outside the checkout
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(cache)
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+    return env
+
+
+def _walls(cmd: list[str], env: dict[str, str], cwd: Path, reps: int) -> list[float]:
+    subprocess.run(cmd, capture_output=True, env=env, cwd=cwd)  # warm-up: caches, page cache
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+        out.append(time.perf_counter() - t)
+        assert r.returncode == 0, (cmd, r.stderr[-1500:])
+    return out
+
+
+def _tiny_plans(d: Path) -> list[tuple[str, list[str]]]:
+    """Tiny plans of every kind, their data, and the commands to time (argv after ``factorize``)."""
+    import csv
+
+    from factorize.local.plan import build_local_plan, save_local_plan
+    from factorize.local.protocol import encode_codes, write_messages
+    from factorize.plan.build import build_plan
+    from factorize.plan.build_structured import build_structured_plan
+    from factorize.plan.files import file_sha256
+    from factorize.plan.plan_file import save_plan, save_projection_plan
+    from factorize.plan.projection_plan import build_projection_plan
+    from factorize.plan.structured_plan import save_structured_plan
+    from factorize.privacy import TestRandom
+    from workloads import Domain
+
+    rng = np.random.default_rng(5)
+    np.save(d / "h8.npy", np.bincount(rng.integers(0, 8, 400), minlength=8).astype(np.int64))
+
+    def records(name, cols, codes):
+        with open(d / name, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(cols)
+            w.writerows(codes.tolist())
+
+    sizes = {"a": 3, "b": 2, "c": 4, "d": 2}
+    records("rec4.csv", list(sizes), np.column_stack([rng.integers(0, s, 300) for s in sizes.values()]))
+    records("bits.csv", [f"a{i}" for i in range(5)], rng.integers(0, 2, (3, 5))[rng.integers(0, 3, 60)])
+    dom4 = Domain(list(sizes), list(sizes.values()))
+    bits = Domain([f"a{i}" for i in range(5)], [2] * 5)
+    save_plan(build_plan("prefix:8", "epsilon=1,delta=1e-6"), d / "dense.plan")
+    save_plan(build_plan("kron(prefix:4,identity:2)", "rho=0.5"), d / "kron.plan")
+    save_plan(build_plan("prefix:8", "epsilon=1"), d / "laplace.plan")
+    save_structured_plan(build_structured_plan("marginals:3x2x4x2:2", "rho=0.5", domain=dom4),
+                         d / "residual.plan")
+    save_structured_plan(build_structured_plan(
+        "vstack(kron(prefix:3,identity:2,total:4,total:2),kron(total:3,total:2,allrange:4,identity:2))",
+        "rho=0.5", domain=dom4, strategy="union"), d / "union.plan")
+    for kind in ("covariance", "relaxed-projection"):
+        save_projection_plan(build_projection_plan("parity:5:2", "epsilon=1,delta=1e-6", kind, n=60,
+                                                   relation="replace", domain=bits), d / f"{kind}.plan")
+    save_projection_plan(build_projection_plan("prefix:8", "epsilon=1", "jl", n=400, relation="replace"),
+                         d / "jl.plan")
+    lp = build_local_plan("marginals:2x3:2", "epsilon=1", n=1000, domain=Domain(["a", "b"], [2, 3]))
+    save_local_plan(lp, d / "l.lplan")
+    codes = np.column_stack([rng.integers(0, 2, 200), rng.integers(0, 3, 200)])
+    write_messages(d / "m.parquet", encode_codes(lp, codes, TestRandom(3)), file_sha256(d / "l.lplan"), True)
+    subprocess.run([sys.executable, "-m", "factorize", "budget", "create", str(d / "ledger.db"), "--new",
+                    "--dataset", "d", "--budget", "epsilon=1"], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = "--out", str(d / "answers.csv")
+    return [
+        ("run, dense prefix:8, (ε=1, δ=1e-6) Gaussian, histogram .npy → CSV",
+         ["run", "dense.plan", "--data", "h8.npy", *out, "--seed", "1"]),
+        ("run, Kronecker kron(prefix:4, identity:2), ρ=0.5 zCDP, .npy → CSV",
+         ["run", "kron.plan", "--data", "h8.npy", *out, "--seed", "1"]),
+        ("run, dense prefix:8, ε=1 Laplace, .npy → CSV", ["run", "laplace.plan", "--data", "h8.npy", *out,
+                                                          "--seed", "1"]),
+        ("run, structured residual marginals:3x2x4x2:2, ρ=0.5, 300 records CSV (DuckDB)",
+         ["run", "residual.plan", "--data", "rec4.csv", *out, "--seed", "1"]),
+        ("run, structured union of 2 Kronecker blocks, ρ=0.5, 300 records CSV",
+         ["run", "union.plan", "--data", "rec4.csv", *out, "--seed", "1"]),
+        ("run, covariance parity:5:2, (ε, δ), 60 records CSV",
+         ["run", "covariance.plan", "--data", "bits.csv", *out, "--seed", "1"]),
+        ("run, relaxed-projection parity:5:2, (ε, δ), 60 records CSV",
+         ["run", "relaxed-projection.plan", "--data", "bits.csv", *out, "--seed", "1"]),
+        ("run, JL prefix:8, ε=1 (float K-norm noise), .npy",
+         ["run", "jl.plan", "--data", "h8.npy", *out, "--seed", "1", "--allow-float-noise"]),
+        ("verify, dense prefix:8 (certificate included)", ["verify", "dense.plan"]),
+        ("inspect, dense prefix:8", ["inspect", "dense.plan"]),
+        ("local client, marginals:2x3:2, ε=1 ℓ2 randomizer", ["local", "client", "l.lplan", "--record",
+                                                              "a=1,b=2"]),
+        ("local aggregate, 200 Parquet messages", ["local", "aggregate", "l.lplan", "--messages",
+                                                   "m.parquet", *out]),
+        ("budget show", ["budget", "show", "ledger.db"]),
+    ]
+
+
+def _import_profile(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[list[tuple[str, float]], set[str]]:
+    """Self import time (ms) summed per top-level module, largest first (``-X importtime`` of
+    ``python -m factorize argv``), and the modules loaded at exit (importtime also lists the
+    modules that were looked for and not found)."""
+    listing = cwd / "modules.json"
+    wrapper = ("import atexit, json, runpy, sys\n"
+               f"atexit.register(lambda: open({str(listing)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
+               f"sys.argv = ['factorize', *{argv!r}]\n"
+               "runpy.run_module('factorize', run_name='__main__', alter_sys=True)\n")
+    r = subprocess.run([sys.executable, "-X", "importtime", "-c", wrapper], capture_output=True, text=True,
+                       env=env, cwd=cwd)
+    assert r.returncode == 0, r.stderr[-1500:]
+    per: dict[str, float] = {}
+    for line in r.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        try:
+            self_us, _, name = (p.strip() for p in line[len("import time:"):].split("|"))
+            us = int(self_us)
+        except ValueError:
+            continue  # the header line
+        top = name.split(".")[0]
+        per[top] = per.get(top, 0.0) + us / 1000
+    return sorted(per.items(), key=lambda kv: -kv[1]), set(json.loads(listing.read_text()))
+
+
+def startup_section(quick: bool) -> list[str]:
+    reps = 3 if quick else 7
+    d = Path(tempfile.mkdtemp(prefix="bench_startup_"))
+    commands = _tiny_plans(d)
+    cached = _startup_env(True, d / "pycache")
+    uncached = _startup_env(False, d / "pycache")
+    py = [sys.executable]
+    base = _walls(py + ["-c", "pass"], cached, d, reps)
+    rows = []
+    for name, argv in commands:
+        w = _walls(py + ["-m", "factorize", *argv], cached, d, reps)
+        rows.append((name, min(w), statistics.median(w)))
+    first = commands[0][1]
+    nocache = _walls(py + ["-m", "factorize", *first], uncached, d, reps)
+    base_nocache = _walls(py + ["-c", "pass"], uncached, d, reps)
+    profile, names = _import_profile(first, cached, d)
+    kron_profile, kron_names = _import_profile(commands[1][1], cached, d)
+    solvers = sorted({n for n in names | kron_names if n.split(".")[0] in SOLVER_MODULES})
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [STARTUP_HEADING, "",
+             f"Measured {date} by `python reports/bench_executor.py --section startup"
+             f"{' --quick' if quick else ''}` on {machine_line()}; load average before: {_loadavg()}. "
+             f"Wall seconds of a fresh process, best and median of {reps} after one warm-up, "
+             "compiled modules cached (`PYTHONPYCACHEPREFIX` in a temporary folder: what an installed "
+             "package has; this machine's environment sets `PYTHONDONTWRITEBYTECODE=1`, see the "
+             "second table). The plans are built beforehand; every run uses `--seed` (test mode) "
+             "and writes CSV.", "",
+             "| command (a fresh `python -m factorize …` process) | best (s) | median (s) | best − `python -c pass` (s) | ≤ 0.5 s |",
+             "|---|---|---|---|---|",
+             f"| `python -c pass` (same run) | {min(base):.3f} | {statistics.median(base):.3f} | — | — |"]
+    for name, best, med in rows:
+        lines.append(f"| {name} | {best:.3f} | {med:.3f} | {best - min(base):.3f} | "
+                     f"{'yes' if best <= 0.5 else 'no'} |")
+    lines += ["", "Without the bytecode cache (every project module compiled at each start, as with "
+              "`PYTHONDONTWRITEBYTECODE=1`):", "",
+              "| command | best (s) | median (s) |", "|---|---|---|",
+              f"| `python -c pass` | {min(base_nocache):.3f} | {statistics.median(base_nocache):.3f} |",
+              f"| {commands[0][0]} | {min(nocache):.3f} | {statistics.median(nocache):.3f} |", "",
+              "Import time per top-level module (`python -X importtime`, self times summed per "
+              "package, milliseconds; importtime's own overhead inflates them):", "",
+              "| module | " + commands[0][0] + " | " + commands[1][0] + " |", "|---|---|---|"]
+    kron = dict(kron_profile)
+    for top, ms in profile[:14]:
+        lines.append(f"| {top} | {ms:.0f} | {kron.get(top, 0.0):.0f} |")
+    lines.append(f"| total | {sum(v for _, v in profile):.0f} | {sum(kron.values()):.0f} |")
+    heavy = ("scipy.optimize", "scipy.special", "scipy.stats", "scipy.linalg", "duckdb", "pyarrow",
+             "pyarrow.parquet", "matplotlib", "pandas", "factorize.planner")
+    lines += ["", "Solver modules loaded by these two runs: " + (", ".join(solvers) if solvers else
+              "**none** (cvxpy, scs, clarabel, mosek)") + ". Of " + ", ".join(heavy) + ", loaded — "
+              "dense (ε, δ): " + (", ".join(h for h in heavy if h in names) or "none")
+              + "; Kronecker zCDP: " + (", ".join(h for h in heavy if h in kron_names) or "none")
+              + ". scipy.optimize is the (ε, δ) calibration's root finding and 1-D minimisation "
+              "(`privacy/calibration.py`, re-derived by verify); pyarrow writes the CSV "
+              "(`executor/output.py`). charset_normalizer, email, unittest and pydoc are scipy "
+              "1.17's: its array-API layer clones numpy's namespace, which imports numpy.f2py and "
+              "numpy.testing (about 0.1 s of every scipy import on this machine).", ""]
+    return lines
+
+
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def machine_line() -> str:
+    from factorize.io.provenance import machine_description
+
+    return f"{machine_description()}, Python {platform.python_version()}, numpy {np.__version__}"
+
+
+def write_startup_only(out: Path, quick: bool) -> None:
+    """Replace the start-up section of an existing report; keep everything else verbatim."""
+    section = startup_section(quick)
+    old = out.read_text() if out.is_file() else "# Executor benchmark (issues #3, #13, #16)\n"
+    head = old.split(STARTUP_HEADING)[0].rstrip("\n")
+    text = head + "\n\n" + "\n".join(section)
+    out.write_text(text)
+    print("\n".join(section))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="k = N = 1024 instead of 4096")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench_executor.md"))
+    ap.add_argument("--section", default="all", choices=("all", "startup"),
+                    help="startup: regenerate the start-up section alone (seconds, not minutes), "
+                         "keeping the other rows of --out as they are")
     args = ap.parse_args()
+    if args.section == "startup":
+        write_startup_only(Path(args.out), args.quick)
+        return
     from factorize.executor import release_answers
     from factorize.plan.checks import verify_plan
     from factorize.plan.plan_file import load_plan, save_plan
@@ -103,7 +331,7 @@ def main() -> None:
 
     rng = np.random.default_rng(1)
     A = plan.factorization.A_factors[0]
-    grid = plan.noise["grid"]
+    grid = plan.noise.grid
     for records in (10**6, 10**9):
         hh = rng.multinomial(records, np.ones(n) / n).astype(np.int64)
         exact, plain = [], []
@@ -166,8 +394,9 @@ def main() -> None:
 
     from factorize.io.provenance import machine_description
 
-    lines = ["# Executor benchmark (issues #3, #13)", "",
-             f"Measured by `python reports/bench_executor.py{' --quick' if args.quick else ''}` on "
+    lines = ["# Executor benchmark (issues #3, #13, #16)", "",
+             f"Measured {time.strftime('%Y-%m-%d', time.gmtime())} by "
+             f"`python reports/bench_executor.py{' --quick' if args.quick else ''}` on "
              f"{machine_description()}, Python {platform.python_version()}, numpy {np.__version__}. "
              "Best of 3 where repeated.", "",
              "| what | size | result |", "|---|---|---|"]
@@ -181,6 +410,7 @@ def main() -> None:
               "`run` re-checks every claim including the certificate. The rows above measure "
               "what that costs; the exact measurement's fallback grows with n·N (more "
               "coordinates near a boundary under the a-priori error bound).", ""]
+    lines += startup_section(args.quick)
     Path(args.out).write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -83,6 +83,24 @@ def test_every_label_describes_its_row(spec):
         assert np.array_equal(_cells_of(lab, DOMAIN), D[i] == 1.0), (i, lab)
 
 
+def test_schema_value_labels_are_used():
+    from workloads.schema import DomainSchema
+
+    schema = DomainSchema.from_dict({
+        "format": "factorize-domain-schema", "version": 1,
+        "attributes": [
+            {"name": "age", "kind": "numeric", "edges": [0, 20, 30, 40, 60, 100], "closed": "left"},
+            {"name": "sex", "kind": "categorical", "values": ["Female", "Male"]},
+            {"name": "race", "kind": "categorical", "values": ["A", "B", "C"]}]})
+    dom = schema.domain()
+    W = parse_workload("kron(prefix:5,identity:2,total:3)")
+    labels = query_labels(W, dom).to_pylist()
+    assert labels[0] == 'age="[0, 20)", sex=Female'
+    assert labels[3] == 'age in "[0, 20)".."[20, 30)", sex=Male'
+    for i, lab in enumerate(labels):
+        assert np.array_equal(_cells_of(lab, dom), W.dense()[i] == 1.0)
+
+
 def test_marginal_tables_are_tidy_and_in_row_order():
     W = parse_workload("marginals_upto:5x2x3:2")
     tables = marginal_tables(W, DOMAIN)

@@ -72,7 +72,8 @@ def test_unknown_version_and_format_refused(tmp_path):
     save_plan(plan, path)
     manifest, arrays = container.read(path, FORMAT, SCHEMA_VERSION)
     body = {k: v for k, v in manifest.items() if k not in ("format", "schema_version", "arrays")}
-    container.write(tmp_path / "v2.plan", FORMAT, SCHEMA_VERSION + 1, body, arrays)
+    # SCHEMA_VERSION + 1 is a plan carrying a domain value schema (plan.files.SCHEMA_BUMP)
+    container.write(tmp_path / "v2.plan", FORMAT, SCHEMA_VERSION + 2, body, arrays)
     with pytest.raises(PlanFormatError, match="schema_version"):
         load_plan(tmp_path / "v2.plan")
     container.write(tmp_path / "r.plan", "factorize-result", 1, body, arrays)

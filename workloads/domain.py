@@ -7,6 +7,12 @@ attribute 0 varying slowest. This is the column order of
 ``KronWorkload([W_0, ..., W_{d-1}])`` (i.e. of ``np.kron(W_0, W_1, ...)``), so a
 Kronecker workload applies ``W_j`` along attribute ``j``.
 
+A Domain may carry a public :class:`~workloads.schema.DomainSchema` (``docs/schema.md``):
+the raw values of each attribute, the code each gets and their labels. The planner only ever
+uses the names and sizes; the engines use the schema to map raw records to codes, and the
+plan carries it. :meth:`Domain.from_json` reads either a ``{name: size}`` object or a
+schema file.
+
 Records are private data: validation messages name attributes and count bad rows,
 never print values.
 """
@@ -43,11 +49,15 @@ class Domain:
         Distinct non-empty attribute names, in order (attribute 0 varies slowest).
     sizes:
         ``sizes[j]`` is the number of values of attribute ``j`` (values ``0..sizes[j]-1``).
+    schema:
+        Optional public :class:`~workloads.schema.DomainSchema` with the same names and sizes
+        (its raw values, codes and labels); usually built by ``DomainSchema.domain()`` or
+        :meth:`from_json`.
     """
 
-    __slots__ = ("_attributes", "_sizes")
+    __slots__ = ("_attributes", "_sizes", "_schema")
 
-    def __init__(self, attributes: Sequence[str], sizes: Sequence[int]) -> None:
+    def __init__(self, attributes: Sequence[str], sizes: Sequence[int], schema: Any = None) -> None:
         if isinstance(attributes, str):
             raise DomainError("attributes must be a sequence of names, got a single string")
         attrs = list(attributes)
@@ -70,6 +80,17 @@ class Domain:
         self._sizes = tuple(
             positive_int(s, f"size of attribute {a!r}", DomainError) for a, s in zip(attrs, raw_sizes)
         )
+        if schema is not None:
+            from .schema import DomainSchema
+
+            if not isinstance(schema, DomainSchema):
+                raise DomainError(f"schema must be a DomainSchema, got {type(schema).__name__}")
+            if schema.names != self._attributes or schema.sizes != self._sizes:
+                raise DomainError("the schema's attributes and sizes "
+                                  f"({', '.join(f'{a}={n}' for a, n in zip(schema.names, schema.sizes))}) "
+                                  "differ from the domain's "
+                                  f"({', '.join(f'{a}={n}' for a, n in zip(self._attributes, self._sizes))})")
+        self._schema = schema
 
     # -- constructors -------------------------------------------------------
     @classmethod
@@ -81,7 +102,9 @@ class Domain:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Domain:
-        """Read a JSON object ``{"name": size, ...}`` (order preserved), e.g. ``adult-domain.json``."""
+        """Read a JSON object ``{"name": size, ...}`` (order preserved), e.g. ``adult-domain.json``,
+        or a domain schema file (``{"format": "factorize-domain-schema", ...}``,
+        ``docs/schema.md``), which gives the domain of its codes carrying the schema."""
 
         def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             keys = [k for k, _ in pairs]
@@ -98,6 +121,15 @@ class Domain:
             raise DomainError(f"domain file {os.fspath(path)!r} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
         if not isinstance(data, dict):
             raise DomainError(f"domain file {os.fspath(path)!r} must contain a JSON object name -> size")
+        from .schema import DomainSchema, is_schema_document
+
+        if is_schema_document(data):
+            return DomainSchema.from_dict(data, source=f"domain schema {os.fspath(path)!r}").domain()
+        bad = [k for k, v in data.items() if isinstance(v, (dict, list))]
+        if bad:
+            raise DomainError(f"domain file {os.fspath(path)!r}: attribute {bad[0]!r} is not a size; a "
+                              "file of raw values must be a domain schema with \"format\": "
+                              "\"factorize-domain-schema\" and \"version\": 1 (docs/schema.md)")
         return cls.from_dict(data)
 
     # -- properties ---------------------------------------------------------
@@ -131,6 +163,20 @@ class Domain:
     def __contains__(self, name: object) -> bool:
         return name in self._attributes
 
+    @property
+    def schema(self) -> Any:
+        """The public :class:`~workloads.schema.DomainSchema` (raw values, codes, labels), or
+        None for a domain of sizes only (its records are the codes themselves)."""
+        return self._schema
+
+    def labels(self, attribute: str) -> list[str]:
+        """The label of every code of ``attribute``, in code order: the schema's, or the codes
+        themselves (``"0"``, ``"1"``, …) for a domain of sizes only."""
+        j = self.axes([attribute])[0]
+        if self._schema is not None:
+            return self._schema.labels(attribute)
+        return [str(c) for c in range(self._sizes[j])]
+
     def axes(self, attrs: str | Iterable[str]) -> tuple[int, ...]:
         """Positions of the named attributes (in the order given)."""
         names = [attrs] if isinstance(attrs, str) else list(attrs)
@@ -147,7 +193,8 @@ class Domain:
         if len(set(names)) != len(names):
             raise DomainError(f"project() got duplicate attribute names: {names}")
         axes = self.axes(names)
-        return Domain([self._attributes[i] for i in axes], [self._sizes[i] for i in axes])
+        schema = self._schema.project(names) if self._schema is not None else None
+        return Domain([self._attributes[i] for i in axes], [self._sizes[i] for i in axes], schema)
 
     def to_dict(self) -> dict[str, int]:
         """``{name: size}`` in attribute order."""
@@ -256,14 +303,15 @@ class Domain:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Domain):
             return NotImplemented
-        return self._attributes == other._attributes and self._sizes == other._sizes
+        return (self._attributes == other._attributes and self._sizes == other._sizes
+                and self._schema == other._schema)
 
     def __hash__(self) -> int:
-        return hash((self._attributes, self._sizes))
+        return hash((self._attributes, self._sizes, self._schema))
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{a!r}: {s}" for a, s in zip(self._attributes, self._sizes))
-        return f"Domain({{{inner}}})"
+        return f"Domain({{{inner}}}{', with schema' if self._schema is not None else ''})"
 
 
 # ---------------------------------------------------------------------------------------

@@ -17,8 +17,23 @@ Grammar (whitespace around tokens is ignored; names are case-insensitive)::
             | "random" ":" INT "x" INT ":" "seed" "=" INT   random ±1, k x n
             | "file" ":" PATH            .npy / .csv / .mtx
             | "file" ":" "sha256=" HEX   a matrix carried by the plan, by content
+            | NAMED "[" attrs "]"          the same atoms with sizes read from a domain:
+            | "width" "[" ATTR "]" ":" INT     prefix[age], identity[sex,race] (⊗),
+            | ("marginals" | "marginals_upto") "[" attrs "]" ":" WAY
+    NAMED  := "identity" | "total" | "prefix" | "allrange"
+    attrs  := ATTR ("," ATTR)*     attribute names of the domain (``--domain``); a name with
+                                   ",", "[", "]" or quotes is written in double quotes ("" for ")
     dims   := INT ("x" INT)*
     WEIGHT := decimal literal: DIGITS ["." DIGITS] [("e"|"E") ["+"|"-"] DIGITS]  (or ".5")
+
+Attribute-named forms (sizes typed once, in the domain file): ``marginals[sex,race,
+relationship,income>50K]:2`` is ``marginals:2x5x6x2:2`` over those attributes of the domain;
+``kron(prefix[age],identity[sex])`` is the CDF over age crossed with sex. They need the domain
+(:func:`resolve_workload_spec`, which ``factorize plan --domain FILE`` applies): the normalized
+spec is the size-typed one (what a plan stores and the verifier rebuilds), and the domain is
+projected onto the named attributes in the order the spec names them (a ``kron`` concatenates
+its parts' attributes, each at most once; the parts of a ``vstack`` name the same attributes in
+the same order). A spec names every attribute or none.
 
 Marginal families: ``marginals:n_0x...xn_{d-1}:WAY`` is one :class:`MarginalWorkload` whose
 block for each subset ``S`` (``|S| = WAY``, lexicographic) is ``⊗_{j∈S} I_{n_j} ⊗_{j∉S}
@@ -55,6 +70,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from .builders import all_range, hadamard, identity, prefix, random_pm1, total, width_range
 from .compose import check_scale, scale_workload, vstack_workloads
@@ -64,8 +80,8 @@ from .marginal_workload import MAX_MARGINAL_BLOCKS, MarginalWorkload
 from .marginals import marginals, marginals_upto, parity, subset_count
 from .operators import KronWorkload, VStackWorkload, Workload
 
-__all__ = ["parse_workload", "ACCEPTED_FORMS", "embedded_files", "MAX_SPEC_ENTRIES",
-           "MAX_SPEC_CHARS", "FILE_DIGEST_PREFIX"]
+__all__ = ["parse_workload", "resolve_workload_spec", "ACCEPTED_FORMS", "embedded_files",
+           "MAX_SPEC_ENTRIES", "MAX_SPEC_CHARS", "FILE_DIGEST_PREFIX"]
 
 ACCEPTED_FORMS: tuple[str, ...] = (
     "identity:N[xN...]",
@@ -82,7 +98,11 @@ ACCEPTED_FORMS: tuple[str, ...] = (
     "kron(SPEC,SPEC,...)",
     "vstack(SPEC,SPEC,...)",
     "scale(W,SPEC) (W a positive decimal, e.g. scale(2.5,marginals:2x3x4:1))",
+    "attribute names instead of sizes, with --domain: prefix[age], identity[sex,race], width[age]:5, "
+    "marginals[sex,race,income]:2, marginals_upto[...]:WAY, kron(prefix[age],identity[sex])",
 )
+#: Atoms that take attribute names in brackets instead of sizes.
+_NAMED_ATOMS = ("identity", "total", "prefix", "allrange", "width", "marginals", "marginals_upto")
 
 _MAX_DEPTH = 64
 #: Most matrix entries (dense entries, or stored sparse entries) one spec may build in all.
@@ -127,13 +147,17 @@ def _message(spec: str, problem: str, position: int | None) -> str:
 class _Parser:
     """Recursive-descent parser over one spec string; builds workloads as it goes."""
 
-    def __init__(self, text: str, embedded: dict[str, Workload] | None, read_files: bool) -> None:
+    def __init__(self, text: str, embedded: dict[str, Workload] | None, read_files: bool,
+                 domain: Any = None) -> None:
         self.text = text
         self.pos = 0
         self.embedded = dict(embedded or {})
         self.read_files = read_files
         self.built: dict[str, Workload] = {}
         self.entries = 0
+        self.domain = domain
+        #: the attributes the last parsed spec names (None: sizes), see the module docstring
+        self.layout: tuple[str, ...] | None = None
 
     # -- low level ----------------------------------------------------------
     def fail(self, problem: str, position: int | None = -1) -> WorkloadSpecError:
@@ -203,8 +227,11 @@ class _Parser:
         name = self.name()
         if name in _CALLS:
             return self.call(name, start, depth)
+        if name in _NAMED_ATOMS and self.peek() == "[":
+            return self.named_atom(name, start)
         if name in _ATOMS:
             self.expect(":", f"after {name!r}")
+            self.layout = None
             return self.atom(name, start, top)
         raise self.fail(
             f"unknown workload {name!r}; expected one of {', '.join(_ATOMS + _CALLS)}", start
@@ -250,10 +277,12 @@ class _Parser:
             return self.scale_call(start, depth)
         self.expect("(", f"after {name!r}")
         args: list[Workload] = []
+        layouts: list[tuple[str, ...] | None] = []
         while True:
             if self.peek() in (")", ",", ""):
                 raise self.fail(f"expected a workload spec as argument {len(args) + 1} of {name}(...)")
             args.append(self.spec(depth + 1, top=False))
+            layouts.append(self.layout)
             c = self.peek()
             if c == ",":
                 self.pos += 1
@@ -263,6 +292,7 @@ class _Parser:
             else:
                 found = repr(c) if c else "end of spec"
                 raise self.fail(f"expected ',' or ')' in {name}(...), found {found}")
+        self.layout = self.combine(name, layouts, start)
         normalized = f"{name}({','.join(a.spec or '' for a in args)})"
         if name == "kron":
             return self.build(lambda: KronWorkload(args), normalized, start, len(args))
@@ -270,9 +300,11 @@ class _Parser:
             a.num_blocks for a in args if isinstance(a, MarginalWorkload))
         return self.build(lambda: vstack_workloads(args), normalized, start, cost)
 
-    def atom(self, name: str, start: int, top: bool) -> Workload:
+    def atom(self, name: str, start: int, top: bool, dims: list[int] | None = None) -> Workload:
+        """An atom after ``NAME:`` (or, with ``dims``, after ``NAME[attrs]``, whose sizes they are)."""
+        given = dims
         if name in _DIM_BUILDERS:
-            dims = self.dims(f"the size in {name}:")
+            dims = given or self.dims(f"the size in {name}:")
             normalized = f"{name}:{'x'.join(map(str, dims))}"
             builder = _DIM_BUILDERS[name]
             cost = sum(_ATOM_ENTRIES[name](n) for n in dims)
@@ -290,8 +322,10 @@ class _Parser:
             n = self.integer("the size in hadamard:N")
             return self.build(lambda: hadamard(n), f"hadamard:{n}", n_start, 4 * max(n.bit_length(), 1))
         if name in ("marginals", "marginals_upto"):
-            dims = self.dims(f"the attribute sizes in {name}:N1xN2x...:WAY")
-            self.expect(":", f"before the marginal way in {name}:N1xN2x...:WAY")
+            if given is None:
+                dims = self.dims(f"the attribute sizes in {name}:N1xN2x...:WAY")
+                self.expect(":", f"before the marginal way in {name}:N1xN2x...:WAY")
+            dims = list(dims or ())
             self.skip_ws()
             way_start = self.pos
             way = self.integer(f"the marginal way in {name}:N1xN2x...:WAY", minimum=0)
@@ -369,6 +403,101 @@ class _Parser:
         digest = workload.fingerprint()
         return self.build(lambda: workload, f"{FILE_DIGEST_PREFIX}{digest}", start, size)
 
+    # -- attribute-named forms ---------------------------------------------------------------
+    def attribute_names(self, name: str) -> list[str]:
+        """``[ATTR, ...]``: names separated by commas, bare (trimmed) or double-quoted."""
+        self.expect("[", f"after {name!r}")
+        names: list[str] = []
+        while True:
+            self.skip_ws()
+            at = self.pos
+            if self.peek() == '"':
+                self.pos += 1
+                buf = []
+                while True:
+                    if self.pos >= len(self.text):
+                        raise self.fail("unterminated quoted attribute name", at)
+                    ch = self.text[self.pos]
+                    if ch == '"':
+                        if self.text[self.pos + 1:self.pos + 2] == '"':
+                            buf.append('"')
+                            self.pos += 2
+                            continue
+                        self.pos += 1
+                        break
+                    buf.append(ch)
+                    self.pos += 1
+                attr = "".join(buf)
+            else:
+                end = at
+                while end < len(self.text) and self.text[end] not in ",[]\"":
+                    end += 1
+                attr = self.text[at:end].strip()
+                self.pos = end
+            if not attr:
+                raise self.fail(f"expected an attribute name in {name}[...]", at)
+            names.append(attr)
+            c = self.peek()
+            if c == ",":
+                self.pos += 1
+            elif c == "]":
+                self.pos += 1
+                return names
+            else:
+                found = repr(c) if c else "end of spec"
+                raise self.fail(f"expected ',' or ']' in {name}[...], found {found}")
+
+    def named_atom(self, name: str, start: int) -> Workload:
+        """``NAME[attrs]...``: the atom with the sizes of the named domain attributes."""
+        bracket = self.pos
+        attrs = self.attribute_names(name)
+        if self.domain is None:
+            raise self.fail(f"{name}[...] names attributes of a domain; give the domain: "
+                            "`factorize plan --domain FILE.json` (sizes or a schema), or write sizes "
+                            f"({name}:N...)", bracket)
+        unknown = [a for a in attrs if a not in self.domain]
+        if unknown:
+            raise self.fail(f"unknown attribute(s) {unknown}; the domain (--domain) has "
+                            f"{', '.join(self.domain.attributes)}", bracket)
+        if len(set(attrs)) != len(attrs):
+            raise self.fail(f"{name}[...] names an attribute twice", bracket)
+        sizes = [int(self.domain[a]) for a in attrs]
+        self.layout = tuple(attrs)
+        if name == "width":
+            if len(attrs) != 1:
+                raise self.fail("width[ATTR]:W takes one attribute", bracket)
+            self.expect(":", "before the range width in width[ATTR]:W")
+            w = self.integer("the range width w in width[ATTR]:W")
+            n = sizes[0]
+            return self.build(lambda: width_range(n, w), f"width:{n}:{w}", start, max(n - w + 1, 1) * n)
+        if name in ("marginals", "marginals_upto"):
+            self.expect(":", f"before the marginal way in {name}[ATTRS]:WAY")
+            return self.atom(name, start, False, dims=sizes)
+        return self.atom(name, start, False, dims=sizes)
+
+    def combine(self, name: str, layouts: list[tuple[str, ...] | None], start: int) -> tuple[str, ...] | None:
+        """The attributes a ``kron`` / ``vstack`` names, from its parts' (module docstring)."""
+        named = [lay for lay in layouts if lay is not None]
+        if not named:
+            return None
+        if len(named) != len(layouts):
+            raise self.fail(f"{name}(...) mixes parts that name attributes with parts given by sizes; "
+                            "name every part's attributes (e.g. prefix[age]) or none", start)
+        if name == "kron":
+            out = tuple(a for lay in named for a in lay)
+            twice = sorted({a for a in out if out.count(a) > 1})
+            if twice:
+                raise self.fail(f"kron(...) names attribute(s) {twice} in more than one factor; each "
+                                "attribute is one axis of the product", start)
+            return out
+        first = named[0]
+        for lay in named[1:]:
+            if lay != first:
+                raise self.fail(f"the parts of vstack(...) name different attributes ({', '.join(first)}) "
+                                f"and ({', '.join(lay)}); every part must name the same attributes in the "
+                                "same order (cross a part with total[ATTR] to sum an attribute out)", start)
+        return first
+
     def build(self, make: Callable[[], Workload], normalized: str, start: int,
               entries: int = 0) -> Workload:
         """Build (or reuse) the workload of ``normalized``, charging ``entries`` to the spec's
@@ -394,7 +523,7 @@ class _Parser:
 
 
 def parse_workload(spec: str, *, embedded: dict[str, Workload] | None = None,
-                   read_files: bool = True) -> Workload:
+                   read_files: bool = True, domain: Any = None) -> Workload:
     """Build the workload described by ``spec`` (see the module docstring for the grammar).
 
     Examples: ``"prefix:64"``, ``"marginals:2x2x2x2x2x2x2x2:2"``,
@@ -404,7 +533,9 @@ def parse_workload(spec: str, *, embedded: dict[str, Workload] | None = None,
 
     ``embedded``: content-addressed custom matrices (fingerprint → workload) that
     ``file:sha256=…`` leaves resolve to (a plan's own arrays). ``read_files=False`` refuses
-    ``file:PATH`` (the executor never opens a path named in a plan).
+    ``file:PATH`` (the executor never opens a path named in a plan). ``domain``: the
+    :class:`~workloads.Domain` whose sizes attribute-named forms (``prefix[age]``) read; use
+    :func:`resolve_workload_spec` to get the domain projected onto those attributes too.
 
     Raises :class:`WorkloadSpecError` quoting the spec, listing the accepted forms
     and pointing at the failing position.
@@ -419,7 +550,33 @@ def parse_workload(spec: str, *, embedded: dict[str, Workload] | None = None,
     if len(spec) > MAX_SPEC_CHARS:
         raise WorkloadSpecError(f"a workload spec may be at most {MAX_SPEC_CHARS} characters long, "
                                 f"got {len(spec)}", spec=spec[:80] + "…", position=None)
-    return _Parser(spec, embedded, read_files).parse()
+    return _Parser(spec, embedded, read_files, domain).parse()
+
+
+def _names_attributes(spec: str) -> bool:
+    """Whether ``spec`` may use an attribute-named form (a cheap test before parsing)."""
+    return "[" in spec
+
+
+def resolve_workload_spec(spec: str, domain: Any) -> tuple[str, Any]:
+    """``(spec, domain)`` with attribute-named forms (``marginals[sex,race]:2``,
+    ``kron(prefix[age],identity[sex])``; module docstring) replaced by sizes read from
+    ``domain``, and the domain projected onto the named attributes in the spec's order (its
+    schema, if any, projected with it). A spec that names no attribute comes back unchanged,
+    with the domain unchanged. This is what ``factorize plan --workload SPEC --domain FILE``
+    applies before planning: the plan stores the size-typed spec and the projected domain.
+
+    Raises :class:`WorkloadSpecError` (naming ``--domain``) when the spec names attributes
+    and ``domain`` is None or lacks them."""
+    if not isinstance(spec, str) or not _names_attributes(spec):
+        return spec, domain
+    if len(spec) > MAX_SPEC_CHARS:
+        parse_workload(spec)  # the length error
+    parser = _Parser(spec, None, True, domain)
+    workload = parser.parse()
+    if parser.layout is None:
+        return spec, domain
+    return workload.spec or spec, domain.project(list(parser.layout))
 
 
 _ATOM_ENTRIES: dict[str, Callable[[int], int]] = {

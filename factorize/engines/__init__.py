@@ -1,7 +1,9 @@
 """Execution engines: turn private records into a histogram ``h`` over a :class:`workloads.Domain`.
 
-- :func:`histogram_duckdb`: from a CSV or Parquet file, computed inside an embedded DuckDB
-  (records are never loaded as Python objects).
+- :func:`histogram_duckdb`: from a CSV or Parquet file or a DuckDB table / view
+  (``"FILE.duckdb::TABLE"``, :class:`DuckDBTable`), computed inside an embedded DuckDB
+  (records are never loaded as Python objects). With a domain that carries a public schema
+  (``docs/schema.md``) the records hold raw values, mapped to codes in SQL.
 - :func:`histogram_numpy`: from an in-memory ``(n, d)`` records array (reference engine).
 - :func:`histogram_from_npy`: load and validate a histogram saved with ``np.save``.
 - :func:`distinct_records_duckdb`: the records' distinct value tuples with counts (no dense
@@ -21,12 +23,14 @@ their attributes. All raise :class:`DataError`, whose messages never contain rec
 """
 
 from ._common import MAX_HISTOGRAM_CELLS
-from .duckdb_engine import INTEGER_PATTERN, distinct_records_duckdb, histogram_duckdb, marginals_duckdb
+from .duckdb_engine import (INTEGER_PATTERN, DuckDBTable, distinct_records_duckdb, histogram_duckdb,
+                            marginals_duckdb)
 from .errors import DataError
 from .marginals import MAX_MARGINAL_CELLS, MarginalTables, SparseTable, marginals_from_histogram, normalize_subsets
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
 __all__ = [
+    "DuckDBTable",
     "INTEGER_PATTERN",
     "MAX_HISTOGRAM_CELLS",
     "MAX_MARGINAL_CELLS",

@@ -10,8 +10,15 @@ from workloads.domain import Domain
 
 from .errors import DataError
 
-__all__ = ["MAX_COUNT", "MAX_HISTOGRAM_CELLS", "check_counts", "check_domain", "format_problems", "rows",
-           "row_major_strides"]
+__all__ = ["MAX_COUNT", "MAX_HISTOGRAM_CELLS", "RAW_VALUES_HINT", "check_counts", "check_domain",
+           "format_problems", "format_schema_problems", "rows", "row_major_strides"]
+
+#: Added to a message about values that are not integer codes (a domain of sizes only).
+RAW_VALUES_HINT = ("if a column holds raw values (labels, numbers to bin) rather than integer codes, "
+                   "describe them in a public domain schema and pass it as --domain (docs/schema.md)")
+#: Added to a message about values outside a domain schema.
+SCHEMA_HINT = ("give such values a code in the schema (\"outside\": \"catch_all\", or \"clamp\" for an "
+               "integer or numeric attribute; docs/schema.md) or correct the data")
 
 #: Largest domain (number of cells ``N``) the engines build a histogram for. Cell indices
 #: then fit comfortably in a signed 64-bit integer; larger domains must be handled through
@@ -96,7 +103,31 @@ def format_problems(
             parts.append(f"column {name!r}: " + ", ".join(kinds))
     if not parts:
         return None
+    hint = f" ({RAW_VALUES_HINT})" if any(c[1] for c in counts) else ""
     return (
         f"invalid values in {len(parts)} column(s) of {n_rows} rows (values are not shown, "
-        f"records are private): " + "; ".join(parts)
+        f"records are private): " + "; ".join(parts) + hint
+    )
+
+
+def format_schema_problems(schema: Any, counts: list[tuple[int, int, int]], n_rows: int) -> str | None:
+    """Message for per-column counts ``(missing, unparsed, outside)`` of raw values mapped by
+    a :class:`workloads.schema.DomainSchema`, or None if all zero (names the rule each broke,
+    from the public schema; never a value)."""
+    parts = []
+    for attr, (missing, unparsed, outside) in zip(schema.attributes, counts):
+        kinds = []
+        if missing:
+            kinds.append(f"{rows(missing)} missing (NULL/empty/NaN)")
+        if unparsed:
+            kinds.append(f"{rows(unparsed)} {attr.unparsed_text()}")
+        if outside:
+            kinds.append(f"{rows(outside)} {attr.rule_text()}")
+        if kinds:
+            parts.append(f"column {attr.name!r}: " + ", ".join(kinds))
+    if not parts:
+        return None
+    return (
+        f"values outside the domain schema in {len(parts)} column(s) of {n_rows} rows (values are "
+        f"not shown, records are private): " + "; ".join(parts) + f" ({SCHEMA_HINT})"
     )

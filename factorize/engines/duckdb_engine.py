@@ -23,6 +23,19 @@ histograms of projections onto attribute subsets) by grouped scans of the distin
 codes, for domains of any number of cells; :func:`distinct_records_duckdb` returns the
 distinct tuples themselves.
 
+**Raw values** (``docs/schema.md``): when the domain carries a public
+:class:`~workloads.schema.DomainSchema`, the scan maps every raw column to its code in SQL
+with the schema's rules (:meth:`AttributeSchema.prepare_sql` / ``code_sql``: a CASE per
+categorical value, the integer offset, a binary search over numeric bin edges) and groups
+the rows by their codes; a value outside the schema gets a negative status, counted per
+column (never shown), or the catch-all code / a clamped code where the schema says so.
+Inputs are CSV, Parquet, or a table or view of a DuckDB database file, named
+``"FILE.duckdb::TABLE"`` (or :class:`DuckDBTable`), attached read-only.
+
+A CSV file may not contain blank lines (DuckDB would skip them silently; a blank line is no
+record, and in a one-column file it could be a record with a missing value): the first one is
+refused with its line number.
+
 Records are private: error messages name columns and count rows, never show values. DuckDB's
 own error messages can quote a CSV line, so they are replaced by a summary (line number and
 kind of problem). Spilling to disk is disabled (``temp_directory=''``): no intermediate
@@ -33,9 +46,11 @@ from __future__ import annotations
 
 import csv
 import functools
+import mmap
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,18 +58,21 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_counts, check_domain, format_problems, row_major_strides
+from ._common import (check_counts, check_domain, format_problems, format_schema_problems,
+                      row_major_strides)
 from .errors import DataError
 from .marginals import MAX_MARGINAL_CELLS, MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans, subset_cells
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
 __all__ = [
+    "DuckDBTable",
     "INTEGER_PATTERN",
     "distinct_records_duckdb",
     "histogram_duckdb",
     "histogram_from_npy",
     "histogram_numpy",
     "marginals_duckdb",
+    "parse_table_ref",
 ]
 
 #: How an integer must be written in a text (CSV or string) column, after trimming spaces.
@@ -85,6 +103,85 @@ def _literal(text: str) -> str:
 
 
 # -- file and columns -------------------------------------------------------------------------
+
+#: Suffixes of DuckDB database files accepted in ``"FILE::TABLE"``.
+DATABASE_SUFFIXES = (".duckdb", ".db", ".ddb")
+TABLE_SEPARATOR = "::"
+
+
+@dataclass(frozen=True)
+class DuckDBTable:
+    """A table or view of a DuckDB database file (attached read-only): ``table`` is ``NAME``
+    or ``SCHEMA.NAME``. On the command line: ``--data FILE.duckdb::TABLE``."""
+
+    database: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.database}{TABLE_SEPARATOR}{self.table}"
+
+
+def parse_table_ref(data: Any) -> DuckDBTable | None:
+    """A :class:`DuckDBTable` for ``"FILE.duckdb::TABLE"`` (or a DuckDBTable), None for
+    anything else (a file path)."""
+    if isinstance(data, DuckDBTable):
+        return data
+    if not isinstance(data, str) or TABLE_SEPARATOR not in data:
+        return None
+    db, table = data.rsplit(TABLE_SEPARATOR, 1)
+    if not db.lower().endswith(DATABASE_SUFFIXES):
+        return None
+    return DuckDBTable(db, table)
+
+
+def _table_parts(ref: DuckDBTable) -> list[str]:
+    parts = ref.table.split(".")
+    if not ref.table or len(parts) > 2 or not all(parts):
+        raise DataError(f"--data {str(ref)!r}: name a table or view as TABLE or SCHEMA.TABLE after "
+                        f"'{TABLE_SEPARATOR}' (e.g. warehouse.duckdb::adult_raw)")
+    return parts
+
+
+def _check_database(ref: DuckDBTable) -> Path:
+    p = Path(ref.database)
+    if not p.is_file():
+        raise DataError(f"DuckDB database file {str(p)!r} (in --data {str(ref)!r}) does not exist or "
+                        "is not a regular file")
+    _table_parts(ref)
+    return p
+
+
+def _blank_line(p: Path) -> int | None:
+    """The 1-based number of the first blank line of a CSV file (outside quoted fields), or
+    None. A fast byte search first; the csv module confirms a candidate (a quoted field may
+    hold an empty line)."""
+    try:
+        if p.stat().st_size == 0:
+            return None
+        with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            if mm.find(b"\n\n") < 0 and mm.find(b"\n\r\n") < 0:
+                return None
+    except (OSError, ValueError):
+        return None  # unreadable: DuckDB reports it
+    try:
+        with open(p, newline="", encoding="utf-8-sig", errors="replace") as fh:
+            reader = csv.reader(fh, delimiter=",", quotechar='"', doublequote=True)
+            for row in reader:
+                if not row:
+                    return reader.line_num
+    except csv.Error:
+        return None  # malformed: DuckDB reports it with its line
+    return None
+
+
+def check_blank_lines(p: Path, label: str | None = None) -> None:
+    """Refuse a CSV file with a blank line (:class:`DataError` with its line number)."""
+    line = _blank_line(p)
+    if line is not None:
+        raise DataError(f"CSV file {label or str(p)!r}: line {line} is blank; a blank line is not a "
+                        "record (DuckDB and Spark would skip it silently, and in a one-column file it "
+                        "may be a record whose value is missing): remove blank lines, or write missing "
+                        "values as empty fields of a row")
 
 
 def _check_path(path: Any) -> tuple[Path, str]:
@@ -161,8 +258,9 @@ def _match_columns(
         raise DataError(f"{what} has more than one column named {repeated}")
     if others and strict:
         raise DataError(
-            f"{what} has column(s) {others} that are not domain attributes; remove them, or pass "
-            f"allow_extra_columns=True (or columns=[...]) to ignore them"
+            f"{what} has column(s) {others} that are not domain attributes; remove them, or ignore "
+            f"them with `factorize run --ignore-extra-columns` (in Python: allow_extra_columns=True "
+            f"or columns=[...])"
         )
     return [file_names.index(c) for c in wanted]
 
@@ -201,6 +299,56 @@ def _column_sql(col: str, sql_type: str, size: int, name: str) -> tuple[str, str
     raise DataError(f"column {name!r} has type {sql_type}, which cannot hold integer codes")
 
 
+def type_class(sql_type: str) -> str | None:
+    """The :data:`workloads.schema.TYPE_CLASSES` class of a DuckDB column type, or None."""
+    t = sql_type.upper()
+    if t == "VARCHAR" or t.startswith(("VARCHAR(", "ENUM(")):
+        return "text"
+    if t in _INT_TYPES:
+        return "integer"
+    if t in _FLOAT_TYPES:
+        return "float"
+    if t.startswith(("DECIMAL", "NUMERIC")):
+        return "decimal"
+    if t == "BOOLEAN":
+        return "boolean"
+    if t == '"NULL"' or t == "NULL":
+        return "null"
+    return None
+
+
+def _signed_type(size: int) -> str:
+    """The smallest DuckDB integer type holding the codes ``0 .. size-1`` and the statuses
+    ``-1 .. -3`` (narrow group keys aggregate faster)."""
+    for bound, name in ((2**7, "TINYINT"), (2**15, "SMALLINT"), (2**31, "INTEGER")):
+        if size <= bound:
+            return name
+    return "BIGINT"
+
+
+def _schema_sql(domain: Domain, refs: list[str], types: list[str]) -> tuple[list[str], list[str]]:
+    """Stage-1 expressions (aliased ``p{j}_{i}``) and the code expression of every attribute of
+    a domain with a schema, over the source columns ``refs`` of SQL types ``types``."""
+    from workloads.schema import SchemaTypeError
+
+    preps: list[str] = []
+    codes: list[str] = []
+    for j, attr in enumerate(domain.schema.attributes):
+        tc = type_class(types[j])
+        if tc is None:
+            raise DataError(f"column {attr.name!r} has type {types[j]}, which the domain schema cannot "
+                            "map (a text, integer, float, decimal or boolean column is needed)")
+        ref = refs[j] if not types[j].upper().startswith("ENUM(") else f"CAST({refs[j]} AS VARCHAR)"
+        try:
+            exprs = attr.prepare_sql(ref, tc, "duckdb")
+            names = [_ident(f"p{j}_{i}") for i in range(len(exprs))]
+            codes.append(f"CAST({attr.code_sql(names, tc, 'duckdb')} AS {_signed_type(attr.size)})")
+        except SchemaTypeError as exc:
+            raise DataError(f"column {attr.name!r} has type {types[j]}: it {exc}") from None
+        preps += [f"{e} AS {n}" for e, n in zip(exprs, names)]
+    return preps, codes
+
+
 def _perfect_ht_bits(domain: Domain) -> int:
     # DuckDB needs about bit_length(range) (+1 for NULL) bits per grouped column.
     need = sum(int(s).bit_length() + 1 for s in domain.sizes)
@@ -211,12 +359,25 @@ _CSV_LINE = re.compile(r"CSV Error on Line: (\d+)")
 _CSV_COLUMNS = re.compile(r"Expected Number of Columns: (\d+) Found: (\d+)")
 
 
-def _read_error(exc: Exception, p: Path, fmt: str) -> DataError:
+def _read_error(exc: Exception, p: Path, fmt: str, table: DuckDBTable | None = None) -> DataError:
     """A DataError for a DuckDB failure, without DuckDB's text (it may quote record contents)."""
     kind = type(exc).__name__
     text = str(exc)
     if "OutOfMemory" in kind:
         return DataError(f"DuckDB ran out of memory while reading {str(p)!r} ({kind})")
+    if fmt == "table":
+        name = table.table if table is not None else "?"
+        last = name.rsplit(".", 1)[-1]
+        if "does not exist" in text and f"name {last} does not exist" in text:
+            return DataError(f"DuckDB database {str(p)!r} has no table or view {name!r} (--data "
+                             f"FILE.duckdb::TABLE names one; the names are case-sensitive as written)")
+        if "does not exist" in text:
+            return DataError(f"the view {name!r} of DuckDB database {str(p)!r} refers to a table or "
+                             "view that does not resolve when the database is attached read-only "
+                             "(qualify the names inside the view, e.g. main.TABLE)")
+        return DataError(f"DuckDB cannot read table or view {name!r} of database {str(p)!r} ({kind}; "
+                         "its message is withheld: it may quote record contents; the database is "
+                         "attached read-only, so it may not be open for writing by another process)")
     line = _CSV_LINE.search(text)
     if fmt == "csv" and line:
         cols = _CSV_COLUMNS.search(text)
@@ -254,10 +415,16 @@ def histogram_duckdb(
     Parameters
     ----------
     path:
-        ``.csv`` (comma-separated, UTF-8, header row required), ``.parquet`` or ``.pq``.
+        ``.csv`` (comma-separated, UTF-8, header row required, no blank lines), ``.parquet`` or
+        ``.pq``; or a table or view of a DuckDB database file, ``"FILE.duckdb::TABLE"`` (or
+        ``SCHEMA.TABLE``; a :class:`DuckDBTable`), attached read-only.
     domain:
         The domain; ``domain.size`` must be at most ``2**40`` (else use marginals: a
-        projection of the domain onto a few attributes).
+        projection of the domain onto a few attributes). When it carries a public
+        :class:`~workloads.schema.DomainSchema`, the records hold raw values, mapped to codes
+        by the schema's rules (module docstring); values outside the schema are counted per
+        column in one :class:`DataError` (never shown) unless the schema clamps them or has a
+        catch-all.
     columns:
         File column holding each domain attribute, in domain order (default: the attribute
         names). When given, other columns of the file are ignored.
@@ -266,7 +433,7 @@ def histogram_duckdb(
     threads:
         DuckDB worker threads (default: DuckDB's, the number of cores).
 
-    Every value must be an integer in ``0 .. sizes[j]-1``: integer or boolean columns,
+    Without a schema, every value must be an integer in ``0 .. sizes[j]-1``: integer or boolean columns,
     integral float/decimal values, or text matching :data:`INTEGER_PATTERN`. NULL, empty
     and NaN values, non-integers (``1.5``, ``abc``) and out-of-range values are counted per
     column and reported in one :class:`DataError` (no values shown); so are an empty file,
@@ -360,11 +527,17 @@ def _run(path: Any, domain: Domain, columns: Sequence[str] | None, allow_extra_c
          threads: int | None, finish: Any) -> Any:
     """Open an in-memory DuckDB, group and check the records, then ``finish`` (histogram or
     distinct tuples); DuckDB errors become :class:`DataError`."""
-    p, fmt = _check_path(path)
+    table = parse_table_ref(path)
+    if table is not None:
+        p, fmt = _check_database(table), "table"
+    else:
+        p, fmt = _check_path(path)
     wanted = _source_columns(domain, columns)
     strict = columns is None and not allow_extra_columns
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise DataError(f"threads must be a positive int or None, got {threads!r}")
+    if fmt == "csv":
+        check_blank_lines(p)
 
     import duckdb  # deferred: importing factorize.engines should not require loading DuckDB
 
@@ -379,19 +552,24 @@ def _run(path: Any, domain: Domain, columns: Sequence[str] | None, allow_extra_c
         config["threads"] = threads
     con = duckdb.connect(":memory:", config=config)
     try:
-        status_code, n_rows = _grouped(con, p, fmt, domain, wanted, strict)
+        status_code, n_rows = _grouped(con, p, fmt, domain, wanted, strict, table)
         return finish(con, domain, status_code, n_rows)
     except duckdb.Error as exc:
-        raise _read_error(exc, p, fmt) from None
+        raise _read_error(exc, p, fmt, table) from None
     finally:
         con.close()
 
 
+_SOURCE_DB = "__factorize_source"
+
+
 def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
-             strict: bool) -> tuple[list[tuple[str, str]], int]:
-    """Steps 1–2: the temporary table g of distinct raw tuples with counts, checked; returns
-    the per-column (status, code) SQL and the number of rows. DuckDB errors propagate."""
+             strict: bool, table: DuckDBTable | None = None) -> tuple[list[tuple[str, str]], int]:
+    """Steps 1–2: the temporary table g of distinct raw tuples with counts (or, with a domain
+    schema, of distinct code tuples, statuses included), checked; returns the per-column
+    (status, code) SQL and the number of rows. DuckDB errors propagate."""
     d = len(domain)
+    subject = f"data file {str(p)!r}"
     if fmt == "csv":
         header = _csv_header(p)
         pos = _match_columns(header, wanted, strict, f"CSV file {str(p)!r}")
@@ -404,19 +582,37 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         refs = [_ident(f"c{i}") for i in pos]
         types = ["VARCHAR"] * d
     else:
-        source = f"read_parquet({_literal(str(p))})"
+        if fmt == "table":
+            assert table is not None
+            con.execute(f"ATTACH {_literal(str(p))} AS {_ident(_SOURCE_DB)} (READ_ONLY)")
+            source = ".".join(_ident(x) for x in [_SOURCE_DB, *_table_parts(table)])
+            what = f"table {table.table!r} of DuckDB database {str(p)!r}"
+            subject = what
+        else:
+            source = f"read_parquet({_literal(str(p))})"
+            what = f"Parquet file {str(p)!r}"
         described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
         names = [str(r[0]) for r in described]
-        pos = _match_columns(names, wanted, strict, f"Parquet file {str(p)!r}")
+        pos = _match_columns(names, wanted, strict, what)
         refs = [_ident(names[i]) for i in pos]
         types = [str(described[i][1]) for i in pos]
 
-    # Per-column status/code on the grouped table g(v0..v{d-1}, count).
-    status_code = [_column_sql(_ident(f"v{j}"), types[j], s, domain.attributes[j]) for j, s in enumerate(domain.sizes)]
-
-    # 1. One scan: distinct raw value tuples with their counts (in memory only).
-    select = ", ".join(f"{r} AS {_ident(f'v{j}')}" for j, r in enumerate(refs))
-    con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM {source} GROUP BY ALL")
+    if domain.schema is not None:
+        # 1. One scan: every raw value mapped to its code (or a negative status) by the
+        # schema's SQL, rows grouped by their code tuples (in memory only).
+        preps, codes = _schema_sql(domain, refs, types)
+        select = ", ".join(f"{c} AS {_ident(f'v{j}')}" for j, c in enumerate(codes))
+        con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM "
+                    f"(SELECT {', '.join(preps)} FROM {source}) GROUP BY ALL")
+        status_code = [(f"CASE WHEN {_ident(f'v{j}')} >= 0 THEN 0 ELSE -{_ident(f'v{j}')} END",
+                        f"CAST({_ident(f'v{j}')} AS BIGINT)") for j in range(d)]
+    else:
+        # Per-column status/code on the grouped table g(v0..v{d-1}, count).
+        status_code = [_column_sql(_ident(f"v{j}"), types[j], s, domain.attributes[j])
+                       for j, s in enumerate(domain.sizes)]
+        # 1. One scan: distinct raw value tuples with their counts (in memory only).
+        select = ", ".join(f"{r} AS {_ident(f'v{j}')}" for j, r in enumerate(refs))
+        con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM {source} GROUP BY ALL")
 
     # 2. Checks: one aggregate query, per-column counts weighted by the group counts.
     statuses = ", ".join(f"{st} AS {_ident(f's{j}')}" for j, (st, _) in enumerate(status_code))
@@ -426,11 +622,14 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
     row = con.execute(f"SELECT sum({_COUNT}), {aggs} FROM (SELECT {_COUNT}, {statuses} FROM g)").fetchone()
     n_rows = int(row[0] or 0)
     if n_rows == 0:
-        raise DataError(f"data file {str(p)!r} has no records (0 rows): refusing to build an empty histogram")
+        raise DataError(f"{subject} has no records (0 rows): refusing to build an empty histogram")
     counts = [tuple(int(row[1 + 3 * j + k] or 0) for k in range(3)) for j in range(d)]
-    msg = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)  # type: ignore[arg-type]
+    if domain.schema is not None:
+        msg = format_schema_problems(domain.schema, counts, n_rows)  # type: ignore[arg-type]
+    else:
+        msg = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)  # type: ignore[arg-type]
     if msg:
-        raise DataError(f"data file {str(p)!r}: {msg}")
+        raise DataError(f"{subject}: {msg}")
     return status_code, n_rows
 
 

@@ -34,6 +34,14 @@ after trimming spaces; CSV is read with every column as a string). Every express
 ``spark.sql.ansi.enabled``; :func:`spark_session` enables ANSI mode so that anything
 unexpected fails instead of giving a wrong count.
 
+**Raw values**: when the domain carries a public :class:`~workloads.schema.DomainSchema`
+(``docs/schema.md``), each raw column is mapped to its code in Spark SQL by the schema's own
+expressions (``AttributeSchema.prepare_sql`` / ``code_sql`` in the ``spark`` dialect: the same
+rules as the DuckDB engine, the same messages), before the shuffle; values outside the schema
+are counted per column (never shown), or take the catch-all / clamped code where the schema
+says so. CSV files may not contain blank lines (Spark's parser skips them silently): local
+files and directories are checked byte-wise, other URIs by one extra text scan.
+
 Records are private: Spark's own error messages can quote a CSV line or a value, so they are
 replaced by the error class names (``FAILED_READ_FILE``, ``MALFORMED_RECORD_IN_PARSING``...);
 the session made by :func:`spark_session` logs at level ``FATAL`` only.
@@ -63,8 +71,8 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_counts, check_domain, format_problems, row_major_strides
-from .duckdb_engine import INTEGER_PATTERN, _csv_header, _match_columns, _source_columns
+from ._common import check_counts, check_domain, format_problems, format_schema_problems, row_major_strides
+from .duckdb_engine import INTEGER_PATTERN, _csv_header, _match_columns, _source_columns, check_blank_lines
 from .errors import DataError
 from .marginals import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
 
@@ -429,6 +437,73 @@ def _column_exprs(j: int, dtype: Any, size: int, name: str) -> tuple[Any, Any]:
     raise DataError(f"column {name!r} has type {dtype.simpleString().upper()}, which cannot hold integer codes")
 
 
+def _type_class(dtype: Any) -> str | None:
+    """The :data:`workloads.schema.TYPE_CLASSES` class of a Spark data type, or None."""
+    from pyspark.sql import types as T
+
+    if _is_text(dtype):
+        return "text"
+    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return "integer"
+    if isinstance(dtype, (T.FloatType, T.DoubleType)):
+        return "float"
+    if isinstance(dtype, T.DecimalType):
+        return "decimal"
+    if isinstance(dtype, T.BooleanType):
+        return "boolean"
+    if isinstance(dtype, T.NullType):
+        return "null"
+    return None
+
+
+def _schema_exprs(domain: Domain, pos: list[int], types: list[Any]) -> tuple[list[Any], list[Any]]:
+    """Stage-1 columns (``p{j}_{i}``) and the result column ``r{j}`` (the code, or a negative
+    status) of every attribute of a domain with a schema, from the schema's Spark SQL."""
+    from pyspark.sql import functions as F
+
+    from workloads.schema import SchemaTypeError
+
+    preps: list[Any] = []
+    codes: list[Any] = []
+    for j, attr in enumerate(domain.schema.attributes):
+        tc = _type_class(types[j])
+        if tc is None:
+            raise DataError(f"column {attr.name!r} has type {types[j].simpleString().upper()}, which the "
+                            "domain schema cannot map (a text, integer, float, decimal or boolean column "
+                            "is needed)")
+        try:
+            exprs = attr.prepare_sql(f"`c{pos[j]}`", tc, "spark")
+            names = [f"p{j}_{i}" for i in range(len(exprs))]
+            codes.append(F.expr(attr.code_sql([f"`{n}`" for n in names], tc, "spark")).alias(f"r{j}"))
+        except SchemaTypeError as exc:
+            raise DataError(f"column {attr.name!r} has type {types[j].simpleString().upper()}: it {exc}") from None
+        preps += [F.expr(e).alias(n) for e, n in zip(exprs, names)]
+    return preps, codes
+
+
+def _check_csv_blank_lines(session: Any, spark_path: str, local: Path | None, label: str) -> None:
+    """Refuse blank lines in CSV input: byte-wise for a local file or directory (its visible
+    files, as Spark reads them), by one text scan for any other URI."""
+    if local is not None:
+        if local.is_file():
+            check_blank_lines(local, label)
+            return
+        for f in sorted(local.iterdir()):
+            if f.is_file() and not f.name.startswith(("_", ".")):
+                check_blank_lines(f, f"{label}/{f.name}")
+        return
+    from pyspark.sql import functions as F
+
+    try:
+        blank = session.read.text(spark_path).where(F.col("value") == F.lit("")).limit(1).count()
+    except Exception as exc:  # noqa: BLE001
+        raise _spark_error(exc, repr(label), "csv") from None
+    if blank:
+        raise DataError(f"CSV file {label!r} has a blank line; a blank line is not a record (Spark would "
+                        "skip it silently, and in a one-column file it may be a record whose value is "
+                        "missing): remove blank lines, or write missing values as empty fields of a row")
+
+
 # -- the engine -------------------------------------------------------------------------------
 
 
@@ -540,6 +615,7 @@ def _with_input(data: Any, domain: Domain, columns: Sequence[str] | None, allow_
                 names = _spark_csv_header(session, spark_path, label)
             what = f"CSV file {label!r}"
             _match_columns(names, wanted, strict, what)  # refuse before starting a Spark job
+            _check_csv_blank_lines(session, spark_path, local, label)
             from pyspark.sql import types as T
 
             schema = T.StructType([T.StructField(f"c{i}", T.StringType(), True) for i in range(len(names))])
@@ -588,6 +664,16 @@ def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], str
     except Exception as exc:  # noqa: BLE001
         raise _spark_error(exc, repr(label) if fmt else label, fmt) from None
     types = [fields[i].dataType for i in pos]
+    if domain.schema is not None:
+        # Stage 1: the schema's prepared columns; stage 2: each attribute's code or negative
+        # status r{j}; stage 3: status (0 valid, 1 missing, 2 unparsed, 3 outside) and code.
+        preps, results = _schema_exprs(domain, pos, types)
+        zero = F.lit(0).cast("long")
+        stage3 = [e for j in range(d) for e in (
+            F.when(F.col(f"r{j}") < zero, -F.col(f"r{j}")).otherwise(zero).alias(f"s{j}"),
+            F.when(F.col(f"r{j}") < zero, zero).otherwise(F.col(f"r{j}")).alias(f"k{j}"))]
+        staged = df.select(*preps).select(*results).select(*stage3)
+        return (staged, *_masks(d))
     exprs = [_column_exprs(j, types[j], size, attr)
              for j, (size, attr) in enumerate(zip(domain.sizes, domain.attributes))]  # type checks first
     # Stage 1: trimmed text (and NULL flags) / raw values; stages 2a-2c: text fast path and
@@ -599,6 +685,14 @@ def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], str
             stage2[k] += cols
     # Stage 3: status and code of every column.
     stage3 = [e for j, (st, code) in enumerate(exprs) for e in (st.alias(f"s{j}"), code.alias(f"k{j}"))]
+    staged = df.select(*stage1).select(*stage2[0]).select(*stage2[1]).select(*stage2[2]).select(*stage3)
+    return (staged, *_masks(d))
+
+
+def _masks(d: int) -> tuple[list[list[int]], list[Any]]:
+    """The attribute chunks of the problem masks and the mask expressions (one per chunk)."""
+    from pyspark.sql import functions as F
+
     chunks = [list(range(k, min(k + _MASK_COLUMNS, d))) for k in range(0, d, _MASK_COLUMNS)]
     masks = []
     for chunk in chunks:
@@ -607,8 +701,7 @@ def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], str
             term = F.col(f"s{j}").cast("long") * F.lit(4**t).cast("long")
             m = term if m is None else m + term
         masks.append(m)
-    staged = df.select(*stage1).select(*stage2[0]).select(*stage2[1]).select(*stage2[2]).select(*stage3)
-    return staged, chunks, masks
+    return chunks, masks
 
 
 def _raise_problems(domain: Domain, chunks: list[list[int]], bad_masks: list[np.ndarray],
@@ -621,8 +714,11 @@ def _raise_problems(domain: Domain, chunks: list[list[int]], bad_masks: list[np.
             st = (bad_masks[t] >> (2 * i)) & 3
             for kind in (1, 2, 3):
                 counts[j][kind - 1] += int(bad_cnt[st == kind].sum())
-    msg = format_problems(list(domain.attributes), list(domain.sizes),
-                          [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
+    if domain.schema is not None:
+        msg = format_schema_problems(domain.schema, [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
+    else:
+        msg = format_problems(list(domain.attributes), list(domain.sizes),
+                              [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
     if msg:
         raise DataError(f"{subject}: {msg}")
 

@@ -5,6 +5,9 @@ histogram file or records.
 non-negative integers, no pickle). ``.csv`` / ``.parquet`` / ``.pq``: records whose columns
 are the Domain's attributes, aggregated inside DuckDB (``engines.histogram_duckdb``,
 ``engines.marginals_duckdb``) or Spark without loading the records into Python objects.
+``FILE.duckdb::TABLE``: a table or view of a DuckDB database file (attached read-only;
+DuckDB engine). When the plan's Domain carries a public schema (``docs/schema.md``), the
+records hold raw values and the engine maps them to codes with the schema's rules.
 :func:`load_histogram` gives the dense histogram (domains up to 2**40 cells);
 :func:`load_marginals` gives marginal tables on attribute subsets (records: domains of any
 size, memory proportional to the measured cells). Every problem raises
@@ -16,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +42,18 @@ SUFFIXES = {".npy": "histogram", ".csv": "records", ".parquet": "records", ".pq"
 ENGINES = ("duckdb", "spark")
 
 
+def _table(path: str | os.PathLike[str], engine: str) -> Any:
+    """The DuckDB table named by ``FILE.duckdb::TABLE`` (None for a file path); refused with
+    ``--engine spark``."""
+    from factorize.engines.duckdb_engine import parse_table_ref
+
+    ref = parse_table_ref(os.fspath(path))
+    if ref is not None and engine != "duckdb":
+        raise DataError(f"--data {str(ref)!r} names a DuckDB table, which --engine {engine} cannot "
+                        "read; use --engine duckdb (the default), or give Spark a CSV or Parquet path")
+    return ref
+
+
 def _data_file(path: str | os.PathLike[str]) -> tuple[Path, str]:
     """The data file and its kind (``SUFFIXES``): a DataError for an unknown type or a
     missing file."""
@@ -45,7 +61,7 @@ def _data_file(path: str | os.PathLike[str]) -> tuple[Path, str]:
     kind = SUFFIXES.get(p.suffix.lower())
     if kind is None:
         raise DataError(f"data file {str(p)!r}: unknown type {p.suffix!r}; expected a histogram "
-                        ".npy or records .csv / .parquet")
+                        ".npy, records .csv / .parquet, or a DuckDB table as --data FILE.duckdb::TABLE")
     if not p.is_file():
         raise DataError(f"data file {str(p)!r} does not exist")
     return p, kind
@@ -61,6 +77,12 @@ def load_histogram(path: str | os.PathLike[str], domain: Domain, *,
     and only the histogram comes back)."""
     if engine not in ENGINES:
         raise DataError(f"unknown engine {engine!r}; expected one of {ENGINES}")
+    table = _table(path, engine)
+    if table is not None:
+        h = np.asarray(histogram_duckdb(table, domain, allow_extra_columns=allow_extra_columns), dtype=np.int64)
+        if check_counts(h, f"--data {str(table)!r}") <= 0:
+            raise DataError(f"--data {str(table)!r}: the dataset is empty")
+        return h
     if engine == "spark" and SUFFIXES.get(Path(os.fspath(path)).suffix.lower()) != "histogram":
         from factorize.engines.spark_engine import histogram_spark
 
@@ -89,7 +111,7 @@ def load_marginals(path: str | os.PathLike[str], domain: Domain, subsets: Sequen
     subset, an int64 vector in C order over its attributes (smallest index slowest), equal
     to the dense histogram's ``reshape(sizes).sum(other axes).ravel()``.
 
-    Records (``.csv`` / ``.parquet`` / ``.pq``) are aggregated by ``engine``: ``duckdb``
+    Records (``.csv`` / ``.parquet`` / ``.pq``, or ``FILE.duckdb::TABLE``) are aggregated by ``engine``: ``duckdb``
     (``engines.marginals_duckdb``, default) or ``spark`` (``spark_engine.marginals_spark``:
     the aggregation runs where the records are and only the tables come back); the domain
     may have any number of cells. A histogram ``.npy`` is validated exactly as by
@@ -101,6 +123,12 @@ def load_marginals(path: str | os.PathLike[str], domain: Domain, subsets: Sequen
     if engine not in ENGINES:
         raise DataError(f"unknown engine {engine!r}; expected one of {ENGINES}")
     subs = normalize_subsets(domain, subsets)  # before any data is read
+    table = _table(path, engine)
+    if table is not None:
+        m = marginals_duckdb(table, domain, subs, allow_extra_columns=allow_extra_columns)
+        if m.n_records <= 0:  # defensive: the engine refuses empty data itself
+            raise DataError(f"--data {str(table)!r}: the dataset is empty")
+        return m
     if engine == "spark" and SUFFIXES.get(Path(os.fspath(path)).suffix.lower()) != "histogram":
         from factorize.engines.spark_engine import marginals_spark
 

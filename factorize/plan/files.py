@@ -62,17 +62,37 @@ def write_plan_container(path: str | Path, fmt: str, version: int, manifest: dic
     container.write(path, fmt, version, manifest, arrays)
 
 
+#: A plan whose domain carries a value schema (``docs/schema.md``: raw values → codes) is
+#: written this many schema versions above its kind's, so that a reader from before schemas
+#: refuses it rather than read raw values as codes; a reader of this version accepts both,
+#: and requires the schema exactly when the version says so.
+SCHEMA_BUMP = 1
+
+
+def plan_version(version: int, manifest: dict[str, Any]) -> int:
+    """The schema version a plan of a kind at ``version`` is written at (:data:`SCHEMA_BUMP`)."""
+    dom = manifest.get("domain")
+    return version + SCHEMA_BUMP if isinstance(dom, dict) and "schema" in dom else version
+
+
 def read_plan_container(path: Path, fmt: str, version: int
                         ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``container.read`` (format, version ≤ ``version``, array list, digests), the canonical
-    header and the manifest digest — the checks every plan format shares."""
+    """``container.read`` (format, version ≤ ``version`` — one more for a plan carrying a value
+    schema, :data:`SCHEMA_BUMP` —, array list, digests), the canonical header and the manifest
+    digest — the checks every plan format shares."""
     try:
-        manifest, arrays, head = container.read_with_header(path, fmt, version)
+        manifest, arrays, head = container.read_with_header(path, fmt, version + SCHEMA_BUMP)
     except container.ContainerError as exc:
         raise PlanFormatError(str(exc)) from None
     check_canonical_header(path, head)
     if manifest.get("content_sha256") != content_digest(manifest):
         raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
+    stated = manifest.get("schema_version")
+    if stated == version + SCHEMA_BUMP or plan_version(version, manifest) != version:
+        if plan_version(version, manifest) != stated:
+            raise PlanFormatError(
+                f"{path}: schema version {stated} {'needs' if stated == version + SCHEMA_BUMP else 'cannot carry'} "
+                f"a domain value schema (a plan with one is written at version {version + SCHEMA_BUMP})")
     return manifest, arrays
 
 
@@ -198,7 +218,7 @@ def save_with_embedded(path: str | Path, fmt: str, version: int, manifest: dict[
     """Write a plan whose workload may carry custom matrices (listed in ``workload.embedded``)."""
     listing, emb = embedded_for(embedded)
     manifest["workload"]["embedded"] = listing
-    write_plan_container(path, fmt, version, manifest, {**arrays, **emb})
+    write_plan_container(path, fmt, plan_version(version, manifest), manifest, {**arrays, **emb})
 
 
 def file_sha256(path: str | Path) -> str:
@@ -207,6 +227,16 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _domain_schema(dom: dict[str, Any]) -> Any:
+    """The domain's public schema (``docs/schema.md``), if the manifest carries one: plans
+    written before schemas existed have none (their records are codes)."""
+    if "schema" not in dom:
+        return None
+    from workloads.schema import DomainSchema
+
+    return DomainSchema.from_dict(dom["schema"], source="the plan's domain schema")
 
 
 class ManifestValues(NamedTuple):
@@ -241,7 +271,7 @@ def typed_values(path: Path, m: dict[str, Any], *, relation: bool = True,
             if not is_positive_number(nz.get(key)):
                 raise PlanFormatError(f"{path}: noise {key} must be a finite positive number")
     try:
-        domain = Domain(dom["attributes"], dom["sizes"])
+        domain = Domain(dom["attributes"], dom["sizes"], _domain_schema(dom))
         rel = Neighbouring.parse(m.get("neighbouring")) if relation else None
         guarantee = guarantee_from_dict(require_dict(m, "guarantee"))
         if noise:

@@ -223,8 +223,12 @@ def guarantee_text(g: Guarantee) -> str:
 
 
 def domain_manifest(domain: Domain) -> dict[str, Any]:
-    """A domain as it is written into a plan's manifest."""
-    return {"attributes": list(domain.attributes), "sizes": [int(s) for s in domain.sizes]}
+    """A domain as it is written into a plan's manifest (with its public schema, when it has
+    one: ``docs/schema.md``)."""
+    out: dict[str, Any] = {"attributes": list(domain.attributes), "sizes": [int(s) for s in domain.sizes]}
+    if domain.schema is not None:
+        out["schema"] = domain.schema.to_dict()
+    return out
 
 
 #: What a plan's manifest says of a floating-point sampler.

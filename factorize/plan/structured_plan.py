@@ -250,7 +250,9 @@ def _load(path: Path) -> StructuredPlan:
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
     if m.get("plan_kind") != PLAN_KIND:
         raise PlanFormatError(f"{path}: not a structured plan")
-    if int(m["schema_version"]) != SCHEMA_VERSION:
+    from .files import plan_version
+
+    if int(m["schema_version"]) != plan_version(SCHEMA_VERSION, m):
         raise PlanFormatError(f"{path}: a structured plan must be at schema version {SCHEMA_VERSION}, "
                               f"this one states {m['schema_version']}")
     check_finite(path, arrays)

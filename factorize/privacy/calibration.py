@@ -72,7 +72,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
-from scipy import optimize, special
 
 from .guarantees import (
     ApproxDP,
@@ -153,6 +152,8 @@ def _log_delta_unit(epsilon: float, s: float) -> float:
     which stays accurate where both terms are tiny (large σ, tiny δ) and avoids overflow of
     e^ε for large ε.
     """
+    from scipy import special  # here, not at import (start-up of the run path)
+
     a = 0.5 / s
     b = epsilon * s
     l1 = special.log_ndtr(a - b)
@@ -224,6 +225,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     if f(hi) == -math.inf:
         log_s = hi
     else:
+        from scipy import optimize  # here, not at import (start-up of the run path)
+
         log_s = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4e-15, maxiter=500)
     s = math.exp(log_s) * (1.0 + 1e-11)
     sigma = s * sens
@@ -288,6 +291,8 @@ def _zcdp_log_delta(rho: float, epsilon: float) -> tuple[float, float]:
     k = int(np.argmin(vals))
     lo = math.log(grid[max(k - 1, 0)])
     hi = math.log(grid[min(k + 1, grid.size - 1)])
+    from scipy import optimize  # here, not at import (start-up of the run path)
+
     res = optimize.minimize_scalar(
         lambda u: _log_conv(math.exp(u), rho, epsilon),
         bounds=(lo, hi),

@@ -1,0 +1,434 @@
+"""Raw data in the engines (issue 16): mapping raw columns to codes with a domain schema,
+against the coded path, on 10⁷ synthetic Parquet records; and raw-string Adult → all 2-way
+marginal answers through the CLI.
+
+    python reports/bench_raw.py [--n 10000000] [--repeats 5] [--csv-n 1000000] [--spark]
+
+Writes ``reports/bench_raw.md`` and ``reports/bench_raw.json``.
+
+1. **Synthetic records** (numpy seed ``SEED``, uniform codes, non-private) over an Adult-like
+   schema: sex, race, relationship (categorical text), income>50K (boolean), age (integer
+   range 17..90, clamped) and salary (numeric, 20 bins, clamped; raw values continuous
+   float64 drawn uniformly inside each bin), N = 177,600 cells. The same records are written
+   as a *coded* Parquet file (int32 codes, read with the domain of sizes) and a *raw* one
+   (strings, bool, int64, float64, read with the schema), row groups of 10⁶, in a temporary
+   directory outside the repository. ``engines.histogram_duckdb`` and ``marginals_duckdb``
+   (all 15 2-way marginals) are timed end to end, path → validated counts, coded and raw
+   alternately (ABAB…, so drift in the machine's load hits both), and every result is
+   compared with the NumPy counts of the generated codes. A second raw variant leaves out the
+   float column (5 attributes, N = 8,880) to show what the continuous column costs, and a
+   *floor* groups those raw columns in DuckDB with no mapping and no checks. The
+   1-minute load average is recorded around every measurement: other work may share the
+   machine, and the ratios (measured in the same run, interleaved) are the figures to read.
+2. **Raw-string Adult**: the raw copy of ``../shared/data/adult`` built by
+   ``tests/raw_adult.py`` (its schema uses every kind of attribute), all 2-way marginals
+   (148,137 answers, structured residual plan, ρ = 0.5): ``factorize plan`` and
+   ``factorize run --seed 1`` (verification, engine, measurement, noise, writing) each in a
+   fresh process, wall time including the interpreter start; raw CSV, raw Parquet, and the
+   coded CSV with the domain of sizes; the answers of raw and coded runs must be identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import duckdb  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.csv as pacsv  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from factorize.engines import histogram_duckdb, marginals_duckdb  # noqa: E402
+from factorize.io.provenance import machine_info  # noqa: E402
+from workloads import Domain  # noqa: E402
+from workloads.schema import DomainSchema  # noqa: E402
+
+SEED = 20261116
+ROW_GROUP = 1_000_000
+SEX = ["Female", "Male"]
+RACE = ["White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"]
+REL = ["Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried"]
+SALARY_EDGES = [2500 * i for i in range(20)] + [1_000_000]
+SCHEMA_DOC = {"format": "factorize-domain-schema", "version": 1, "attributes": [
+    {"name": "sex", "kind": "categorical", "values": SEX},
+    {"name": "race", "kind": "categorical", "values": RACE},
+    {"name": "relationship", "kind": "categorical", "values": REL},
+    {"name": "income>50K", "kind": "categorical", "values": [False, True]},
+    {"name": "age", "kind": "integer", "min": 17, "max": 90, "outside": "clamp"},
+    {"name": "salary", "kind": "numeric", "edges": SALARY_EDGES, "closed": "left", "outside": "clamp"},
+]}
+
+
+def load1() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process (all threads): the work done, less sensitive than the wall
+    time to other processes sharing the cores."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def group_raw_sql(path: Path, names: list[str]) -> int:
+    """The floor of any raw path: DuckDB groups the raw columns themselves (no mapping, no
+    checks); returns the number of rows."""
+    con = duckdb.connect(":memory:", config={"temp_directory": "", "preserve_insertion_order": False})
+    try:
+        cols = ", ".join('"' + n.replace('"', '""') + '"' for n in names)
+        return int(con.execute(f"SELECT sum(n) FROM (SELECT {cols}, count(*) AS n FROM "
+                               f"read_parquet('{path}') GROUP BY ALL)").fetchone()[0])
+    finally:
+        con.close()
+
+
+def generate(n: int, tmp: Path, rng: np.random.Generator) -> dict[str, Any]:
+    """Coded and raw Parquet files of the same ``n`` records; the codes' histogram."""
+    schema = DomainSchema.from_dict(SCHEMA_DOC)
+    sizes = schema.sizes
+    codes = [rng.integers(0, s, n).astype(np.int32) for s in sizes]
+    names = list(schema.names)
+    pq.write_table(pa.table(dict(zip(names, codes))), tmp / "coded.parquet", row_group_size=ROW_GROUP)
+    e = np.asarray(SALARY_EDGES, dtype=np.float64)
+    salary = e[codes[5]] + rng.random(n) * (e[codes[5] + 1] - e[codes[5]])
+    raw = {"sex": pa.array(np.asarray(SEX, dtype=object)[codes[0]], pa.string()),
+           "race": pa.array(np.asarray(RACE, dtype=object)[codes[1]], pa.string()),
+           "relationship": pa.array(np.asarray(REL, dtype=object)[codes[2]], pa.string()),
+           "income>50K": pa.array(codes[3].astype(bool)),
+           "age": pa.array(codes[4].astype(np.int64) + 17),
+           "salary": pa.array(salary)}
+    pq.write_table(pa.table(raw), tmp / "raw.parquet", row_group_size=ROW_GROUP)
+    pq.write_table(pa.table({k: v for k, v in raw.items() if k != "salary"}), tmp / "raw5.parquet",
+                   row_group_size=ROW_GROUP)
+    pq.write_table(pa.table({k: v for k, v in zip(names[:5], codes[:5])}), tmp / "coded5.parquet",
+                   row_group_size=ROW_GROUP)
+    hist = np.bincount(np.ravel_multi_index(tuple(codes), sizes), minlength=int(np.prod(sizes)))
+    return {"schema": schema, "hist": hist, "raw_cols": raw, "codes": codes}
+
+
+def interleaved(cases: dict[str, Callable[[], Any]], check: Callable[[str, Any], None],
+                repeats: int) -> dict[str, dict[str, Any]]:
+    """Run every case once per round, ``repeats`` rounds (ABAB…); times and loads per run."""
+    out: dict[str, dict[str, Any]] = {k: {"times": [], "cpu": [], "load_before": [], "load_after": []}
+                                      for k in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            out[name]["load_before"].append(load1())
+            c0, t0 = cpu_s(), time.perf_counter()
+            result = fn()
+            out[name]["times"].append(time.perf_counter() - t0)
+            out[name]["cpu"].append(cpu_s() - c0)
+            out[name]["load_after"].append(load1())
+            check(name, result)
+    for v in out.values():
+        v["best_s"] = min(v["times"])
+        v["median_s"] = statistics.median(v["times"])
+        v["median_cpu_s"] = statistics.median(v["cpu"])
+    return out
+
+
+def released_numbers(path: Path) -> dict[str, list[str]]:
+    """An answers file's query numbers and released numbers, column by column, as written (cell
+    labels differ between raw and coded runs: the schema's labels vs the codes)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(x for x in fh if not x.startswith("#")))
+    header = rows[0]
+    keep = [c for c in ("query", "marginal", "estimate", "std_error", "ci_low", "ci_high") if c in header]
+    return {c: [r[header.index(c)] for r in rows[1:]] for c in keep}
+
+
+def cli(*args: str) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "factorize.cli_plan", *args], capture_output=True, text=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"factorize {' '.join(args)} failed ({res.returncode}): {res.stderr[-2000:]}")
+    return wall, res.stdout
+
+
+def adult_section(tmp: Path, repeats: int) -> dict[str, Any]:
+    from tests import raw_adult
+
+    if not raw_adult.ADULT_CSV.is_file():
+        return {"skipped": f"Adult data not found in {raw_adult.ADULT_DIR}"}
+    codes, names = raw_adult.read_coded()
+    schema_path = raw_adult.write_schema(tmp / "adult-schema.json")
+    raw_csv = raw_adult.write_raw(tmp / "adult-raw.csv", codes, names)
+    raw_pq = raw_adult.write_raw(tmp / "adult-raw.parquet", codes, names)
+    spec = "marginals:85x9x100x16x7x15x6x5x2x100x100x99x42x2:2"
+    named = "marginals[" + ",".join(names) + "]:2"
+    out: dict[str, Any] = {"spec": spec, "named_spec": named, "records": int(codes.shape[0]), "runs": {}}
+    plans = {}
+    for label, dom in (("raw", schema_path), ("coded", raw_adult.ADULT_DOMAIN)):
+        plan = tmp / f"adult-{label}.plan"
+        wall, _ = cli("plan", "--workload", spec, "--privacy", "rho=0.5", "--domain", str(dom), "--out", str(plan))
+        out[f"plan_{label}_s"] = wall
+        plans[label] = plan
+    answers: dict[str, list[str]] = {}
+    for _ in range(repeats):
+        for label, plan, data in (("raw CSV", plans["raw"], raw_csv), ("raw Parquet", plans["raw"], raw_pq),
+                                  ("coded CSV", plans["coded"], raw_adult.ADULT_CSV)):
+            ans = tmp / "answers.csv"
+            before = load1()
+            wall, _ = cli("run", str(plan), "--data", str(data), "--out", str(ans), "--seed", "1")
+            rec = out["runs"].setdefault(label, {"times": [], "load_before": []})
+            rec["times"].append(wall)
+            rec["load_before"].append(before)
+            answers[label] = released_numbers(ans)
+    for rec in out["runs"].values():
+        rec["best_s"], rec["median_s"] = min(rec["times"]), statistics.median(rec["times"])
+    out["answers"] = len(answers["raw CSV"]["estimate"])
+    out["identical_answers"] = answers["raw CSV"] == answers["coded CSV"] == answers["raw Parquet"]
+    if not out["identical_answers"]:
+        raise SystemExit("raw and coded Adult releases differ")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=10_000_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--csv-n", type=int, default=1_000_000, help="records of the CSV comparison (0: none)")
+    ap.add_argument("--adult-repeats", type=int, default=3)
+    ap.add_argument("--spark", action="store_true", help="also time the Spark engine (needs pyspark)")
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_raw.md")
+    args = ap.parse_args()
+    t_script = time.perf_counter()
+    rng = np.random.default_rng(SEED)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="factorize-bench-raw-") as tmp_s:
+        tmp = Path(tmp_s)
+        t0 = time.perf_counter()
+        g = generate(args.n, tmp, rng)
+        results["generate_s"] = time.perf_counter() - t0
+        schema: DomainSchema = g["schema"]
+        raw_dom = schema.domain()
+        coded_dom = Domain(raw_dom.attributes, raw_dom.sizes)
+        raw5, coded5 = schema.project(list(schema.names[:5])).domain(), coded_dom.project(list(schema.names[:5]))
+        hist, hist5 = g["hist"], g["hist"].reshape(raw_dom.sizes).sum(axis=5).ravel()
+        files = {k: round((tmp / f"{k}.parquet").stat().st_size / 2**20, 1) for k in ("coded", "raw", "coded5", "raw5")}
+        print(f"generated {args.n:,} records in {results['generate_s']:.1f}s: {files} MiB", flush=True)
+
+        def check(name: str, result: Any) -> None:
+            if "no mapping" in name:
+                ok = result == args.n
+            elif "2-way" in name:
+                ok = all(np.array_equal(result[s], hist.reshape(raw_dom.sizes).sum(
+                    axis=tuple(k for k in range(6) if k not in s)).ravel()) for s in result)
+            else:
+                ok = np.array_equal(result, hist5 if "5 attr" in name else hist)
+            if not ok:
+                raise SystemExit(f"{name}: result differs from the generated records")
+
+        pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+        cases = {
+            "histogram coded (6 attr)": lambda: histogram_duckdb(tmp / "coded.parquet", coded_dom),
+            "histogram raw (6 attr)": lambda: histogram_duckdb(tmp / "raw.parquet", raw_dom),
+            "histogram coded (5 attr, no float)": lambda: histogram_duckdb(tmp / "coded5.parquet", coded5),
+            "histogram raw (5 attr, no float)": lambda: histogram_duckdb(tmp / "raw5.parquet", raw5),
+            "floor: raw (5 attr) grouped by raw values, no mapping": lambda: group_raw_sql(
+                tmp / "raw5.parquet", list(schema.names[:5])),
+            "2-way marginals coded": lambda: marginals_duckdb(tmp / "coded.parquet", coded_dom, pairs),
+            "2-way marginals raw": lambda: marginals_duckdb(tmp / "raw.parquet", raw_dom, pairs),
+        }
+        histogram_duckdb(tmp / "raw.parquet", raw_dom)  # warm the file cache
+        histogram_duckdb(tmp / "coded.parquet", coded_dom)
+        results["parquet"] = interleaved(cases, check, args.repeats)
+        for k, v in results["parquet"].items():
+            print(f"{k:38s} best {v['best_s']:.3f}s median {v['median_s']:.3f}s loads {v['load_before']}", flush=True)
+
+        if args.csv_n:
+            m = args.csv_n
+            coded_t = pa.table({a: c[:m] for a, c in zip(raw_dom.attributes, g["codes"])})
+            raw_t = pa.table({k: v.slice(0, m) for k, v in g["raw_cols"].items()})
+            pacsv.write_csv(coded_t, tmp / "coded.csv")
+            pacsv.write_csv(raw_t, tmp / "raw.csv")
+            hm = np.bincount(np.ravel_multi_index(tuple(c[:m] for c in g["codes"]), raw_dom.sizes),
+                             minlength=raw_dom.size)
+
+            def check_csv(name: str, result: Any) -> None:
+                if not np.array_equal(result, hm):
+                    raise SystemExit(f"{name}: result differs from the generated records")
+
+            results["csv"] = interleaved({
+                "histogram coded CSV": lambda: histogram_duckdb(tmp / "coded.csv", coded_dom),
+                "histogram raw CSV": lambda: histogram_duckdb(tmp / "raw.csv", raw_dom)},
+                check_csv, max(2, args.repeats // 2))
+            results["csv_n"] = m
+            for k, v in results["csv"].items():
+                print(f"{k:38s} best {v['best_s']:.3f}s median {v['median_s']:.3f}s", flush=True)
+
+        if args.spark:
+            try:
+                from factorize.engines.spark_engine import histogram_spark, spark_session
+
+                spark = spark_session()
+                histogram_spark(str(tmp / "coded.parquet"), coded_dom, spark=spark)  # JVM warm-up
+                results["spark"] = interleaved({
+                    "Spark histogram coded (6 attr)": lambda: histogram_spark(str(tmp / "coded.parquet"), coded_dom,
+                                                                              spark=spark),
+                    "Spark histogram raw (6 attr)": lambda: histogram_spark(str(tmp / "raw.parquet"), raw_dom,
+                                                                            spark=spark)},
+                    check, max(2, args.repeats // 2))
+                for k, v in results["spark"].items():
+                    print(f"{k:38s} best {v['best_s']:.3f}s median {v['median_s']:.3f}s", flush=True)
+            except Exception as exc:  # noqa: BLE001 - reported, not fatal
+                results["spark"] = {"skipped": f"{type(exc).__name__}: {exc}"[:300]}
+
+        results["adult"] = adult_section(tmp, args.adult_repeats)
+        print(json.dumps({k: v for k, v in results["adult"].items() if k != "runs"}), flush=True)
+    results["script_s"] = time.perf_counter() - t_script
+    write_report(args, results, files, raw_dom)
+
+
+def ratio(rows: dict[str, Any], raw: str, coded: str, key: str) -> float:
+    return rows[raw][key] / rows[coded][key]
+
+
+def write_report(args: argparse.Namespace, results: dict[str, Any], files: dict[str, float], dom: Domain) -> None:
+    info = {**machine_info(), "Python": platform.python_version(), "numpy": np.__version__,
+            "duckdb": duckdb.__version__, "pyarrow": pa.__version__}
+    if args.spark and "skipped" not in results.get("spark", {}):
+        import pyspark
+
+        java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
+        info["pyspark"] = pyspark.__version__
+        info["Java"] = ((java.stderr or java.stdout).strip().splitlines() or ["unknown"])[0]
+    info["date"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    cmd = ("python reports/bench_raw.py " + " ".join(sys.argv[1:])).strip()
+    P = results["parquet"]
+    pairs = [("histogram raw (6 attr)", "histogram coded (6 attr)"),
+             ("histogram raw (5 attr, no float)", "histogram coded (5 attr, no float)"),
+             ("2-way marginals raw", "2-way marginals coded")]
+    pairs.append(("floor: raw (5 attr) grouped by raw values, no mapping", "histogram coded (5 attr, no float)"))
+    summary = {raw: {"median_ratio": ratio(P, raw, coded, "median_s"), "best_ratio": ratio(P, raw, coded, "best_s"),
+                     "cpu_ratio": ratio(P, raw, coded, "median_cpu_s")} for raw, coded in pairs}
+    target = summary["histogram raw (6 attr)"]["median_ratio"] <= 1.5
+    adult = results["adult"]
+    payload = {"command": cmd, "machine": info, "n": args.n, "seed": SEED, "schema": SCHEMA_DOC,
+               "cells": dom.size, "files_mib": files, "results": results, "ratios": summary,
+               "target_mapping_le_1_5x": target}
+    args.out.with_suffix(".json").write_text(json.dumps(payload, indent=2, default=float) + "\n", encoding="utf-8")
+
+    def row(name: str, v: dict[str, Any]) -> str:
+        loads = f"{min(v['load_before']):.1f}–{max(v['load_after'] if 'load_after' in v else v['load_before']):.1f}"
+        return (f"| {name} | {len(v['times'])} | {v['best_s']:.3f} | {v['median_s']:.3f} | "
+                f"{v['median_cpu_s']:.3f} | {args.n / v['median_s'] / 1e6:.1f} M | {loads} |")
+
+    lines = [
+        "# Raw data in the engines: schema mapping vs the coded path",
+        "",
+        f"Generated by `{cmd}` in {results['script_s']:.0f} s.",
+        "",
+        "## Machine",
+        "",
+        *[f"- {k}: {v}" for k, v in info.items()],
+        "- load: the 1-minute load average before / after each run is in the tables and the JSON; "
+        "the machine was shared with other work (2 cores), so absolute times move between runs; the "
+        "ratios compare runs interleaved in the same rounds.",
+        "",
+        f"## {args.n:,} synthetic Parquet records: raw (schema) vs coded (sizes)",
+        "",
+        (f"{args.n:,} records, uniform codes (seed {SEED}), schema: sex, race, relationship (text), "
+         f"income>50K (boolean), age (integer 17..90, clamped), salary (20 bins, float64 raw values "
+         f"drawn inside each bin); N = {dom.size:,} cells. Files (MiB): {files}. End to end, path → "
+         "validated counts, every result compared with the generated codes' counts; "
+         f"{args.repeats} interleaved rounds."),
+        "",
+        "| case | runs | best (s) | median (s) | median CPU (s) | records/s (median) | load |",
+        "|---|---:|---:|---:|---:|---:|---|",
+        *[row(k, v) for k, v in P.items()],
+        "",
+        "| raw / coded (same attributes) | median wall ratio | best wall ratio | median CPU ratio |",
+        "|---|---:|---:|---:|",
+        *[f"| {k} | {v['median_ratio']:.2f}× | {v['best_ratio']:.2f}× | {v['cpu_ratio']:.2f}× |"
+          for k, v in summary.items()],
+        "",
+        (f"**Target raw ≤ 1.5× coded on {args.n:,} Parquet records: "
+         f"{'MET' if target else 'NOT MET'}** (histogram, 6 attributes, median ratio "
+         f"{summary['histogram raw (6 attr)']['median_ratio']:.2f}×)."),
+        "",
+    ]
+    if "csv" in results:
+        C = results["csv"]
+        lines += [f"### CSV, {results['csv_n']:,} records", "",
+                  "| case | runs | best (s) | median (s) | ratio raw/coded (median) |", "|---|---:|---:|---:|---:|",
+                  *[f"| {k} | {len(v['times'])} | {v['best_s']:.3f} | {v['median_s']:.3f} | "
+                    f"{v['median_s'] / C['histogram coded CSV']['median_s']:.2f}× |" for k, v in C.items()], ""]
+    if "spark" in results:
+        S = results["spark"]
+        if "skipped" in S:
+            lines += ["### Spark", "", f"Not measured: {S['skipped']}", ""]
+        else:
+            lines += ["### Spark (local mode, warm session)", "",
+                      "| case | runs | best (s) | median (s) | ratio raw/coded (median) |", "|---|---:|---:|---:|---:|",
+                      *[f"| {k} | {len(v['times'])} | {v['best_s']:.3f} | {v['median_s']:.3f} | "
+                        f"{v['median_s'] / S['Spark histogram coded (6 attr)']['median_s']:.2f}× |"
+                        for k, v in S.items()], ""]
+    if "skipped" in adult:
+        lines += ["## Raw-string Adult", "", f"Not measured: {adult['skipped']}", ""]
+    else:
+        R = adult["runs"]
+        ok = R["raw CSV"]["median_s"] <= 10
+        lines += [
+            "## Raw-string Adult → all 2-way marginal answers (CLI, fresh processes)",
+            "",
+            (f"{adult['records']:,} records decoded to raw values by `tests/raw_adult.py` (text categories, "
+             "integers, booleans, bin midpoints, an unlisted country for the catch-all); workload "
+             f"`{adult['spec']}` (= `{adult['named_spec'][:60]}…` with the schema), ρ = 0.5, structured "
+             f"residual plan, {adult['answers']:,} answers. `plan` took {adult['plan_raw_s']:.2f} s with "
+             f"the schema, {adult['plan_coded_s']:.2f} s with the sizes. `run --seed 1` (interpreter start, "
+             "plan verification, engine, exact measurement, noise, writing):"),
+            "",
+            "| data | runs | best (s) | median (s) | load before |",
+            "|---|---:|---:|---:|---|",
+            *[f"| {k} | {len(v['times'])} | {v['best_s']:.2f} | {v['median_s']:.2f} | "
+              f"{min(v['load_before']):.1f}–{max(v['load_before']):.1f} |" for k, v in R.items()],
+            "",
+            (f"Raw and coded releases identical (test mode; every query's estimate, standard error and "
+             f"interval as written): **{adult['identical_answers']}**. "
+             f"Target ≤ 10 s for raw-string Adult → answers including verification: "
+             f"**{'MET' if ok else 'NOT MET'}** (median {R['raw CSV']['median_s']:.2f} s)."),
+            "",
+        ]
+    lines += [
+        "## Where the time goes",
+        "",
+        ("The coded path groups the int32 columns straight from Parquet. "
+         "The raw path reads larger columns (text, float64) and evaluates the schema's SQL per row "
+         "before grouping by the codes: an ENUM cast per text attribute (an exact match first; only rows that miss "
+         "are trimmed and matched again), arithmetic for integer and boolean attributes, a binary "
+         "search over the bin thresholds (nested CASE, depth ⌈log₂(m + 2)⌉) per numeric attribute. "
+         "The 5-attribute rows show the cost without the continuous float column, and the *floor* "
+         "row what DuckDB needs just to read and group the same raw columns with no mapping and no "
+         "checks at all: reading text instead of small integers is most of the gap, so a ratio of "
+         "1.5× is below what any mapping done in DuckDB SQL after reading the raw columns can reach "
+         "on this data. The CPU column is the process's CPU time (all threads), less sensitive to "
+         "the other work on the machine than the wall time."),
+        "",
+    ]
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""The schema's SQL mapping (DuckDB dialect) equals its pure-Python reference
+(``AttributeSchema.encode``) on random raw values of every column type, edge cases included:
+values on and next to bin edges and range bounds, integer spellings, overflow, NaN, infinities,
+spaces, case, empty text and NULL. (The Spark dialect: ``test_raw_data_spark.py``.)"""
+
+from __future__ import annotations
+
+import decimal
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from workloads.schema import DomainSchema
+
+ATTRIBUTES = [
+    {"name": "cat_str", "kind": "categorical", "values": ["a", "B", "long value", "1", "true", "x'y\\z"]},
+    {"name": "cat_str_other", "kind": "categorical", "values": ["a", "B", "7"], "outside": "catch_all"},
+    {"name": "cat_int", "kind": "categorical", "values": [-3, 0, 7, 2**40, 12]},
+    {"name": "cat_int_other", "kind": "categorical", "values": [5, 1], "outside": "catch_all"},
+    {"name": "cat_bool", "kind": "categorical", "values": [True, False]},
+    {"name": "cat_true", "kind": "categorical", "values": [True], "outside": "catch_all"},
+    {"name": "int", "kind": "integer", "min": -5, "max": 20},
+    {"name": "int_clamp", "kind": "integer", "min": 3, "max": 9, "outside": "clamp"},
+    {"name": "int_other", "kind": "integer", "min": 0, "max": 4, "outside": "catch_all"},
+    {"name": "num_left", "kind": "numeric", "edges": [-1.5, 0, 0.1, 2.5, 7, 1e6], "closed": "left"},
+    {"name": "num_right", "kind": "numeric", "edges": [-1.5, 0, 0.1, 2.5, 7, 1e6], "closed": "right"},
+    {"name": "num_clamp", "kind": "numeric", "edges": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], "closed": "left",
+     "outside": "clamp"},
+    {"name": "num_other", "kind": "numeric", "edges": [0.25, 0.5, 0.75], "closed": "right",
+     "outside": "catch_all"},
+]
+SCHEMA = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": ATTRIBUTES})
+
+JUNK = ["", " ", "abc", "1e3", "0x10", "1_000", "nan", "NaN", "inf", "-inf", "+5", "-0", "5.", ".5", "5.000",
+        "5.5", "9" * 25, "-" + "9" * 25, "1e400", "-1e400", "1e-400", "true", "FALSE", " True ", "t", "٣",
+        "1 2", "--1", "+-1", "1e", "e3", ".", "-.5", "0.1", "2.5e0", "7E0", " 7 ", "1000000", "-1.5", "0.75"]
+
+
+def _numbers(attr) -> list[float]:
+    """Bounds, edges and their floating-point neighbours, plus values in between."""
+    if attr["kind"] == "numeric":
+        base = [float(e) for e in attr["edges"]]
+    elif attr["kind"] == "integer":
+        base = [float(attr["min"]), float(attr["max"])]
+    else:
+        base = [float(v) for v in attr["values"] if isinstance(v, int) and not isinstance(v, bool)]
+        base = base or [0.0, 1.0, 7.0]
+    out = []
+    for b in base:
+        out += [b, float(np.nextafter(b, np.inf)), float(np.nextafter(b, -np.inf)), b + 0.5, b - 1, b + 1]
+    return out
+
+
+def raw_values(attr, type_class: str, rng: np.random.Generator, n: int = 400) -> pa.Array:
+    """``n`` random raw values of ``type_class`` for ``attr`` (edge cases over-represented)."""
+    nums = _numbers(attr)
+    if type_class == "text":
+        pool = list(JUNK) + [None] * 3
+        if attr["kind"] == "categorical":
+            vals = [("true" if v else "false") if isinstance(v, bool) else str(v) for v in attr["values"]]
+            pool += vals + [f" {v}" for v in vals] + [v.upper() for v in vals]
+        pool += [repr(x) for x in nums] + [str(int(x)) for x in nums if abs(x) < 1e15]
+        pool += [f"{x:.3f}" for x in nums if abs(x) < 1e15]
+        return pa.array([pool[i] for i in rng.integers(0, len(pool), n)], pa.string())
+    if type_class == "integer":
+        pool = [int(x) for x in nums if abs(x) < 2**62] + [2**62, -(2**62), 0, 1, -1]
+        vals = [None if rng.random() < 0.05 else pool[i] for i in rng.integers(0, len(pool), n)]
+        return pa.array(vals, pa.int64())
+    if type_class == "float":
+        pool = nums + [float("nan"), float("inf"), -float("inf"), 1e300, -1e300, 0.0, -0.0, 1e-300]
+        vals = [None if rng.random() < 0.05 else pool[i] for i in rng.integers(0, len(pool), n)]
+        return pa.array(vals, pa.float64())
+    if type_class == "decimal":
+        pool = [decimal.Decimal(round(x * 8) / 8).quantize(decimal.Decimal("0.001")) for x in nums if abs(x) < 1e12]
+        vals = [None if rng.random() < 0.05 else pool[i] for i in rng.integers(0, len(pool), n)]
+        return pa.array(vals, pa.decimal128(20, 3))
+    if type_class == "boolean":
+        return pa.array([None if rng.random() < 0.1 else bool(rng.integers(0, 2)) for _ in range(n)], pa.bool_())
+    return pa.nulls(n)
+
+
+def cases():
+    """(attribute, type class) pairs the schema accepts."""
+    out = []
+    for a in SCHEMA.attributes:
+        for tc in ("text", "integer", "float", "decimal", "boolean", "null"):
+            try:
+                a.check_type(tc)
+            except ValueError:
+                continue
+            out.append((a.name, tc))
+    return out
+
+
+def python_codes(attr, values: pa.Array, type_class: str) -> list[int]:
+    return [attr.encode(v, type_class) for v in values.to_pylist()]
+
+
+@pytest.mark.parametrize("name,type_class", cases())
+def test_duckdb_sql_equals_the_reference(name, type_class):
+    import duckdb
+
+    attr = SCHEMA[name]
+    rng = np.random.default_rng(abs(hash((name, type_class))) % 2**32)
+    values = raw_values(attr.to_dict(), type_class, rng)
+    table = pa.table({"i": pa.array(np.arange(len(values))), "x": values})
+    con = duckdb.connect()
+    con.register("t", table)
+    preps = attr.prepare_sql('"x"', type_class, "duckdb")
+    names = [f'"p{k}"' for k in range(len(preps))]
+    code = attr.code_sql(names, type_class, "duckdb")
+    inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names))
+    got = [r[0] for r in con.execute(f"SELECT {code} FROM (SELECT i, {inner} FROM t) ORDER BY i").fetchall()]
+    want = python_codes(attr, values, type_class)
+    bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), got, want) if g != w]
+    assert not bad, bad[:10]
+    # every result is a code of the attribute or a negative status
+    assert all(-3 <= g < attr.size for g in got)
+
+
+def test_every_type_class_is_covered():
+    covered = {tc for _, tc in cases()}
+    assert covered == {"text", "integer", "float", "decimal", "boolean", "null"}
+    assert len(cases()) >= 50
