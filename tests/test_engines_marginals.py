@@ -262,7 +262,7 @@ def test_file_problems_same_refusal_as_histogram(tmp_path):
     same_refusal(write_parquet(tmp_path / "m.parquet", {"a": [0], "c": [SENTINEL]}), DOM, subsets)
     extra = write_csv(tmp_path / "x.csv", ["junk", "a", "b", "c"], [[SENTINEL, 0, 1, 2]])
     msg = same_refusal(extra, DOM, subsets)
-    assert "'junk'" in msg and "allow_extra_columns" in msg
+    assert "'junk'" in msg and "--ignore-extra-columns" in msg
     m = marginals_duckdb(extra, DOM, subsets, allow_extra_columns=True)
     assert m.n_records == 1 and m[(0, 1)][1] == 1
     m = marginals_duckdb(extra, DOM, subsets, columns=["a", "b", "c"])
@@ -390,7 +390,7 @@ def test_load_marginals_records(tmp_path):
         m = load_marginals(path, DOM, subsets)
         assert_matches_histogram(m, load_histogram(path, DOM), DOM, subsets)
     extra = write_parquet(tmp_path / "extra.parquet", {**cols, "junk": np.full(400, SENTINEL)})
-    raises_private(load_marginals, extra, DOM, subsets, match="allow_extra_columns")
+    raises_private(load_marginals, extra, DOM, subsets, match="ignore-extra-columns")
     assert load_marginals(extra, DOM, subsets, allow_extra_columns=True).n_records == 400
     header_only = tmp_path / "h.csv"
     header_only.write_text("a,b,c\n", encoding="utf-8")

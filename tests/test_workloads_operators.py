@@ -297,7 +297,7 @@ class TestDenseLimit:
 
     def test_custom_limit(self):
         w = DenseWorkload(np.ones((3, 4)))
-        with pytest.raises(DenseTooLargeError, match="max_entries=11"):
+        with pytest.raises(DenseTooLargeError, match="limit of 11"):
             w.dense(max_entries=11)
         assert w.dense(max_entries=12).shape == (3, 4)
         v = VStackWorkload([w, w])

@@ -37,8 +37,10 @@ def check_dense_size(shape: tuple[int, int], max_entries: int) -> None:
     if entries > max_entries:
         raise DenseTooLargeError(
             f"refusing to densify a workload of shape ({k}, {n}): it has {entries} entries, "
-            f"above the limit max_entries={max_entries}. Use matvec/rmatvec or the structured "
-            f"form (e.g. the factors of a KronWorkload), or pass a larger max_entries."
+            f"above the limit of {max_entries}. Plan it without densifying: a marginal workload "
+            f"or a union of Kronecker products goes to the structured route (`factorize plan "
+            f"--strategy residual` / `union` / `marginal_weights`, or `auto`), a Kronecker product "
+            f"keeps its factors (`kron(...)`)."
         )
 
 

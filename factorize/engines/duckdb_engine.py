@@ -259,8 +259,7 @@ def _match_columns(
     if others and strict:
         raise DataError(
             f"{what} has column(s) {others} that are not domain attributes; remove them, or ignore "
-            f"them with `factorize run --ignore-extra-columns` (in Python: allow_extra_columns=True "
-            f"or columns=[...])"
+            f"them with `factorize run --ignore-extra-columns`"
         )
     return [file_names.index(c) for c in wanted]
 

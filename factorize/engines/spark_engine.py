@@ -294,8 +294,8 @@ def _resolve(path: Any, fmt_override: str | None) -> tuple[str, str, str, Path |
         fmt = _FORMATS.get(suffix)  # type: ignore[assignment]
         if fmt is None:
             raise DataError(
-                f"unsupported data file suffix {suffix!r} for {label!r}: expected .csv, .parquet or .pq "
-                f"(or pass format='csv' / 'parquet')"
+                f"unsupported data file suffix {suffix!r} for {label!r}: give --data a .csv, .parquet "
+                f"or .pq file"
             )
     if any(ch in s for ch in "*?[]{}"):
         raise DataError(
