@@ -171,12 +171,16 @@ def test_parquet_value_types(tmp_path):
         "float": pa.array(recs[:, 2].astype(np.float64)),
         "float32": pa.array(recs[:, 2].astype(np.float32)),
         "decimal": pa.array([decimal.Decimal(f"{v}.00") for v in recs[:, 2]], pa.decimal128(6, 2)),
-        "string": pa.array([str(v) for v in recs[:, 2]]),
-        "dictionary": pa.array([str(v) for v in recs[:, 2]]).dictionary_encode(),
     }
     for name, col in cases.items():
         path = write_parquet(tmp_path / f"{name}.parquet", {"a": recs[:, 0], "b": recs[:, 1], "c": col})
         np.testing.assert_array_equal(histogram_duckdb(path, DOM), expected, err_msg=name)
+    # codes stored as text in a typed file (issue 16 item 2): a clear error naming the fixes
+    for name, col in (("string", pa.array([str(v) for v in recs[:, 2]])),
+                      ("dictionary", pa.array([str(v) for v in recs[:, 2]]).dictionary_encode())):
+        path = write_parquet(tmp_path / f"{name}.parquet", {"a": recs[:, 0], "b": recs[:, 1], "c": col})
+        with pytest.raises(DataError, match=r"\['c'\] .* hold text.*integer type.*--domain"):
+            histogram_duckdb(path, DOM)
     dom2 = Domain(["flag", "c"], [2, 5])
     path = write_parquet(tmp_path / "bool.parquet", {"flag": [True, False, True], "c": [1, 2, 1]})
     np.testing.assert_array_equal(histogram_duckdb(path, dom2), reference(np.array([[1, 1], [0, 2], [1, 1]]), dom2))
@@ -222,6 +226,11 @@ def test_bad_values_are_counted_per_column_without_values(tmp_path, fmt, bad, ki
         if isinstance(bad, float) and np.isnan(bad):
             kind = "missing"  # a float NaN is a missing value
         path = write_parquet(tmp_path / "bad.parquet", {"a": [r[0] for r in rows], "b": colb, "c": [r[2] for r in rows]})
+    if fmt == "parquet" and isinstance(bad, str):  # a text column of a typed file: refused as such
+        msg = raises_private(histogram_duckdb, path, DOM, sentinel=SENTINEL, match="['b'] of Parquet file")
+        assert "hold text" in msg
+        assert bad not in msg
+        return
     msg = raises_private(histogram_duckdb, path, DOM, sentinel=SENTINEL, match=f"column 'b': 1 row {kind}")
     assert "of 6 rows" in msg and "'a'" not in msg and "'c'" not in msg
     if isinstance(bad, str):

@@ -252,6 +252,9 @@ def test_bad_values_same_refusal_as_histogram(tmp_path, fmt, bad, kind):
     # the refused column need not be in any requested subset: every record is checked
     for subsets in ([(0, 1), (2,)], [(0, 2)], [()]):
         msg = same_refusal(path, DOM, subsets)
+        if fmt == "parquet" and isinstance(bad, str):  # text in a typed file: refused as such
+            assert "['b']" in msg and "hold text" in msg
+            continue
         assert f"column 'b': 1 row {kind}" in msg and "'a'" not in msg
 
 

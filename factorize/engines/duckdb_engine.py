@@ -606,6 +606,14 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         status_code = [(f"CASE WHEN {_ident(f'v{j}')} >= 0 THEN 0 ELSE -{_ident(f'v{j}')} END",
                         f"CAST({_ident(f'v{j}')} AS BIGINT)") for j in range(d)]
     else:
+        if fmt != "csv":  # a typed store: text there is labels, or codes saved as strings
+            text = [domain.attributes[j] for j, t in enumerate(types)
+                    if type_class(t) == "text"]
+            if text:
+                raise DataError(
+                    f"column(s) {text} of {what} hold text, and the domain gives sizes only: integer "
+                    "codes must be stored as integers (rewrite the column with an integer type), or "
+                    "give --domain a domain schema (docs/schema.md) that lists the column's values")
         # Per-column status/code on the grouped table g(v0..v{d-1}, count).
         status_code = [_column_sql(_ident(f"v{j}"), types[j], s, domain.attributes[j])
                        for j, s in enumerate(domain.sizes)]

@@ -674,6 +674,13 @@ def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], str
             F.when(F.col(f"r{j}") < zero, zero).otherwise(F.col(f"r{j}")).alias(f"k{j}"))]
         staged = df.select(*preps).select(*results).select(*stage3)
         return (staged, *_masks(d))
+    if fmt != "csv":  # a typed source (Parquet, a DataFrame): text there is labels or codes saved as strings
+        text = [domain.attributes[j] for j, t in enumerate(types) if _is_text(t)]
+        if text:
+            raise DataError(
+                f"column(s) {text} of {what} hold text, and the domain gives sizes only: integer "
+                "codes must be stored as integers (rewrite the column with an integer type), or "
+                "give --domain a domain schema (docs/schema.md) that lists the column's values")
     exprs = [_column_exprs(j, types[j], size, attr)
              for j, (size, attr) in enumerate(zip(domain.sizes, domain.attributes))]  # type checks first
     # Stage 1: trimmed text (and NULL flags) / raw values; stages 2a-2c: text fast path and
