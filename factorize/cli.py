@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     from factorize.cli_budget import register as register_budget
 
     register_budget(sub)  # budget: create / show / verify a privacy-budget ledger
-    from factorize.engines.schema_draft import register as register_schema
+    from factorize.cli_schema import register as register_schema
 
     register_schema(sub)  # schema: draft (NOT public) / check a domain schema
     return parser

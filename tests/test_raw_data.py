@@ -323,14 +323,9 @@ def test_draft_says_loudly_that_it_is_not_public(tmp_path):
     dom = Domain.from_json(tmp_path / "reviewed.json")
     assert dom.attributes == ("sex", "age", "pay") and dom.schema["sex"].values == ("Female", "Male")
     assert histogram_duckdb(path, dom).sum() == 3
-    # the command-line wiring (factorize schema draft|check): argparse only, no CLI module
-    import argparse
+    # the command line (factorize schema draft|check)
+    from factorize.cli import main
 
-    from factorize.engines.schema_draft import register
-
-    parser = argparse.ArgumentParser(prog="factorize")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["schema", "check", str(tmp_path / "reviewed.json")])
-    assert args.func(args) == 0
-    args = parser.parse_args(["schema", "draft", str(path), "--out", str(tmp_path / "d2.json"), "--columns", "sex"])
-    assert args.func(args) == 0 and "drafted_from_data" in (tmp_path / "d2.json").read_text()
+    assert main(["schema", "check", str(tmp_path / "reviewed.json")]) == 0
+    assert main(["schema", "draft", str(path), "--out", str(tmp_path / "d2.json"), "--columns", "sex"]) == 0
+    assert "drafted_from_data" in (tmp_path / "d2.json").read_text()

@@ -214,26 +214,3 @@ def check_schema_command(path: str) -> list[str]:
         lines.append(f"  {a.name}: {a.kind}, {a.size} codes, outside={a.outside}; labels {shown}")
     lines.append("sizes       " + ",".join(f"{a.name}={a.size}" for a in schema.attributes))
     return lines
-
-
-def register(subparsers: Any) -> None:
-    """``factorize schema draft|check`` (for ``factorize.cli.build_parser``)."""
-    top = subparsers.add_parser("schema", help="domain schemas: raw values, codes and labels (docs/schema.md)")
-    sub = top.add_subparsers(dest="schema_command", required=True)
-    d = sub.add_parser("draft", help="draft a schema FROM a data file: NOT public until reviewed")
-    d.add_argument("data", help="records .csv / .parquet, or FILE.duckdb::TABLE")
-    d.add_argument("--out", required=True, help="schema file to write (.json)")
-    d.add_argument("--columns", default=None, help="comma-separated columns (default: all)")
-    d.add_argument("--max-categories", type=int, default=DEFAULT_MAX_CATEGORIES,
-                   help="most distinct values of a column drafted as categorical / integer range")
-    d.add_argument("--bins", type=int, default=DEFAULT_BINS, help="bins of a column drafted as numeric")
-    d.set_defaults(func=lambda args: _print(draft_schema_command(
-        args.data, args.out, columns=args.columns, max_categories=args.max_categories, bins=args.bins)))
-    c = sub.add_parser("check", help="validate a schema file and list its codes and labels")
-    c.add_argument("schema", help="domain schema .json")
-    c.set_defaults(func=lambda args: _print(check_schema_command(args.schema)))
-
-
-def _print(lines: list[str]) -> int:
-    print("\n".join(lines))
-    return 0
