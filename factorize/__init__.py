@@ -1,13 +1,57 @@
 """factorize: optimal factorization mechanisms for differentially private linear queries.
 
-Layout (see ARCHITECTURE.md):
+The public API — everything a user needs, imported on first use (``import factorize`` loads
+neither numpy nor a solver; the executor's names never load a solver):
 
-- ``factorize.norms``: the matrix norms of MATH.md §1 (pure math).
-- ``factorize.factorization``: W = R·A (dense or Kronecker) and its error norms.
-- ``factorize.certificate``: dual witnesses, their lower bounds and ``verify()``.
-- ``factorize.planner``: chooses and runs a solver, builds and verifies the certificate.
-- ``factorize.io``: saving and loading results (JSON + safetensors, never pickle).
-- ``factorize.cli``: the ``factorize`` command.
+* workloads and domains: :func:`parse_workload` (the spec language), :class:`Domain`,
+  :class:`DomainSchema` (raw values ↔ codes ↔ labels, ``docs/schema.md``);
+* guarantees: :class:`ApproxDP`, :class:`ZCDP`, :class:`PureDP`, :func:`parse_guarantee`;
+* planning: :func:`solve` (γ_F / γ₂ / approximate γ₂ with a re-checked certificate),
+  :func:`build_plan` (dense / Kronecker plans, every mechanism), :func:`build_structured_plan`
+  (marginals at any domain size, unions of Kronecker products, marginal weights);
+* plan files: :func:`save_plan`, :func:`load_plan` (any plan kind), :func:`verify_plan`
+  (from first principles; a ``PlanCheck`` with ``passed`` and ``failures``);
+* releasing: :func:`run` (verify → charge → measure → noise → write, all or nothing).
+
+Everything else is internal by convention; ARCHITECTURE.md maps the modules.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 __version__ = "0.1.0"
+
+#: Public name → (module, attribute).
+_PUBLIC = {
+    "parse_workload": ("workloads.spec", "parse_workload"),
+    "Domain": ("workloads.domain", "Domain"),
+    "DomainSchema": ("workloads.schema", "DomainSchema"),
+    "ApproxDP": ("factorize.privacy.guarantees", "ApproxDP"),
+    "ZCDP": ("factorize.privacy.guarantees", "ZCDP"),
+    "PureDP": ("factorize.privacy.guarantees", "PureDP"),
+    "parse_guarantee": ("factorize.privacy.guarantees", "parse_guarantee"),
+    "solve": ("factorize.planner", "solve"),
+    "build_plan": ("factorize.plan.build", "build_plan"),
+    "build_structured_plan": ("factorize.plan.build_structured", "build_structured_plan"),
+    "save_plan": ("factorize.plan.registry", "save_any_plan"),
+    "load_plan": ("factorize.plan.registry", "load_any_plan"),
+    "verify_plan": ("factorize.plan.registry", "verify_any"),
+    "run": ("factorize.executor.pipeline", "run"),
+}
+
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name: str) -> Any:
+    target = _PUBLIC.get(name)
+    if target is None:
+        raise AttributeError(f"module 'factorize' has no attribute {name!r}")
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

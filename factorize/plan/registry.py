@@ -118,6 +118,11 @@ def load_any_plan(path: str | Path) -> Any:
     return kind_of_file(path).load(path)
 
 
+def save_any_plan(plan: Any, path: str | Path) -> None:
+    """Any plan, written by its kind (atomically)."""
+    kind_of_plan(plan).save(plan, path)
+
+
 def verify_any(plan: Any, **kwargs: Any) -> Any:
     """Any plan's verification (a ``checks.PlanCheck``)."""
     return kind_of_plan(plan).verify(plan, **kwargs)
