@@ -1,7 +1,7 @@
 """``factorize budget``: privacy budgets in a ledger (``factorize.ledger``).
 
-    factorize budget create LEDGER.db --new [--dataset NAME --budget SPEC [--relation R]]
-    factorize budget create LEDGER.db --dataset NAME --budget SPEC [--relation R]
+    factorize budget create LEDGER.db --new [--dataset NAME --budget SPEC [--neighbouring R]]
+    factorize budget create LEDGER.db --dataset NAME --budget SPEC [--neighbouring R]
     factorize budget show LEDGER.db [--dataset NAME] [--json]
     factorize budget verify LEDGER.db [--json]
 
@@ -39,7 +39,8 @@ def register(subparsers: Any) -> None:
     c.add_argument("--dataset", default=None, help="the dataset's name")
     c.add_argument("--budget", default=None, metavar="SPEC",
                    help="'epsilon=1,delta=1e-6' | 'rho=0.5' | 'epsilon=1'")
-    c.add_argument("--relation", default=None, choices=("add_remove", "replace"),
+    c.add_argument("--neighbouring", "--relation", dest="relation", default=None,
+                   choices=("add_remove", "replace"),
                    help="neighbouring relation of the dataset's releases (default: the first "
                         "release's)")
     c.add_argument("--json", action="store_true")
@@ -85,7 +86,7 @@ def _cmd_create(args: argparse.Namespace) -> int:
         raise ValueError("nothing to do: give --new (a new ledger) and/or --dataset NAME "
                          "--budget SPEC")
     if args.relation is not None and args.dataset is None:
-        raise ValueError("--relation belongs to a dataset (--dataset, --budget)")
+        raise ValueError("--neighbouring belongs to a dataset (--dataset, --budget)")
     budget = parse_guarantee(args.budget).to_dict() if args.budget is not None else None
     book = Ledger.create(args.ledger) if args.new else Ledger.open(args.ledger)
     out: dict[str, Any] = {"ledger": args.ledger, "new": bool(args.new)}

@@ -432,8 +432,10 @@ def test_budget_cli(tmp_path, capsys):
     assert _budget("create", L, "--new", "--dataset", "d", "--budget", "epsilon=1,delta=1e-6") == 0
     assert _budget("create", L, "--new") == 2
     assert "already exists" in capsys.readouterr().err
-    assert _budget("create", L, "--dataset", "z", "--budget", "rho=0.5", "--relation",
+    assert _budget("create", L, "--dataset", "z", "--budget", "rho=0.5", "--neighbouring",
                    "replace") == 0
+    assert _budget("create", L, "--dataset", "z2", "--budget", "rho=0.5", "--relation",
+                   "replace") == 0  # the old spelling still works
     assert _budget("create", L, "--dataset", "z", "--budget", "rho=1") == 2
     assert _budget("create", L, "--dataset", "q", "--budget", "epsilon=0") == 2
     capsys.readouterr()
