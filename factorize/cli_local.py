@@ -90,12 +90,10 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
     """The plan a client randomizes with, verified for privacy first (guarantee within the
     ceilings and ``--max-epsilon``, randomizer re-derived, columns in the unit ball); its
     guarantee is shown on stderr before any message is produced."""
-    from factorize.privacy.policy import EPSILON_CEILING
+    from factorize.plan.model import guarantee_text
+    from factorize.privacy.policy import DELTA_CEILING, EPSILON_CEILING
 
     from .local.plan import load_local_plan, verify_local_plan
-
-    from factorize.plan.model import guarantee_text
-    from factorize.privacy.policy import DELTA_CEILING
 
     plan = load_local_plan(path)
     # the ε ceiling is the client's own --max-epsilon; everything else as verify
@@ -119,10 +117,9 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
 def _plan(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
         from factorize.cli_plan import parse_domain
+        from workloads.spec import resolve_workload_spec
 
         from .local.plan import build_local_plan, save_local_plan
-
-        from workloads.spec import resolve_workload_spec
 
         workload, domain = resolve_workload_spec(args.workload,
                                                  parse_domain(args.domain, args.attributes))
@@ -183,6 +180,7 @@ def _simulate(args: argparse.Namespace) -> int:
         from factorize.engines import distinct_records_duckdb
         from factorize.executor.release import make_rng
         from factorize.plan.files import file_sha256
+
         from .local.protocol import encode_codes, write_messages
 
         plan = _client_plan(args.plan, args.max_epsilon)

@@ -30,13 +30,29 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from factorize import recovery
-from factorize.certificate import (DEFAULT_RESIDUAL_TOL, NORMS, Certificate, Gamma2Witness,
-                                   GammaFWitness, Verification, verify)
+from factorize.certificate import (
+    DEFAULT_RESIDUAL_TOL,
+    NORMS,
+    Certificate,
+    Gamma2Witness,
+    GammaFWitness,
+    Verification,
+    verify,
+)
 from factorize.factorization import Factorization, kron_compose
 from factorize.structure import kron_leaves
-from solvers import (CertificateGapError, CertificateInvalidError, SolveInfo, SolverError,
-                     SolverInaccurateError, SolverOptions, SolverTimeLimitError,
-                     solve_approx_gamma_2_sdp, solve_gamma_2_sdp, solve_gamma_f_sdp)
+from solvers import (
+    CertificateGapError,
+    CertificateInvalidError,
+    SolveInfo,
+    SolverError,
+    SolverInaccurateError,
+    SolverOptions,
+    SolverTimeLimitError,
+    solve_approx_gamma_2_sdp,
+    solve_gamma_2_sdp,
+    solve_gamma_f_sdp,
+)
 from solvers.backends import require_backend
 from solvers.dual_gamma_2 import solve_gamma_2_dual
 from solvers.dual_gamma_f import solve_gamma_f_dual

@@ -15,8 +15,12 @@ from dataclasses import dataclass
 
 import cvxpy as cp
 
-from solvers.errors import (BackendUnavailableError, SolverFailedError, SolverInaccurateError,
-                            SolverTimeLimitError)
+from solvers.errors import (
+    BackendUnavailableError,
+    SolverFailedError,
+    SolverInaccurateError,
+    SolverTimeLimitError,
+)
 
 BACKENDS = ("scs", "clarabel", "mosek")
 

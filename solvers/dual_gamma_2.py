@@ -26,8 +26,14 @@ import math
 
 import numpy as np
 
-from solvers.dual_common import (Deadline, DualSolveResult, SafeguardedAnderson, log_weights,
-                                 positive_eigenpairs, simplex_from_log)
+from solvers.dual_common import (
+    Deadline,
+    DualSolveResult,
+    SafeguardedAnderson,
+    log_weights,
+    positive_eigenpairs,
+    simplex_from_log,
+)
 from solvers.errors import SolverFailedError
 
 

@@ -35,8 +35,15 @@ import math
 
 import numpy as np
 
-from solvers.dual_common import (Deadline, DualSolveResult, SafeguardedAnderson, log_weights,
-                                 positive_eigenpairs, simplex_from_log, square_finite)
+from solvers.dual_common import (
+    Deadline,
+    DualSolveResult,
+    SafeguardedAnderson,
+    log_weights,
+    positive_eigenpairs,
+    simplex_from_log,
+    square_finite,
+)
 from solvers.errors import SolverFailedError
 
 

@@ -10,8 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from factorize.certificate import (ApproxGamma2Witness, Certificate, Gamma2Witness, GammaFWitness,
-                                   gamma_2_lower, gamma_f_lower, verify)
+from factorize.certificate import (
+    ApproxGamma2Witness,
+    Certificate,
+    Gamma2Witness,
+    GammaFWitness,
+    gamma_2_lower,
+    gamma_f_lower,
+    verify,
+)
 from factorize.factorization import Factorization
 from factorize.planner import solve
 from workloads import DenseWorkload

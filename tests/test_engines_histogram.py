@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
 
-from tests.hostile_files import write_object_npy
 from factorize.engines import (
     MAX_HISTOGRAM_CELLS,
     DataError,
@@ -25,8 +24,9 @@ from factorize.engines import (
     histogram_from_npy,
     histogram_numpy,
 )
-from workloads import Domain
 from tests.engine_files import write_csv, write_parquet
+from tests.hostile_files import write_object_npy
+from workloads import Domain
 
 ADULT_DIR = Path("/work/shared/data/adult")
 SENTINEL = 987654

@@ -18,16 +18,16 @@ import pytest
 from factorize.engines import (
     DataError,
     MarginalTables,
+    duckdb_engine,
     histogram_duckdb,
     marginals_duckdb,
     marginals_from_histogram,
 )
-from factorize.engines import duckdb_engine
 from factorize.engines.marginals import maximal_subsets, normalize_subsets, plan_scans, subset_cells
 from factorize.engines.synthetic import synthetic_domain, synthetic_records
 from factorize.executor.data import load_histogram, load_marginals
-from workloads import Domain
 from tests.engine_files import write_csv, write_parquet
+from workloads import Domain
 
 ADULT_DIR = Path("/work/shared/data/adult")
 SENTINEL = 987654

@@ -16,8 +16,8 @@ import pytest
 
 from factorize.engines import DataError, histogram_duckdb, marginals_duckdb
 from factorize.executor.data import load_marginals
-from workloads import Domain
 from tests.engine_files import spark, write_csv, write_parquet  # noqa: F401 (spark: a fixture)
+from workloads import Domain
 
 pytestmark = pytest.mark.spark
 

@@ -22,8 +22,8 @@ import pyarrow.csv as pacsv
 import pytest
 
 from factorize.engines import DataError, histogram_duckdb
-from workloads import Domain
 from tests.engine_files import spark, write_csv, write_parquet  # noqa: F401 (spark: a fixture)
+from workloads import Domain
 
 #: Spark in local mode starts a JVM (~10 s) and these tests take about a minute: they run
 #: with the full suite (README: `python -m pytest -q -m ""`), not in the default run.

@@ -11,8 +11,7 @@ import pytest
 from scipy import stats
 
 from factorize.executor import release_answers
-from factorize.privacy import sampled_variance
-from factorize.privacy import NoiseSpec, PureDP, TestRandom, ZCDP, sample_on_grid
+from factorize.privacy import ZCDP, NoiseSpec, PureDP, TestRandom, sample_on_grid, sampled_variance
 from tests.plan_fixtures import small_plan
 
 ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"

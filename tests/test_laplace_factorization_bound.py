@@ -12,7 +12,7 @@ import pytest
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
 from factorize.plan.lower_bound import laplace_factorization_bound
-from factorize.privacy import PureDP, ZCDP
+from factorize.privacy import ZCDP, PureDP
 from factorize.strategies import tree_strategy
 from workloads import parse_workload
 

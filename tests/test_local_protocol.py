@@ -9,10 +9,22 @@ import numpy as np
 import pytest
 
 from factorize.cli import main
-from factorize.local.plan import (LocalPlan, build_local_plan, load_local_plan, n_needed,
-                                  predicted_errors, save_local_plan, verify_local_plan)
-from factorize.local.protocol import (aggregate_file, aggregate_sums, encode_codes, encode_record,
-                                      write_messages)
+from factorize.local.plan import (
+    LocalPlan,
+    build_local_plan,
+    load_local_plan,
+    n_needed,
+    predicted_errors,
+    save_local_plan,
+    verify_local_plan,
+)
+from factorize.local.protocol import (
+    aggregate_file,
+    aggregate_sums,
+    encode_codes,
+    encode_record,
+    write_messages,
+)
 from factorize.privacy import TestRandom
 from workloads import parse_workload
 

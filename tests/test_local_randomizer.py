@@ -17,8 +17,8 @@ import pytest
 from scipy import integrate, special, stats
 
 from factorize.local.randomizer import (
-    UNIT_BALL_DIAMETER,
     NORM_TOLERANCE,
+    UNIT_BALL_DIAMETER,
     GaussianLocalRandomizer,
     L2Randomizer,
     hemisphere_threshold,

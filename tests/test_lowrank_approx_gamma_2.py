@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from factorize.certificate import Certificate, grothendieck_psd_margin, verify
-from factorize.planner import solve
 from factorize.lowrank_approx_gamma_2 import solve_approx_gamma_2_scalable
+from factorize.planner import solve
 from solvers.errors import CertificateGapError, SolverTimeLimitError
 from workloads import DenseWorkload, parse_workload
 

@@ -16,7 +16,6 @@ import random
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import factorize.marginal_algebra as ma
 import factorize.marginal_planner as mp

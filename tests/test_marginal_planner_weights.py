@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from factorize import certificate
-from factorize.marginal_algebra import MarginalFamily, marginal_family, mask_of, projector_dense
+from factorize.marginal_algebra import MarginalFamily, mask_of, projector_dense
 from factorize.marginal_planner import solve_marginals, verify_marginal_solution
 from factorize.planner import solve
 from workloads import DenseWorkload, KronWorkload, VStackWorkload, identity, total

@@ -9,7 +9,6 @@ strategy, the dense row norms of R, the pure-DP objective evaluated in the subse
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -11,8 +11,7 @@ import pytest
 
 from factorize.io import container
 from factorize.plan.checks import verify_plan
-from factorize.plan.plan_file import (FORMAT, SCHEMA_VERSION, PlanFormatError, load_plan,
-                                      save_plan)
+from factorize.plan.plan_file import FORMAT, SCHEMA_VERSION, PlanFormatError, load_plan, save_plan
 from tests.plan_fixtures import small_plan
 
 

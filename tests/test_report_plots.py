@@ -18,11 +18,10 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-import pytest
-
 import matplotlib
 import matplotlib.image
+import numpy as np
+import pytest
 from matplotlib.colors import to_rgb
 
 from factorize.report import plots as P

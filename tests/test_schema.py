@@ -10,8 +10,15 @@ import json
 import pytest
 
 from workloads import Domain, DomainError
-from workloads.schema import (MISSING, OUTSIDE, UNPARSED, DomainSchema, SchemaError, SchemaTypeError,
-                              load_schema)
+from workloads.schema import (
+    MISSING,
+    OUTSIDE,
+    UNPARSED,
+    DomainSchema,
+    SchemaError,
+    SchemaTypeError,
+    load_schema,
+)
 
 
 def doc(*attributes, **top):

@@ -18,7 +18,6 @@ from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
 from factorize.plan.plan_file import load_plan, save_plan
 from factorize.privacy import ApproxDP
-from workloads import Domain
 from tests.plan_fixtures import identity_certificate, small_plan
 
 SECRET = "SECRET-VALUE-42"

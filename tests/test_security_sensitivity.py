@@ -25,8 +25,7 @@ from factorize.plan.checks import verify_plan
 from factorize.plan.model import expected_error
 from factorize.plan.plan_file import load_plan, save_plan
 from factorize.privacy import PrivacyError, calibrate, parse_guarantee
-from factorize.privacy.sensitivity import (add_remove_sensitivity, kron_sensitivity,
-                                           replace_sensitivity)
+from factorize.privacy.sensitivity import add_remove_sensitivity, kron_sensitivity, replace_sensitivity
 from tests.plan_fixtures import small_plan
 from workloads import parse_workload
 

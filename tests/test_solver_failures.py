@@ -5,8 +5,14 @@ from __future__ import annotations
 import pytest
 
 from factorize.planner import solve
-from solvers import (BackendUnavailableError, CertificateGapError, SolverInaccurateError,
-                     SolverOptions, SolverTimeLimitError, mosek_available)
+from solvers import (
+    BackendUnavailableError,
+    CertificateGapError,
+    SolverInaccurateError,
+    SolverOptions,
+    SolverTimeLimitError,
+    mosek_available,
+)
 
 
 def test_iteration_cap_raises_inaccurate():

@@ -5,7 +5,6 @@ the released variances are the certified optimum's; Monte Carlo over the executo
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -18,8 +17,7 @@ from factorize.plan.build_structured import build_structured_plan
 from factorize.plan.files import write_plan_container
 from factorize.plan.model import PlanError
 from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import (FORMAT, SCHEMA_VERSION, load_structured_plan,
-                                            save_structured_plan)
+from factorize.plan.structured_plan import FORMAT, SCHEMA_VERSION, load_structured_plan, save_structured_plan
 from workloads import Domain
 
 SIZES = (3, 2, 4, 2)
@@ -137,7 +135,6 @@ def test_monte_carlo_per_cell_variance_matches_the_claim(plans):
     (test-mode noise) against the plan's std_error², each within a 99%/k chi-square band."""
     from factorize.executor.structured import measure as structured_measure
     from factorize.executor.structured import release
-    from factorize.plan.registry import Measurement
     from factorize.privacy import TestRandom
     from factorize.structured.strategy import marginal_of
 

@@ -191,8 +191,9 @@ def test_builders_equal_spec_fingerprints():
 
 
 def test_as_workload():
-    from workloads import DenseWorkload, SparseWorkload, as_workload
     import scipy.sparse as sp
+
+    from workloads import DenseWorkload, SparseWorkload, as_workload
 
     p = prefix(3)
     assert as_workload(p) is p

@@ -23,10 +23,21 @@ their attributes. All raise :class:`DataError`, whose messages never contain rec
 """
 
 from ._common import MAX_HISTOGRAM_CELLS
-from .duckdb_engine import (INTEGER_PATTERN, DuckDBTable, distinct_records_duckdb, histogram_duckdb,
-                            marginals_duckdb)
+from .duckdb_engine import (
+                            INTEGER_PATTERN,
+                            DuckDBTable,
+                            distinct_records_duckdb,
+                            histogram_duckdb,
+                            marginals_duckdb,
+)
 from .errors import DataError
-from .marginals import MAX_MARGINAL_CELLS, MarginalTables, SparseTable, marginals_from_histogram, normalize_subsets
+from .marginals import (
+                            MAX_MARGINAL_CELLS,
+                            MarginalTables,
+                            SparseTable,
+                            marginals_from_histogram,
+                            normalize_subsets,
+)
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
 __all__ = [

@@ -58,10 +58,17 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import (check_counts, check_domain, format_problems, format_schema_problems,
-                      row_major_strides)
+from ._common import check_counts, check_domain, format_problems, format_schema_problems, row_major_strides
 from .errors import DataError
-from .marginals import MAX_MARGINAL_CELLS, MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans, subset_cells
+from .marginals import (
+    MAX_MARGINAL_CELLS,
+    MarginalTables,
+    Subset,
+    TableBuilder,
+    normalize_subsets,
+    plan_scans,
+    subset_cells,
+)
 from .numpy_engine import histogram_from_npy, histogram_numpy
 
 __all__ = [

@@ -66,7 +66,14 @@ def draft_schema_dict(data: str | os.PathLike[str], *, columns: list[str] | None
     """A schema document drafted from ``data`` (module docstring; NOT public)."""
     import duckdb
 
-    from .duckdb_engine import _check_path, _csv_header, _table_parts, check_blank_lines, parse_table_ref, type_class
+    from .duckdb_engine import (
+        _check_path,
+        _csv_header,
+        _table_parts,
+        check_blank_lines,
+        parse_table_ref,
+        type_class,
+    )
 
     if not (isinstance(max_categories, int) and 1 <= max_categories <= 1 << 16):
         raise DataError("--max-categories must be an integer in 1..65536")

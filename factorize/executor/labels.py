@@ -160,7 +160,6 @@ def _flat(a: Any) -> Any:
 
 def _join(a: Any, b: Any) -> Any:
     """Element-wise ``a, b`` (a null side left out; both null stays null)."""
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     a, b = _flat(a), _flat(b)

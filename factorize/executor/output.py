@@ -202,7 +202,6 @@ def _json(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> 
 
 
 def _parquet(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = _arrow_table(columns).replace_schema_metadata({"factorize": json.dumps(metadata, allow_nan=False)})

@@ -27,8 +27,7 @@ import numpy as np
 
 from factorize.plan.checks import PlanCheck, rebuild_workload
 from factorize.plan.model import domain_manifest
-from factorize.plan.projection_plan import (ProjectionPlan, moment_layout, moment_matrix,
-                                            moment_sensitivity)
+from factorize.plan.projection_plan import ProjectionPlan, moment_layout, moment_matrix, moment_sensitivity
 
 from .release import NOT_PRIVATE, ExecutionError, Release
 

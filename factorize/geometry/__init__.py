@@ -12,7 +12,6 @@ on any mechanism's error, with explicit constants.
 """
 
 from factorize.geometry.base_decomposition import base_decomposition, ellipsoid_factorization
-
 from factorize.geometry.least_squares import Projection, project_least_squares
 from factorize.geometry.mee import EnclosingEllipsoid, minimum_enclosing_ellipsoid
 from factorize.geometry.spectral_projection import project_to_simplex, project_to_spectraplex

@@ -103,14 +103,13 @@ d − 1 tables, is in fact less noisy than the rest.
 
 from __future__ import annotations
 
-from factorize.geometry._validation import positive
-
 import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from factorize.geometry._validation import positive
 from factorize.geometry.spectral_projection import project_to_simplex, project_to_spectraplex
 from factorize.norms import UNIT_ROUNDOFF
 from solvers.grothendieck import solve_grothendieck

@@ -98,8 +98,6 @@ notes any additive accuracy α ≤ Σ n r_i² keeps near-optimality.
 
 from __future__ import annotations
 
-from factorize.geometry._validation import positive
-
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -107,6 +105,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.geometry._validation import positive
 from factorize.geometry.base_decomposition import base_decomposition
 from factorize.geometry.least_squares import project_least_squares
 from factorize.privacy import (

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from factorize.certificate import (ApproxGamma2Witness, Certificate, Gamma2Witness,
-                                   GammaFWitness)
+from factorize.certificate import ApproxGamma2Witness, Certificate, Gamma2Witness, GammaFWitness
 from factorize.factorization import Factorization
 
 

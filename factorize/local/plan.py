@@ -168,8 +168,8 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
                      eta: float | None = None, alpha: float | None = None,
                      domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
     """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
-    from factorize.planner import solve
     from factorize.plan.build import check_eta, default_domain
+    from factorize.planner import solve
     from factorize.privacy import parse_guarantee
     from factorize.privacy.policy import check_guarantee
     from workloads import parse_workload
@@ -298,8 +298,14 @@ def load_local_plan(path: str | Path) -> LocalPlan:
 
 
 def _load(path: Path) -> LocalPlan:
-    from factorize.plan.files import (PlanFormatError, check_finite, embedded_from,
-                                      read_plan_container, typed_values, workload_and_domain)
+    from factorize.plan.files import (
+        PlanFormatError,
+        check_finite,
+        embedded_from,
+        read_plan_container,
+        typed_values,
+        workload_and_domain,
+    )
     from factorize.plan.files import require_dict as _dict
 
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)

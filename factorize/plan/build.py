@@ -293,7 +293,6 @@ def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str,
     RMSE (γ_F) or the largest per-query std (γ₂). ``spread=False``: the lattice inflation over
     all m coordinates, as plans written before the spread (``privacy.kron_spread``) did."""
     from factorize.privacy import calibrate, kron_sensitivity, kron_spread
-
     from factorize.privacy.lattice import measured_factors
 
     snorm = "l1" if family == "laplace" else "l2"

@@ -39,18 +39,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from factorize.io.certificate_arrays import (certificate_arrays, certificate_from_arrays,
-                                             expected_array_names)
+from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays, expected_array_names
 
-from .files import COMPATIBILITY, PlanFormatError, file_sha256, plan_format  # noqa: F401 (API)
+from .files import COMPATIBILITY, PlanFormatError, file_sha256, plan_format, save_with_embedded, typed_values  # noqa: F401 (API)
 from .files import check_finite as _check_finite
 from .files import embedded_from as _embedded_from
 from .files import guarded_load as _guarded_load
 from .files import is_int as _is_int
 from .files import read_plan_container as _read_container
 from .files import require_dict as _dict
-from .files import typed_values
-from .files import save_with_embedded
 from .files import workload_and_domain as _workload_and_domain
 from .files import write_plan_container as _write  # noqa: F401 (tests forge plans with it)
 from .model import POSTPROCESS_METHODS, Plan

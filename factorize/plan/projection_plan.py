@@ -289,8 +289,13 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
                             "--mechanism least-squares for (ε, δ)-DP or zCDP")
         if noise_family not in (None, "l2_knorm"):
             raise PlanError("the JL mechanism uses ℓ2-ball K-norm noise (seed 000 Lemma 15)")
-        from factorize.geometry.jl import (choose_projection_dim, jl_sensitivity, project_workload,
-                                           sample_projection, workload_diameter)
+        from factorize.geometry.jl import (
+            choose_projection_dim,
+            jl_sensitivity,
+            project_workload,
+            sample_projection,
+            workload_diameter,
+        )
         from factorize.privacy import SecureRandom
 
         Wd = W.dense()

@@ -33,10 +33,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-
-from .checks import (PlanCheck, check_guarantee_policy, guard, rebuild_workload, rederive_noise,
-                     same_number)
+from .checks import PlanCheck, check_guarantee_policy, guard, rebuild_workload, rederive_noise, same_number
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
 
@@ -155,9 +152,8 @@ def _identity(out: PlanCheck, recon: Any, W: Any, wblocks: list) -> None:
 def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificate: bool) -> None:
     """Step 7 (module docstring)."""
     from factorize.privacy import sampled_variance
-    from factorize.structured.sensitivity import strategy_sensitivity
-
     from factorize.structured.records import check as check_n_bound
+    from factorize.structured.sensitivity import strategy_sensitivity
 
     from .build_structured import BIAS_NOTE
 

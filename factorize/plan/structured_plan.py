@@ -244,8 +244,15 @@ def _load(path: Path) -> StructuredPlan:
     from factorize.structured import residual, union
     from factorize.structured.blocks import StructureError
 
-    from .files import (PlanFormatError, check_finite, embedded_from, read_plan_container,
-                        require_dict, typed_values, workload_and_domain)
+    from .files import (
+        PlanFormatError,
+        check_finite,
+        embedded_from,
+        read_plan_container,
+        require_dict,
+        typed_values,
+        workload_and_domain,
+    )
 
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
     if m.get("plan_kind") != PLAN_KIND:

@@ -71,7 +71,7 @@ __all__ = [
     "parse_guarantee", "guarantee_from_dict",
     # sensitivity
     "Sensitivity", "column_norms", "add_remove_sensitivity", "replace_sensitivity",
-    "replace_sensitivity_bound", "sensitivity", "kron_sensitivity", "kron_spread",
+    "replace_sensitivity_bound", "sensitivity", "kron_sensitivity", "kron_spread", "sampled_variance",
     # calibration
     "gaussian_delta", "gaussian_log_delta", "analytic_gaussian_sigma", "classical_gaussian_sigma",
     "zcdp_gaussian_sigma", "zcdp_to_approx_dp", "zcdp_delta", "zcdp_epsilon",

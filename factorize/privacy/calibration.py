@@ -73,17 +73,18 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from factorize.numerics import is_power_of_two, round_up
+
 from .guarantees import (
+    ZCDP,
     ApproxDP,
     Guarantee,
     Neighbouring,
     PrivacyError,
     PureDP,
-    ZCDP,
     guarantee_from_dict,
 )
 from .sensitivity import Sensitivity
-from factorize.numerics import is_power_of_two, round_up
 
 __all__ = [
     "gaussian_delta",

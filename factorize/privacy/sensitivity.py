@@ -44,8 +44,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from factorize.numerics import (NumericRangeError, U, column_norms_upper, gamma, product_upper,
-                                round_up, round_up_array, unit_scale)
+from factorize.numerics import (
+    NumericRangeError,
+    U,
+    column_norms_upper,
+    gamma,
+    product_upper,
+    round_up,
+    round_up_array,
+    unit_scale,
+)
 
 from .guarantees import Neighbouring, PrivacyError
 

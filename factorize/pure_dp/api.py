@@ -31,8 +31,7 @@ import numpy as np
 from factorize.structured.blocks import StructureError
 from workloads import Workload, parse_workload
 
-from .evaluate import (LaplaceError, evaluate_dense, evaluate_kron, evaluate_marginal_weights,
-                       evaluate_union)
+from .evaluate import LaplaceError, evaluate_dense, evaluate_kron, evaluate_marginal_weights, evaluate_union
 from .flat import DEFAULT_FLAT_WORK, MAX_FLAT_ROWS, flat_rows, refine_flat
 from .kron import optimize_kron, optimize_union
 from .marginals import optimize_marginal_weights

@@ -22,8 +22,8 @@ Kronecker strategies answered term by term, or in the marginal algebra
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 

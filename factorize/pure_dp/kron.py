@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 

@@ -26,8 +26,8 @@ Every start gets ``stage1_iters`` L-BFGS-B iterations; the best ``polish_top`` a
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -84,9 +84,8 @@ def _marginal_groups(W: Any, attributes: list[str]) -> list[tuple[str, int, int]
 
 def plan_report(plan: Any, *, baselines: bool = True) -> Report:
     """The report of a factorization plan or a projection plan (module docstring)."""
-    from factorize.plan.projection_plan import ProjectionPlan
-
     from factorize.local.plan import LocalPlan
+    from factorize.plan.projection_plan import ProjectionPlan
 
     if isinstance(plan, ProjectionPlan):
         return _projection_report(plan)

@@ -45,8 +45,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from factorize.kron import kron_vector
-from factorize.numerics import (U, column_norms_upper, gamma, product_upper, round_up,
-                                round_up_array, unit_scale)
+from factorize.numerics import (
+    U,
+    column_norms_upper,
+    gamma,
+    product_upper,
+    round_up,
+    round_up_array,
+    unit_scale,
+)
 from factorize.privacy.guarantees import Neighbouring, PrivacyError
 from factorize.privacy.sensitivity import Sensitivity, scale_back
 
