@@ -110,6 +110,15 @@ def format_problems(
     )
 
 
+def text_columns_error(columns: list[str], what: str) -> DataError:
+    """The refusal of text columns in a typed source (Parquet, a DuckDB table, a Spark
+    DataFrame) under a domain of sizes only — the same words from every engine."""
+    return DataError(
+        f"column(s) {columns} of {what} hold text, and the domain gives sizes only: integer "
+        "codes must be stored as integers (rewrite the column with an integer type), or "
+        "give --domain a domain schema (docs/schema.md) that lists the column's values")
+
+
 def format_schema_problems(schema: Any, counts: list[tuple[int, int, int]], n_rows: int) -> str | None:
     """Message for per-column counts ``(missing, unparsed, outside)`` of raw values mapped by
     a :class:`workloads.schema.DomainSchema`, or None if all zero (names the rule each broke,

@@ -58,7 +58,14 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_counts, check_domain, format_problems, format_schema_problems, row_major_strides
+from ._common import (
+    check_counts,
+    check_domain,
+    format_problems,
+    format_schema_problems,
+    row_major_strides,
+    text_columns_error,
+)
 from .errors import DataError
 from .marginals import (
     MAX_MARGINAL_CELLS,
@@ -617,10 +624,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
             text = [domain.attributes[j] for j, t in enumerate(types)
                     if type_class(t) == "text"]
             if text:
-                raise DataError(
-                    f"column(s) {text} of {what} hold text, and the domain gives sizes only: integer "
-                    "codes must be stored as integers (rewrite the column with an integer type), or "
-                    "give --domain a domain schema (docs/schema.md) that lists the column's values")
+                raise text_columns_error(text, what)
         # Per-column status/code on the grouped table g(v0..v{d-1}, count).
         status_code = [_column_sql(_ident(f"v{j}"), types[j], s, domain.attributes[j])
                        for j, s in enumerate(domain.sizes)]

@@ -71,7 +71,14 @@ import numpy as np
 
 from workloads.domain import Domain
 
-from ._common import check_counts, check_domain, format_problems, format_schema_problems, row_major_strides
+from ._common import (
+    check_counts,
+    check_domain,
+    format_problems,
+    format_schema_problems,
+    row_major_strides,
+    text_columns_error,
+)
 from .duckdb_engine import INTEGER_PATTERN, _csv_header, _match_columns, _source_columns, check_blank_lines
 from .errors import DataError
 from .marginals import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
@@ -677,10 +684,7 @@ def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], str
     if fmt != "csv":  # a typed source (Parquet, a DataFrame): text there is labels or codes saved as strings
         text = [domain.attributes[j] for j, t in enumerate(types) if _is_text(t)]
         if text:
-            raise DataError(
-                f"column(s) {text} of {what} hold text, and the domain gives sizes only: integer "
-                "codes must be stored as integers (rewrite the column with an integer type), or "
-                "give --domain a domain schema (docs/schema.md) that lists the column's values")
+            raise text_columns_error(text, what)
     exprs = [_column_exprs(j, types[j], size, attr)
              for j, (size, attr) in enumerate(zip(domain.sizes, domain.attributes))]  # type checks first
     # Stage 1: trimmed text (and NULL flags) / raw values; stages 2a-2c: text fast path and

@@ -58,7 +58,6 @@ def marginal_tables(W: Any, domain: Any) -> list[tuple[str, dict[str, Any], int,
     labels}, first row, end row)`` in W's row order (the attribute columns computed from the
     structure, never by splitting a joined cell); [] when W is not a stack of marginals over
     ``domain``'s attributes."""
-    import pyarrow as pa
 
     structure = getattr(W, "marginal_structure", None)
     if not callable(structure):
@@ -66,15 +65,11 @@ def marginal_tables(W: Any, domain: Any) -> list[tuple[str, dict[str, Any], int,
     sizes, subsets, _ = structure()
     if tuple(int(n) for n in sizes) != tuple(int(n) for n in domain.sizes):
         return []
-    sizes = [int(n) for n in sizes]
-    attrs, vals = list(domain.attributes), value_labels(domain)
+    attrs = list(domain.attributes)
     out, start = [], 0
-    for S in subsets:
-        S = [j for j in S if sizes[j] > 1]
-        rows = math.prod(sizes[j] for j in S)
-        codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S]) if S else ()
-        cols = {attrs[j]: pa.array(vals[j], type=pa.string()).take(pa.array(c)) for j, c in zip(S, codes)}
-        out.append((",".join(attrs[j] for j in S) if S else "total", cols, start, start + rows))
+    for S, rows, parts in _subset_parts([int(n) for n in sizes], subsets, value_labels(domain)):
+        out.append((",".join(attrs[j] for j in S) if S else "total",
+                    {attrs[j]: p for j, p in zip(S, parts)}, start, start + rows))
         start += rows
     return out
 
@@ -120,20 +115,12 @@ def marginal_columns(sizes: Sequence[int], attributes: Sequence[str], vals: Sequ
     cell's value labels (:func:`quoted`), comma separated (Arrow; the names
     dictionary-encoded)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     names, counts, cells = [], [], []
-    for S in subsets:
-        S = [j for j in S if sizes[j] > 1]
-        rows = math.prod(sizes[j] for j in S)
+    for S, rows, parts in _subset_parts(sizes, subsets, vals):
         names.append(",".join(attributes[j] for j in S) if S else "*")
         counts.append(rows)
-        if not S:
-            cells.append(pa.array([""] * rows, type=pa.string()))
-            continue
-        codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S])
-        parts = [pa.array(vals[j], type=pa.string()).take(pa.array(c)) for j, c in zip(S, codes)]
-        cells.append(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ","))
+        cells.append(_joined(parts, ",") if parts else pa.array([""] * rows, type=pa.string()))
     index = np.repeat(np.arange(len(names), dtype=np.int32), counts)
     marginal = pa.DictionaryArray.from_arrays(pa.array(index), pa.array(names, type=pa.string()))
     return marginal, pa.chunked_array(cells, type=pa.string())
@@ -190,9 +177,7 @@ def _node(W: Any, axes: list[int], attrs: list[str], sizes: list[int], vals: lis
         msizes, subsets, _ = structure()
         if len(msizes) == len(axes):
             sub_attrs = [attrs[j] for j in axes]
-            _, cell_names = _marginal_cells([sizes[j] for j in axes], sub_attrs, [vals[j] for j in axes],
-                                            subsets)
-            return cell_names
+            return _marginal_cells([sizes[j] for j in axes], sub_attrs, [vals[j] for j in axes], subsets)
     factors = getattr(W, "factors", None)
     if factors is not None:
         parts = _split(factors, axes, sizes)
@@ -241,22 +226,32 @@ def _split(factors: Sequence[Any], axes: list[int], sizes: list[int]) -> list[li
 
 
 def _marginal_cells(sizes: list[int], attrs: list[str], vals: list[list[str]],
-                    subsets: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+                    subsets: Sequence[Sequence[int]]) -> Any:
+    """Query labels of a stack of marginals: ``a=v, b=w`` per cell (null: the empty marginal)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    out = []
+    named = [[f"{a}={v}" for v in vs] for a, vs in zip(attrs, vals)]
+    out = [_joined(parts, ", ") if parts else pa.nulls(rows, pa.string())
+           for _, rows, parts in _subset_parts(sizes, subsets, named)]
+    return pa.concat_arrays(out) if out else pa.array([], pa.string())
+
+
+def _subset_parts(sizes: Sequence[int], subsets: Sequence[Sequence[int]], labels: Sequence[Sequence[str]]):
+    """Per marginal (size-1 attributes dropped): ``(S, rows, [labels[j] of every cell's value on
+    attribute j, for j in S])``, cells in row-major order (Arrow arrays)."""
+    import pyarrow as pa
+
     for S in subsets:
         S = [j for j in S if sizes[j] > 1]
         rows = math.prod(sizes[j] for j in S)
-        if not S:
-            out.append(pa.nulls(rows, pa.string()))
-            continue
-        codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S])
-        parts = [pa.array([f"{attrs[j]}={v}" for v in vals[j]], type=pa.string()).take(pa.array(c))
-                 for j, c in zip(S, codes)]
-        out.append(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ", "))
-    return None, pa.concat_arrays(out) if out else pa.array([], pa.string())
+        codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S]) if S else ()
+        yield S, rows, [pa.array(labels[j], type=pa.string()).take(pa.array(c)) for j, c in zip(S, codes)]
+
+
+def _joined(parts: list, sep: str) -> Any:
+    import pyarrow.compute as pc
+
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, sep)
 
 
 def _leaf(W: Any, axes: list[int], attrs: list[str], sizes: list[int], vals: list[list[str]]) -> Any:

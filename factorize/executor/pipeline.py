@@ -110,6 +110,10 @@ def _labels(plan: Any, check: Any) -> tuple[dict[str, Any], str | None]:
     from .labels import answer_labels
 
     try:
-        return answer_labels(plan, check), None
+        labels = answer_labels(plan, check)
+        recon = getattr(plan, "reconstruction", None)
+        if recon is not None and "marginal" in labels:  # the structured release reuses them
+            recon._labels = (labels["marginal"], labels["cell"])
+        return labels, None
     except Exception as exc:  # noqa: BLE001 — labels are a convenience, never a reason to fail
         return {}, f"labels unavailable ({type(exc).__name__})"

@@ -49,30 +49,17 @@ def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from factorize.structured.blocks import subset_label
     from factorize.structured.residual import _unpad
 
-    attrs = list(plan.domain.attributes)
+    from .labels import _quoted_labels, marginal_columns
+
     sizes = [int(n) for n in plan.domain.sizes]
-    names: list[str] = []
-    counts: list[int] = []
-    cells: list[Any] = []
     if plan.family == "residual":
-        for S in _unpad(plan.encoding["recon.support"], len(sizes), "recon.support"):
-            rows = math.prod(sizes[j] for j in S)
-            names.append(subset_label(S, attrs))
-            counts.append(rows)
-            if not S:
-                cells.append(pa.array([""] * rows, type=pa.string()))
-                continue
-            codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S])
-            parts = [pc.cast(pa.array(c), pa.string()) for c in codes]
-            cells.append(parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, ","))
-    else:
-        for o, rows in enumerate(plan.reconstruction.out_rows):
-            names.append(f"block {o}")
-            counts.append(int(rows))
-            cells.append(pc.cast(pa.array(np.arange(rows, dtype=np.int64)), pa.string()))
+        return marginal_columns(sizes, list(plan.domain.attributes), _quoted_labels(plan.domain),
+                                _unpad(plan.encoding["recon.support"], len(sizes), "recon.support"))
+    names = [f"block {o}" for o in range(len(plan.reconstruction.out_rows))]
+    counts = [int(r) for r in plan.reconstruction.out_rows]
+    cells = [pc.cast(pa.array(np.arange(r, dtype=np.int64)), pa.string()) for r in counts]
     index = np.repeat(np.arange(len(names), dtype=np.int32), counts)
     marginal = pa.DictionaryArray.from_arrays(pa.array(index), pa.array(names, type=pa.string()))
     return marginal, pa.chunked_array(cells, type=pa.string())

@@ -188,20 +188,19 @@ def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm
 
 
 def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
-                      seed: int) -> tuple[tuple, dict[str, Any]]:
+                      seed: int, fam: Any = None) -> tuple[tuple, dict[str, Any]]:
     """OPT_M weights for Laplace noise (``pure_dp.marginals``) as a structured plan
-    (``structured.marginal_weights``), and the search's record."""
-    from factorize.pure_dp.marginals import optimize_marginal_weights
+    (``structured.marginal_weights``), and the search's record; ``fam``: W's marginal
+    structure when the caller has it."""
+    from factorize.pure_dp.marginals import candidate_subsets, optimize_marginal_weights
     from factorize.pure_dp.structure import marginal_structure_of
     from factorize.structured import marginal_weights
 
-    fam = marginal_structure_of(W)
+    fam = marginal_structure_of(W) if fam is None else fam
     if fam is None or tuple(fam.sizes) != tuple(int(n) for n in dom.sizes):
         raise PlanError("marginal weights need a workload made of marginals of the domain's "
                         "attributes (a marginal spec, or Kronecker products of identities, totals "
                         "and their stacks)")
-    from factorize.pure_dp.marginals import candidate_subsets
-
     # a chosen subset is measured cell by cell: only tables the executor can noise
     subsets = tuple(S for S in candidate_subsets(fam)
                     if math.prod(fam.sizes[j] for j in S) <= MAX_WEIGHTED_TABLE)
@@ -229,9 +228,10 @@ def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options:
 
     cands: list[tuple[str, tuple, dict[str, Any] | None]] = [
         ("union", _union(dom, wblocks, norm, options, "l1"), None)]
-    if marginal_structure_of(W) is not None:
+    fam = marginal_structure_of(W)
+    if fam is not None:
         try:
-            parts, record = _marginal_weights(W, dom, wblocks, norm, options, seed)
+            parts, record = _marginal_weights(W, dom, wblocks, norm, options, seed, fam)
             cands.append(("marginal_weights", parts, record))
         except (PlanError, ValueError) as exc:  # StructureError is a ValueError
             cands.append(("marginal_weights", None, {"refused": str(exc)[:200]}))

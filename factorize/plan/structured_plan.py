@@ -194,9 +194,8 @@ def laplace_rmse(strategy: Any, recon: Any, relation: Any) -> float:
     (``build_structured``) and the verifier re-checks the choice."""
     from factorize.structured.sensitivity import strategy_sensitivity
 
-    measured = strategy.measured()
-    sq = recon.rebased(measured).row_sq_norms()
-    delta = strategy_sensitivity(measured, "l1", relation).value
+    sq = recon.row_sq_norms()  # the reconstruction's own rows (cached; the plan's claims reuse them)
+    delta = strategy_sensitivity(strategy.measured(), "l1", relation).value
     return math.sqrt(2.0) * delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
 
 

@@ -126,24 +126,32 @@ def reconstruction_residual(recon: StructuredReconstruction,
     return beta
 
 
+def _term_product(recon: StructuredReconstruction, j: int, choice: Choice,
+                  shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(fl(G F), γ_k |G||F|)``: a term's per-attribute product ``P = G F`` on attribute j (G
+    the term's factor, ``[[1]]`` when absent; F the strategy's, ``1ᵀ`` off its support) and
+    the entrywise bound on its float error; :class:`StructureError` unless it has the
+    workload factor's ``shape``."""
+    s = recon.strategy
+    g_name, f_name = choice
+    G = recon.arrays[g_name] if g_name is not None else np.ones((1, 1))
+    F = s.arrays[f_name] if f_name is not None else np.ones((1, s.sizes[j]))
+    if G.shape[1] != F.shape[0] or (G.shape[0], F.shape[1]) != tuple(shape):
+        raise StructureError(f"attribute {j}: a term's product has shape "
+                             f"{(G.shape[0], F.shape[1])}, the workload factor {tuple(shape)}")
+    return G @ F, gamma(max(G.shape[1], 1)) * (np.abs(G) @ np.abs(F))
+
+
 def _attribute(recon: StructuredReconstruction, j: int, choices: list[Choice],
                W_factor) -> tuple[float, float, float, float]:
     """``(q_j, ε_j, ω_j, Σ_c max|P_c|)`` of the module docstring for one attribute."""
-    s = recon.strategy
-    n = s.sizes[j]
     Wj = W_factor.dense()
     Q = np.zeros(Wj.shape)
     err = np.zeros(Wj.shape)
     absP = np.zeros(Wj.shape)
     pmax = 0.0
-    for g_name, f_name in choices:
-        G = recon.arrays[g_name] if g_name is not None else np.ones((1, 1))
-        F = s.arrays[f_name] if f_name is not None else np.ones((1, n))
-        if G.shape[1] != F.shape[0] or (G.shape[0], F.shape[1]) != Wj.shape:
-            raise StructureError(f"attribute {j}: a term's product has shape "
-                                 f"{(G.shape[0], F.shape[1])}, the workload factor {Wj.shape}")
-        P = G @ F
-        slack = gamma(max(G.shape[1], 1)) * (np.abs(G) @ np.abs(F))
+    for choice in choices:
+        P, slack = _term_product(recon, j, choice, Wj.shape)
         Q += P
         err += slack
         absP += np.abs(P)
@@ -237,17 +245,8 @@ def _project(recon: StructuredReconstruction, j: int, choice: Choice, basis
              ) -> tuple[tuple[float, float], float]:
     """``((α0, α1), η)``: a term's product P on attribute j projected on the basis, and a
     certified bound ``η ≥ max|P − α0 B0 − α1 B1|`` over the exact P, B0, B1."""
-    s = recon.strategy
-    n = s.sizes[j]
     B0, B1, (m0, m1), err0, err1 = basis
-    g_name, f_name = choice
-    G = recon.arrays[g_name] if g_name is not None else np.ones((1, 1))
-    F = s.arrays[f_name] if f_name is not None else np.ones((1, n))
-    if G.shape[1] != F.shape[0] or (G.shape[0], F.shape[1]) != B0.shape:
-        raise StructureError(f"attribute {j}: a term's product has shape "
-                             f"{(G.shape[0], F.shape[1])}, the workload factor {B0.shape}")
-    P = G @ F
-    slack = gamma(max(G.shape[1], 1)) * (np.abs(G) @ np.abs(F))
+    P, slack = _term_product(recon, j, choice, B0.shape)
     n0, n1 = float(np.sum(B0 * B0)), float(np.sum(B1 * B1))
     a0 = float(np.sum(P * B0)) / n0 if m0 > 0 and n0 > 0 else 0.0
     a1 = float(np.sum(P * B1)) / n1 if m1 > 0 and n1 > 0 else 0.0

@@ -218,24 +218,12 @@ def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any, W: An
 
 def certificate_lower(plan: Any, W: Any) -> float:
     """The lower bound re-derived from the plan's witnesses (each re-verified)."""
-    from factorize.certificate import gamma_2_lower, gamma_f_lower
-
-    from .union import _combine
+    from .union import _combine, with_uniform_bound, witness_lower
     from .workload_blocks import workload_blocks
 
     wblocks = workload_blocks(W, plan.domain.sizes)
-    lowers: dict[str, float] = {}
-    for i, f in enumerate(_matrix_factors(wblocks)):
-        q = plan.certificate_arrays.get(f"cert.w{i}.q")
-        if q is None:
-            raise ValueError(f"no witness for workload factor {i}")
-        if norm_is_f := plan.norm == "gamma_f":
-            lowers[f.key] = gamma_f_lower(f.matrix, q.reshape(-1))
-        if not norm_is_f:
-            p = plan.certificate_arrays.get(f"cert.w{i}.p")
-            if p is None:
-                raise ValueError(f"no row witness for workload factor {i}")
-            lowers[f.key] = gamma_2_lower(f.matrix, p.reshape(-1), q.reshape(-1))
+    lowers = {f.key: witness_lower(plan, f"cert.w{i}", f.matrix)
+              for i, f in enumerate(_matrix_factors(wblocks))}
     expected = {f"cert.w{i}.{k}" for i in range(len(lowers))
                 for k in (("q",) if plan.norm == "gamma_f" else ("q", "p"))}
     extra = set(plan.certificate_arrays) - expected
@@ -243,15 +231,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
         raise ValueError(f"unexpected certificate arrays {sorted(extra)[:3]}")
     lower = _combine(plan.norm, [(wb.rows, abs(wb.weight) * math.prod(
         lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])
-    if plan.certificate.get("method") == CERTIFICATE_GRAM:
-        from .union import uniform_trace_lower
-
-        gram = uniform_trace_lower(wblocks, plan.domain.sizes)
-        if gram is None:
-            raise ValueError("the certificate names the uniform-weight bound, which this "
-                             "workload's row count does not allow")
-        lower = max(lower, gram)
-    return lower
+    return with_uniform_bound(plan, lower, wblocks, CERTIFICATE_GRAM)
 
 
 def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:

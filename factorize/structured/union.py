@@ -203,8 +203,6 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
 
 def certificate_lower(plan: Any, W: Any) -> float:
     """The union's lower bound (module docstring), each factor's witness re-verified."""
-    from factorize.certificate import gamma_2_lower, gamma_f_lower
-
     from .workload_blocks import workload_blocks
 
     wblocks = workload_blocks(W, plan.domain.sizes)
@@ -222,26 +220,38 @@ def certificate_lower(plan: Any, W: Any) -> float:
                 continue
             i = index[names[j]]
             if f.key not in per_factor:
-                q = plan.certificate_arrays.get(f"cert.f{i}.q")
-                if q is None:
-                    raise ValueError(f"no witness for workload factor {i}")
-                if plan.norm == "gamma_f":
-                    per_factor[f.key] = gamma_f_lower(f.matrix, q.reshape(-1))
-                else:
-                    p = plan.certificate_arrays.get(f"cert.f{i}.p")
-                    if p is None:
-                        raise ValueError(f"no row witness for workload factor {i}")
-                    per_factor[f.key] = gamma_2_lower(f.matrix, p.reshape(-1), q.reshape(-1))
+                per_factor[f.key] = witness_lower(plan, f"cert.f{i}", f.matrix)
             L *= per_factor[f.key]
         lower_blocks.append((wb.rows, L))
-    lower = _combine(plan.norm, lower_blocks)
-    if plan.certificate.get("method") == CERTIFICATE_GRAM:
-        gram = uniform_trace_lower(wblocks, plan.domain.sizes)
-        if gram is None:
-            raise ValueError("the certificate names the uniform-weight bound, which this "
-                             "workload's row count does not allow")
-        lower = max(lower, gram)
-    return lower
+    return with_uniform_bound(plan, _combine(plan.norm, lower_blocks), wblocks, CERTIFICATE_GRAM)
+
+
+def witness_lower(plan: Any, prefix: str, matrix: np.ndarray) -> float:
+    """One workload factor's re-verified lower bound from the plan's witness arrays
+    ``<prefix>.q`` (and ``<prefix>.p`` for γ₂)."""
+    from factorize.certificate import gamma_2_lower, gamma_f_lower
+
+    q = plan.certificate_arrays.get(f"{prefix}.q")
+    if q is None:
+        raise ValueError(f"no witness {prefix}.q for a workload factor")
+    if plan.norm == "gamma_f":
+        return gamma_f_lower(matrix, q.reshape(-1))
+    p = plan.certificate_arrays.get(f"{prefix}.p")
+    if p is None:
+        raise ValueError(f"no row witness {prefix}.p for a workload factor")
+    return gamma_2_lower(matrix, p.reshape(-1), q.reshape(-1))
+
+
+def with_uniform_bound(plan: Any, lower: float, wblocks: Sequence[WorkloadBlock], method: str) -> float:
+    """``max(lower, uniform_trace_lower)`` when the plan's certificate names ``method`` (the
+    one with the uniform-weight bound), else ``lower``."""
+    if plan.certificate.get("method") != method:
+        return lower
+    gram = uniform_trace_lower(wblocks, plan.domain.sizes)
+    if gram is None:
+        raise ValueError("the certificate names the uniform-weight bound, which this "
+                         "workload's row count does not allow")
+    return max(lower, gram)
 
 
 def _combine(norm: str, lower_blocks: list[tuple[int, float]]) -> float:
