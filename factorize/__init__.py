@@ -32,7 +32,7 @@ _PUBLIC = {
     "ZCDP": ("factorize.privacy.guarantees", "ZCDP"),
     "PureDP": ("factorize.privacy.guarantees", "PureDP"),
     "parse_guarantee": ("factorize.privacy.guarantees", "parse_guarantee"),
-    "solve": ("factorize.planner", "solve"),
+    "solve": ("factorize.planner.routes", "solve"),
     "build_plan": ("factorize.plan.build", "build_plan"),
     "build_structured_plan": ("factorize.plan.build_structured", "build_structured_plan"),
     "save_plan": ("factorize.plan.registry", "save_any_plan"),

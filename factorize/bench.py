@@ -52,7 +52,7 @@ def _run_case(spec: str, norm: str, backend: str, time_limit: float) -> dict:
 
 def _case_main(spec: str, norm: str, backend: str, time_limit: float) -> None:
     """Run one case in this process and print one JSON line (used by the subprocesses)."""
-    from factorize.planner import solve
+    from factorize.planner.routes import solve
     from solvers import SolverError, SolverOptions
 
     try:
@@ -70,7 +70,7 @@ def _case_main(spec: str, norm: str, backend: str, time_limit: float) -> None:
 
 
 def _baseline_rss() -> float:
-    code = ("import resource, factorize.planner, cvxpy, scs, clarabel;"
+    code = ("import resource, factorize.planner.routes, cvxpy, scs, clarabel;"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)")
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True).stdout.strip())

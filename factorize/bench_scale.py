@@ -5,7 +5,7 @@ Measured side by side in one run, both norms (γ_F, γ₂) for every case:
 - the generic cvxpy SDP (``method="sdp"``, every available back-end: SCS, Clarabel, …),
 - the specialised dual fixed-point solvers (``method="dual"``),
 - the marginal algebra (``method="algebra"``) on marginal workloads, when
-  ``factorize.marginal_planner`` can be imported (otherwise "not available"),
+  ``factorize.planner.marginals`` can be imported (otherwise "not available"),
 
 on prefix n = 64 … 2048, all-range n = 16 … 128, a random ±1 512×512 matrix, and all
 2-way marginals over 20 binary attributes and over the 14 Adult attributes.
@@ -288,7 +288,7 @@ def _solve_case(spec: str, norm: str, method: str, backend: str, time_limit: flo
     W = parse_workload(spec)
     if method == "algebra":
         return _solve_algebra(W, norm, time_limit)
-    from factorize.planner import solve
+    from factorize.planner.routes import solve
 
     opts = SolverOptions(backend=backend if method == "sdp" else "scs", time_limit=time_limit)
     r = solve(W, norm, method=method, options=opts, gap_tol=GAP_TOL)
@@ -302,7 +302,7 @@ def _solve_case(spec: str, norm: str, method: str, backend: str, time_limit: flo
 
 def _solve_algebra(W, norm: str, time_limit: float) -> dict:
     """The marginal algebra, through the planner (``method="algebra"``)."""
-    from factorize.planner import solve
+    from factorize.planner.routes import solve
     from solvers import SolverOptions
 
     r = solve(W, norm, method="algebra", options=SolverOptions(time_limit=time_limit), gap_tol=GAP_TOL)
@@ -325,7 +325,7 @@ def _plain(x):
 
 def baseline_rss_mb() -> float:
     """Peak RSS of a process that only imports the numerical stack (the floor of every row)."""
-    code = "import factorize.planner, cvxpy, scs, clarabel"
+    code = "import factorize.planner.routes, cvxpy, scs, clarabel"
     _, usage, _, _, _, _ = _run_process([sys.executable, "-c", code], 120)
     return usage.ru_maxrss / 1024
 

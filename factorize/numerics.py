@@ -32,13 +32,15 @@ from typing import Any
 
 import numpy as np
 
+from factorize.errors import InputError
+
 #: Unit roundoff of binary64.
 U = 2.0 ** -53
 #: Largest problem dimension these bounds are stated for (γ_n needs n·u < 1; far below).
 MAX_DIM = 1 << 40
 
 
-class NumericRangeError(ValueError):
+class NumericRangeError(InputError):
     """An array's magnitudes leave the range where a stated rounding argument holds."""
 
 

@@ -30,7 +30,7 @@ The policy, applied once at CLI start (``factorize.cli.main``) before numpy is i
   ``OPENBLAS_NUM_THREADS`` etc. in the environment is overridden: ``--threads`` and
   ``FACTORIZE_THREADS`` are the one knob.
 
-The Python API (``factorize.planner.solve`` …) leaves a caller's pools alone; wrap calls in
+The Python API (``factorize.planner.routes.solve`` …) leaves a caller's pools alone; wrap calls in
 ``threadpoolctl.threadpool_limits`` or :func:`limited` to get the same behaviour. DuckDB's and
 Spark's own worker pools are not BLAS pools and are not touched.
 
@@ -46,6 +46,8 @@ import os
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Mapping
+
+from factorize.errors import InputError
 
 if TYPE_CHECKING:
     import argparse
@@ -65,7 +67,7 @@ _ALL_CORES = ("max", "all")
 _POOL_MODULES = ("numpy", "scipy", "cvxpy", "scs", "clarabel", "mosek")
 
 
-class ThreadsError(ValueError):
+class ThreadsError(InputError):
     """An invalid ``--threads`` / ``FACTORIZE_THREADS`` value (the message names which)."""
 
 

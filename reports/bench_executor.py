@@ -52,9 +52,9 @@ def sqrt_prefix(n: int) -> np.ndarray:
 
 
 def explicit_plan(spec: str, factors, privacy: str, domain=None, postprocess=None):
-    from factorize.certificate import Certificate, GammaFWitness
     from factorize.factorization import Factorization
     from factorize.plan.build import build_plan
+    from factorize.planner.certificate import Certificate, GammaFWitness
 
     Rs = tuple(R for R, _ in factors)
     As = tuple(A for _, A in factors)
@@ -239,7 +239,7 @@ def startup_section(quick: bool) -> list[str]:
         lines.append(f"| {top} | {ms:.0f} | {kron.get(top, 0.0):.0f} |")
     lines.append(f"| total | {sum(v for _, v in profile):.0f} | {sum(kron.values()):.0f} |")
     heavy = ("scipy.optimize", "scipy.special", "scipy.stats", "scipy.linalg", "duckdb", "pyarrow",
-             "pyarrow.parquet", "matplotlib", "pandas", "factorize.planner")
+             "pyarrow.parquet", "matplotlib", "pandas", "factorize.planner.routes")
     lines += ["", "Solver modules loaded by these two runs: " + (", ".join(solvers) if solvers else
               "**none** (cvxpy, scs, clarabel, mosek)") + ". Of " + ", ".join(heavy) + ", loaded — "
               "dense (ε, δ): " + (", ".join(h for h in heavy if h in names) or "none")
@@ -381,7 +381,7 @@ def main() -> None:
             best = math.inf
             for _ in range(3):
                 t = time.perf_counter()
-                r = subprocess.run([sys.executable, "-m", "factorize.cli_plan", "run", str(pp), "--data",
+                r = subprocess.run([sys.executable, "-m", "factorize.cli.plan", "run", str(pp), "--data",
                                     str(ADULT / "adult.csv"), "--out", str(tmp / "a.csv"),
                                     "--ignore-extra-columns"], capture_output=True, text=True,
                                    env={**os.environ, "PYTHONPATH": str(ROOT)})

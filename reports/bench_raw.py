@@ -157,7 +157,7 @@ def released_numbers(path: Path) -> dict[str, list[str]]:
 
 def cli(*args: str) -> tuple[float, str]:
     t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "factorize.cli_plan", *args], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "factorize.cli.plan", *args], capture_output=True, text=True,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     wall = time.perf_counter() - t0
     if res.returncode != 0:

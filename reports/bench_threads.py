@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 ADULT = ROOT.parent / "shared" / "data" / "adult"
 
 OLD = ("import contextlib, sys\n"
-       "import factorize.cli as cli\n"
+       "import factorize.cli.app as cli\n"
        "cli.apply_thread_policy = lambda args: contextlib.nullcontext()  # no policy: as before\n"
        "sys.exit(cli.main(sys.argv[1:]))\n")
 BUSY = "while True: pass"
@@ -100,7 +100,7 @@ def timed(cmd: list[str], env: dict[str, str], limit: float) -> tuple[float | No
 def pool_sizes(env: dict[str, str]) -> dict[str, list[int]]:
     """The BLAS pool sizes each mode's process gets (numpy's and scipy's OpenBLAS)."""
     probe = ("import json, sys, contextlib\n"
-             "import factorize.cli as cli\n"
+             "import factorize.cli.app as cli\n"
              "def probe(args):\n"
              "    import numpy, scipy.linalg\n"
              "    from factorize.threads import pool_info\n"

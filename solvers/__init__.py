@@ -1,8 +1,8 @@
 """SDP back-ends and the convex programs of the planner (raw solver output only).
 
 The solvers return primal and dual matrices as the back-end produced them; turning them
-into a factorization and a re-checked certificate is ``factorize.recovery`` /
-``factorize.certificate``'s job, so nothing here is trusted without verification.
+into a factorization and a re-checked certificate is ``factorize.planner.recovery`` /
+``factorize.planner.certificate``'s job, so nothing here is trusted without verification.
 """
 
 import importlib

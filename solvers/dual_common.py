@@ -3,7 +3,7 @@
 The dual solvers (``dual_gamma_f``, ``dual_gamma_2``) iterate on dual weights, read a
 primal strategy A off every iterate, and keep the best lower and the best upper bound
 seen. Their own bound estimates decide only when to stop; the planner re-checks the
-returned weights and strategy with ``factorize.certificate.verify`` like any solver output.
+returned weights and strategy with ``factorize.planner.certificate.verify`` like any solver output.
 """
 
 from __future__ import annotations

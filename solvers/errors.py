@@ -7,9 +7,12 @@ re-checked certificate is looser than requested.
 
 from __future__ import annotations
 
+from factorize.errors import SolverError
 
-class SolverError(RuntimeError):
-    """Base class of every solver failure."""
+__all__ = [
+    "SolverError", "BackendUnavailableError", "SolverFailedError", "SolverInaccurateError",
+    "SolverTimeLimitError", "CertificateGapError", "CertificateInvalidError",
+]
 
 
 class BackendUnavailableError(SolverError):

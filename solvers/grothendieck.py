@@ -247,7 +247,7 @@ def _least_certified_shift(C: np.ndarray, d: np.ndarray, scale: float) -> tuple[
 
 
 def _repair_eigen_check(U: np.ndarray, d: np.ndarray) -> np.ndarray:
-    from factorize.certificate import grothendieck_psd_margin
+    from factorize.planner.certificate import grothendieck_psd_margin
 
     n = d.size
     for _ in range(8):

@@ -5,7 +5,7 @@
 
 where ``B`` (r×N, r = rank W) is any matrix with ``BᵀB = WᵀW`` (taken from the SVD of W),
 so the PSD cone has size N + r, never k + N. The multipliers λ of ``diag(X) ≤ 1`` are the
-dual witness q (after normalisation) of ``factorize.certificate.gamma_f_lower``.
+dual witness q (after normalisation) of ``factorize.planner.certificate.gamma_f_lower``.
 """
 
 from __future__ import annotations

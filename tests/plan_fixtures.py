@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from factorize.certificate import Certificate, GammaFWitness
 from factorize.factorization import Factorization
 from factorize.plan.build import build_plan
+from factorize.planner.certificate import Certificate, GammaFWitness
 from workloads import parse_workload
 
 

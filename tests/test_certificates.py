@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from factorize.certificate import (
+from factorize.factorization import Factorization
+from factorize.planner.certificate import (
     ApproxGamma2Witness,
     Certificate,
     Gamma2Witness,
@@ -19,8 +20,7 @@ from factorize.certificate import (
     gamma_f_lower,
     verify,
 )
-from factorize.factorization import Factorization
-from factorize.planner import solve
+from factorize.planner.routes import solve
 from workloads import DenseWorkload
 
 

@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from factorize.certificate import Certificate, GammaFWitness, verify
-from factorize.planner import solve
-from factorize.recovery import factorization_from_strategy
+from factorize.planner.certificate import Certificate, GammaFWitness, verify
+from factorize.planner.recovery import factorization_from_strategy
+from factorize.planner.routes import solve
 from solvers.anderson import Anderson
 from solvers.dual_gamma_2 import solve_gamma_2_dual
 from solvers.dual_gamma_f import solve_gamma_f_dual
@@ -165,7 +165,8 @@ def test_auto_routes_marginals_to_the_algebra_and_agrees_with_dual():
 
 
 def test_cli_refuses_to_save_an_algebra_solution(tmp_path, capsys):
-    from factorize.cli import EXIT_INPUT, main
+    from factorize.cli import main
+    from factorize.errors import EXIT_INPUT
 
     code = main(["solve", "--workload", "marginals:2x2x2:2", "--method", "algebra",
                  "--out", str(tmp_path / "m.fct")])

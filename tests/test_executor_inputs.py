@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from factorize.cli_plan import main
+from factorize.cli.plan import main
 from factorize.plan.plan_file import save_plan
 from tests.hostile_files import write_object_npy
 from tests.plan_fixtures import identity_certificate

@@ -135,7 +135,7 @@ def test_postprocess_in_release_is_consistent():
 def test_adult_end_to_end(tmp_path, capsys):
     import json
 
-    from factorize.cli_plan import main
+    from factorize.cli.plan import main
 
     attrs = ["sex", "race", "relationship", "income>50K"]
     plan = tmp_path / "adult.plan"

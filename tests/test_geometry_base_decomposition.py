@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from factorize.geometry.base_decomposition import base_decomposition, ellipsoid_factorization
-from factorize.planner import solve
+from factorize.planner.routes import solve
 from workloads import parse_workload
 
 

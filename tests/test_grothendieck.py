@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.linalg import hadamard
 
-from factorize.certificate import grothendieck_psd_margin
 from factorize.norms import certified_psd_margin
+from factorize.planner.certificate import grothendieck_psd_margin
 from solvers.errors import SolverTimeLimitError
 from solvers.grothendieck import (
     cholesky_psd_certificate,

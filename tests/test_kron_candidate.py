@@ -8,7 +8,7 @@ import pytest
 
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
-from factorize.strategies import kron_candidate, per_factor_objective
+from factorize.planner.strategies import kron_candidate, per_factor_objective
 from workloads import parse_workload
 
 

@@ -116,7 +116,7 @@ def test_marginal_tables_are_tidy_and_in_row_order():
 
 
 def test_run_writes_labels_in_every_format_and_tidy_tables(tmp_path, capsys):
-    from factorize.cli_plan import main
+    from factorize.cli.plan import main
     from factorize.executor.output import read_answers
 
     rng = np.random.default_rng(0)

@@ -12,8 +12,8 @@ import pytest
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
 from factorize.plan.lower_bound import laplace_factorization_bound
+from factorize.planner.strategies import tree_strategy
 from factorize.privacy import ZCDP, PureDP
-from factorize.strategies import tree_strategy
 from workloads import parse_workload
 
 

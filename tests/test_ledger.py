@@ -417,7 +417,7 @@ def test_concurrent_processes_never_exceed_the_budget(tmp_path):
 
 def _budget(*argv: str) -> int:
     """``factorize budget …`` through cli_budget.register (independent of cli.py's wiring)."""
-    from factorize.cli_budget import register
+    from factorize.cli.budget import register
 
     parser = argparse.ArgumentParser(prog="factorize")
     register(parser.add_subparsers(dest="command", required=True))

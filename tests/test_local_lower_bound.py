@@ -16,7 +16,6 @@ import pytest
 from scipy.special import gammaln
 from scipy.stats import binom
 
-from factorize.certificate import ApproxGamma2Witness
 from factorize.local.lower_bound import (
     ERROR_MODELS,
     certified_approx_gamma_2,
@@ -25,6 +24,7 @@ from factorize.local.lower_bound import (
     local_upper_bound_n,
     parity_witness,
 )
+from factorize.planner.certificate import ApproxGamma2Witness
 from workloads import parse_workload
 
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from factorize.certificate import Certificate, grothendieck_psd_margin, verify
-from factorize.lowrank_approx_gamma_2 import solve_approx_gamma_2_scalable
-from factorize.planner import solve
+from factorize.planner.certificate import Certificate, grothendieck_psd_margin, verify
+from factorize.planner.lowrank import solve_approx_gamma_2_scalable
+from factorize.planner.routes import solve
 from solvers.errors import CertificateGapError, SolverTimeLimitError
 from workloads import DenseWorkload, parse_workload
 

@@ -2,10 +2,10 @@
 
 Truth used: dense matrices and numpy SVDs on small domains (the projectors, WᵀW, the
 trace norm, row norms of W X^{-1/2}, the strategy); the generic SDP planner
-(``factorize.planner.solve``) on small marginal workloads; closed forms (identity and
+(``factorize.planner.routes.solve``) on small marginal workloads; closed forms (identity and
 total query: 1; all-k-way marginals over binary attributes: ``γ₂ = γ_F = ||W||_tr/√(Nk)``
 with ``λ_T = C(d−|T|, k−|T|)·2^{d−k}``); and the certificate formulas of
-``factorize.certificate`` evaluated on dense matrices.
+``factorize.planner.certificate`` evaluated on dense matrices.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from factorize import certificate
-from factorize.marginal_algebra import (
+from factorize.planner import certificate
+from factorize.planner.marginal_algebra import (
     AlgebraCoefficients,
     MarginalFamily,
     apply_algebra,
@@ -37,8 +37,8 @@ from factorize.marginal_algebra import (
     subset_of,
     trace_norm,
 )
-from factorize.marginal_planner import solve_marginals, verify_marginal_solution
-from factorize.planner import solve
+from factorize.planner.marginals import solve_marginals, verify_marginal_solution
+from factorize.planner.routes import solve
 from solvers.errors import CertificateGapError
 from workloads import (
     DenseWorkload,
@@ -224,7 +224,7 @@ def test_detector_rejects_non_marginals(W):
 # ------------------------------------------------------------------------------ (b) planner
 def _dense_plan_check(W, sol):
     """The plan as dense matrices: R·A = W, its norms equal the certified upper bound, and the
-    SVD-based certificate formulas of factorize.certificate reproduce the lower bound."""
+    SVD-based certificate formulas of factorize.planner.certificate reproduce the lower bound."""
     fam = sol.family
     Wd = W.dense()
     xm = sol.x.by_mask()

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import factorize.marginal_algebra as ma
-from factorize.marginal_algebra import (
+import factorize.planner.marginal_algebra as ma
+from factorize.planner.marginal_algebra import (
     MarginalFamily,
     closure,
     gram_eigenvalues,

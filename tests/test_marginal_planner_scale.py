@@ -17,10 +17,10 @@ import random
 import numpy as np
 import pytest
 
-import factorize.marginal_algebra as ma
-import factorize.marginal_planner as mp
-from factorize.marginal_algebra import MarginalFamily, closure, mask_of, submasks, subset_dim
-from factorize.marginal_planner import solve_marginals
+import factorize.planner.marginal_algebra as ma
+import factorize.planner.marginals as mp
+from factorize.planner.marginal_algebra import MarginalFamily, closure, mask_of, submasks, subset_dim
+from factorize.planner.marginals import solve_marginals
 from workloads import marginals
 
 ADULT = (85, 9, 100, 16, 7, 15, 6, 5, 2, 100, 100, 99, 42, 2)

@@ -1,9 +1,9 @@
 """Weighted marginal families in the planner, and the plan-builder helpers of
 ``MarginalSolution`` (diagonal shares, block variances, total variance).
 
-Truth used: the generic planner (``factorize.planner.solve(..., method="dual")``) on the
+Truth used: the generic planner (``factorize.planner.routes.solve(..., method="dual")``) on the
 dense matrix, which knows nothing of the algebra; the dense plan ``R = W A⁺`` (its row
-norms and Frobenius norm); the SVD-based certificate formulas of ``factorize.certificate``
+norms and Frobenius norm); the SVD-based certificate formulas of ``factorize.planner.certificate``
 (the Lee–Shraibman–Špalek bound with p on the rows of the heaviest copies); and exact
 invariances (scaling every weight by c scales γ by c; a lighter copy of a block leaves γ₂
 unchanged).
@@ -17,10 +17,10 @@ import math
 import numpy as np
 import pytest
 
-from factorize import certificate
-from factorize.marginal_algebra import MarginalFamily, mask_of, projector_dense
-from factorize.marginal_planner import solve_marginals, verify_marginal_solution
-from factorize.planner import solve
+from factorize.planner import certificate
+from factorize.planner.marginal_algebra import MarginalFamily, mask_of, projector_dense
+from factorize.planner.marginals import solve_marginals, verify_marginal_solution
+from factorize.planner.routes import solve
 from workloads import DenseWorkload, KronWorkload, VStackWorkload, identity, total
 
 FAMILIES = [
@@ -161,7 +161,7 @@ def test_tampered_weighted_witness_is_rejected():
 def test_malformed_subsets_fail_cleanly(bad):
     import dataclasses
 
-    from factorize.marginal_algebra import AlgebraCoefficients
+    from factorize.planner.marginal_algebra import AlgebraCoefficients
 
     sizes, subsets, weights = FAMILIES[0]
     fam = _family(sizes, subsets, weights)

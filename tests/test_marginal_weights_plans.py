@@ -213,7 +213,7 @@ def test_run_end_to_end_and_monte_carlo_variance(plans, tmp_path):
 def test_cli_plans_the_idtotal_product_structured(tmp_path):
     """``factorize plan`` under Laplace noise sends a workload of marginals too large to
     densify to the structured route, where marginal weights win; ``inspect`` says so."""
-    from factorize.cli_plan import main
+    from factorize.cli.plan import main
 
     out = tmp_path / "p.plan"
     spec = "kron(" + ",".join(f"vstack(identity:{n},total:{n})" for n in (20, 30, 7, 4, 2)) + ")"
@@ -226,7 +226,7 @@ def test_cli_plans_the_idtotal_product_structured(tmp_path):
 def test_marginal_workloads_carry_the_marginal_algebra_certificate(plans):
     """On a stack of marginals the lower bound is the marginal planner's re-verified γ_F
     optimum (not the per-factor product, 1 for identities); a larger stated lower is refused."""
-    from factorize.marginal_planner import solve_marginals
+    from factorize.planner.marginals import solve_marginals
     from factorize.structured import marginal_weights
 
     spec, path = plans["marginals"]

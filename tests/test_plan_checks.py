@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from factorize.cli_plan import main
+from factorize.cli.plan import main
 from factorize.plan.checks import PlanRefused, verify_plan
 from factorize.plan.plan_file import load_plan, save_plan
 from tests.plan_fixtures import identity_certificate, small_plan
@@ -44,8 +44,8 @@ def test_understated_sensitivity_refused(tmp_path):
 
 def test_scaled_strategy_needs_more_noise(tmp_path):
     """Doubling A (and halving R) doubles the sensitivity: the old noise is refused."""
-    from factorize.certificate import Certificate
     from factorize.factorization import Factorization
+    from factorize.planner.certificate import Certificate
 
     plan = small_plan("prefix:8")
     cert = identity_certificate("prefix:8")
@@ -66,8 +66,8 @@ def test_wrong_workload_refused(tmp_path):
 
 
 def test_residual_mismatch_refused(tmp_path):
-    from factorize.certificate import Certificate
     from factorize.factorization import Factorization
+    from factorize.planner.certificate import Certificate
 
     plan = small_plan("prefix:8")
     R = plan.factorization.R_factors[0].copy()
@@ -87,8 +87,8 @@ def test_probe_residual_check_for_large_dense(monkeypatch):
     ok = verify_plan(plan)
     detail = next(c["detail"] for c in ok.checks if c["name"] == "W = R·A")
     assert ok.passed and "probes" in detail
-    from factorize.certificate import Certificate
     from factorize.factorization import Factorization
+    from factorize.planner.certificate import Certificate
 
     R = plan.factorization.R_factors[0].copy()
     R[5, 1] += 1e-6
@@ -127,7 +127,7 @@ def test_cli_plan_inspect_verify(tmp_path, capsys):
 def test_domain_file_with_attributes(tmp_path):
     import json
 
-    from factorize.cli_plan import parse_domain
+    from factorize.cli.plan import parse_domain
 
     f = tmp_path / "d.json"
     f.write_text(json.dumps({"a": 2, "b": 3, "c": 4}))

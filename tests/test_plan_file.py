@@ -49,9 +49,9 @@ def test_every_privacy_model_round_trips_and_verifies(tmp_path, privacy, family,
 
 
 def test_kron_plan_and_replace_relation(tmp_path):
-    from factorize.certificate import Certificate, GammaFWitness
     from factorize.factorization import Factorization
     from factorize.plan.build import build_plan
+    from factorize.planner.certificate import Certificate, GammaFWitness
     from workloads import Domain, parse_workload
 
     W1 = parse_workload("prefix:4").dense()

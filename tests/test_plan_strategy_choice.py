@@ -9,7 +9,7 @@ import pytest
 
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
-from factorize.strategies import candidate_factorizations
+from factorize.planner.strategies import candidate_factorizations
 from workloads import parse_workload
 
 

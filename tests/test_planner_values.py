@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from factorize.planner import solve
+from factorize.planner.routes import solve
 from solvers import SolverOptions, available_backends
 from workloads import DenseWorkload, parse_workload
 

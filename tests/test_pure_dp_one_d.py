@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from factorize.planner.strategies import tree_strategy
 from factorize.privacy.guarantees import Neighbouring
 from factorize.privacy.sensitivity import sensitivity
 from factorize.pure_dp.api import plan_p_identity
@@ -15,7 +16,6 @@ from factorize.pure_dp.evaluate import evaluate_dense
 from factorize.pure_dp.one_d import optimize_p_identity
 from factorize.pure_dp.optimizer import Start, multistart
 from factorize.pure_dp.p_identity import PIdentityObjective
-from factorize.strategies import tree_strategy
 from workloads import parse_workload
 
 

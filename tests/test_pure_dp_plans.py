@@ -16,8 +16,8 @@ import pytest
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
 from factorize.plan.plan_file import save_plan
+from factorize.planner.strategies import OPTIMIZED_PREFIX, tree_strategy
 from factorize.privacy import Neighbouring, kron_spread
-from factorize.strategies import OPTIMIZED_PREFIX, tree_strategy
 
 
 def _laplace_rmse(R: np.ndarray, A: np.ndarray, eps: float = 1.0) -> float:

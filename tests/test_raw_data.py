@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from factorize.cli_plan import main
+from factorize.cli.plan import main
 from factorize.engines import DataError, histogram_duckdb, marginals_duckdb
 from factorize.executor.data import load_histogram, load_marginals
 from factorize.plan.plan_file import load_plan, save_plan

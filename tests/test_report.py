@@ -234,7 +234,7 @@ def test_results_report_names_queries_and_shows_cdf_groups_intervals_and_postpro
     """Issue 16 item 4: the results report names every answer by its label, draws one CDF
     with its band per group (age CDF per sex), the post-processed column, and the interval
     half-widths on their own scale; the table says where all answers are."""
-    from factorize.cli_plan import main
+    from factorize.cli.plan import main
     from factorize.report.results_report import _cdf_series, results_report
     from workloads import parse_workload
 

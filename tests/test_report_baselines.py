@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from scipy.stats import norm as normal
 
-from factorize.marginal_algebra import (
+from factorize.plan.build import build_plan, choose_grid
+from factorize.planner.marginal_algebra import (
     gram_eigenvalues,
     marginal_family,
     row_norm_coefficients,
 )
-from factorize.plan.build import build_plan, choose_grid
 from factorize.privacy import (
     ZCDP,
     ApproxDP,

@@ -45,8 +45,8 @@ def approx_plan():
 
 def test_eta_bounded_and_zero_reconstruction_refused(tmp_path, approx_plan):
     """η = 10⁶ with R = 0 on prefix:16 released sixteen zeros with [0, 0] intervals."""
-    from factorize.certificate import Certificate
     from factorize.factorization import Factorization
+    from factorize.planner.certificate import Certificate
 
     plan = copy.deepcopy(approx_plan)
     f = plan.factorization

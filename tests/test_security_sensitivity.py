@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factorize.certificate import ApproxGamma2Witness, Certificate, GammaFWitness
 from factorize.factorization import Factorization
 from factorize.plan.build import choose_grid
 from factorize.plan.checks import verify_plan
 from factorize.plan.model import expected_error
 from factorize.plan.plan_file import load_plan, save_plan
+from factorize.planner.certificate import ApproxGamma2Witness, Certificate, GammaFWitness
 from factorize.privacy import PrivacyError, calibrate, parse_guarantee
 from factorize.privacy.sensitivity import add_remove_sensitivity, kron_sensitivity, replace_sensitivity
 from tests.plan_fixtures import small_plan

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from factorize.planner import solve
+from factorize.planner.routes import solve
 from solvers import (
     BackendUnavailableError,
     CertificateGapError,

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = ("cvxpy", "scs", "clarabel", "mosek")
 #: Never loaded by the run path, whatever the plan kind: plotting, data frames, the planner,
 #: the SDP back-ends.
-NEVER = ("matplotlib", "pandas", "factorize.planner",
+NEVER = ("matplotlib", "pandas", "factorize.planner.routes",
          "factorize.report", "solvers.backends", "solvers.sdp_gamma_f", "solvers.sdp_gamma_2",
          "solvers.sdp_approx_gamma_2")
 
@@ -251,6 +251,6 @@ def test_python_m_factorize_run_with_the_solvers_unimportable(plans, tmp_path):
     assert r.returncode == 0 and "BLOCKED IMPORT" not in r.stderr, r.stderr
     assert "released    8 answers" in r.stdout
     # and the blocker does block: the planner cannot be imported in that process
-    r = subprocess.run([sys.executable, "-c", "import factorize.planner"], capture_output=True,
+    r = subprocess.run([sys.executable, "-c", "import factorize.planner.routes"], capture_output=True,
                        text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode != 0 and "BLOCKED IMPORT cvxpy" in r.stderr

@@ -16,7 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from factorize.marginal_algebra import projector_dense
+from factorize.planner.marginal_algebra import projector_dense
 from factorize.privacy.sensitivity import sensitivity
 from factorize.structured import residual, union
 from factorize.structured import sensitivity as ssens

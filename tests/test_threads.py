@@ -104,7 +104,7 @@ def test_cli_refuses_invalid_values(monkeypatch, capsys):
 
 PROBE = textwrap.dedent("""
     import json, sys
-    import factorize.cli as cli
+    import factorize.cli.app as cli
 
     def probe(args):  # in place of the solve command: the pools as the command sees them
         import numpy, scipy.linalg  # numpy's and scipy's own OpenBLAS, loaded after the policy

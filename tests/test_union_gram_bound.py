@@ -24,7 +24,7 @@ DOMAIN = Domain(["a", "b", "c"], list(SIZES))
 
 
 def test_uniform_bound_is_the_dense_trace_norm_and_below_the_optimum():
-    from factorize.planner import solve
+    from factorize.planner.routes import solve
 
     W = parse_workload(SPEC)
     bound = union.uniform_trace_lower(workload_blocks(W, SIZES), SIZES)

@@ -1,11 +1,13 @@
 """Exception types of the :mod:`workloads` package.
 
-All of them derive from :class:`ValueError`, so callers that only care about
+All of them derive from ``factorize.errors.InputError`` (a :class:`ValueError`), so callers that only care about
 "bad input" can catch ``ValueError``; callers that want to tell the cases apart
 catch the specific class.
 """
 
 from __future__ import annotations
+
+from factorize.errors import InputError
 
 __all__ = [
     "WorkloadError",
@@ -15,7 +17,7 @@ __all__ = [
 ]
 
 
-class WorkloadError(ValueError):
+class WorkloadError(InputError):
     """A workload (or an argument used to build one) is invalid."""
 
 
@@ -41,7 +43,7 @@ class DenseTooLargeError(WorkloadError):
     """Densifying a workload was refused because it has too many entries."""
 
 
-class DomainError(ValueError):
+class DomainError(InputError):
     """A domain, or records/cells checked against a domain, are invalid.
 
     Messages never contain record values (records are private data); they

@@ -21,7 +21,7 @@ from .base import Workload
 from .errors import WorkloadError
 from .explicit import DenseWorkload, SparseWorkload
 
-__all__ = ["KronWorkload", "VStackWorkload", "SumWorkload", "as_operator"]
+__all__ = ["KronWorkload", "VStackWorkload", "SumWorkload", "as_operator", "kron_leaves"]
 
 
 def as_operator(obj: Any, name: str = "workload") -> Workload:
@@ -36,6 +36,23 @@ def as_operator(obj: Any, name: str = "workload") -> Workload:
         f"{name} must be a Workload, a numpy array or a scipy.sparse matrix, "
         f"got {type(obj).__name__}"
     )
+
+
+def kron_leaves(workload: Any) -> list[Any]:
+    """The Kronecker factors of ``workload``, nested products flattened, in order.
+
+    ``W = F_0 ⊗ (F_1 ⊗ F_2)`` gives ``[F_0, F_1, F_2]`` (the Kronecker product is
+    associative); anything without ``factors`` (a dense, sparse or stacked workload) is its
+    own single leaf. The one flattening helper of the project: planner, plan checks,
+    structured blocks and reports all read a workload's Kronecker structure through it.
+    """
+    factors = getattr(workload, "factors", None)
+    if factors is None:
+        return [workload]
+    leaves: list[Any] = []
+    for f in factors:
+        leaves.extend(kron_leaves(f))
+    return leaves
 
 
 def _coerce_sequence(items: Any, name: str) -> tuple[Workload, ...]:

@@ -7,10 +7,12 @@ the offending values, nor the contents of any row.
 
 from __future__ import annotations
 
+from factorize.errors import InputError
+
 __all__ = ["DataError"]
 
 
-class DataError(ValueError):
+class DataError(InputError):
     """Private input data (records, a data file, a histogram file) is invalid or unreadable.
 
     Messages never contain record values; they name columns and count offending rows.

@@ -69,6 +69,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.errors import EnvironmentProblem
 from workloads.domain import Domain
 
 from ._common import (
@@ -110,7 +111,7 @@ _UNSET = object()
 _SESSION: Any = None
 
 
-class SparkUnavailableError(OSError):
+class SparkUnavailableError(EnvironmentProblem):
     """Spark cannot be used here: pyspark is not installed or its JVM (Java) cannot start.
 
     An :class:`OSError` (an environment problem, not bad data): the ``factorize`` CLI reports

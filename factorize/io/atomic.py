@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
 
+from factorize.errors import EnvironmentProblem
+
 _PARTIAL = ".partial."
 
 
@@ -66,7 +68,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-class MissingFolderError(FileNotFoundError):
+class MissingFolderError(EnvironmentProblem, FileNotFoundError):
     """An output's folder does not exist: factorize never creates folders for its outputs (a
     mistyped ``--out`` must not scatter files)."""
 

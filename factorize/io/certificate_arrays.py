@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from factorize.certificate import ApproxGamma2Witness, Certificate, Gamma2Witness, GammaFWitness
 from factorize.factorization import Factorization
+from factorize.planner.certificate import ApproxGamma2Witness, Certificate, Gamma2Witness, GammaFWitness
 
 
 def certificate_arrays(cert: Certificate) -> dict[str, np.ndarray]:

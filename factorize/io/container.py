@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 import numpy as np
 from safetensors.numpy import save_file
 
+from factorize.errors import InputError
 from factorize.io.atomic import atomic_target
 
 #: Largest JSON header ``read`` accepts (the 8-byte length field is checked before reading).
@@ -51,7 +52,7 @@ _TENSOR_KEYS = frozenset(("dtype", "shape", "data_offsets"))
 _BIG = 2**63  # no dimension or offset of a real file reaches it
 
 
-class ContainerError(ValueError):
+class ContainerError(InputError):
     """The file is missing, truncated, tampered with, or of an unknown format/version."""
 
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factorize.certificate import Certificate
 from factorize.io import container
 from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays
 from factorize.io.provenance import versions
+from factorize.planner.certificate import Certificate
 
 FORMAT = "factorize-result"
 SCHEMA_VERSION = 1

@@ -91,6 +91,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from factorize.errors import InputError
+
 FORMAT = "factorize-ledger/1"
 HEAD_FORMAT = "factorize-ledger-head/1"
 ZERO_HASH = "0" * 64
@@ -135,7 +137,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _COMPONENTS = {"pure_dp": ("epsilon",), "approx_dp": ("epsilon", "delta"), "zcdp": ("rho",)}
 
 
-class LedgerError(ValueError):
+class LedgerError(InputError):
     """The ledger cannot be used as asked (missing, unknown dataset, refused guarantee type)."""
 
 
@@ -145,6 +147,8 @@ class BudgetExceeded(LedgerError):
 
 class LedgerTampered(LedgerError):
     """The ledger's database, chain or anchor is inconsistent: modified, rolled back, deleted."""
+
+    cli_label = "ledger inconsistent (tampered?)"
 
 
 # ----------------------------------------------------------------------------- exact numbers

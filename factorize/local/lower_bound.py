@@ -151,7 +151,7 @@ from typing import Any
 import numpy as np
 
 from factorize import norms
-from factorize.certificate import (
+from factorize.planner.certificate import (
     ApproxGamma2Witness,
     Certificate,
     approx_gamma_2_lower,
@@ -602,7 +602,7 @@ def certified_approx_gamma_2(W: Any, eta: float, **solve_kwargs: Any) -> Certifi
     """``planner.solve(W, "approx_gamma_2", eta=η)`` with its witness unpacked (small sizes only)."""
     import time
 
-    from factorize.planner import solve
+    from factorize.planner.routes import solve
     from workloads import parse_workload
     from workloads.operators import DenseWorkload
 

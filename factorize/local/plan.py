@@ -169,7 +169,7 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
                      domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
     """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
     from factorize.plan.build import check_eta, default_domain
-    from factorize.planner import solve
+    from factorize.planner.routes import solve
     from factorize.privacy import parse_guarantee
     from factorize.privacy.policy import check_guarantee
     from workloads import parse_workload
@@ -215,8 +215,8 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
     U = np.asarray(w.U if hasattr(w, "U") else w.U_factors[0], dtype=np.float64)
     d = np.asarray(w.d if hasattr(w, "d") else w.d_factors[0], dtype=np.float64)
     residual = float(np.max(np.abs(Wd - R @ A)))
-    from factorize.certificate import ApproxGamma2Witness, Certificate, verify
     from factorize.factorization import Factorization
+    from factorize.planner.certificate import ApproxGamma2Witness, Certificate, verify
 
     # the certificate of the stored (compressed, normalised) factors, as the verifier sees it
     cert = Certificate("approx_gamma_2", Factorization.dense(R, A), ApproxGamma2Witness(U=U, d=d), eta=e)
@@ -411,11 +411,11 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
 
 def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: dict[str, Any], record: Any) -> None:
     """η bounded, |W − RA| ≤ η certified, the certificate and every stated bound re-derived."""
-    from factorize.certificate import ApproxGamma2Witness, Certificate, verify
     from factorize.factorization import Factorization
     from factorize.plan.bias import residual_bound
     from factorize.plan.build import check_eta
     from factorize.plan.checks import same_number
+    from factorize.planner.certificate import ApproxGamma2Witness, Certificate, verify
 
     Wd = W.dense()
     try:

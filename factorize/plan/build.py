@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from factorize.certificate import Certificate, verify
 from factorize.io.provenance import versions
+from factorize.planner.certificate import Certificate, verify
 from workloads import Domain, Workload, parse_workload
 
 from .lower_bound import any_mechanism_lower_bound, laplace_bound
@@ -54,7 +54,7 @@ ETA_MAX_FRACTION = 0.5
 def workload_max_abs(W: Workload) -> float:
     """``max|W|`` from the structure (the product of the Kronecker leaves' maxima for a
     Kronecker product; the largest block's for a union)."""
-    from factorize.structure import kron_leaves
+    from workloads.structured import kron_leaves
 
     leaves = kron_leaves(W)
     if len(leaves) > 1:
@@ -136,7 +136,7 @@ LS_MAX_ITER = 20000
 
 def _dense_witness(witness):
     """A Kronecker witness (tuples of factor weights) as one dense witness (⊗ of the factors)."""
-    from factorize.certificate import Gamma2Witness, GammaFWitness
+    from factorize.planner.certificate import Gamma2Witness, GammaFWitness
 
     if isinstance(witness, GammaFWitness):
         return GammaFWitness(q=(reduce(np.kron, witness.q),))
@@ -199,7 +199,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
 
     solves: list[dict] = []
     if certificate is None:
-        from factorize.planner import DEFAULT_GAP_TOL, solve
+        from factorize.planner.routes import DEFAULT_GAP_TOL, solve
 
         kwargs = {"eta": eta, "gap_tol": gap_tol or DEFAULT_GAP_TOL}
         if options is not None:
@@ -313,14 +313,14 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
     """The optimal γ_F / γ₂ factorization is optimal for Gaussian noise under add/remove
     neighbours only. For Laplace (pure DP: L1 sensitivity) or K-norm noise, or replace
     neighbours, the plan takes the best, by its own calibrated objective, of that optimum and
-    the standard strategies of ``factorize.strategies`` (histogram, W itself, b-ary trees for
+    the standard strategies of ``factorize.planner.strategies`` (histogram, W itself, b-ary trees for
     ranges, per-factor products) and, for Laplace noise, the strategies optimised for it
     (``factorize.pure_dp.candidates``: p-Identity, Kronecker, flat-refined, union and
     marginal-weight strategies found from deterministic starts and seeded restarts; their
     search records go into ``choice["optimized"]``). The certificate keeps the optimum's dual
     witness: still a valid lower bound on the norm, whose gap then says how far the chosen
     strategy is from it in that norm."""
-    from factorize.strategies import strategy_candidates
+    from factorize.planner.strategies import strategy_candidates
 
     candidates = strategy_candidates(W, family, norm, rel.key, CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES)
     optimized: dict[str, dict[str, Any]] = {}
@@ -368,8 +368,8 @@ def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | N
     factors (dense or per Kronecker factor; for a dense plan too large to multiply out, the
     residual check's limit), and the weights found for W. An approximate-γ₂ plan whose bias
     cannot be bounded from the release is refused."""
-    from factorize.certificate import DEFAULT_RESIDUAL_TOL
-    from factorize.structure import kron_leaves
+    from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
+    from workloads.structured import kron_leaves
 
     from .bias import find_weights, residual_bound  # noqa: F401
 

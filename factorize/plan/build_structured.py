@@ -3,7 +3,7 @@
 ``build_structured_plan(workload, guarantee, ...)``:
 
 1. the strategy: for a marginal workload, the certified optimum of the subset algebra
-   (``marginal_planner.solve_marginals``, γ_F: total variance, γ₂: worst cell) written as
+   (``planner.marginals.solve_marginals``, γ_F: total variance, γ₂: worst cell) written as
    residual blocks (``structured.residual``); for a union of Kronecker products, one block per
    workload block with per-factor optimal factorizations and optimal block weights
    (``structured.union``); under Laplace noise, for a workload whose rows are marginals (in
@@ -161,8 +161,8 @@ def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[dict[str, Any], d
 
 def _residual(W: Workload, dom: Domain, wblocks: list, norm: str, gap_tol: float):
     """The certified marginal optimum as residual blocks (``structured.residual``)."""
-    from factorize.marginal_algebra import marginal_family
-    from factorize.marginal_planner import solve_marginals
+    from factorize.planner.marginal_algebra import marginal_family
+    from factorize.planner.marginals import solve_marginals
     from factorize.structured import residual
 
     family = marginal_family(W)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from factorize.certificate import DEFAULT_RESIDUAL_TOL
+from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
 
 from .model import Plan, PlanError
 
@@ -327,7 +327,7 @@ def _residual_check(W: Any, plan: Plan, out: PlanCheck) -> tuple[bool, str]:
     """W ≈ R·Ã (Ã the measured strategy) within ``tol·max|W| + η``; also sets
     ``out.derived['residual']``, the certified max residual (or the limit, for probes)."""
     from factorize.privacy.lattice import measured_factors
-    from factorize.structure import kron_leaves
+    from workloads.structured import kron_leaves
 
     from .bias import residual_bound
     from .build import workload_max_abs

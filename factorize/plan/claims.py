@@ -70,7 +70,7 @@ def check_factorization_claims(out: PlanCheck, plan: Plan, W: Any, g: Any, certi
 
 
 def _check_bias(out: PlanCheck, plan: Plan, W: Any) -> float:
-    from factorize.structure import kron_leaves
+    from workloads.structured import kron_leaves
 
     from .bias import METHODS, certified_mu
 
@@ -177,7 +177,7 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
 
 
 def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
-    from factorize.strategies import OPTIMIZED_PREFIX, strategy_candidates
+    from factorize.planner.strategies import OPTIMIZED_PREFIX, strategy_candidates
 
     from .build import CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES, _objective
 
@@ -222,7 +222,7 @@ def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
 
 
 def _check_certificate(out: PlanCheck, plan: Plan, W: Any) -> None:
-    from factorize.certificate import verify
+    from factorize.planner.certificate import verify
 
     v = verify(plan.certificate, W)
     out.certificate = {"upper": v.upper, "lower": v.lower, "gap": v.gap, "residual": v.residual,

@@ -1,6 +1,6 @@
 """The mechanism plan: what to release, how, with which noise, and what error to expect.
 
-A :class:`Plan` is pure data plus a :class:`~factorize.certificate.Certificate` (numpy
+A :class:`Plan` is pure data plus a :class:`~factorize.planner.certificate.Certificate` (numpy
 arrays); nothing here imports cvxpy, a solver or the privacy calibration (so the executor
 can load a plan with numpy alone). The mechanism it describes is (MATH.md §2–3)
 
@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from factorize.certificate import Certificate
+from factorize.errors import InputError
 from factorize.factorization import Factorization
+from factorize.planner.certificate import Certificate
 
 if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
     from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
@@ -55,7 +56,7 @@ KNOWN_SAMPLERS = ("discrete_gaussian", "discrete_laplace", "float")
 POSTPROCESS_METHODS = ("nonneg", "least_squares")
 
 
-class PlanError(ValueError):
+class PlanError(InputError):
     """A plan is malformed, inconsistent, or refused by verification."""
 
 

@@ -20,7 +20,7 @@
    and the noise re-derived from the guarantee (``checks.rederive_noise``): an under-noised
    plan is refused with both numbers;
 7. the claims: the certificate (upper, lower and gap re-derived from its stored coefficients
-   and dual witness — ``marginal_planner.verify_marginal_solution`` — or, for a union plan,
+   and dual witness — ``planner.marginals.verify_marginal_solution`` — or, for a union plan,
    from each factor's re-verified certificate), the value the plan achieves, every accuracy
    statement (``structured_plan.expected_error``) and the bias section.
 
@@ -133,7 +133,7 @@ def _residual_rules(plan: StructuredPlan, wblocks: list) -> list[str]:
 
 
 def _identity(out: PlanCheck, recon: Any, W: Any, wblocks: list) -> None:
-    from factorize.certificate import DEFAULT_RESIDUAL_TOL
+    from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
     from factorize.structured.identity import reconstruction_residual
 
     beta = reconstruction_residual(recon, wblocks)
@@ -268,9 +268,9 @@ def _marginal_certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, f
 def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, float, float]:
     """(upper, lower, gap) of the marginal planner's solution stored in the plan's
     certificate arrays (``cert.x`` on ``subsets``; ``cert.omega`` for γ₂), re-verified by
-    ``marginal_planner.verify_marginal_solution``."""
-    from factorize.marginal_algebra import AlgebraCoefficients, marginal_family
-    from factorize.marginal_planner import MarginalSolution, verify_marginal_solution
+    ``planner.marginals.verify_marginal_solution``."""
+    from factorize.planner.marginal_algebra import AlgebraCoefficients, marginal_family
+    from factorize.planner.marginals import MarginalSolution, verify_marginal_solution
     from factorize.structured.residual import _unpad
 
     family = marginal_family(W)

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
+from factorize.errors import InputError
+
 __all__ = [
     "PrivacyError",
     "Neighbouring",
@@ -36,7 +38,7 @@ __all__ = [
 ]
 
 
-class PrivacyError(ValueError):
+class PrivacyError(InputError):
     """Invalid privacy parameters or an impossible privacy request."""
 
 

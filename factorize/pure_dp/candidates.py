@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 
 from factorize.factorization import Factorization
-from factorize.strategies import OPTIMIZED_PREFIX
-from factorize.structure import kron_leaves
+from factorize.planner.strategies import OPTIMIZED_PREFIX
 from factorize.structured.blocks import StructureError
 from workloads import Workload
+from workloads.structured import kron_leaves
 
 from .api import MAX_FLAT_CELLS, PureDPStrategy, plan_pure_dp
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factorize.marginal_algebra import MarginalFamily, gram_eigenvalues, subset_dim
+from factorize.planner.marginal_algebra import MarginalFamily, gram_eigenvalues, subset_dim
 from factorize.privacy.guarantees import Neighbouring
 from factorize.privacy.sensitivity import Sensitivity, kron_sensitivity, sensitivity
 

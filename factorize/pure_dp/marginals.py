@@ -1,7 +1,7 @@
 """Marginal-weight strategies for marginal workloads under the Laplace mechanism: OPT_M of
 McKenna et al., "Optimizing error of high-dimensional statistical queries under
 differential privacy" (PVLDB 2018, its marginals strategy optimiser), computed in the
-algebra of attribute subsets of ``factorize.marginal_algebra`` (never an N-column matrix).
+algebra of attribute subsets of ``factorize.planner.marginal_algebra`` (never an N-column matrix).
 
 The strategy measures the marginal of every candidate subset S with weight ``θ_S ≥ 0``:
 ``A = [θ_S Q_S]_S``, ``Q_S = ⊗_{j∈S} I_{n_j} ⊗_{j∉S} 1ᵀ_{n_j}``. Every column of Q_S holds one
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from factorize.marginal_algebra import MarginalFamily, gram_eigenvalues
+from factorize.planner.marginal_algebra import MarginalFamily, gram_eigenvalues
 
 from .optimizer import MultiStartResult, Start, lbfgsb, multistart
 

@@ -6,7 +6,7 @@ optimiser), with more and better starting points.
 Starts, in this order (deterministic ones first, so they always run):
 
 * the identity (p = 1, Θ = 0);
-* every b-ary tree (``factorize.strategies.tree_strategy``, b = 2, 4, 8, …) whose internal
+* every b-ary tree (``factorize.planner.strategies.tree_strategy``, b = 2, 4, 8, …) whose internal
   nodes number at most ``2·p_max``: Θ = the internal nodes' rows times weights optimised
   first per level, then per node (a few dozen L-BFGS-B steps on that many parameters, the
   tree's sparsity kept), so the start is at least as good as the tree with uniform weights
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factorize.strategies import tree_strategy
+from factorize.planner.strategies import tree_strategy
 
 from .optimizer import MultiStartResult, Start, lbfgsb, multistart
 from .p_identity import PIdentityObjective, p_identity_strategy, theta_from_strategy

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factorize.marginal_algebra import MarginalFamily, marginal_family
-from factorize.structure import kron_leaves
+from factorize.planner.marginal_algebra import MarginalFamily, marginal_family
 from factorize.structured.blocks import StructureError
 from factorize.structured.workload_blocks import workload_blocks
 from workloads import KronWorkload, VStackWorkload, Workload, parse_workload
+from workloads.structured import kron_leaves
 
 __all__ = ["KronBlock", "ProductWorkload", "product_structure", "marginal_structure_of"]
 

@@ -67,6 +67,7 @@ import numpy as np
 from factorize.factorization import Factorization
 from factorize.plan.build import choose_grid
 from factorize.plan.model import expected_error
+from factorize.planner.strategies import TREE_BRANCHING, is_range_workload, tree_strategy
 from factorize.privacy import (
     Neighbouring,
     PrivacyError,
@@ -74,8 +75,8 @@ from factorize.privacy import (
     kron_sensitivity,
     parse_guarantee,
 )
-from factorize.strategies import TREE_BRANCHING, is_range_workload, tree_strategy
 from workloads import DEFAULT_MAX_DENSE_ENTRIES, Workload, as_workload
+from workloads.structured import kron_leaves
 
 __all__ = [
     "NAME_DIRECT",
@@ -248,12 +249,6 @@ def _evaluate(A_factors: Sequence[np.ndarray], error_fact: Factorization, guaran
 # helpers
 
 
-def _leaves(W: Workload) -> list[Workload]:
-    from factorize.structure import kron_leaves
-
-    return list(kron_leaves(W))
-
-
 def _dense_or_none(W: Workload, max_entries: int) -> np.ndarray | None:
     k, N = W.shape
     if k * N > max_entries:
@@ -268,7 +263,7 @@ def _too_large(what: str, entries: int, max_entries: int) -> str:
 
 def _kron_parts(W: Workload, max_entries: int) -> list[np.ndarray] | None:
     """Dense Kronecker leaves of W when it has ≥ 2 leaves that each fit, else None."""
-    leaves = _leaves(W)
+    leaves = kron_leaves(W)
     if len(leaves) < 2:
         return None
     if any(int(l.shape[0]) * int(l.shape[1]) > max_entries for l in leaves):
@@ -435,7 +430,7 @@ def marginal_baselines(W: Workload | str | np.ndarray, guarantee: Any,
     ``Σ_{T in the closure} dim_T`` of the marginal algebra (``gram_eigenvalues``), not a
     numerical tolerance. Applies when ``marginal_algebra.marginal_family(W)`` recognises W.
     """
-    from factorize.marginal_algebra import gram_eigenvalues, marginal_family, subset_dim
+    from factorize.planner.marginal_algebra import gram_eigenvalues, marginal_family, subset_dim
 
     W = as_workload(W)
     k, N = W.shape

@@ -59,7 +59,7 @@ def noise_words(n: Any, m: int) -> str:
 
 
 def _grid_shape(W: Any) -> tuple[int, int] | None:
-    from factorize.structure import kron_leaves
+    from workloads.structured import kron_leaves
 
     leaves = kron_leaves(W)
     if len(leaves) == 2:
@@ -68,7 +68,7 @@ def _grid_shape(W: Any) -> tuple[int, int] | None:
 
 
 def _marginal_groups(W: Any, attributes: list[str]) -> list[tuple[str, int, int]] | None:
-    from factorize.marginal_algebra import marginal_family
+    from factorize.planner.marginal_algebra import marginal_family
 
     fam = marginal_family(W)
     if fam is None or len(fam.subsets) < 2:

@@ -12,8 +12,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from factorize.errors import InputError
 
-class StructureError(ValueError):
+
+class StructureError(InputError):
     """A structured strategy or reconstruction is malformed (shapes, names, supports)."""
 
 

@@ -24,7 +24,7 @@ Kronecker products whose rows lie in the strategy's row space (e.g. HDMM's
 ``⊗_j [I; 1ᵀ]``: every marginal, in Kronecker row order).
 
 Certificate: for a stack of marginals (``marginal_algebra.marginal_family``) the marginal
-planner's certified optimum (``marginal_planner.solve_marginals``: its coefficients and dual
+planner's certified optimum (``planner.marginals.solve_marginals``: its coefficients and dual
 witness stored as ``cert.x`` / ``cert.x_support`` / ``cert.omega``, re-verified by
 ``verify_marginal_solution``), whose lower bound is the γ optimum itself up to its gap;
 otherwise the union family's (``structured.union``): per distinct explicit workload factor
@@ -172,8 +172,8 @@ def _matrix_factors(wblocks: Sequence[WorkloadBlock]) -> list[Any]:
 def marginal_certificate(W: Any, norm: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
     """The marginal algebra's certificate for a stack of marginals (module docstring); None
     for any other workload."""
-    from factorize.marginal_algebra import marginal_family
-    from factorize.marginal_planner import solve_marginals
+    from factorize.planner.marginal_algebra import marginal_family
+    from factorize.planner.marginals import solve_marginals
 
     from .residual import _pad
 

@@ -53,7 +53,7 @@ def _factorize(f: AxisFactor, norm: str, options: Any) -> tuple[np.ndarray, np.n
     """``(R, A, witness arrays, lower bound)`` of one workload factor, A at unit column norm."""
     if f.kind == "identity":
         return np.eye(f.n), np.eye(f.n), {}, 1.0
-    from factorize.planner import solve
+    from factorize.planner.routes import solve
     from workloads import DenseWorkload
 
     kwargs = {"options": options} if options is not None else {}
@@ -229,7 +229,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
 def witness_lower(plan: Any, prefix: str, matrix: np.ndarray) -> float:
     """One workload factor's re-verified lower bound from the plan's witness arrays
     ``<prefix>.q`` (and ``<prefix>.p`` for γ₂)."""
-    from factorize.certificate import gamma_2_lower, gamma_f_lower
+    from factorize.planner.certificate import gamma_2_lower, gamma_f_lower
 
     q = plan.certificate_arrays.get(f"{prefix}.q")
     if q is None:

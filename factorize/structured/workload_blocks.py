@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from workloads.structured import kron_leaves
+
 from .blocks import StructureError
 
 #: Largest explicit factor read densely (entries).
@@ -145,21 +147,11 @@ def _flat_blocks(W: Any) -> list[Any]:
     return out
 
 
-def _leaves(B: Any) -> list[Any]:
-    factors = getattr(B, "factors", None)
-    if factors is None:
-        return [B]
-    out: list[Any] = []
-    for f in factors:
-        out.extend(_leaves(f))
-    return out
-
-
 def _kron_block(B: Any, sizes: tuple[int, ...]) -> WorkloadBlock:
     weight = 1.0
     factors: list[AxisFactor] = []
     j = 0
-    for leaf in _leaves(B):
+    for leaf in kron_leaves(B):
         k, n = (int(x) for x in leaf.shape)
         if (k, n) == (1, 1) and (j >= len(sizes) or sizes[j] != 1):
             weight *= float(leaf.dense()[0, 0])

@@ -2,7 +2,7 @@
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
                    [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection]
-                   [--strategy auto|dense|residual|union]
+                   [--strategy auto|dense|residual|union|marginal_weights]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-EXIT_OK, EXIT_INPUT, EXIT_SOLVER = 0, 2, 3
+from factorize.cli.common import EXIT_INPUT, EXIT_OK, add_solver_options, gap_tol, guarded, solver_options
+
 #: ``--strategy auto`` plans a non-marginal union of Kronecker products as a structured union
 #: plan when the dense route would densify more than this many entries (k·N) ...
 DENSE_AUTO_ENTRIES = 50_000_000
@@ -83,10 +84,7 @@ def register(subparsers: Any) -> None:
                    help="noise family (auto: Gaussian for (ε,δ)/zCDP, Laplace for pure DP; "
                         "knorm = ℓ2-ball K-norm for pure DP, float sampler)")
     p.add_argument("--postprocess", default="none", choices=("none", "nonneg"))
-    p.add_argument("--solver", default=None, choices=("scs", "clarabel", "mosek"))
-    p.add_argument("--eps", type=float, default=None)
-    p.add_argument("--time-limit", type=float, default=None)
-    p.add_argument("--gap-tol", type=float, default=None)
+    add_solver_options(p)
     p.add_argument("--search-seed", type=int, default=0,
                    help="Laplace noise: base seed of the pure-DP strategy search's random "
                         "restarts (recorded in the plan; the same seed re-plans the same strategy)")
@@ -142,36 +140,6 @@ def register(subparsers: Any) -> None:
     i.set_defaults(func=_cmd_inspect)
 
 
-def _err(msg: str) -> None:
-    print(f"factorize: error: {msg}", file=sys.stderr)
-
-
-def _guarded(fn):
-    """Map exceptions to exit codes; messages never include private values (DataError)."""
-
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            from solvers.errors import SolverError
-        except Exception:  # noqa: BLE001 - the executor does not need solvers
-            SolverError = ()  # type: ignore[assignment]
-        try:
-            return fn(args)
-        except SolverError as exc:  # type: ignore[misc]
-            print(f"factorize: solver error: {exc}", file=sys.stderr)
-            return EXIT_SOLVER
-        except (ValueError, OSError, KeyError) as exc:  # PlanError, DataError, PrivacyError, …
-            _err(str(exc))
-            return EXIT_INPUT
-        except MemoryError:
-            _err("out of memory (the plan, the workload or the data is too large for this machine)")
-            return EXIT_INPUT
-        except RecursionError:
-            _err("the input is nested too deeply")
-            return EXIT_INPUT
-
-    return wrapper
-
-
 def _is_file(text: str) -> bool:
     """Whether ``text`` names an existing file (a long ``name=size,…`` list is not a path)."""
     try:
@@ -206,7 +174,7 @@ def parse_domain(text: str | None, attributes: str | None):
     return dom
 
 
-@_guarded
+@guarded
 def _cmd_plan(args: argparse.Namespace) -> int:
     from factorize.plan.build import build_plan
     from factorize.plan.plan_file import save_plan
@@ -216,11 +184,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     args.workload, domain = resolve_workload_spec(args.workload, domain)  # attribute-named specs
     options = None
-    if args.solver or args.eps or args.time_limit:
-        from solvers import SolverOptions
-        kw = {k: v for k, v in (("backend", args.solver), ("eps", args.eps),
-                                 ("time_limit", args.time_limit)) if v is not None}
-        options = SolverOptions(**kw)
+    if args.solver is not None or args.eps is not None or args.time_limit is not None:
+        options = solver_options(args)
     family = {"auto": None, "knorm": "l2_knorm"}.get(args.noise, args.noise)
     from factorize.plan.projection_plan import PROJECTION_KINDS
     if args.mechanism in PROJECTION_KINDS:
@@ -230,7 +195,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return _plan_structured(args, domain, family, structured)
     plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
                       relation=args.neighbouring, domain=domain, noise_family=family,
-                      postprocess=args.postprocess, options=options, gap_tol=args.gap_tol,
+                      postprocess=args.postprocess, options=options, gap_tol=gap_tol(args),
                       mechanism=args.mechanism, public_n=args.public_n,
                       allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed)
     save_plan(plan, args.out)
@@ -297,7 +262,7 @@ def _plan_structured(args: argparse.Namespace, domain: Any, family: str | None, 
     plan = build_structured_plan(args.workload, args.privacy, norm=args.norm,
                                  relation=args.neighbouring, domain=domain, noise_family=family,
                                  strategy=None if strategy == LAPLACE_AUTO else strategy,
-                                 gap_tol=args.gap_tol or 1e-6,
+                                 gap_tol=gap_tol(args),
                                  allow_weak_guarantee=args.allow_weak_guarantee,
                                  search_seed=args.search_seed)
     save_structured_plan(plan, args.out)
@@ -327,7 +292,7 @@ def _plan_projection(args: argparse.Namespace, domain: Any, family: str | None) 
     return _print_written(plan, args)
 
 
-@_guarded
+@guarded
 def _cmd_run(args: argparse.Namespace) -> int:
     from factorize.executor.pipeline import run
 
@@ -372,7 +337,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@_guarded
+@guarded
 def _cmd_verify(args: argparse.Namespace) -> int:
     from factorize.plan.registry import kind_of_file
 
@@ -387,7 +352,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if check.passed else EXIT_INPUT
 
 
-@_guarded
+@guarded
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from factorize.plan.registry import load_any_plan
 
@@ -416,19 +381,18 @@ def _quick_status(plan: Any) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry (tests, ``python -m factorize.cli_plan``)."""
+    """Stand-alone entry (tests, ``python -m factorize.cli.plan``)."""
     parser = argparse.ArgumentParser(prog="factorize")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    from factorize.cli import apply_thread_policy
+    from factorize.cli.app import apply_thread_policy
 
-    try:
-        policy = apply_thread_policy(args)
-    except ValueError as exc:  # ThreadsError: FACTORIZE_THREADS invalid
-        _err(str(exc))
-        return EXIT_INPUT
-    with policy:
-        return args.func(args)
+    @guarded
+    def command(args: argparse.Namespace) -> int:
+        with apply_thread_policy(args):
+            return args.func(args)
+
+    return command(args)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import numpy as np
 from factorize import norms
 from factorize.factorization import Factorization, kron_residual_max
 from factorize.numerics import relative_gap
-from factorize.structure import kron_leaves
+from workloads.structured import kron_leaves
 
 NORMS = ("gamma_f", "gamma_2", "approx_gamma_2")
 

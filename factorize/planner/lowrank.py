@@ -4,7 +4,7 @@
 
 The generic route (``solvers.sdp_approx_gamma_2`` through cvxpy) solves a (k+N)-square SDP
 with kN box constraints and is slow past ~64×64. This module solves the same program in
-factored form and returns a certificate that ``factorize.certificate.verify`` re-checks.
+factored form and returns a certificate that ``factorize.planner.certificate.verify`` re-checks.
 
 Formulation (unit-vector form of the γ₂ SDP). Write the PSD matrix of MATH.md §2.1 as
 ``t·VᵀV`` with ``V = [A | B] ∈ R^{r×(k+N)}`` having unit columns (``diag = t``; padding a
@@ -75,14 +75,14 @@ import time
 
 import numpy as np
 
-from factorize.certificate import (
+from factorize.factorization import Factorization
+from factorize.planner.certificate import (
     DEFAULT_RESIDUAL_TOL,
     ApproxGamma2Witness,
     Certificate,
     approx_gamma_2_lower,
     verify,
 )
-from factorize.factorization import Factorization
 from solvers.errors import (
     CertificateGapError,
     CertificateInvalidError,

@@ -6,17 +6,18 @@
     factorize check FILE [--json]      re-verify a saved result against its workload
     factorize bench [--suite core|scale] [--quick] [--out reports/bench_<suite>.md] [--solvers scs,clarabel]
                     [--time-limit S] [--memory-cap GIB] [--dry-run]
-    factorize plan | run | verify | inspect    mechanism plans and the executor (cli_plan.py)
-    factorize report                           plan / results reports (cli_report.py)
-    factorize local …                          local model (cli_local.py)
-    factorize budget create|show|verify        privacy-budget ledger (cli_budget.py)
+    factorize plan | run | verify | inspect    mechanism plans and the executor (plan.py)
+    factorize report                           plan / results reports (report.py)
+    factorize local …                          local model (local.py)
+    factorize budget create|show|verify        privacy-budget ledger (budget.py)
 
 ``--threads N|max`` (top level or on any command but ``budget``; else ``FACTORIZE_THREADS``,
 else 1) sizes the BLAS / OpenMP pools before anything numerical is imported
 (``factorize/threads.py``).
 
-Exit codes: 0 success; 2 bad input (workload spec, arguments, file, thread count); 3 the
-solver or the certificate failed (the message says which and why).
+Exit codes (``common.py``, one rule for every subcommand): 0 success; 2 bad input (workload
+spec, arguments, file, thread count); 3 the solver or the certificate failed (the message
+says which and why).
 """
 
 from __future__ import annotations
@@ -27,18 +28,15 @@ import json
 import sys
 from typing import Sequence
 
-EXIT_INPUT = 2
-EXIT_SOLVER = 3
+from factorize.cli.common import EXIT_SOLVER, add_solver_options, exit_code_for, gap_tol, solver_options
 
 
 def _solve(args: argparse.Namespace) -> int:
     from factorize.io.result_file import save_result
-    from factorize.planner import solve
-    from solvers import SolverOptions
+    from factorize.planner.routes import solve
 
-    options = SolverOptions(backend=args.solver, eps=args.eps, time_limit=args.time_limit)
-    result = solve(args.workload, args.norm, eta=args.eta, method=args.method, options=options,
-                   gap_tol=args.gap_tol)
+    result = solve(args.workload, args.norm, eta=args.eta, method=args.method,
+                   options=solver_options(args), gap_tol=gap_tol(args))
     if args.out and not hasattr(result, "certificate"):
         raise ValueError("--out saves dense or Kronecker factors; a marginal-algebra solution "
                          "has none (its strategy is Σ_T x_T P_T, printed with --json). Use "
@@ -82,8 +80,8 @@ def _print_summary(s: dict) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from factorize.certificate import verify
     from factorize.io.result_file import load_result
+    from factorize.planner.certificate import verify
     from workloads import parse_workload
 
     loaded = load_result(args.file)
@@ -149,13 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "factors by the dual fixed-point solver, the generic SDP if that misses "
                         "the gap; approximate γ₂ by low-rank (k+N ≥ 32) or sdp; dual / sdp / "
                         "algebra / low-rank force one")
-    p.add_argument("--solver", default="scs", choices=("scs", "clarabel", "mosek"),
-                   help="back-end of the generic SDP (method sdp, or auto's fallback)")
-    p.add_argument("--eps", type=float, default=None,
-                   help="back-end tolerance; default: tightened until the certificate meets --gap-tol")
-    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS")
-    p.add_argument("--gap-tol", type=float, default=1e-6,
-                   help="largest acceptable certified relative gap (default 1e-6)")
+    add_solver_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", metavar="FILE", help="write factorization + certificate (safetensors)")
     add_threads_option(p)
@@ -184,19 +176,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_threads_option(b)
     b.set_defaults(func=_bench)
 
-    from factorize.cli_plan import register
+    from factorize.cli.plan import register
 
     register(sub)  # plan, run, verify, inspect (mechanism plans and the executor)
-    from factorize.cli_report import register as register_report
+    from factorize.cli.report import register as register_report
 
     register_report(sub)  # report (HTML / Markdown)
-    from factorize.cli_local import register as register_local
+    from factorize.cli.local import register as register_local
 
     register_local(sub)  # local model: plan, client, simulate, aggregate
-    from factorize.cli_budget import register as register_budget
+    from factorize.cli.budget import register as register_budget
 
     register_budget(sub)  # budget: create / show / verify a privacy-budget ledger
-    from factorize.cli_schema import register as register_schema
+    from factorize.cli.schema import register as register_schema
 
     register_schema(sub)  # schema: draft (NOT public) / check a domain schema
     return parser
@@ -204,27 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # Only the light solvers.errors here: WorkloadError and ContainerError are ValueErrors, and
-    # importing workloads or the container would load numpy and scipy before the thread policy
-    # and into commands that do not need them (budget, local client).
-    from solvers.errors import SolverError
-
+    # One rule for every subcommand (factorize.cli.common.exit_code_for); nothing numerical
+    # is imported before the thread policy.
     try:
         with apply_thread_policy(args):
             return args.func(args)
-    except SolverError as exc:
-        print(f"factorize: solver error: {exc}", file=sys.stderr)
-        return EXIT_SOLVER
-    except (ValueError, OSError) as exc:  # WorkloadError, ContainerError, ThreadsError, …
-        print(f"factorize: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    except MemoryError:
-        print("factorize: error: out of memory (the plan, the workload or the data is too large "
-              "for this machine)", file=sys.stderr)
-        return EXIT_INPUT
-    except RecursionError:
-        print("factorize: error: the input is nested too deeply", file=sys.stderr)
-        return EXIT_INPUT
+    except Exception as exc:  # noqa: BLE001 - mapped to an exit code, re-raised when not ours
+        code = exit_code_for(exc)
+        if code is None:
+            raise
+        return code
 
 
 #: Commands that do no linear algebra: their BLAS pools are left as they are.

@@ -1,6 +1,6 @@
 """Certified γ_F / γ₂ plans for (weighted) marginal workloads, in the algebra of subsets.
 
-For a marginal family W (``factorize.marginal_algebra``; block S is ``w_S`` times the
+For a marginal family W (``factorize.planner.marginal_algebra``; block S is ``w_S`` times the
 contingency table of S) over N = Π n_j cells, both programs of MATH.md §2.1 are invariant
 under the group that permutes the values of each attribute; it acts transitively on the
 cells and permutes the rows of every block. By convexity an optimal X = AᵀA can be
@@ -98,8 +98,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from factorize import norms
-from factorize.certificate import relative_gap
-from factorize.marginal_algebra import (
+from factorize.planner.certificate import relative_gap
+from factorize.planner.marginal_algebra import (
     AlgebraCoefficients,
     MarginalFamily,
     attribute_product,

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from factorize import norms
-from factorize.certificate import ApproxGamma2Witness
 from factorize.factorization import Factorization
+from factorize.planner.certificate import ApproxGamma2Witness
 from solvers.dual_common import cholesky_solve
 
 _REL_EIG_TOL = 1e-13
@@ -96,7 +96,7 @@ def approx_witness_from_dual(W: np.ndarray, Y: np.ndarray, max_repairs: int = 4)
     The shift ``d ← d + (|margin| + slack)·1`` costs ``(k+N)(|margin| + slack)`` in Σd, i.e.
     of the order of the solver's dual infeasibility; the result is valid by construction.
     """
-    from factorize.certificate import grothendieck_psd_margin
+    from factorize.planner.certificate import grothendieck_psd_margin
 
     k = W.shape[0]
     Y = 0.5 * (Y + Y.T)

@@ -20,7 +20,7 @@ import json
 import sys
 from typing import Any
 
-EXIT_OK, EXIT_INPUT = 0, 2
+from factorize.cli.common import EXIT_INPUT, EXIT_OK, guarded
 
 
 def register(subparsers: Any) -> None:
@@ -72,28 +72,13 @@ def register(subparsers: Any) -> None:
     a.set_defaults(func=_aggregate)
 
 
-def _guard(fn: Any, args: argparse.Namespace) -> int:
-    try:
-        return fn(args)
-    except (ValueError, OSError, KeyError) as exc:
-        print(f"factorize: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
-    except MemoryError:
-        print("factorize: error: out of memory", file=sys.stderr)
-        return EXIT_INPUT
-    except RecursionError:
-        print("factorize: error: the input is nested too deeply", file=sys.stderr)
-        return EXIT_INPUT
-
-
 def _client_plan(path: str, max_epsilon: float | None) -> Any:
     """The plan a client randomizes with, verified for privacy first (guarantee within the
     ceilings and ``--max-epsilon``, randomizer re-derived, columns in the unit ball); its
     guarantee is shown on stderr before any message is produced."""
+    from factorize.local.plan import load_local_plan, verify_local_plan
     from factorize.plan.model import guarantee_text
     from factorize.privacy.policy import DELTA_CEILING, EPSILON_CEILING
-
-    from .local.plan import load_local_plan, verify_local_plan
 
     plan = load_local_plan(path)
     # the ε ceiling is the client's own --max-epsilon; everything else as verify
@@ -116,10 +101,9 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
 
 def _plan(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from factorize.cli_plan import parse_domain
+        from factorize.cli.plan import parse_domain
+        from factorize.local.plan import build_local_plan, save_local_plan
         from workloads.spec import resolve_workload_spec
-
-        from .local.plan import build_local_plan, save_local_plan
 
         workload, domain = resolve_workload_spec(args.workload,
                                                  parse_domain(args.domain, args.attributes))
@@ -130,12 +114,12 @@ def _plan(args: argparse.Namespace) -> int:
         print("\n".join(plan.summary_lines()))
         print(f"wrote       {args.out}")
         return EXIT_OK
-    return _guard(run, args)
+    return guarded(run)(args)
 
 
 def _inspect(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from .local.plan import load_local_plan, verify_local_plan
+        from factorize.local.plan import load_local_plan, verify_local_plan
 
         plan = load_local_plan(args.plan)
         failures = verify_local_plan(plan)
@@ -144,24 +128,24 @@ def _inspect(args: argparse.Namespace) -> int:
                                 + "; ".join(failures)[:500]))
         print("\n".join(plan.summary_lines()))
         return EXIT_OK
-    return _guard(run, args)
+    return guarded(run)(args)
 
 
 def _verify(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from .local.plan import load_local_plan, verify_local_plan
+        from factorize.local.plan import load_local_plan, verify_local_plan
 
         failures = verify_local_plan(load_local_plan(args.plan))
         for f in failures:
             print(f"FAIL {f}")
         print("PASS" if not failures else "REFUSED")
         return EXIT_OK if not failures else EXIT_INPUT
-    return _guard(run, args)
+    return guarded(run)(args)
 
 
 def _client(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from .local.protocol import encode_record
+        from factorize.local.protocol import encode_record
 
         record = {}
         for part in args.record.split(","):
@@ -170,7 +154,7 @@ def _client(args: argparse.Namespace) -> int:
         y = encode_record(_client_plan(args.plan, args.max_epsilon), record)
         print(json.dumps({"message": [float(v) for v in y]}))
         return EXIT_OK
-    return _guard(run, args)
+    return guarded(run)(args)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -179,9 +163,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
         from factorize.engines import distinct_records_duckdb
         from factorize.executor.release import make_rng
+        from factorize.local.protocol import encode_codes, write_messages
         from factorize.plan.files import file_sha256
-
-        from .local.protocol import encode_codes, write_messages
 
         plan = _client_plan(args.plan, args.max_epsilon)
         codes, counts = distinct_records_duckdb(args.data, plan.domain, allow_extra_columns=args.ignore_extra_columns)
@@ -192,7 +175,7 @@ def _simulate(args: argparse.Namespace) -> int:
         write_messages(args.out, Y, file_sha256(args.plan), test)
         print(f"simulated   {Y.shape[0]} clients → {args.out}" + ("  [test_mode: NOT PRIVATE]" if test else ""))
         return EXIT_OK
-    return _guard(run, args)
+    return guarded(run)(args)
 
 
 def _aggregate(args: argparse.Namespace) -> int:
@@ -204,4 +187,4 @@ def _aggregate(args: argparse.Namespace) -> int:
         print(f"aggregated  {meta['n']} messages → {meta['n_queries']} answers of "
               f"{meta['workload']} → {args.out}")
         return EXIT_OK
-    return _guard(run, args)
+    return guarded(run)(args)

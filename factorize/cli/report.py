@@ -9,10 +9,9 @@ Exit codes: 0 ok; 2 bad input (unreadable plan or answers, unknown format).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-EXIT_OK, EXIT_INPUT = 0, 2
+from factorize.cli.common import EXIT_OK, guarded
 
 
 def register(subparsers: Any) -> None:
@@ -30,29 +29,26 @@ def register(subparsers: Any) -> None:
     r.set_defaults(func=_cmd_report)
 
 
+@guarded
 def _cmd_report(args: argparse.Namespace) -> int:
-    try:
-        if (args.plan is None) == (args.results is None):
-            raise ValueError("give either a plan file or --results ANSWERS (one of the two)")
-        from factorize.report.render import write_report
+    if (args.plan is None) == (args.results is None):
+        raise ValueError("give either a plan file or --results ANSWERS (one of the two)")
+    from factorize.report.render import write_report
 
-        if args.results is not None:
-            from factorize.report.results_report import results_report
+    if args.results is not None:
+        from factorize.report.results_report import results_report
 
-            report = results_report(args.results)
-        else:
-            from factorize.plan.checks import verify_any
-            from factorize.plan.plan_file import load_any_plan
-            from factorize.report.plan_report import plan_report
+        report = results_report(args.results)
+    else:
+        from factorize.plan.checks import verify_any
+        from factorize.plan.plan_file import load_any_plan
+        from factorize.report.plan_report import plan_report
 
-            plan = load_any_plan(args.plan)
-            failures = verify_any(plan)  # a report states the plan's claims: only verified ones
-            if failures:
-                raise ValueError("plan refused: " + "; ".join(failures))
-            report = plan_report(plan, baselines=not args.no_baselines)
-        files = write_report(report, args.out, args.format)
-    except (ValueError, OSError, KeyError) as exc:
-        print(f"factorize: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        plan = load_any_plan(args.plan)
+        failures = verify_any(plan)  # a report states the plan's claims: only verified ones
+        if failures:
+            raise ValueError("plan refused: " + "; ".join(failures))
+        report = plan_report(plan, baselines=not args.no_baselines)
+    files = write_report(report, args.out, args.format)
     print(f"wrote       {files[0]}" + (f" (+{len(files) - 1} figure files)" if len(files) > 1 else ""))
     return EXIT_OK

@@ -25,7 +25,7 @@ import json
 import sys
 from typing import Any
 
-EXIT_OK, EXIT_INPUT = 0, 2
+from factorize.cli.common import EXIT_INPUT, EXIT_OK, guarded
 
 
 def register(subparsers: Any) -> None:
@@ -58,24 +58,7 @@ def register(subparsers: Any) -> None:
     v.set_defaults(func=_cmd_verify)
 
 
-def _guarded(fn):
-    def wrapper(args: argparse.Namespace) -> int:
-        from factorize.ledger import LedgerTampered
-
-        try:
-            return fn(args)
-        except LedgerTampered as exc:
-            print(f"factorize: ledger inconsistent (tampered?): {exc}", file=sys.stderr)
-            return EXIT_INPUT
-        except (ValueError, OSError, KeyError) as exc:  # LedgerError, PrivacyError, …
-            print(f"factorize: error: {exc}", file=sys.stderr)
-            return EXIT_INPUT
-
-    wrapper.__name__ = fn.__name__
-    return wrapper
-
-
-@_guarded
+@guarded
 def _cmd_create(args: argparse.Namespace) -> int:
     from factorize.ledger import Ledger
     from factorize.privacy.guarantees import parse_guarantee
@@ -106,7 +89,7 @@ def _cmd_create(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@_guarded
+@guarded
 def _cmd_show(args: argparse.Namespace) -> int:
     from factorize.ledger import Ledger
 
@@ -140,7 +123,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@_guarded
+@guarded
 def _cmd_verify(args: argparse.Namespace) -> int:
     from factorize.ledger import Ledger, LedgerError, LedgerTampered
 

@@ -123,7 +123,7 @@ def strategy_candidates(W, family: str, norm: str, relation: str,
     ones of :func:`candidate_factorizations` when W is small enough to form, and for a
     Kronecker product of two or more factors under add/remove neighbours the per-factor best
     (:func:`kron_candidate`). Deterministic in W, the noise family and the objective."""
-    from factorize.structure import kron_leaves
+    from workloads.structured import kron_leaves
 
     k, N = W.shape
     out: list[tuple[str, Factorization]] = []

@@ -3,7 +3,7 @@
 ``solve(workload, norm, method="auto")``:
 
 1. structure first: a workload of marginals (any family of attribute subsets) is solved
-   in the algebra of attribute subsets (``marginal_planner``), never forming its N
+   in the algebra of attribute subsets (``planner.marginals``), never forming its N
    columns; otherwise a Kronecker workload is split into its leaf factors and each
    *distinct* factor is solved once (γ_F and γ₂ are multiplicative, MATH.md §2.3:
    ``X = ⊗X_i`` is primal-feasible and ``q = ⊗q_i`` (``p = ⊗p_i``) dual-feasible);
@@ -12,8 +12,8 @@
    ``solvers.dual_gamma_2``) or by the generic cvxpy SDP (``method="sdp"``); ``auto``
    picks the dual solver and falls back to the SDP when it does not reach the gap;
    approximate γ₂ goes to the low-rank Burer–Monteiro solver (``method="low-rank"``,
-   ``lowrank_approx_gamma_2``) from k + N ≥ 32 on, to the SDP below;
-3. every route yields primal candidates (``factorize.recovery``) and dual weights; the
+   ``planner.lowrank``) from k + N ≥ 32 on, to the SDP below;
+3. every route yields primal candidates (``factorize.planner.recovery``) and dual weights; the
    best candidate is kept, the leaves are composed, and ``certificate.verify`` — the only
    source of the numbers returned — re-checks the whole certificate (a one-leaf workload's
    leaf check is that same call, so it is not repeated); a failed check or a
@@ -29,8 +29,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from factorize import recovery
-from factorize.certificate import (
+from factorize.factorization import Factorization, kron_compose
+from factorize.planner import recovery
+from factorize.planner.certificate import (
     DEFAULT_RESIDUAL_TOL,
     NORMS,
     Certificate,
@@ -39,8 +40,6 @@ from factorize.certificate import (
     Verification,
     verify,
 )
-from factorize.factorization import Factorization, kron_compose
-from factorize.structure import kron_leaves
 from solvers import (
     CertificateGapError,
     CertificateInvalidError,
@@ -57,9 +56,10 @@ from solvers.backends import require_backend
 from solvers.dual_gamma_2 import solve_gamma_2_dual
 from solvers.dual_gamma_f import solve_gamma_f_dual
 from workloads import Workload, parse_workload
+from workloads.structured import kron_leaves
 
 if TYPE_CHECKING:
-    from factorize.marginal_planner import MarginalSolution
+    from factorize.planner.marginals import MarginalSolution
 
 #: Default bound on the certified relative gap ``upper / lower − 1``.
 DEFAULT_GAP_TOL = 1e-6
@@ -164,7 +164,7 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
           residual_tol: float = DEFAULT_RESIDUAL_TOL) -> "CertifiedFactorization | MarginalSolution":
     """Optimal γ_F / γ₂ / approximate-γ₂ factorization of ``workload`` with a verified certificate.
 
-    Marginal workloads (``auto`` or ``algebra``) return a ``marginal_planner.MarginalSolution``:
+    Marginal workloads (``auto`` or ``algebra``) return a ``planner.marginals.MarginalSolution``:
     its strategy lives in the algebra of attribute subsets, with no dense factors.
 
     ``method``: ``auto`` (default), ``dual`` (the specialised solvers only), ``sdp`` (the
@@ -190,8 +190,8 @@ def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None 
     if method in ("auto", "sdp"):
         require_backend(options)  # a back-end asked for must exist, even if auto never needs it
     if method in ("auto", "algebra") and norm != "approx_gamma_2":
-        from factorize.marginal_algebra import marginal_family
-        from factorize.marginal_planner import solve_marginals
+        from factorize.planner.marginal_algebra import marginal_family
+        from factorize.planner.marginals import solve_marginals
 
         family = marginal_family(W)
         if family is not None and (method == "algebra" or W.shape[1] > ALGEBRA_MIN_CELLS):
@@ -340,9 +340,9 @@ def _solve_dense_dual(W: np.ndarray, norm: str, opts: SolverOptions, residual_to
 
 def _solve_dense_lowrank(W: np.ndarray, eta: float, opts: SolverOptions, residual_tol: float,
                          gap_target: float) -> _LeafResult:
-    """Approximate γ₂ by the Burer–Monteiro augmented-Lagrangian solver (``lowrank_approx_gamma_2``),
+    """Approximate γ₂ by the Burer–Monteiro augmented-Lagrangian solver (``planner.lowrank``),
     which stops on its own re-checked certificate."""
-    from factorize.lowrank_approx_gamma_2 import solve_approx_gamma_2_scalable
+    from factorize.planner.lowrank import solve_approx_gamma_2_scalable
 
     start = time.perf_counter()
     fact, witness, info = solve_approx_gamma_2_scalable(
