@@ -28,6 +28,7 @@ either prove that from the input's range or refuse it (:class:`NumericRangeError
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,47 @@ def round_up_array(x: np.ndarray, ops: int = 1) -> np.ndarray:
 def relative_gap(upper: float, lower: float) -> float:
     """``upper / lower − 1``; infinite when the lower bound is not positive."""
     return upper / lower - 1.0 if lower > 0 else math.inf
+
+
+# ------------------------------------------------------------------------------ input checks
+# The one set of argument checks (planner, privacy, geometry, workloads): booleans and
+# strings are never numbers, non-finite values are refused, and the caller chooses the
+# exception class of its layer (WorkloadError, PrivacyError, …; all InputErrors).
+
+
+def real_number(name: str, value: Any, error: type[Exception] = InputError) -> float:
+    """``float(value)`` for a finite real number (int, float, numpy scalar, Fraction);
+    ``error`` for a bool, a string, NaN or ±inf."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
+        raise error(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise error(f"{name} must be finite, got {v}")
+    return v
+
+
+def positive_number(name: str, value: Any, error: type[Exception] = InputError) -> float:
+    """:func:`real_number` that is also > 0."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.number)):
+        raise error(f"{name} must be a positive number, got {value!r}")
+    v = float(value)
+    if not (math.isfinite(v) and v > 0):
+        raise error(f"{name} must be a positive number (finite and > 0), got {value!r}")
+    return v
+
+
+def integer(name: str, value: Any, minimum: int | None = None,
+            error: type[Exception] = InputError) -> int:
+    """``int(value)`` for an integer (Python or numpy; never a bool, float or string) that is
+    at least ``minimum`` when one is given."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise error(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if minimum is not None and v < minimum:
+        what = {0: "a non-negative integer (>= 0)", 1: "a positive integer (>= 1)"}.get(
+            minimum, f"an integer >= {minimum}")
+        raise error(f"{name} must be {what}, got {v}")
+    return v
 
 
 def is_power_of_two(x: float) -> bool:

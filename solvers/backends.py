@@ -15,14 +15,13 @@ from dataclasses import dataclass
 
 import cvxpy as cp
 
+from factorize.choices import BACKENDS
 from solvers.errors import (
     BackendUnavailableError,
     SolverFailedError,
     SolverInaccurateError,
     SolverTimeLimitError,
 )
-
-BACKENDS = ("scs", "clarabel", "mosek")
 
 #: Default stopping tolerance per back-end. SCS is first order: 1e-9 makes its dual
 #: multipliers accurate enough for a certified relative gap ≤ 1e-6 (reports/bench_core.md).

@@ -373,7 +373,7 @@ def solve_by(case: Case, norm: str, route: str):
 def route_that_ran(result) -> str:
     """The route a result says it took ('mixed: …' if its leaves disagree)."""
     if isinstance(result, MarginalSolution):
-        return "algebra" if result.method == "marginal-algebra" else result.method
+        return result.method
     assert isinstance(result, CertifiedFactorization)
     names = {("dual" if s.method == "dual" and s.backend == "numpy" else
               f"sdp-{s.backend}" if s.method == "sdp" else

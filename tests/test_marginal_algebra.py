@@ -362,7 +362,7 @@ def test_adult_two_way(norm, no_densify):
     assert N > 2 ** 53
     summary = json.loads(json.dumps(sol.summary_dict()))
     assert summary["shape"] == [W.shape[0], N] and isinstance(summary["shape"][1], int)
-    assert summary["method"] == "marginal-algebra" and summary["subsets"] == 91
+    assert summary["method"] == "algebra" and summary["subsets"] == 91
     assert summary["verified"] is True and summary["norm"] == norm
     if norm == "gamma_f":
         # closed form from the exact integer eigenvalues

@@ -17,7 +17,7 @@ from workloads import (
     SparseWorkload,
     VStackWorkload,
     WorkloadError,
-    all_range,
+    allrange,
     from_file,
     hadamard,
     identity,
@@ -26,10 +26,10 @@ from workloads import (
     parity,
     prefix,
     prefix_nd,
-    random_pm1,
+    random,
     range_nd,
     total,
-    width_range,
+    width,
 )
 
 # --------------------------------------------------------------------------- 1-D
@@ -55,7 +55,7 @@ def test_all_range_double_loop(n):
     for i in range(n):
         for j in range(i, n):
             rows.append([1.0 if i <= c <= j else 0.0 for c in range(n)])
-    w = all_range(n)
+    w = allrange(n)
     assert w.shape == (n * (n + 1) // 2, n)
     np.testing.assert_array_equal(w.dense(), np.array(rows))
 
@@ -63,19 +63,19 @@ def test_all_range_double_loop(n):
 @pytest.mark.parametrize("n, w", [(1, 1), (5, 1), (5, 3), (6, 6), (9, 4)])
 def test_width_range_loop(n, w):
     rows = [[1.0 if i <= c < i + w else 0.0 for c in range(n)] for i in range(n - w + 1)]
-    got = width_range(n, w)
+    got = width(n, w)
     assert got.shape == (n - w + 1, n)
     np.testing.assert_array_equal(got.dense(), np.array(rows))
 
 
 def test_width_range_bad():
     with pytest.raises(WorkloadError, match="exceeds"):
-        width_range(4, 5)
+        width(4, 5)
     with pytest.raises(WorkloadError):
-        width_range(4, 0)
+        width(4, 0)
 
 
-@pytest.mark.parametrize("builder", [identity, total, prefix, all_range, hadamard])
+@pytest.mark.parametrize("builder", [identity, total, prefix, allrange, hadamard])
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "3", None])
 def test_bad_sizes(builder, bad):
     with pytest.raises(WorkloadError):
@@ -91,9 +91,9 @@ def test_builders_refuse_huge_explicit_matrices():
     with pytest.raises(WorkloadError, match="entries"):
         prefix(100_000)
     with pytest.raises(WorkloadError, match="entries"):
-        all_range(1000)
+        allrange(1000)
     with pytest.raises(WorkloadError, match="entries"):
-        random_pm1(100_000, 100_000, seed=1)
+        random(100_000, 100_000, seed=1)
 
 
 # --------------------------------------------------------------------------- products
@@ -109,7 +109,7 @@ def test_prefix_nd_and_range_nd():
     np.testing.assert_array_equal(w.matvec(h.ravel()), np.cumsum(np.cumsum(h, 0), 1).ravel())
     r = range_nd(Domain(["a", "b"], [2, 3]))
     assert r.shape == (3 * 6, 6)
-    np.testing.assert_array_equal(r.dense(), np.kron(all_range(2).dense(), all_range(3).dense()))
+    np.testing.assert_array_equal(r.dense(), np.kron(allrange(2).dense(), allrange(3).dense()))
     assert isinstance(prefix_nd([5]), KronWorkload)
     with pytest.raises(WorkloadError):
         prefix_nd([])
@@ -133,9 +133,9 @@ def test_hadamard():
 
 
 def test_random_pm1():
-    a = random_pm1(5, 7, seed=3)
-    b = random_pm1(5, 7, seed=3)
-    c = random_pm1(5, 7, seed=4)
+    a = random(5, 7, seed=3)
+    b = random(5, 7, seed=3)
+    c = random(5, 7, seed=4)
     assert a.shape == (5, 7)
     assert set(np.unique(a.dense())) <= {-1.0, 1.0}
     np.testing.assert_array_equal(a.dense(), b.dense())
@@ -143,11 +143,11 @@ def test_random_pm1():
     expected = 2.0 * np.random.default_rng(3).integers(0, 2, size=(5, 7)) - 1.0
     np.testing.assert_array_equal(a.dense(), expected)
     with pytest.raises(TypeError):
-        random_pm1(5, 7)  # seed is required
+        random(5, 7)  # seed is required
     with pytest.raises(WorkloadError):
-        random_pm1(5, 7, seed=-1)
+        random(5, 7, seed=-1)
     with pytest.raises(WorkloadError):
-        random_pm1(5, 7, seed=None)
+        random(5, 7, seed=None)
 
 
 # --------------------------------------------------------------------------- marginals, parity

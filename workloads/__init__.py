@@ -9,15 +9,15 @@ order Kronecker workloads use.
 """
 
 from .builders import (
-    all_range,
+    allrange,
     hadamard,
     identity,
     prefix,
     prefix_nd,
-    random_pm1,
+    random,
     range_nd,
     total,
-    width_range,
+    width,
 )
 from .coerce import as_workload
 from .compose import scale_workload, vstack_workloads
@@ -55,7 +55,7 @@ __all__ = [
     "Workload",
     "WorkloadError",
     "WorkloadSpecError",
-    "all_range",
+    "allrange",
     "as_workload",
     "from_file",
     "hadamard",
@@ -66,10 +66,25 @@ __all__ = [
     "parse_workload",
     "prefix",
     "prefix_nd",
-    "random_pm1",
+    "random",
     "range_nd",
     "scale_workload",
     "total",
     "vstack_workloads",
-    "width_range",
+    "width",
 ]
+
+
+#: Builder names before they were made equal to the spec names (issue 17); importing one
+#: warns and gives the renamed builder.
+_RENAMED = {"all_range": "allrange", "width_range": "width", "random_pm1": "random"}
+
+
+def __getattr__(name: str):
+    if name in _RENAMED:
+        import warnings
+
+        warnings.warn(f"workloads.{name} is now workloads.{_RENAMED[name]} (the spec's name)",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[_RENAMED[name]]
+    raise AttributeError(f"module 'workloads' has no attribute {name!r}")

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from factorize.numerics import integer
+
 from . import _hashing
-from ._validation import nonnegative_int
 from .errors import DenseTooLargeError, WorkloadError
 
 __all__ = ["DEFAULT_MAX_DENSE_ENTRIES", "Workload", "GramWorkload", "check_dense_size"]
@@ -31,7 +32,7 @@ _COLUMNS_CHUNK_ENTRIES = 1 << 20  # entries per block of columns when densifying
 
 def check_dense_size(shape: tuple[int, int], max_entries: int) -> None:
     """Raise :class:`DenseTooLargeError` when ``shape`` has more than ``max_entries`` entries."""
-    max_entries = nonnegative_int(max_entries, "max_entries")
+    max_entries = integer("max_entries", max_entries, 0, WorkloadError)
     k, n = shape
     entries = k * n
     if entries > max_entries:

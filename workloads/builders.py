@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import nonnegative_int, positive_int
+from factorize.numerics import integer
+
 from .domain import Domain
 from .errors import WorkloadError
 from .files import from_file
@@ -25,12 +26,12 @@ __all__ = [
     "identity",
     "total",
     "prefix",
-    "all_range",
-    "width_range",
+    "allrange",
+    "width",
     "prefix_nd",
     "range_nd",
     "hadamard",
-    "random_pm1",
+    "random",
     "sizes_of",
     "from_file",
 ]
@@ -59,19 +60,19 @@ def sizes_of(domain_or_sizes: Domain | Sequence[int], name: str = "sizes") -> tu
         ) from None
     if not raw:
         raise WorkloadError(f"{name} must contain at least one size")
-    return tuple(positive_int(s, f"{name}[{i}]") for i, s in enumerate(raw))
+    return tuple(integer(f"{name}[{i}]", s, 1, WorkloadError) for i, s in enumerate(raw))
 
 
 def identity(n: int) -> SparseWorkload:
     """Identity workload ``I_n``: query ``i`` counts cell ``i``. Shape ``(n, n)``, sparse."""
-    n = positive_int(n, "identity size n")
+    n = integer("identity size n", n, 1, WorkloadError)
     _check_entries(1, n, "identity(n)")
     return SparseWorkload(sp.identity(n, dtype=np.float64, format="csr"))
 
 
 def total(n: int) -> DenseWorkload:
     """Total workload: one query, the sum of all ``n`` cells. Shape ``(1, n)`` of ones."""
-    n = positive_int(n, "total size n")
+    n = integer("total size n", n, 1, WorkloadError)
     _check_entries(1, n, "total(n)")
     return DenseWorkload(np.ones((1, n)))
 
@@ -81,35 +82,35 @@ def prefix(n: int) -> DenseWorkload:
 
     Shape ``(n, n)``, lower-triangular all-ones ``L_n`` (``L[i, j] = 1`` iff ``j <= i``).
     """
-    n = positive_int(n, "prefix size n")
+    n = integer("prefix size n", n, 1, WorkloadError)
     _check_entries(n, n, "prefix(n)")
     return DenseWorkload(np.tril(np.ones((n, n))))
 
 
-def all_range(n: int) -> DenseWorkload:
+def allrange(n: int) -> DenseWorkload:
     """All range queries: one query per interval ``[i, j]``, ``0 <= i <= j < n``, counting cells ``i..j``.
 
     Rows are ordered by ``i`` then ``j``; shape ``(n(n+1)/2, n)``.
     """
-    n = positive_int(n, "allrange size n")
+    n = integer("allrange size n", n, 1, WorkloadError)
     k = n * (n + 1) // 2
-    _check_entries(k, n, "all_range(n)")
+    _check_entries(k, n, "allrange(n)")
     lo, hi = np.triu_indices(n)  # row-major: by lo, then hi
     cols = np.arange(n)
     return DenseWorkload(((cols >= lo[:, None]) & (cols <= hi[:, None])).astype(np.float64))
 
 
-def width_range(n: int, w: int) -> DenseWorkload:
+def width(n: int, w: int) -> DenseWorkload:
     """All ranges of width exactly ``w``: query ``i`` counts cells ``i..i+w-1``, ``i = 0..n-w``.
 
     Shape ``(n - w + 1, n)``; requires ``1 <= w <= n``.
     """
-    n = positive_int(n, "width-range size n")
-    w = positive_int(w, "range width w")
+    n = integer("width-range size n", n, 1, WorkloadError)
+    w = integer("range width w", w, 1, WorkloadError)
     if w > n:
         raise WorkloadError(f"range width w={w} exceeds the domain size n={n}")
     k = n - w + 1
-    _check_entries(k, n, "width_range(n, w)")
+    _check_entries(k, n, "width(n, w)")
     lo = np.arange(k)
     cols = np.arange(n)
     return DenseWorkload(((cols >= lo[:, None]) & (cols < lo[:, None] + w)).astype(np.float64))
@@ -125,12 +126,12 @@ def prefix_nd(sizes: Domain | Sequence[int]) -> KronWorkload:
 
 
 def range_nd(sizes: Domain | Sequence[int]) -> KronWorkload:
-    """Multi-dimensional range (box) queries: ``all_range(n_0) ⊗ all_range(n_1) ⊗ ...``.
+    """Multi-dimensional range (box) queries: ``allrange(n_0) ⊗ allrange(n_1) ⊗ ...``.
 
     One query per box ``Π_j [lo_j, hi_j]``; shape ``(Π n_j(n_j+1)/2, Π n_j)``;
     always a :class:`KronWorkload`.
     """
-    return KronWorkload([all_range(n) for n in sizes_of(sizes)])
+    return KronWorkload([allrange(n) for n in sizes_of(sizes)])
 
 
 _H2 = np.array([[1.0, 1.0], [1.0, -1.0]])
@@ -143,7 +144,7 @@ def hadamard(n: int) -> Workload:
     Returned as a :class:`KronWorkload` of ``[[1, 1], [1, -1]]`` factors, or a
     1x1 :class:`DenseWorkload` ``[[1]]`` for ``n = 1``.
     """
-    n = positive_int(n, "hadamard size n")
+    n = integer("hadamard size n", n, 1, WorkloadError)
     if n & (n - 1):
         raise WorkloadError(f"hadamard size n must be a power of 2, got {n}")
     if n == 1:
@@ -152,15 +153,15 @@ def hadamard(n: int) -> Workload:
     return KronWorkload([h2] * (n.bit_length() - 1))
 
 
-def random_pm1(k: int, n: int, seed: int) -> DenseWorkload:
+def random(k: int, n: int, seed: int) -> DenseWorkload:
     """Random ±1 workload: ``k`` queries over ``n`` cells with i.i.d. uniform ±1 entries.
 
     Entries are ``2 * np.random.default_rng(seed).integers(0, 2, size=(k, n)) - 1``;
     the seed is required so that the workload is reproducible. Shape ``(k, n)``.
     """
-    k = positive_int(k, "random workload rows k")
-    n = positive_int(n, "random workload columns n")
-    seed = nonnegative_int(seed, "seed")
-    _check_entries(k, n, "random_pm1(k, n)")
+    k = integer("random workload rows k", k, 1, WorkloadError)
+    n = integer("random workload columns n", n, 1, WorkloadError)
+    seed = integer("seed", seed, 0, WorkloadError)
+    _check_entries(k, n, "random(k, n)")
     rng = np.random.default_rng(seed)
     return DenseWorkload(2.0 * rng.integers(0, 2, size=(k, n)) - 1.0)

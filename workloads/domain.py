@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import positive_int
+from factorize.numerics import integer
+
 from .errors import DomainError
 from .operators import DEFAULT_MAX_DENSE_ENTRIES
 
@@ -78,7 +79,7 @@ class Domain:
             raise DomainError(f"duplicate attribute names: {sorted(set(dups))}")
         self._attributes = tuple(attrs)
         self._sizes = tuple(
-            positive_int(s, f"size of attribute {a!r}", DomainError) for a, s in zip(attrs, raw_sizes)
+            integer(f"size of attribute {a!r}", s, 1, DomainError) for a, s in zip(attrs, raw_sizes)
         )
         if schema is not None:
             from .schema import DomainSchema

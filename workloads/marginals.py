@@ -16,7 +16,8 @@ from itertools import combinations
 
 import numpy as np
 
-from ._validation import nonnegative_int, positive_int
+from factorize.numerics import integer
+
 from .domain import Domain
 from .errors import WorkloadError
 from .marginal_workload import MAX_MARGINAL_BLOCKS, MarginalWorkload, check_sizes
@@ -61,7 +62,7 @@ def marginal_subsets(d: int, way: int, limit: int = MAX_MARGINAL_BLOCKS) -> list
 
 
 def _check_way(way: int, d: int) -> int:
-    way = nonnegative_int(way, "marginal way")
+    way = integer("marginal way", way, 0, WorkloadError)
     if way > d:
         raise WorkloadError(f"marginal way={way} exceeds the number of attributes d={d}")
     return way
@@ -112,7 +113,7 @@ def parity(d: int, way: int) -> VStackWorkload:
     :class:`VStackWorkload` of 1-row :class:`KronWorkload` blocks of ``[1, 1]`` /
     ``[1, -1]`` factors.
     """
-    d = positive_int(d, "parity dimension d")
+    d = integer("parity dimension d", d, 1, WorkloadError)
     way = _check_way(way, d)
     plus = DenseWorkload(np.array([[1.0, 1.0]]))
     chi = DenseWorkload(np.array([[1.0, -1.0]]))

@@ -72,7 +72,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .builders import all_range, hadamard, identity, prefix, random_pm1, total, width_range
+from .builders import allrange, hadamard, identity, prefix, random, total, width
 from .compose import check_scale, scale_workload, vstack_workloads
 from .errors import WorkloadError, WorkloadSpecError
 from .files import from_file
@@ -115,7 +115,7 @@ _DIM_BUILDERS: dict[str, Callable[[int], Workload]] = {
     "identity": identity,
     "total": total,
     "prefix": prefix,
-    "allrange": all_range,
+    "allrange": allrange,
 }
 _ATOMS = (*_DIM_BUILDERS, "width", "hadamard", "marginals", "marginals_upto", "parity", "random", "file")
 _CALLS = ("kron", "vstack", "scale")
@@ -315,7 +315,7 @@ class _Parser:
             n = self.integer("the domain size n in width:n:w")
             self.expect(":", "between n and w in width:n:w")
             w = self.integer("the range width w in width:n:w")
-            return self.build(lambda: width_range(n, w), f"width:{n}:{w}", start, max(n - w + 1, 1) * n)
+            return self.build(lambda: width(n, w), f"width:{n}:{w}", start, max(n - w + 1, 1) * n)
         if name == "hadamard":
             self.skip_ws()
             n_start = self.pos
@@ -369,7 +369,7 @@ class _Parser:
             self.expect("=", "after 'seed' in random:KxN:seed=S")
             seed = self.integer("the seed in random:KxN:seed=S", minimum=0)
             k, n = dims
-            return self.build(lambda: random_pm1(k, n, seed), f"random:{k}x{n}:seed={seed}", start, k * n)
+            return self.build(lambda: random(k, n, seed), f"random:{k}x{n}:seed={seed}", start, k * n)
         # file
         self.skip_ws()
         path_start = self.pos
@@ -469,7 +469,7 @@ class _Parser:
             self.expect(":", "before the range width in width[ATTR]:W")
             w = self.integer("the range width w in width[ATTR]:W")
             n = sizes[0]
-            return self.build(lambda: width_range(n, w), f"width:{n}:{w}", start, max(n - w + 1, 1) * n)
+            return self.build(lambda: width(n, w), f"width:{n}:{w}", start, max(n - w + 1, 1) * n)
         if name in ("marginals", "marginals_upto"):
             self.expect(":", f"before the marginal way in {name}[ATTRS]:WAY")
             return self.atom(name, start, False, dims=sizes)

@@ -28,6 +28,7 @@ import json
 import sys
 from typing import Sequence
 
+from factorize.choices import METHODS, NORMS
 from factorize.cli.common import EXIT_SOLVER, add_solver_options, exit_code_for, gap_tol, solver_options
 
 
@@ -139,10 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="optimal factorization of a workload, with a verified certificate")
     p.add_argument("--workload", required=True, metavar="SPEC",
                    help="workload spec, e.g. prefix:64, kron(prefix:8,prefix:8), file:W.npy")
-    p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
+    p.add_argument("--norm", default="gamma_f", choices=NORMS)
     p.add_argument("--eta", type=float, default=None,
                    help="entrywise radius η (required with approx_gamma_2)")
-    p.add_argument("--method", default="auto", choices=("auto", "dual", "sdp", "algebra", "low-rank"),
+    p.add_argument("--method", default="auto", choices=METHODS,
                    help="auto (default): marginal algebra for marginal workloads, else Kronecker "
                         "factors by the dual fixed-point solver, the generic SDP if that misses "
                         "the gap; approximate γ₂ by low-rank (k+N ≥ 32) or sdp; dual / sdp / "

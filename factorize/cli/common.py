@@ -18,14 +18,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from factorize.choices import BACKENDS
 from factorize.errors import EXIT_INPUT, EXIT_OK, EXIT_SOLVER, FactorizeError
 
 __all__ = ["EXIT_OK", "EXIT_INPUT", "EXIT_SOLVER", "error", "exit_code_for", "guarded",
            "add_solver_options", "solver_options", "gap_tol"]
 
-#: The solver back-ends the CLI offers (``solvers.backends.BACKENDS``, spelled out here so
-#: that building the parser imports no solver).
-SOLVER_CHOICES = ("scs", "clarabel", "mosek")
 
 
 def error(message: str, label: str = "error") -> None:
@@ -70,7 +68,7 @@ def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
 def add_solver_options(p: argparse.ArgumentParser) -> None:
     """``--solver``, ``--eps``, ``--time-limit``, ``--gap-tol`` with the planner's defaults
     (``None`` here means: the planner's default, stated in the help)."""
-    p.add_argument("--solver", default=None, choices=SOLVER_CHOICES,
+    p.add_argument("--solver", default=None, choices=BACKENDS,
                    help="back-end of the generic SDP (method sdp, or auto's fallback); default scs")
     p.add_argument("--eps", type=float, default=None,
                    help="back-end tolerance; default: tightened until the certificate meets --gap-tol")

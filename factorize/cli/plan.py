@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from factorize.choices import MECHANISMS, NEIGHBOURING, NORMS, STRUCTURED_FAMILIES
 from factorize.cli.common import EXIT_INPUT, EXIT_OK, add_solver_options, gap_tol, guarded, solver_options
 
 #: ``--strategy auto`` plans a non-marginal union of Kronecker products as a structured union
@@ -46,11 +47,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--workload", required=True, help="workload spec, e.g. prefix:64")
     p.add_argument("--privacy", required=True,
                    help='"epsilon=1,delta=1e-6" ((ε,δ)-DP), "rho=0.5" (zCDP) or "epsilon=1" (pure DP)')
-    p.add_argument("--norm", default="gamma_f", choices=("gamma_f", "gamma_2", "approx_gamma_2"))
+    p.add_argument("--norm", default="gamma_f", choices=NORMS)
     p.add_argument("--eta", type=float, default=None)
     p.add_argument("--mechanism", default="factorization",
-                   choices=("factorization", "ellipsoid", "least-squares", "jl", "covariance",
-                            "relaxed-projection"),
+                   choices=MECHANISMS,
                    help="factorization (optimal for --norm); ellipsoid (seed 002 Alg. 1–2, "
                         "base decomposition; certified against the optimum's dual witness); "
                         "least-squares (seed 002 Alg. 3: the optimal factorization's noise, then "
@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
                         "marginals:2x…x2:2 — "
                         "the last four need --neighbouring replace --public-n N")
     p.add_argument("--strategy", default="auto",
-                   choices=("auto", "dense", "residual", "union", "marginal_weights"),
+                   choices=("auto", "dense", *STRUCTURED_FAMILIES),
                    help="auto (default): a marginal workload under Gaussian noise gets the "
                         "structured residual plan (measured per attribute subset, any domain "
                         "size), a union of Kronecker products too large to densify (or a "
@@ -75,7 +75,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
-    p.add_argument("--neighbouring", default="add_remove", choices=("add_remove", "replace"))
+    p.add_argument("--neighbouring", default="add_remove", choices=NEIGHBOURING)
     p.add_argument("--domain", default=None,
                    help='JSON file name→size (e.g. adult-domain.json), or a domain schema '
                         '(docs/schema.md), or inline "sex=2,race=5"')

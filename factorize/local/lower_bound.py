@@ -151,6 +151,7 @@ from typing import Any
 import numpy as np
 
 from factorize import norms
+from factorize.numerics import positive_number
 from factorize.planner.certificate import (
     ApproxGamma2Witness,
     Certificate,
@@ -249,16 +250,6 @@ def _witness_arrays(obj: Any) -> tuple[np.ndarray, np.ndarray, float | None]:
         return np.asarray(obj[0]), np.asarray(obj[1]), None
     raise ValueError("expected an approx_gamma_2 Certificate, a planner result with .certificate, "
                      f"an ApproxGamma2Witness or a pair (U, d); got {type(obj).__name__}")
-
-
-def _positive(x: Any, name: str) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {x!r}") from None
-    if isinstance(x, bool) or not (math.isfinite(v) and v > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
-    return v
 
 
 def _check_witness(W: np.ndarray, U: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -393,8 +384,8 @@ def local_sample_size_lower_bound(witness_or_certificate: Any, W: Any, eta: floa
     k, N = W.shape
     U, d, cert_eta = _witness_arrays(witness_or_certificate)
     U, d, margin = _check_witness(W, U, d)
-    epsilon = _positive(epsilon, "epsilon")
-    alpha = _positive(alpha, "alpha")
+    epsilon = positive_number("epsilon", epsilon, ValueError)
+    alpha = positive_number("alpha", alpha, ValueError)
     if error_model not in ERROR_MODELS:
         raise ValueError(f"unknown error_model {error_model!r}; expected one of {ERROR_MODELS}")
     try:
@@ -545,10 +536,10 @@ def local_upper_bound_n(factorization_or_certificate: Any, W: Any, eta: float | 
         raise ValueError(f"R·A has shape ({R.shape[0]}, {A.shape[-1]}), the workload {W.shape}")
     if not (np.all(np.isfinite(R)) and np.all(np.isfinite(A))):
         raise ValueError("the factorization has a non-finite entry")
-    alpha = _positive(alpha, "alpha")
-    sigma = _positive(sigma, "sigma")
+    alpha = positive_number("alpha", alpha, ValueError)
+    sigma = positive_number("sigma", sigma, ValueError)
     if epsilon is not None:
-        epsilon = _positive(epsilon, "epsilon")
+        epsilon = positive_number("epsilon", epsilon, ValueError)
     if error_model not in ERROR_MODELS:
         raise ValueError(f"unknown error_model {error_model!r}; expected one of {ERROR_MODELS}")
     if eta is None:

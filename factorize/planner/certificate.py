@@ -37,11 +37,10 @@ from typing import Union
 import numpy as np
 
 from factorize import norms
+from factorize.choices import NORMS, Norm
 from factorize.factorization import Factorization, kron_residual_max
 from factorize.numerics import relative_gap
 from workloads.structured import kron_leaves
-
-NORMS = ("gamma_f", "gamma_2", "approx_gamma_2")
 
 #: Default tolerance on ``||W − R·A||_max`` relative to ``||W||_max``.
 DEFAULT_RESIDUAL_TOL = 1e-9
@@ -77,7 +76,7 @@ Witness = Union[GammaFWitness, Gamma2Witness, ApproxGamma2Witness]
 class Certificate:
     """The primal factorization and the dual witness for one norm of one workload."""
 
-    norm: str
+    norm: Norm
     factorization: Factorization
     witness: Witness
     eta: float | None = None
@@ -99,7 +98,7 @@ class Certificate:
 class Verification:
     """What ``verify`` recomputed, and whether every check passed."""
 
-    norm: str
+    norm: Norm
     passed: bool
     upper: float
     lower: float

@@ -98,6 +98,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from factorize import norms
+from factorize.choices import Method, Norm
 from factorize.planner.certificate import relative_gap
 from factorize.planner.marginal_algebra import (
     AlgebraCoefficients,
@@ -146,7 +147,7 @@ class MarginalSolution:
     """
 
     family: MarginalFamily
-    norm: str
+    norm: Norm
     x: AlgebraCoefficients
     weight_subsets: tuple[tuple[int, ...], ...] | None
     weights: tuple[float, ...] | None
@@ -158,7 +159,7 @@ class MarginalSolution:
     seconds: float
     workload_spec: str | None = None
     fingerprint: str | None = None
-    method: str = "marginal-algebra"
+    method: Method = "algebra"  # the --method that produced it
     details: dict = field(default_factory=dict)
 
     @property
@@ -276,7 +277,7 @@ class _FamilyArrays:
 # ---------------------------------------------------------------------------------
 # solve
 # ---------------------------------------------------------------------------------
-def solve_marginals(W: Workload | str | MarginalFamily, norm: str = "gamma_f",
+def solve_marginals(W: Workload | str | MarginalFamily, norm: Norm = "gamma_f",
                     gap_tol: float = 1e-6) -> MarginalSolution:
     """Optimal γ_F / γ₂ plan for a marginal workload, with a re-checked certificate.
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from factorize.choices import METHODS, Method, Norm
 from factorize.factorization import Factorization, kron_compose
 from factorize.planner import recovery
 from factorize.planner.certificate import (
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 DEFAULT_GAP_TOL = 1e-6
 
 #: Methods ``solve`` accepts: ``auto`` picks structure first, then the dual solver, then the SDP.
-METHODS = ("auto", "dual", "sdp", "algebra", "low-rank")
 
 #: ``auto`` solves approximate γ₂ by the low-rank (Burer–Monteiro) solver from this k + N
 #: on, the SDP below (measured: prefix:16 low-rank 0.8 s against SCS 3.6 s, random ±1
@@ -88,7 +88,7 @@ class FactorSolve:
     """One SDP solve of one distinct Kronecker factor (or of the whole dense workload)."""
 
     shape: tuple[int, int]
-    method: str  # "dual" (specialised fixed-point solver) or "sdp" (generic cvxpy)
+    method: Method  # "dual" (specialised fixed-point solver) or "sdp" (generic cvxpy)
     backend: str
     status: str
     seconds: float
@@ -108,7 +108,7 @@ class CertifiedFactorization:
     """A factorization with its certificate and the verification that produced its numbers."""
 
     workload: Workload
-    norm: str
+    norm: Norm
     eta: float | None
     certificate: Certificate
     verification: Verification
@@ -158,8 +158,8 @@ class CertifiedFactorization:
         }
 
 
-def solve(workload: Workload | str, norm: str = "gamma_f", *, eta: float | None = None,
-          method: str = "auto", options: SolverOptions | None = None,
+def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None = None,
+          method: Method = "auto", options: SolverOptions | None = None,
           gap_tol: float = DEFAULT_GAP_TOL,
           residual_tol: float = DEFAULT_RESIDUAL_TOL) -> "CertifiedFactorization | MarginalSolution":
     """Optimal γ_F / γ₂ / approximate-γ₂ factorization of ``workload`` with a verified certificate.
@@ -251,7 +251,7 @@ def _describe(s: FactorSolve) -> str:
     return f"the {s.backend} SDP at tolerance {s.eps:g}"
 
 
-def _solve_leaf(W: np.ndarray, norm: str, eta: float | None, method: str, opts: SolverOptions,
+def _solve_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Method, opts: SolverOptions,
                 residual_tol: float, gap_target: float) -> _LeafResult:
     """One dense factor by the chosen method (``_solve_unit_leaf``), solved at unit scale.
 
@@ -275,7 +275,7 @@ def _solve_leaf(W: np.ndarray, norm: str, eta: float | None, method: str, opts: 
     return fact, parts, FactorSolve(**{**report.__dict__, "gap": _gap_of(check)}), check
 
 
-def _solve_unit_leaf(W: np.ndarray, norm: str, eta: float | None, method: str, opts: SolverOptions,
+def _solve_unit_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Method, opts: SolverOptions,
                      residual_tol: float, gap_target: float) -> _LeafResult:
     """One dense factor by the chosen method; ``auto`` tries the dual solver, then the SDP.
 
@@ -307,7 +307,7 @@ def _solve_unit_leaf(W: np.ndarray, norm: str, eta: float | None, method: str, o
     return fallback if result is None or fallback[2].gap < result[2].gap else result
 
 
-def _solve_dense_dual(W: np.ndarray, norm: str, opts: SolverOptions, residual_tol: float,
+def _solve_dense_dual(W: np.ndarray, norm: Norm, opts: SolverOptions, residual_tol: float,
                       gap_target: float) -> _LeafResult:
     """The specialised dual solver on one dense factor, its best primal and its witness.
 
@@ -354,7 +354,7 @@ def _solve_dense_lowrank(W: np.ndarray, eta: float, opts: SolverOptions, residua
     return fact, (witness,), report, info["verification"]
 
 
-def _solve_dense(W: np.ndarray, norm: str, eta: float | None, opts: SolverOptions,
+def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptions,
                  residual_tol: float, gap_target: float) -> _LeafResult:
     """Solve one dense factor: (factorization, witness parts, report).
 
@@ -398,7 +398,7 @@ def _leaf_gap_target(gap_tol: float, n_leaves: int) -> float:
     return 0.9 * ((1.0 + gap_tol) ** (1.0 / n_leaves) - 1.0)
 
 
-def _leaf_check(W: np.ndarray, norm: str, eta: float | None, fact: Factorization, parts: tuple,
+def _leaf_check(W: np.ndarray, norm: Norm, eta: float | None, fact: Factorization, parts: tuple,
                 residual_tol: float) -> Verification:
     """``verify`` of one factor's certificate (for a one-leaf workload it is the final one)."""
     witness = {"gamma_f": lambda: GammaFWitness(q=(parts[0],)),
@@ -413,7 +413,7 @@ def _gap_of(check: Verification) -> float:
     return check.gap if check.passed else float("inf")
 
 
-def _solve_dense_once(W: np.ndarray, norm: str, eta: float | None, opts: SolverOptions,
+def _solve_dense_once(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptions,
                       residual_tol: float) -> tuple[Factorization, tuple, str, SolveInfo]:
     """One SDP solve of a dense factor and the recovery of its primal and dual."""
     if norm == "gamma_f":
@@ -441,7 +441,7 @@ def _solve_dense_once(W: np.ndarray, norm: str, eta: float | None, opts: SolverO
     return fact, (recovery.approx_witness_from_dual(W, res.Y),), "psd-blocks", res.info
 
 
-def _best_candidate(W: np.ndarray, candidates: dict, norm: str,
+def _best_candidate(W: np.ndarray, candidates: dict, norm: Norm,
                     residual_tol: float) -> tuple[str, Factorization]:
     """The candidate with the smallest value among those with ``||W − RA||_max`` in tolerance."""
     limit = residual_tol * float(np.max(np.abs(W)))

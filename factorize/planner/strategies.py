@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from factorize.choices import NoiseFamily, Norm
 from factorize.factorization import Factorization
 
 #: Tree branchings tried.
@@ -85,7 +86,7 @@ def candidate_factorizations(W_dense: np.ndarray) -> list[tuple[str, Factorizati
 KRON_FACTOR_MAX_CELLS = 4096
 
 
-def per_factor_objective(fact: Factorization, family: str, norm: str) -> float:
+def per_factor_objective(fact: Factorization, family: NoiseFamily, norm: Norm) -> float:
     """``Δ·E`` of a one-factor strategy at unit noise: Δ the largest column L1 (Laplace) or L2
     norm of A (add/remove sensitivity), E = ‖R‖_F (γ_F) or the largest row norm of R (γ₂)."""
     A, R = fact.A_factors[0], fact.R_factors[0]
@@ -94,7 +95,7 @@ def per_factor_objective(fact: Factorization, family: str, norm: str) -> float:
     return sens * err
 
 
-def kron_candidate(leaves: list[np.ndarray], family: str, norm: str) -> tuple[str, Factorization] | None:
+def kron_candidate(leaves: list[np.ndarray], family: NoiseFamily, norm: Norm) -> tuple[str, Factorization] | None:
     """The best Kronecker product of standard per-factor strategies for W = ⊗_i W_i under
     add/remove neighbours (HDMM's OPT_⊗ restricted to the standard candidates, exactly).
 
@@ -117,7 +118,7 @@ def kron_candidate(leaves: list[np.ndarray], family: str, norm: str) -> tuple[st
             Factorization(tuple(chosen_R), tuple(chosen_A)))
 
 
-def strategy_candidates(W, family: str, norm: str, relation: str,
+def strategy_candidates(W, family: NoiseFamily, norm: Norm, relation: str,
                         max_cells: int, max_entries: int) -> list[tuple[str, Factorization]]:
     """The standard candidates a plan chooses from (and its verifier recomputes): the dense
     ones of :func:`candidate_factorizations` when W is small enough to form, and for a
