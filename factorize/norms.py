@@ -1,4 +1,4 @@
-"""Matrix norms of MATH.md §1, and certified (rounding-aware) versions of the spectral ones.
+"""Matrix norms of docs/math.md §1.3, and certified (rounding-aware) versions of the spectral ones.
 
 Every certificate in factorize is re-checked with the functions here: plain numpy,
 one SVD or one symmetric eigenvalue problem, no solver.
@@ -6,7 +6,8 @@ one SVD or one symmetric eigenvalue problem, no solver.
 Rounding. LAPACK's SVD and symmetric eigensolvers are backward stable: each computed
 singular value / eigenvalue is within ``c · max(m, n) · u · ||M||_2`` of the exact one
 (u = unit roundoff; Demmel, *Applied Numerical Linear Algebra*, Thm 5.5 / §5.4), with a
-modest constant c. The ``*_lower_bound`` helpers subtract that allowance with c = 4
+modest constant c (``numerics.spectral_allowance``, re-exported here as ``rounding_allowance``
+with ``certified_psd_margin``). The ``*_lower_bound`` helpers subtract that allowance with c = 4
 so that a printed lower bound is a lower bound for the exact matrix, not only for the
 floating-point result; the ``*_upper_bound`` helpers inflate norms accordingly.
 """
@@ -15,8 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-UNIT_ROUNDOFF = float(np.finfo(np.float64).eps) / 2.0
-_SAFETY = 4.0
+from factorize.numerics import SPECTRAL_SAFETY as _SAFETY
+from factorize.numerics import U as UNIT_ROUNDOFF
+from factorize.numerics import certified_psd_margin
+from factorize.numerics import spectral_allowance as rounding_allowance
+
+__all__ = ["UNIT_ROUNDOFF", "col_norm_max", "row_norm_max", "frobenius", "rounding_allowance",
+           "norm_upper_factor", "trace_norm", "trace_norm_lower_bound", "min_eigenvalue",
+           "certified_psd_margin"]
 
 
 def col_norm_max(A: np.ndarray) -> float:
@@ -32,11 +39,6 @@ def row_norm_max(R: np.ndarray) -> float:
 def frobenius(R: np.ndarray) -> float:
     """``||R||_F``."""
     return float(np.linalg.norm(R))
-
-
-def rounding_allowance(shape: tuple[int, int], spectral_norm: float) -> float:
-    """Absolute error bound on one computed singular value / eigenvalue of a matrix."""
-    return _SAFETY * max(shape) * UNIT_ROUNDOFF * spectral_norm
 
 
 def norm_upper_factor(dim: int) -> float:
@@ -65,11 +67,3 @@ def trace_norm_lower_bound(M: np.ndarray) -> float:
 def min_eigenvalue(S: np.ndarray) -> float:
     """Smallest eigenvalue of the symmetric matrix ``S`` (symmetrised first)."""
     return float(np.linalg.eigvalsh(0.5 * (S + S.T))[0])
-
-
-def certified_psd_margin(S: np.ndarray) -> float:
-    """``λ̂_min(S) − allowance``: when positive, ``S`` is PSD as an exact matrix."""
-    S = 0.5 * (S + S.T)
-    eig = np.linalg.eigvalsh(S)
-    spectral = float(max(abs(eig[0]), abs(eig[-1])))
-    return float(eig[0]) - rounding_allowance(S.shape, spectral)

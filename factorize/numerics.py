@@ -102,6 +102,30 @@ def relative_gap(upper: float, lower: float) -> float:
     return upper / lower - 1.0 if lower > 0 else math.inf
 
 
+# ---------------------------------------------------------------- certified spectral margins
+#: Constant c of the eigen/singular-value error model below.
+SPECTRAL_SAFETY = 4.0
+
+
+def spectral_allowance(shape: tuple[int, int], spectral_norm: float) -> float:
+    """Absolute error bound on one computed singular value / eigenvalue of a matrix.
+
+    LAPACK's SVD and symmetric eigensolvers are backward stable: each computed value is
+    within ``c · max(m, n) · u · ||M||₂`` of the exact one (Demmel, *Applied Numerical Linear
+    Algebra*, 1997, Thm 5.5 / §5.4), with a modest constant, taken as c = 4.
+    """
+    return SPECTRAL_SAFETY * max(shape) * U * spectral_norm
+
+
+def certified_psd_margin(S: np.ndarray) -> float:
+    """``λ̂_min(S) − allowance`` of the symmetrised ``S``: when positive, ``S`` is PSD as an
+    exact matrix (one symmetric eigenvalue problem)."""
+    S = 0.5 * (S + S.T)
+    eig = np.linalg.eigvalsh(S)
+    spectral = float(max(abs(eig[0]), abs(eig[-1])))
+    return float(eig[0]) - spectral_allowance(S.shape, spectral)
+
+
 # ------------------------------------------------------------------------------ input checks
 # The one set of argument checks (planner, privacy, geometry, workloads): booleans and
 # strings are never numbers, non-finite values are refused, and the caller chooses the

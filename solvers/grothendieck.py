@@ -1,8 +1,8 @@
 """The Grothendieck-type SDP  max ⟨C, Z⟩ s.t. diag Z = 1, Z ⪰ 0  at scale, with a certified bound.
 
 Used for ``γ₂*(U) = max { ⟨½ M_U, Z⟩ : Z ⪰ 0, diag Z = 1 }``, ``M_U = [[0, U], [Uᵀ, 0]]``
-(MATH.md §2.2): the denominator of the approximate-γ₂ lower bound
-``γ₂(W; η) ≥ (⟨W, U⟩ − η ||U||_1) / Σd`` (seed 003 Lemma 12, radius η explicit).
+(docs/math.md §4.3): the denominator of the approximate-γ₂ lower bound
+``γ₂(W; η) ≥ (⟨W, U⟩ − η ||U||_1) / Σd`` (Edmonds, Nikolov & Ullman 2020, Lemma 12, radius η explicit).
 
 Primal (low rank, Burer–Monteiro). ``Z = VᵀV`` with ``V ∈ R^{r×n}`` whose columns ``v_i`` are
 unit vectors, ``r ≈ ⌈√(2n)⌉ + 1``: by Barvinok–Pataki some optimal Z has rank ≤ √(2n), and
@@ -64,12 +64,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factorize.norms import UNIT_ROUNDOFF
+from factorize.numerics import SPECTRAL_SAFETY as _SAFETY
+from factorize.numerics import U as _U
+from factorize.numerics import certified_psd_margin
 from solvers.dual_common import square_finite
 from solvers.errors import SolverInaccurateError, SolverTimeLimitError
-
-_U = UNIT_ROUNDOFF
-_SAFETY = 4.0  # the project's constant on LAPACK's backward-error bounds (factorize.norms)
 
 #: Relative stationarity residual below which Newton steps are attempted.
 NEWTON_SWITCH = 1e-4
@@ -148,7 +147,7 @@ def gamma_2_star(U: np.ndarray, *, rank: int | None = None, V0: np.ndarray | Non
                  gap_tol: float = 1e-6, max_iters: int = 20_000, time_limit: float | None = None,
                  rng: np.random.Generator | None = None, require_gap: bool = True,
                  check_margin: bool = True) -> Gamma2StarResult:
-    """Certified bounds on ``γ₂*(U) = max Σ u_ij ⟨a_i, b_j⟩`` over unit vectors (MATH.md §2.2).
+    """Certified bounds on ``γ₂*(U) = max Σ u_ij ⟨a_i, b_j⟩`` over unit vectors (docs/math.md §4.3).
 
     Solves the Grothendieck SDP for ``C = ½ M_U`` and returns ``d`` (length k + N) with
     ``diag(d) − ½ M_U ⪰ 0`` — ``ApproxGamma2Witness(U, d)`` — so ``γ₂*(U) ≤ Σd = upper``.
@@ -247,11 +246,15 @@ def _least_certified_shift(C: np.ndarray, d: np.ndarray, scale: float) -> tuple[
 
 
 def _repair_eigen_check(U: np.ndarray, d: np.ndarray) -> np.ndarray:
-    from factorize.planner.certificate import grothendieck_psd_margin
-
+    # the verifier's test (factorize.planner.certificate.grothendieck_psd_margin), computed
+    # here from the bottom-layer primitive so that the solvers import nothing above it
     n = d.size
+    k = U.shape[0]
     for _ in range(8):
-        margin = grothendieck_psd_margin(U, d)
+        S = np.diag(d.astype(np.float64))
+        S[:k, k:] -= 0.5 * U
+        S[k:, :k] -= 0.5 * U.T
+        margin = certified_psd_margin(S)
         if margin >= 0:
             return d
         d = d + (-margin) * 2.0 + 64 * _U * n * max(float(np.max(np.abs(d))), 1e-300)

@@ -1,17 +1,17 @@
 """Sample-size bounds of the local model: what EVERY non-interactive ε-LDP protocol needs
 (from a dual witness of approximate γ₂), next to what the approximate factorization
-mechanism achieves (seed 003 Thm 23 / Thm 10, with every constant explicit).
+mechanism achieves (Edmonds, Nikolov & Ullman 2020, Thm 23 / Thm 10, with every constant explicit).
 
-Conventions (seed 003 §1.1, §2.3-2.4; MATH.md §1)
+Conventions (Edmonds, Nikolov & Ullman 2020, §1.1, §2.3-2.4; docs/math.md §1.1)
 -------------------------------------------------
 W ∈ R^{k×N}, one row per query, one column per record type. A dataset of n records with
 histogram h has *normalised* answers ``W h / n`` (statistical queries; the project's central
 plans release counts ``W h``, so an error α here is α·n on counts). Error is the worst query
 in expectation:
 
-* ``error_model="empirical"`` (seed 003 §2.4 err^{ℓ∞}, the project's convention): for EVERY
+* ``error_model="empirical"`` (Edmonds, Nikolov & Ullman 2020, §2.4 err^{ℓ∞}, the project's convention): for EVERY
   dataset of n records, ``E ‖â − W h/n‖_∞ ≤ α`` (expectation over the protocol's coins);
-* ``error_model="distributional"`` (seed 003 Remarks 2/8): for every distribution ρ on the
+* ``error_model="distributional"`` (Edmonds, Nikolov & Ullman 2020, Remarks 2/8): for every distribution ρ on the
   records and n i.i.d. records, ``E ‖â − W ρ‖_∞ ≤ α``.
 
 A protocol is non-interactive ε-LDP: user j applies a randomizer M_j, fixed before any data is
@@ -22,13 +22,13 @@ the n messages. (ε, δ)-LDP with δ > 0 is NOT covered (``delta > 0`` raises).
 The lower bound (derivation; all constants explicit)
 ----------------------------------------------------
 Witness: U ∈ R^{k×N}, U ≠ 0, and d = (d_r ∈ R^k, d_c ∈ R^N) with ``diag(d) − ½[[0,U],[Uᵀ,0]] ⪰ 0``
-(certified here by ``certificate.grothendieck_psd_margin``), i.e. (MATH.md §2.2)
+(certified here by ``certificate.grothendieck_psd_margin``), i.e. (docs/math.md §4.3)
 
     yᵀ U z ≤ yᵀ D_r y + zᵀ D_c z    for all y, z,   hence   yᵀ U z ≤ 2 √(yᵀD_r y · zᵀD_c z)   (P)
 
 (scale y → sy, z → z/s and minimise over s). Write u_v for row v, ℓ_v = ‖u_v‖₁, D_c = Σ d_c.
 
-Step 1 (per-user χ² contraction; our proof of seed 003 Lemma 11, l. 376, constant kept).
+Step 1 (per-user χ² contraction; our proof of Edmonds, Nikolov & Ullman 2020, Lemma 11, constant kept).
 For one ε-LDP channel K and pairs of distributions (λ_v, μ_v) with m_v = λ_v − μ_v and any
 prior ρ on the rows:
 
@@ -50,11 +50,11 @@ KL, additivity over independent users and KL ≤ χ²:
 
     KL(T_0 ‖ T_1) ≤ Σ_v ρ(v) Σ_j KL(K_j λ_v ‖ K_j μ_v) ≤ n (e^ε − 1)²/4 · ‖M‖²_{∞→L2(ρ)}.
 
-(This is where non-interactivity is used: seed 003 l. 394.)
+(This is where non-interactivity is used: Edmonds, Nikolov & Ullman 2020, §3.2, remark after Lemma 11.)
 
-Step 3 (hard pairs from U; seed 003 eqs (4)-(7), l. 470-488, without the exponential binning
+Step 3 (hard pairs from U; Edmonds, Nikolov & Ullman 2020, §3.5, eqs (4)-(7), without the exponential binning
 of Lemmas 19-20). Suppose first W is *antipodal*: an involution τ of the records with
-W[:, τ(x)] = −W[:, x] (``antipodes=τ``; seed 003 Def. 16 "symmetric"). Replace U by
+W[:, τ(x)] = −W[:, x] (``antipodes=τ``; Edmonds, Nikolov & Ullman 2020, Def. 16 "symmetric"). Replace U by
 ½(U − U[:, τ]) and d_c by ½(d_c + d_c[τ]) — (P) still holds (apply it to z and to z∘τ and use
 Cauchy–Schwarz), ⟨W, U⟩ is unchanged and row sums become 0. For a target gap G > 0 let
 S = {v : ĝ_v ≥ G}, ĝ_v = c_v / ℓ_v, c_v = ⟨w_v, u_v⟩, and for v ∈ S, t_v = G/ĝ_v ∈ (0, 1]:
@@ -63,12 +63,12 @@ S = {v : ĝ_v ≥ G}, ĝ_v = c_v / ℓ_v, c_v = ⟨w_v, u_v⟩, and for v ∈ S,
     μ_v = λ_v + t_v u_v / ℓ_v   (a distribution: t_v ≤ 1 and Σ_x u_v(x) = 0),
 
 so q_v(μ_v) = t_v ĝ_v = G and m_v = −(G/c_v) u_v. With the prior ρ(v) ∝ c_v²/d_r,v on S and
-(P) (Cauchy–Schwarz over y, |f_x| ≤ 1; our explicit form of seed 003 Lemmas 13/15, l. 424-432:
+(P) (Cauchy–Schwarz over y, |f_x| ≤ 1; our explicit form of Edmonds, Nikolov & Ullman 2020, Lemmas 13/15:
 factor 2 instead of 4, and no binning):
 
     ‖M‖²_{∞→L2(ρ)} ≤ 4 G² D_c / Φ(G),      Φ(G) = Σ_{v ∈ S} c_v² / d_r,v.
 
-Step 4 (two-point step with expected errors; seed 003 Thm 22 l. 557-617, constants kept).
+Step 4 (two-point step with expected errors; Edmonds, Nikolov & Ullman 2020, Thm 22, constants kept).
 Let T be the protocol's output. Under H0 every population answer is 0; under H1 (V = v)
 query v equals G. With f = min(‖T‖_∞, G) ∈ [0, G]: E_0 f ≤ α₀ := E_0‖T − 0‖_∞, and under H1
 ‖T − Q(μ_v)‖_∞ ≥ |T_v − G| ≥ G − ‖T‖_∞, so E_1(G − f) ≤ α₁ := E_1‖T − Q(μ_V)‖_∞. As
@@ -83,7 +83,7 @@ k queries of a sum of g·n independent terms of range ϱ/n, Hoeffding's lemma), 
 
     n ≥ κ(1 − A/G) · Φ(G) / ((e^ε − 1)² · G² · D_c)       for every G > A.       (LB)
 
-Step 5 (general W: a two-group reduction replacing seed 003 Lemma 17, l. 444, which costs 3ε
+Step 5 (general W: a two-group reduction replacing Edmonds, Nikolov & Ullman 2020, Lemma 17, which costs 3ε
 and needs n ≥ 1/(ε²α²)). Fix a null record x₀ (``null_record``; default chosen below). A
 protocol P for W with n users and error α gives, for the antipodal workload
 W^±(x, σ) = σ·(W[:, x] − W[:, x₀]) on records (x, σ ∈ {±1}), a protocol with 2n users: group A
@@ -113,7 +113,7 @@ n ← ⌈F(n)⌉ from ⌈step 6⌉ stays below the least such n, so its limit (o
 valid. A final factor (1 − 64(k+N+16)u) covers floating-point rounding of Φ, D_c and the
 products; the PSD condition itself is certified with rounding allowances.
 
-γ₂ form (the seed's Ω(γ₂(W, α)²/(ε²α²)), constants explicit). At G = η, Cauchy–Schwarz gives
+γ₂ form (the paper's Ω(γ₂(W, α)²/(ε²α²)), constants explicit). At G = η, Cauchy–Schwarz gives
 Φ(η) ≥ (Σ_{v∈S} c_v)²/D_r ≥ (⟨W', U⟩ − η‖U‖₁)²/D_r (rows with ĝ_v < η lose at most η·ℓ_v),
 so with γ̂ = (⟨W', U⟩ − η‖U‖₁)/(2√(D_r D_c)) (≥ the witness value of certificate.py when
 W' = W, since 2√(D_r D_c) ≤ Σd):
@@ -125,16 +125,16 @@ W' = W, since 2√(D_r D_c) ≤ Σd):
 where γ̄₂(W; η) = min_c γ₂(W − c1ᵀ; η) (a zero-row-sum witness bounds it). For ε ≤ 1,
 (e^ε − 1)² ≤ 2.96 ε². Nothing in (LB_g) is an Ω(·): ``constant_note`` says so. The empirical
 model adds δ_k(n) + δ_1(n) ~ ϱ√(ln k / n) to A: it certifies something only where the ε-LDP
-rate above exceeds the statistical rate ϱ² ln(2k)/α² (seed 003 Thm 22/23 assume the same,
+rate above exceeds the statistical rate ϱ² ln(2k)/α² (Edmonds, Nikolov & Ullman 2020, Thm 22/23 assume the same,
 "γ₂(W,α)²/(ε²α²) ≥ C log 2k/α'²"); below that only step 6 remains (``n_lower`` =
 ϱ/(α(e^ε+1)), e.g. at ε = 1 for prefix / marginals / parities of the sizes tested), and
 ``details["n_lower_distributional"]`` carries the distributional bound.
 
-The upper bound (seed 003 Thm 10, l. 364; MATH.md §4 "Local model")
+The upper bound (Edmonds, Nikolov & Ullman 2020, Thm 10; docs/math.md §9.6)
 ---------------------------------------------------------------------
 With W̃ = RA, |W − W̃| ≤ η_eff entrywise, A normalised to ‖A‖_{1→2} = 1 (so γ = ‖R‖_{2→∞}‖A‖_{1→2})
 and an ε-LDP randomizer with E[Y] = a_x whose noise is σ-subgaussian in the mgf sense
-(E exp(λ⟨θ, Y − a_x⟩) ≤ exp(λ²σ²/2) for all unit θ — NOT the ψ₂ constant of seed 003 Lemma 9;
+(E exp(λ⟨θ, Y − a_x⟩) ≤ exp(λ²σ²/2) for all unit θ — NOT the ψ₂ constant of Edmonds, Nikolov & Ullman 2020, Lemma 9;
 a randomizer with |⟨θ, Y⟩| ≤ B, e.g. ‖Y‖₂ = B, qualifies with σ = B by Hoeffding's lemma), the
 server's ``R · mean(Y)`` has E‖error‖_∞ ≤ η_eff + γ σ √(2 ln(2k)/n) on every dataset, so
 
@@ -151,6 +151,7 @@ from typing import Any
 import numpy as np
 
 from factorize import norms
+from factorize.numerics import U as _U
 from factorize.numerics import positive_number
 from factorize.planner.certificate import (
     ApproxGamma2Witness,
@@ -179,7 +180,6 @@ G_GRID_POINTS = 2048
 #: Iterations of n ← ⌈F(n)⌉ (empirical model); every iterate is a valid bound.
 MAX_FIXED_POINT_ITERATIONS = 200
 
-_U = norms.UNIT_ROUNDOFF
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ class LocalLowerBound:
 
 @dataclass(frozen=True)
 class LocalUpperBound:
-    """Users the approximate factorization mechanism needs for error ≤ alpha (seed 003 Thm 10)."""
+    """Users the approximate factorization mechanism needs for error ≤ alpha (Edmonds, Nikolov & Ullman 2020, Thm 10)."""
 
     n_upper: float  # math.inf when alpha ≤ eta_effective
     alpha: float
@@ -377,7 +377,7 @@ def local_sample_size_lower_bound(witness_or_certificate: Any, W: Any, eta: floa
     refused. ``W``: dense array, ``Workload`` or spec string. ``eta``: the radius at which
     ``gamma2_eta_lower`` (the witness's value for γ₂(W; η)) is reported; it defaults to the
     certificate's η and does not enter ``n_lower``. ``alpha``: error on the normalised answers
-    W h/n. ``antipodes``: an involution τ with W[:, τ] = −W (then the one-group route, seed 003
+    W h/n. ``antipodes``: an involution τ with W[:, τ] = −W (then the one-group route, Edmonds, Nikolov & Ullman 2020,
     Thm 22). ``null_record``: x₀ of the two-group reduction (default: the best for the witness).
     """
     W = _dense(W)
@@ -574,7 +574,7 @@ def local_upper_bound_n(factorization_or_certificate: Any, W: Any, eta: float | 
 
 
 # ---------------------------------------------------------------------------------
-# known cases (seed 003 §3.6)
+# known cases (Edmonds, Nikolov & Ullman 2020, §3.6)
 # ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CertifiedApproxGamma2:
@@ -610,7 +610,7 @@ def certified_approx_gamma_2(W: Any, eta: float, **solve_kwargs: Any) -> Certifi
 
 
 def parity_witness(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The analytic witness of seed 003 Cor. 5 (l. 639-643) for rows of a Hadamard matrix.
+    """The analytic witness of Edmonds, Nikolov & Ullman 2020, Cor. 5 (§3.6) for rows of a Hadamard matrix.
 
     U = W (k rows, pairwise orthogonal, ‖w_v‖² = N), d_r = N/(2√k)·1, d_c = √k/2·1 (times
     1 + 1e-9 so the PSD check has room): d_r d_c = N/4 = ‖U‖₂²/4 makes diag(d) − ½M_U ⪰ 0,

@@ -1,11 +1,11 @@
-"""Client randomizers of the local model (MATH.md §4 "Local model"; seed 003 Lemma 9 / Thm 10).
+"""Client randomizers of the local model (docs/math.md §9.6; Edmonds, Nikolov & Ullman 2020, Lemma 9 / Thm 10).
 
 User j with record x holds the strategy column ``a = a_x ∈ R^m`` (the local plan normalises
 ``‖a_x‖₂ ≤ 1`` for every x) and sends ONE message Y with ``E[Y] = a``. The server releases
 ``R · Σ_j Y_j``. Two randomizers:
 
 * :class:`L2Randomizer` -- pure ε-LDP, the ℓ2 randomizer of Duchi, Jordan & Wainwright 2018
-  (DJW18) in the variant used by Blasiok, Bun, Nikolov & Steinke 2019 (BBNS19) and seed 003
+  (DJW18) in the variant used by Blasiok, Bun, Nikolov & Steinke 2019 (BBNS19) and Edmonds, Nikolov & Ullman 2020,
   Lemma 9: ``‖Y‖ = B`` deterministic, ``Y − a`` is O(1/ε)-subgaussian.
 * :class:`GaussianLocalRandomizer` -- (ε, δ)-LDP, ``Y = a + N(0, σ²I)`` with σ from the
   project's analytic Gaussian calibration (Balle & Wang 2018) for ℓ2 sensitivity 2 (any two
@@ -100,7 +100,7 @@ relative; exactly ±B for m = 1). ``E[Y Yᵀ] = B² E[Z₀Z₀ᵀ] = (B²/m) I``
 not change ``Z Zᵀ``), so ``Cov(Y) = (B²/m) I − a aᵀ``, per-coordinate variance
 ``B²/m − a_i² ≤ B²/m`` and ``tr Cov(Y) = E‖Y − a‖² = B² − ‖a‖²``.
 
-Subgaussian constant (seed 003's definition: X is σ-subgaussian if ``E exp(X²/σ²) ≤ 2``; a
+Subgaussian constant (the definition of Edmonds, Nikolov & Ullman 2020, §3.1: X is σ-subgaussian if ``E exp(X²/σ²) ≤ 2``; a
 vector if every unit projection is). For Z₀ uniform on the sphere, ``(1 + ⟨θ,Z₀⟩)/2`` is
 Beta((m−1)/2, (m−1)/2), which is strictly subgaussian (Marchal & Arbel 2017): ``E e^{λ⟨θ,Z₀⟩}
 ≤ e^{λ²/(2m)}``. So ``X = B⟨θ,Z₀⟩`` has variance proxy ``s² = B²/m`` and, by the Gaussian
@@ -119,7 +119,7 @@ floating-point error bound). Normals: Box–Muller on 53-bit uniforms drawn dire
 ``rng.words`` (2 words per pair of normals, ``U₁ = (k+1)/2⁵³ ∈ (0,1]``, ``U₂ = k'/2⁵³``), in
 both paths -- here privacy does depend on the noise, so it is drawn from the secure source
 itself. It is floating-point noise (truncated at ≈ 8.6σ, on a float grid): subject to the
-Mironov 2012 caveat of MATH.md §3 like the project's "float" sampler; the ℓ2 randomizer has no
+Mironov 2012 caveat of docs/math.md §6.5 like the project's "float" sampler; the ℓ2 randomizer has no
 such caveat (its privacy argument above is exact in floating point).
 """
 
@@ -133,6 +133,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
+from factorize.numerics import gamma
 from factorize.privacy.calibration import analytic_gaussian_sigma
 from factorize.privacy.guarantees import PrivacyError
 from factorize.privacy.sampling import SecureRandom, TestRandom
@@ -203,7 +204,7 @@ def _inputs(x: Any, dim: int, batch: bool) -> tuple[np.ndarray, np.ndarray]:
     norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
     # certified: |computed − exact| ≤ γ_m·exact (+ underflowed squares, < 2^-1000 in all)
     m = arr.shape[1]
-    slack = (m + 4) * 2.0 ** -53 / (1.0 - (m + 4) * 2.0 ** -53)
+    slack = gamma(m + 4)  # Higham γ_{m+4}
     if norms.size and not float(norms.max()) * (1.0 + slack) + 2.0 ** -500 <= 1.0 + NORM_TOLERANCE:
         raise ValueError(f"inputs must have ‖a‖₂ ≤ 1 (the plan normalises its columns), "
                          f"got max ‖a‖ = {float(norms.max())!r}")

@@ -1,11 +1,11 @@
 """Certified γ_F / γ₂ plans for (weighted) marginal workloads, in the algebra of subsets.
 
 For a marginal family W (``factorize.planner.marginal_algebra``; block S is ``w_S`` times the
-contingency table of S) over N = Π n_j cells, both programs of MATH.md §2.1 are invariant
+contingency table of S) over N = Π n_j cells, both programs of docs/math.md §3 are invariant
 under the group that permutes the values of each attribute; it acts transitively on the
 cells and permutes the rows of every block. By convexity an optimal X = AᵀA can be
 averaged over the group, so it lies in the group's commutant, the algebra
-``X = Σ_T x_T P_T`` (MATH.md §2.3), whose diagonal is the constant ``Σ_T x_T dim_T / N``.
+``X = Σ_T x_T P_T`` (docs/math.md §5.3), whose diagonal is the constant ``Σ_T x_T dim_T / N``.
 The strategy is ``A = X^{1/2} = Σ_T √x_T P_T`` and ``R = W A⁺``; ``R·A = W`` exactly when
 ``x_T > 0`` for every T with ``λ_T > 0`` (``W P_T = 0`` for the others). With the diagonal
 shares ``y_T = x_T δ_T``, ``δ_T = dim_T / N`` (``Σ y_T = diag X = 1``) and
@@ -26,7 +26,7 @@ under ``diag X ≤ 1`` is ``x_T ∝ √λ_T``, with value
 
     γ_F(W) = ||W||_tr / √(N k) = (N / √k) · Σ_T δ_T √ℓ_T,   ℓ_T = λ_T / N,  ||W||_tr = Σ_T dim_T √λ_T
 
-(k counts rows, not weights). The uniform q gives exactly this lower bound (MATH.md §2.2),
+(k counts rows, not weights). The uniform q gives exactly this lower bound (docs/math.md §4.1),
 so the certificate is tight up to rounding.
 
 γ₂ (a convex program over the distinct subsets). Copies of a subset with smaller weights
@@ -40,8 +40,8 @@ Its Lagrange dual over block weights ω ∈ Δ (ω_S the total weight of block S
     γ₂(W)² = max_{ω ∈ Δ} φ(ω)²,    φ(ω) = Σ_T √L_T(ω),    L_T(ω) = Σ_{S⊇T} ω_S w_S² ρ_{S,T}²,
 
 the inner minimiser being ``y_T(ω) = √L_T / φ``. This is exactly the Lee–Shraibman–Špalek
-bound (Lee, Shraibman, Špalek 2008, "A direct product theorem for discrepancy"; MATH.md
-§2.2) with q uniform and p constant (``ω_S / rows_S``) on the rows of the heaviest copy
+bound (Lee, Shraibman, Špalek 2008, "A direct product theorem for discrepancy"; docs/math.md
+§4.2) with q uniform and p constant (``ω_S / rows_S``) on the rows of the heaviest copy
 of S: ``Wᵀ diag(p) W = Σ_S ω_S w_S² (N/rows_S²) Σ_{T⊆S} P_T``, so
 ``||D_p^{1/2} W D_q^{1/2}||_tr / √(Σp Σq) = Σ_T dim_T √(Σ_{S⊇T} ω_S w_S²/rows_S²) / √(Σω)
 = φ(ω) / √(Σω)``. φ is concave and ½-homogeneous, and for y = y(ω) the primal value is
@@ -97,9 +97,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from factorize import norms
 from factorize.choices import Method, Norm
-from factorize.planner.certificate import relative_gap
+from factorize.numerics import U as _U
+from factorize.numerics import relative_gap
 from factorize.planner.marginal_algebra import (
     AlgebraCoefficients,
     MarginalFamily,
@@ -128,7 +128,6 @@ MAX_LOG2_N = 500
 #: shared subsets and the |R|×|R| one on the nested blocks (with their copies).
 MAX_GAMMA2_CORE_BYTES = 6 * 2 ** 30
 
-_U = norms.UNIT_ROUNDOFF
 _TINY = 2.0 ** -1022  # smallest normal float: covers terms lost to underflow
 
 #: Factor by which the barrier parameter μ falls between centring rounds (``_maximise_dual``).
@@ -170,7 +169,7 @@ class MarginalSolution:
     def diagonal_shares(self) -> dict[tuple[int, ...], float]:
         """``y_T = x_T dim_T / N`` for every subset T of the plan (``Σ_T y_T = diag X = 1``).
 
-        The share of the strategy's unit column norm spent on ``range(P_T)`` (MATH.md §2.3;
+        The share of the strategy's unit column norm spent on ``range(P_T)`` (docs/math.md §5.3;
         the module docstring). ``dim_T / N`` is the correctly rounded exact ratio.
         """
         sizes, N = self.family.sizes, self.family.N
@@ -634,7 +633,7 @@ def verify_marginal_solution(family: MarginalFamily, sol: MarginalSolution
     γ_F: ``||R||_F² = Σ_T λ_T dim_T / x_T``, ``λ_T = Σ_{blocks S⊇T} w_S² Π_{j∉S} n_j``;
     γ₂: ``||R||²_{2→∞} = max_S w_S² Σ_{T⊆S} c_{S,T}/x_T`` (w_S the largest weight of a copy
     of S), ``c_{S,T} = Π_{j∈T}(1−1/n_j) Π_{j∈S∖T}(1/n_j) Π_{j∉S} n_j``.
-    Lower (MATH.md §2.2): γ_F with q uniform, ``||W||_tr / √(N k)`` (k rows);
+    Lower (docs/math.md §5.3): γ_F with q uniform, ``||W||_tr / √(N k)`` (k rows);
     γ₂ (Lee–Shraibman–Špalek) with q uniform and p = ω_S / rows_S on the rows of the copies
     of S with the largest weight w_S (split evenly among them):
     ``||D_p^{1/2} W D_q^{1/2}||_tr / √(Σp Σq)
