@@ -2,11 +2,11 @@
 
 ``Factorization((R_1, …, R_d), (A_1, …, A_d))`` means ``R = R_1 ⊗ … ⊗ R_d`` and
 ``A = A_1 ⊗ … ⊗ A_d`` (numpy's ``np.kron`` order); a dense factorization is the case
-d = 1. The mechanism is ``M(h) = R (A h + Z)`` (MATH.md §2).
+d = 1. The mechanism is ``M(h) = R (A h + Z)`` (docs/math.md §2.1).
 
 The error norms of a Kronecker product are products of the factors' norms (column
 norms, row norms and Frobenius norms of ``X ⊗ Y`` are products of those of X and Y), so
-none of them needs the product matrix (MATH.md §2.3).
+none of them needs the product matrix (docs/math.md §5.1).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Factorization:
         return out
 
     def gamma_f_value(self) -> float:
-        """``k^{-1/2} ||R||_F ||A||_{1→2}`` — the RMS error per unit noise (MATH.md §2)."""
+        """``k^{-1/2} ||R||_F ||A||_{1→2}`` — the RMS error per unit noise (docs/math.md §2.2)."""
         k, _ = self.shape
         return self.frobenius_R() * self.col_norm_max_A() / math.sqrt(k)
 

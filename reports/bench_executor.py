@@ -3,7 +3,7 @@
     python reports/bench_executor.py [--quick] [--section all|startup]
 
 1. plan load + verify (privacy checks, W = RA by probes) for k = N = 4096: prefix:4096 with
-   its square-root factorization L = M·M (M Toeplitz, c_j = binom(2j, j)/4^j, MATH.md §2.3)
+   its square-root factorization L = M·M (M Toeplitz, c_j = binom(2j, j)/4^j, docs/math.md §5.5)
    and a uniform γ_F witness (any non-negative witness is a valid lower bound);
 2. exact-noise throughput through the executor path (``release_answers`` on an identity
    plan kron(identity:1000, identity:1000), m = 10⁶ coordinates, SecureRandom);

@@ -5,7 +5,7 @@
 Random Gaussian point sets (the columns of A, d×N, seeds 0–2) around the issue's target
 (4096 points in 64 dimensions ≤ 10 s), and the 64 columns of allrange:64 (linearly
 independent in R^2080, so one iteration: a sanity row), to the optimality measure
-C ≤ 1 + tol (seed 002 §3.4.1). Each run is timed in this process after a warm-up; the
+C ≤ 1 + tol (Nikolov, Talwar & Zhang 2013, §3.4.1). Each run is timed in this process after a warm-up; the
 machine ran nothing else.
 """
 

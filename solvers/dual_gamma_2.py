@@ -1,9 +1,9 @@
-"""γ₂ by its concave dual over two simplices (Lee–Shraibman–Špalek; MATH.md §2.2).
+"""γ₂ by its concave dual over two simplices (Lee, Shraibman & Špalek 2008; docs/math.md §4.2).
 
     γ₂(W) = max_{p ∈ Δ_k, q ∈ Δ_N} F(p, q),   F(p, q) = ||D_p^{1/2} W D_q^{1/2}||_tr,
 
 jointly concave (F² (p,q) = max over the inner γ_F problem — the minimax
-``γ₂(W)² = max_p k·γ_F(D_p^{1/2} W)²`` of MATH.md §2.2 is this with q eliminated). With
+``γ₂(W)² = max_p k·γ_F(D_p^{1/2} W)²`` of docs/math.md §4.2 is this with q eliminated). With
 ``K = D_p^{1/2} W D_q^{1/2} = U Σ Vᵀ``, the partial derivatives are
 ``∂F/∂p_i = (UΣUᵀ)_ii / (2p_i)`` and ``∂F/∂q_j = (VΣVᵀ)_jj / (2q_j)``, and the KKT
 conditions on the simplices are the joint fixed point

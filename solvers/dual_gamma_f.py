@@ -1,6 +1,6 @@
 """γ_F by its concave dual over the simplex, from the Gram matrix G = WᵀW alone.
 
-Dual (MATH.md §2.2; seed 003 §3.1): for q in the simplex Δ_N,
+Dual (docs/math.md §4.1): for q in the simplex Δ_N,
 
     √k · γ_F(W) = max_q f(q),   f(q) = tr(M_q^{1/2}),   M_q = D^{1/2} G D^{1/2},  D = diag(q),
 

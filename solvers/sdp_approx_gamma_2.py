@@ -1,8 +1,8 @@
-"""The approximate-γ₂ SDP with an explicit entrywise radius η (MATH.md §2.1; seed 003 §1.1).
+"""The approximate-γ₂ SDP with an explicit entrywise radius η (docs/math.md §3.4; Edmonds, Nikolov & Ullman 2020, §1.1).
 
     γ₂(W; η) = min t  s.t.  P = [[P₁₁, W̃], [W̃ᵀ, P₂₂]] ⪰ 0,  diag(P) ≤ t,  |W̃ − W| ≤ η.
 
-(The seed writes the radius as α/2 in §1.1 but α in Lemma 12; here η is the radius itself.)
+(Edmonds, Nikolov & Ullman 2020 write the radius as α/2 in §1.1 but α in Lemma 12; here η is the radius itself.)
 
 Dual: with Y ⪰ 0 the multiplier of ``P ⪰ 0``, stationarity in the free entries gives
 ``U = −2·Y₁₂`` and ``d = diag(Y)`` with ``Σd = 1`` and ``diag(d) − ½ M_U = Y ⪰ 0`` up to

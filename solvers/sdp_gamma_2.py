@@ -1,4 +1,4 @@
-"""The γ₂ SDP in its X-only form (MATH.md §2.1), through cvxpy.
+"""The γ₂ SDP in its X-only form (docs/math.md §3.3), through cvxpy.
 
     γ₂(W)² = min { max_i w_iᵀ X⁻¹ w_i : X ⪰ 0, diag(X) ≤ 1 }
 

@@ -1,4 +1,4 @@
-"""The γ_F SDP (MATH.md §2.1; seed 003 §3.1), through cvxpy.
+"""The γ_F SDP (docs/math.md §3.1; Edmonds, Nikolov & Ullman 2020, §2.5), through cvxpy.
 
     k · γ_F(W)² = min { tr(W X⁻¹ Wᵀ) : X ⪰ 0, diag(X) ≤ 1 }
                 = min { tr(T) : [[X, Bᵀ], [B, T]] ⪰ 0, diag(X) ≤ 1 }

@@ -73,7 +73,7 @@ def test_zero_column_and_rank_deficient(norm):
 
 
 def test_gamma_f_weights_satisfy_the_kkt_fixed_point():
-    """At the optimum q_j = [M_q^{1/2}]_jj / tr M_q^{1/2} (MATH.md §2.2 stationarity)."""
+    """At the optimum q_j = [M_q^{1/2}]_jj / tr M_q^{1/2} (docs/math.md §4.1 stationarity)."""
     W = parse_workload("prefix:64").dense()
     res = solve_gamma_f_dual(W.T @ W, 64, target_gap=1e-9)
     q = res.q

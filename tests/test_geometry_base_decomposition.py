@@ -1,4 +1,4 @@
-"""Base decomposition (seed 002 Alg. 1) and its factorization form (Alg. 2)."""
+"""Base decomposition (Nikolov, Talwar & Zhang 2013, Alg. 1) and its factorization form (Alg. 2)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_pieces_are_an_orthonormal_split_of_the_range(spec):
 def test_factorization_is_exact_private_and_not_better_than_optimal(spec):
     """R·S = W, ||S||_{1→2} ≤ 1 (so unit-sensitivity Gaussian noise on S·h is private),
     and its γ₂ value is bounded below by the certified optimum (the certificate's lower
-    bound binds every factorization) and within the seed's O(log) factor of it."""
+    bound binds every factorization) and within the paper's O(log) factor of it."""
     W = parse_workload(spec).dense()
     f = ellipsoid_factorization(W)
     np.testing.assert_allclose(f.R_dense() @ f.A_dense(), W, atol=1e-9)

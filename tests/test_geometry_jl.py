@@ -1,4 +1,4 @@
-"""JL mechanism (seed 000 Alg. 1, Thm 21): projection bits, the explicit error bound and its
+"""JL mechanism (Nikolov 2023, Alg. 1, Thm 21): projection bits, the explicit error bound and its
 minimiser, the Frank–Wolfe decode, the sensitivity, and the whole mechanism against the bound.
 
 Truths used here are independent of the module: exact moments of Rademacher projections, brute
@@ -113,7 +113,7 @@ def test_bound_is_minimised_at_the_returned_ell(relation, symmetric):
 
 
 def test_chosen_ell_against_the_seed_reference_n_epsilon():
-    """Seed 000 (Thm 21) takes ℓ ≈ nε for its Lemma 16 noise. With the ℓ2-ball noise the
+    """Nikolov 2023 (Thm 21) takes ℓ ≈ nε for its Lemma 16 noise. With the ℓ2-ball noise the
     explicit bound's minimiser is below nε and grows like (nε)^{4/5} (module docstring):
     ℓ*(8x)/ℓ*(x) lies in [8^0.75, 8^0.85] once x ≫ log P."""
     cn = np.full(200, 10.0)

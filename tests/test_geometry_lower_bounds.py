@@ -1,4 +1,4 @@
-"""Lower bounds on the error of ANY DP mechanism (seed 002 specLB / detLB, seed 000 Lemma 7),
+"""Lower bounds on the error of ANY DP mechanism (Nikolov, Talwar & Zhang 2013: specLB / detLB; Nikolov 2023, Lemma 7),
 against closed forms derived by hand, brute force over subsets, and mechanisms whose error is
 known exactly (a lower bound above an achieved error would be a bug)."""
 
@@ -63,7 +63,7 @@ def brute_spectral(W: np.ndarray, eps: float, delta: float, n: int | None) -> fl
 
 
 def brute_determinant(W: np.ndarray, eps: float, delta: float) -> tuple[float, float]:
-    """(the explicit bound, the seed's detLB = max s·det(W_SᵀW_S)^{1/s}) by enumeration."""
+    """(the explicit bound, the paper's detLB = max s·det(W_SᵀW_S)^{1/s}) by enumeration."""
     k, N = W.shape
     best = seed = 0.0
     for s in range(1, N + 1):
@@ -114,7 +114,7 @@ def test_spectral_identity_with_dataset_size():
 def test_prefix_closed_forms():
     """Prefix sums L_N (lower-triangular ones): det L = 1 and σ_min(L) = 1/(2 sin((2N−1)π/(4N+2)))
     (its singular values are 1/(2 sin((2k−1)π/(4N+2)))). Columns j_1 < … < j_s span a volume
-    Π sqrt(gaps) with Σ gaps ≤ N, so by AM–GM the seed's detLB = max s·det^{1/s} is exactly N."""
+    Π sqrt(gaps) with Σ gaps ≤ N, so by AM–GM the paper's detLB = max s·det^{1/s} is exactly N."""
     N = 16
     W = parse_workload(f"prefix:{N}").dense()
     d = determinant_lower_bound(W, 1.0, DELTA, subset=range(N))
@@ -138,7 +138,7 @@ def test_determinant_identity_closed_form():
     assert r.value == pytest.approx(expected, rel=1e-12)
     assert r.value == pytest.approx(math.sqrt(p_m(1.0, DELTA, 2) / (16 * N)), rel=1e-12)
     assert r.details["det_root"] == pytest.approx(1.0, abs=1e-12)
-    assert r.details["seed_detLB"] == pytest.approx(N, rel=1e-12)  # the seed's detLB(I_N) = N
+    assert r.details["seed_detLB"] == pytest.approx(N, rel=1e-12)  # the paper's detLB(I_N) = N
     # forced to the full set: factor(8)·1
     full = determinant_lower_bound(np.eye(N), 1.0, DELTA, subset=range(N))
     assert full.value == pytest.approx(math.sqrt(det_factor(1.0, DELTA, N) / N), rel=1e-9)
@@ -202,7 +202,7 @@ def test_spectral_search_against_brute_force(n):
 
 def test_determinant_search_against_brute_force():
     """Exhaustive = brute force; the heuristic equals it on these instances (the explicit
-    constants favour small subsets); the seed's detLB found by the heuristic is within 0.8 of
+    constants favour small subsets); the paper's detLB found by the heuristic is within 0.8 of
     the optimum (observed 1.0 here, ≥ 0.866 on 40 other instances, 0/1 matrices the hard case)."""
     for binary in (False, True):
         for W in _instances(1, 5, binary=binary):

@@ -1,4 +1,4 @@
-"""Moment-matrix projections (seed 000 §6, seed 001 §4): the spectraplex / trace-ball
+"""Moment-matrix projections (Nikolov 2023, §6; Dwork, Nikolov & Talwar 2014, §4): the spectraplex / trace-ball
 projection against cvxpy, the Frank–Wolfe elliptope projection against cvxpy's SDP and its
 certified gap, and the exact 2-way-marginal ↔ ±1-moment conversion against direct counts."""
 
@@ -153,7 +153,7 @@ def test_elliptope_projection_matches_cvxpy_within_the_certified_gap(m):
 
 @pytest.mark.parametrize("iters", [1, 3, 10, 30])
 def test_plain_frank_wolfe_gap_bounds_the_true_suboptimality(iters):
-    """Seed 001's RelaxedProj (no Dykstra start): few iterations, so the gap is far from 0
+    """The RelaxedProj of Dwork, Nikolov & Talwar 2014 (no Dykstra start): few iterations, so the gap is far from 0
     and its validity is what is tested; Clarkson's a-priori bound holds as well."""
     rng = np.random.default_rng(100 + iters)
     m, n = 8, 4.0
@@ -320,7 +320,7 @@ def test_bad_input_is_refused():
 
 
 # ---------------------------------------------------------------------------------
-# scale (d = 100): the default (Dykstra start) run is ~0.2 s; seed 001's plain Frank–Wolfe
+# scale (d = 100): the default (Dykstra start) run is ~0.2 s; the plain Frank–Wolfe of Dwork, Nikolov & Talwar 2014
 # with 50 linear steps ~0.7–3 s on a loaded 2-core machine, so it is kept out of the default
 # run. The time bounds are regression guards, generous for shared machines.
 # ---------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Seed 002 Alg. 4 (least squares mechanism, pure ε-DP) with ℓ2-ball K-norm noise.
+"""Nikolov, Talwar & Zhang 2013, Alg. 4 (least squares mechanism, pure ε-DP) with ℓ2-ball K-norm noise.
 
 Truths used here are independent of the module: exact rational arithmetic for the budget,
 brute force over columns / pairs of columns for the sensitivities, the exact Gamma(m, Δ/ε)

@@ -1,6 +1,6 @@
 """The low-rank Grothendieck SDP solver: certified bounds against closed forms and cvxpy.
 
-max ⟨C, Z⟩ s.t. diag Z = 1, Z ⪰ 0 (MATH.md §2.2). Independent truths: closed forms
+max ⟨C, Z⟩ s.t. diag Z = 1, Z ⪰ 0 (docs/math.md §4.3). Independent truths: closed forms
 (J → n², I → n, −J → 0, rank-one sign matrices, Hadamard: γ₂*(H_n) = n^{3/2}), an
 interior-point solve through cvxpy, and the eigenvalue check ``norms.certified_psd_margin``
 / ``certificate.grothendieck_psd_margin`` of every returned d.

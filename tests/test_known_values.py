@@ -35,17 +35,17 @@ Truths (never the planner's own output):
 
 * **Closed forms, checked numerically in the test** (``uniform_sandwich``): for every
   W, ``lo = ||W||_tr / √(kN)`` is a lower bound on γ_F and on γ₂ (uniform q, resp. uniform
-  p and q, in MATH.md §2.2), and the factorization ``A = (WᵀW)^{1/4}, R = W A⁺`` (the inner
+  p and q, in docs/math.md §4.1–4.2), and the factorization ``A = (WᵀW)^{1/4}, R = W A⁺`` (the inner
   minimiser at uniform q) gives upper bounds ``hi_F, hi_2`` — all from one k×k
   eigendecomposition of WWᵀ. A closed form is asserted only where this sandwich collapses
   (``hi/lo − 1 ≤ 1e-12``), and the symbolic value must match it:
 
-    - identity I_n: γ_F = γ₂ = 1;  all-ones J_{k×N}: γ_F = γ₂ = 1 (MATH.md normalisation
+    - identity I_n: γ_F = γ₂ = 1;  all-ones J_{k×N}: γ_F = γ₂ = 1 (docs/math.md §2.2 normalisation
       γ_F = k^{-1/2}||R||_F||A||_{1→2}: R = 1_k, A = 1ᵀ_N gives 1, and ||J||_tr = √(kN));
     - Hadamard H_n (H Hᵀ = nI, n a power of 2): γ₂ = γ_F = √n — R = H, A = I gives row
       norms √n, and ||H||_tr/√(n·n) = n·√n/n = √n;
-    - Kronecker products multiply (MATH.md §2.3), e.g. γ(H_4 ⊗ 1ᵀ_3) = 2·1;
-    - marginal families: γ_F = ||W||_tr/√(Nk) (MATH.md §2.3, uniform q dual-optimal; the
+    - Kronecker products multiply (docs/math.md §5.1), e.g. γ(H_4 ⊗ 1ᵀ_3) = 2·1;
+    - marginal families: γ_F = ||W||_tr/√(Nk) (docs/math.md §5.3, uniform q dual-optimal; the
       sandwich collapses for γ_F on every marginal family because the cells form one
       orbit). For γ₂ the uniform p is optimal only when the rows also form one orbit
       (all WAY-way marginals over equal sizes, e.g. ``marginals:3x3x3:2``), where
@@ -58,7 +58,7 @@ Truths (never the planner's own output):
       both sides and asserts they coincide (1 − η times: 1, 1, √n, 2, …).
 
 * **References** (``REFERENCES``): prefix sums, all ranges and asymmetric marginals have no
-  closed form — prefix-sum γ₂/γ_F only have Θ(log n) asymptotics (MATH.md §2.3; the
+  closed form — prefix-sum γ₂/γ_F only have Θ(log n) asymptotics (docs/math.md §5.5; the
   uniform-weight bound ``||L_n||_tr/n`` is *not* tight: 1.4384 vs 1.5105 at n = 8), and no
   trigonometric closed form of the usual kinds matched the computed values for n = 1…8.
   Each stored interval is the intersection of three *certified* intervals — the dual
@@ -68,8 +68,8 @@ Truths (never the planner's own output):
   intersection is a true bracket as long as ``certificate.verify`` is right — which
   ``recheck`` below cross-checks with independent code on every cell.
   ``test_reference_by_independent_formulation`` re-derives each one with a formulation the
-  planner does not use (the full (k+N)-square Schur / Linial–Shraibman SDPs of MATH.md
-  §2.1, built here in cvxpy, solved by Clarabel — SCS above k + N = 50) and requires
+  planner does not use (the full (k+N)-square Schur / Linial–Shraibman SDPs of docs/math.md
+  §3, built here in cvxpy, solved by Clarabel — SCS above k + N = 50) and requires
   agreement to 1e-7 (allrange:16's γ₂ is skipped there: 70 s even with SCS).
 
 Known failures of a route that does apply are kept as ``xfail(raises=…)`` with the reason
@@ -187,7 +187,7 @@ REFERENCES: dict[tuple[str, str], tuple[float, float]] = {
 class Case:
     """One workload row of the table.
 
-    ``closed``: norm → symbolic value (a float), or "trace" for the MATH.md §2.3 formula
+    ``closed``: norm → symbolic value (a float), or "trace" for the docs/math.md §5.2 formula
     ||W||_tr/√(Nk) itself (marginal families), or "ref:<spec>[*c]" for a stored reference
     (times a closed-form Kronecker factor c). A norm absent from ``closed`` has no known
     value: its cells are skipped with ``no_truth``'s reason.
@@ -565,9 +565,9 @@ def test_truth_is_consistent(case: Case, norm: str):
 
 
 def test_marginal_trace_norm_matches_subset_algebra_spectrum():
-    """MATH.md §2.3's trace norm for marginals, from the spectrum of WᵀW in the subset basis
+    """docs/math.md §5.2's trace norm for marginals, from the spectrum of WᵀW in the subset basis
     (λ_T = Σ_{blocks S ⊇ T} Π_{j ∉ S} n_j with multiplicity Π_{j∈T}(n_j − 1)), equals the
-    dense one the table uses — so the closed form is the formula of MATH.md, not only a
+    dense one the table uses — so the closed form is the formula of docs/math.md §5.2, not only a
     numeric coincidence."""
     from itertools import combinations
 
@@ -589,7 +589,7 @@ def test_marginal_trace_norm_matches_subset_algebra_spectrum():
 # references re-derived by a formulation the planner does not use
 # ---------------------------------------------------------------------------------------
 def _independent_value(W: np.ndarray, norm: str, eta: float | None) -> float:
-    """The full-size SDPs of MATH.md §2.1 (not the planner's X-only forms): Clarabel when
+    """The full-size SDPs of docs/math.md §3 (not the planner's X-only forms): Clarabel when
     the (k+N)-square cone is small, SCS above (Clarabel took 6–7 min on allrange:16's
     152-square cone, SCS 2 s for γ_F).
 

@@ -1,4 +1,4 @@
-"""Local-model sample-size bounds (factorize.local.lower_bound; seed 003 Thm 23 / Thm 10, Cor. 4-6).
+"""Local-model sample-size bounds (factorize.local.lower_bound; Edmonds, Nikolov & Ullman 2020, Thm 23 / Thm 10, Cor. 4-6).
 
 Independent truth used here: exact χ² of random ε-LDP channels (step 1), brute-force
 ‖M‖_{∞→L2(ρ)} over the vertices of the cube for explicitly built hard pairs (step 3), exact
@@ -333,11 +333,11 @@ def test_upper_bound_formula(prefix8):
 
 
 # ---------------------------------------------------------------------------------
-# known cases (seed 003 §3.6): Cor. 5 parities, Cor. 4 thresholds, Cor. 6 marginals
+# known cases (Edmonds, Nikolov & Ullman 2020, §3.6): Cor. 5 parities, Cor. 4 thresholds, Cor. 6 marginals
 # ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("d,w", [(3, 1), (4, 2), (5, 2), (5, 3)])
 def test_parities_exact_value_and_analytic_witness(d, w):
-    """γ₂(parity; η) = (1 − η)√C(d, w) exactly (seed 003 l. 639-643 with the radius explicit)."""
+    """γ₂(parity; η) = (1 − η)√C(d, w) exactly (Edmonds, Nikolov & Ullman 2020, Cor. 5, with the radius explicit)."""
     k = math.comb(d, w)
     W = parse_workload(f"parity:{d}:{w}").dense()
     for eta in (0.1, 0.25):
@@ -358,7 +358,7 @@ def test_parities_exact_value_and_analytic_witness(d, w):
 
 
 def test_thresholds_grow_like_log_T():
-    """Cor. 4: γ₂(L_T; 1/4) = Ω(log T) (seed l. 631-637), so the local bound grows like log² T."""
+    """Cor. 4: γ₂(L_T; 1/4) = Ω(log T) (Edmonds, Nikolov & Ullman 2020, §3.6), so the local bound grows like log² T."""
     sizes = (4, 8, 16, 32)
     lowers, uppers, ns = [], [], []
     for T in sizes:

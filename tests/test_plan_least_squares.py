@@ -1,4 +1,4 @@
-"""The least-squares plan kind (seed 002 Alg. 3): plan, file round trip, executor projection,
+"""The least-squares plan kind (Nikolov, Talwar & Zhang 2013, Alg. 3): plan, file round trip, executor projection,
 its error bound against Monte Carlo, and the sparse-regime gain over the factorization."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def plans(workload):
 
 
 def sparse_histogram(N: int, n: int, types: int, seed: int) -> np.ndarray:
-    """n records spread over a few record types (the sparse regime of seed 002 §3.4)."""
+    """n records spread over a few record types (the sparse regime of Nikolov, Talwar & Zhang 2013, §3.4)."""
     rng = np.random.default_rng(seed)
     cells = rng.choice(N, types, replace=False)
     return np.bincount(rng.choice(cells, n), minlength=N).astype(float)

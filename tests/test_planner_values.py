@@ -1,4 +1,4 @@
-"""The planner's values against independent truth (MATH.md §2.3 and closed forms).
+"""The planner's values against independent truth (docs/math.md §5 and closed forms).
 
 Tolerances: every solve must certify gap ≤ 1e-6 (the planner raises otherwise), so a
 closed-form value v must satisfy lower ≤ v(1 + 1e-12) and upper ≥ v(1 − 1e-12), and
@@ -73,7 +73,7 @@ def test_kronecker_of_three_prefix64_solves_one_factor():
 
 
 def square_root_factorization(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """L_n = M·M with M Toeplitz lower-triangular, entries binom(2j, j)/4^j (MATH.md §2.3)."""
+    """L_n = M·M with M Toeplitz lower-triangular, entries binom(2j, j)/4^j (docs/math.md §5.5)."""
     c = np.ones(n)
     for j in range(1, n):
         c[j] = c[j - 1] * (2 * j - 1) / (2 * j)
@@ -95,7 +95,7 @@ def test_prefix_against_square_root_factorization(n):
     gf, g2 = solve(f"prefix:{n}", "gamma_f"), solve(f"prefix:{n}", "gamma_2")
     assert gf.lower <= sqrt_gf and g2.lower <= sqrt_g2
     # measured: optimum / square-root value = 0.940 (γ_F) / 0.877 (γ₂) at n = 16 and
-    # 0.942 / 0.884 at n = 64 — further than MATH.md's "a few percent" at these sizes
+    # 0.942 / 0.884 at n = 64 — further than the usual "a few percent" at these sizes (docs/math.md §5.5)
     assert gf.value >= 0.9 * sqrt_gf and g2.value >= 0.85 * sqrt_g2
     # and the growth is logarithmic: (ln n)/π + O(1)
     assert abs(g2.value - math.log(n) / math.pi) < 1.0
@@ -147,7 +147,7 @@ def test_gamma_f_at_most_gamma_2():
 
 
 def test_marginals_gamma_f_matches_trace_norm_closed_form():
-    """Marginal workloads: uniform q is dual-optimal, γ_F = ||W||_tr / sqrt(N k) (MATH.md §2.3)."""
+    """Marginal workloads: uniform q is dual-optimal, γ_F = ||W||_tr / sqrt(N k) (docs/math.md §5.3)."""
     w = parse_workload("marginals:2x2x2x2x2x2x2x2:2")
     W = w.dense()
     k, n = W.shape

@@ -113,7 +113,7 @@ DENSE_ENTRIES = 2e7
 def least_squares(W: Any, y: np.ndarray, *, n: float | None = None, symmetric: bool = False,
                   gap_tol: float = 0.0, max_iter: int = 20000,
                   deadline: float | None = None) -> dict[str, Any]:
-    """The least-squares (projection) mechanism's estimator (seed 002 Alg. 3; MATH.md §4):
+    """The least-squares (projection) mechanism's estimator (Nikolov, Talwar & Zhang 2013, Alg. 3; docs/math.md §8.1):
 
         ŷ = argmin { ‖y' − ỹ‖₂ : y' ∈ n·K },  K = conv{w_j} (histograms) or conv{±w_j},
 

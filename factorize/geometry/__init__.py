@@ -1,13 +1,13 @@
-"""Convex geometry behind the seeds' geometric mechanisms (pure math, numpy only).
+"""Convex geometry behind the geometric mechanisms of docs/math.md §8 (pure math, numpy only).
 
 ``mee``: the minimum-volume enclosing ellipsoid of a symmetric point set (D-optimal design).
 ``spectral_projection``: projections onto the simplex and the spectraplex {M ⪰ 0, tr M = t}.
-``base_decomposition``: seed 002 Alg. 1 and its Gaussian mechanism (Alg. 2) as W = R·S.
-``least_squares``: the projection onto n·K by Frank–Wolfe (seed 002 Alg. 3's estimator).
-``jl``: the JL mechanism's projection, explicit error bound and decode (seed 000 Alg. 1).
-``moment_bodies``: second-moment projections — spectraplex (seed 000 §6) and the Grothendieck
-relaxation (elliptope, seed 001 §4) — and the 2-way-marginal ↔ moment conversion.
-``lower_bounds``: spectral, determinant (seed 002 §2.3.3) and packing (seed 000 Lemma 7) bounds
+``base_decomposition``: Nikolov, Talwar & Zhang 2013, Alg. 1 and its Gaussian mechanism (Alg. 2) as W = R·S.
+``least_squares``: the projection onto n·K by Frank–Wolfe (Nikolov, Talwar & Zhang 2013, Alg. 3's estimator).
+``jl``: the JL mechanism's projection, explicit error bound and decode (Nikolov 2023, Alg. 1).
+``moment_bodies``: second-moment projections — spectraplex (Nikolov 2023, §6) and the Grothendieck
+relaxation (elliptope, Dwork, Nikolov & Talwar 2014, §4) — and the 2-way-marginal ↔ moment conversion.
+``lower_bounds``: spectral, determinant (Nikolov, Talwar & Zhang 2013, §2.3.3) and packing (Nikolov 2023, Lemma 7) bounds
 on any mechanism's error, with explicit constants.
 """
 

@@ -1,11 +1,11 @@
-"""Base decomposition (seed 002 Alg. 1) and the correlated Gaussian noise it defines (Alg. 2),
+"""Base decomposition (Nikolov, Talwar & Zhang 2013, Alg. 1) and the correlated Gaussian noise it defines (Alg. 2),
 written as a factorization W = R·S so the existing planner certificate and executor apply.
 
 Alg. 1 on W (k×N, the columns w_j are the points; K = W·B₁ = conv{±w_j}): take an
-(approximate, C-optimal: seed 002 Lemma 11) minimum enclosing ellipsoid E = F·B₂ of K,
+(approximate, C-optimal: Nikolov, Talwar & Zhang 2013, Lemma 11) minimum enclosing ellipsoid E = F·B₂ of K,
 with axes u_1, …, u_r ordered by decreasing length; the shorter half becomes the first
 piece U_1 = (u_i)_{i > ⌊r/2⌋}; recurse on the longer half V = (u_i)_{i ≤ ⌊r/2⌋} with
-points Vᵀw_j; pieces are mapped back through V. The seed writes U_1 = (u_i)_{i > d/2} and
+points Vᵀw_j; pieces are mapped back through V. The paper writes U_1 = (u_i)_{i > d/2} and
 V = (u_i)_{i < d/2}, which drops u_{d/2} for even d; here every axis goes to exactly one
 side (⌈r/2⌉ shortest axes to U_1). Depth k ≤ ⌊1 + log₂ r⌋ pieces.
 
@@ -17,7 +17,7 @@ Alg. 2 adds ``√k·r_i·U_i w_i`` with r_i = max_j ||U_iᵀ w_j|| and w_i i.i.d
 since R·S = Σ_i U_i U_iᵀ W = W (the pieces are an orthonormal basis of range(W)) and every
 column of S has squared norm Σ_i ||U_iᵀ w_j||² / (k r_i²) ≤ 1, i.e. ||S||_{1→2} ≤ 1: adding
 σ-Gaussian noise to S·h is (ε, δ)-DP by the Gaussian mechanism with L2 sensitivity 1
-(add/remove), exactly the seed's privacy argument (Corollary 9) with our calibration.
+(add/remove), exactly the paper's privacy argument (Corollary 9) with our calibration.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from factorize.geometry.mee import minimum_enclosing_ellipsoid
 
 def base_decomposition(W: np.ndarray, *, tol: float = 1e-3) -> list[np.ndarray]:
     """Orthonormal pieces U_1, …, U_k (each r_i-column, mutually orthogonal, spanning
-    range(W)) of seed 002 Alg. 1, with C-optimal ellipsoids (C = 1 + ``tol``, Lemma 11)."""
+    range(W)) of Nikolov, Talwar & Zhang 2013, Alg. 1, with C-optimal ellipsoids (C = 1 + ``tol``, Lemma 11)."""
     W = np.asarray(W, dtype=np.float64)
     e = minimum_enclosing_ellipsoid(W, tol=tol)
     B = e.basis  # range(W), r columns

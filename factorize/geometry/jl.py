@@ -1,19 +1,19 @@
-"""The JL mechanism for pure ε-DP query release (seed 000, Alg. 1 "JL-Release", Thm 21).
+"""The JL mechanism for pure ε-DP query release (Nikolov 2023, Alg. 1 "JL-Release", Thm 21).
 
-Mechanism, in counts (the project releases ``W h``, not the fractions ``W h / n`` of seed 000):
+Mechanism, in counts (the project releases ``W h``, not the fractions ``W h / n`` of Nikolov 2023):
 
 1. draw ``T ∈ R^{ℓ×k}`` with i.i.d. entries ``±1/√ℓ`` from OS random bits
-   (:func:`sample_projection`; a JL-matrix with parameter C ≲ 1, seed 000 Def. 8);
+   (:func:`sample_projection`; a JL-matrix with parameter C ≲ 1, Nikolov 2023, Def. 8);
 2. release ``z̃ = T W h + Z`` where Z is the ℓ2-ball K-norm noise in R^ℓ, density
-   ``∝ exp(−ε‖z‖₂/Δ)`` (MATH.md §3; seed 000 Lemmas 14–15 with ``K = Δ·B₂^ℓ``), and
+   ``∝ exp(−ε‖z‖₂/Δ)`` (docs/math.md §6.4; Nikolov 2023, Lemmas 14–15 with ``K = Δ·B₂^ℓ``), and
    ``Δ = max_j ‖T w_j‖₂`` (add/remove) or ``max_{i≠j} ‖T(w_i − w_j)‖₂`` (replace, ≤ 2× the
    add/remove value) -- :func:`jl_sensitivity`;
 3. output ``ŷ = W x*`` with ``x* ≈ argmin { ‖T W x − z̃‖₂ : x ∈ n·Δ_N }`` (or ``x ∈ n·B₁``),
    computed by Frank–Wolfe (:func:`jl_decode`, via ``project_least_squares``).
 
 Privacy. T is drawn independently of the data, so conditional on T step 2 is the K-norm
-mechanism for the query ``h ↦ T W h`` whose sensitivity ball is ``Δ·B₂^ℓ`` (ε-DP, seed 000
-Lemma 14); step 3 is post-processing (seed 000 Lemma 13 / Lemma 5). T may be published.
+mechanism for the query ``h ↦ T W h`` whose sensitivity ball is ``Δ·B₂^ℓ`` (ε-DP, Nikolov 2023,
+Lemma 14); step 3 is post-processing (Nikolov 2023, Lemma 13 / Lemma 5). T may be published.
 
 Noise specification the plan needs (no new sampler here): ``family="l2_knorm"``, ``dim=ℓ``,
 ``scale = Δ/ε``, ``sensitivity = Δ`` (``sensitivity_norm="l2"``), the relation used for Δ,
@@ -25,10 +25,10 @@ this family; the float sampler is the one that exists.
 
 Explicit error bound (:func:`jl_error_bound`)
 ---------------------------------------------
-Seed 000 proves ``err ≲ w(K)/√(kℓ) + E‖Z‖/(√k n)`` (Lemma 13, fractions, RMS over queries)
+Nikolov 2023 proves ``err ≲ w(K)/√(kℓ) + E‖Z‖/(√k n)`` (Lemma 13, fractions, RMS over queries)
 with an unspecified absolute constant from the additive JL lemma of Liaw–Mehrabian–Plan–
 Vershynin (Thm 9), and Theorem 21 uses the Lemma 16 noise, not the ℓ2-ball noise of Lemma 15.
-Converting to counts (multiply by n√k: ``‖ŷ − Wh‖₂ = n‖Ŷ − Q(X)‖₂``), the seed's statement for
+Converting to counts (multiply by n√k: ``‖ŷ − Wh‖₂ = n‖Ŷ − Q(X)‖₂``), the paper's statement for
 the mechanism implemented here reads ``E‖ŷ − Wh‖₂ ≲ C'·n·w(K)/√ℓ + ℓΔ/ε``, where C' is not
 known. We do not use Thm 9; instead every step below is explicit. Notation: ``u = ŷ − y``,
 ``y = W h ∈ n·K``, ``K = conv{w_j}``; ``g`` = the Frank–Wolfe gap at the returned point.
@@ -66,9 +66,9 @@ known. We do not use Thm 9; instead every step below is explicit. Notation: ``u 
 So the bound is ``B(ℓ)² = ℓ(ℓ+1)M/ε² + n²L²(ρ⁺ + ρ⁻) + 2g``: a bound on the *root-mean-square*
 of ``‖ŷ − Wh‖₂`` over T and Z (hence on its mean); ``B/√k`` bounds the RMS per-query error.
 It holds in expectation, with no failure probability. Where it is loose: step (b) costs a
-fourth-root rate (``n L (log P/ℓ)^{1/4}`` instead of the seed's ``n w(K)/√ℓ``) -- the uniform
+fourth-root rate (``n L (log P/ℓ)^{1/4}`` instead of the paper's ``n w(K)/√ℓ``) -- the uniform
 square-root rate needs chaining with unknown constants. Consequently the minimising ℓ grows
-like ``(nε L/√M)^{4/5}(log P)^{1/5}``, not like the seed's ``ℓ ≈ nε`` (which is for the Lemma 16
+like ``(nε L/√M)^{4/5}(log P)^{1/5}``, not like the paper's ``ℓ ≈ nε`` (which is for the Lemma 16
 noise; with ℓ2-ball noise ``ℓ = nε`` already makes the noise term ``≈ n·Δ`` as large as the
 trivial bound). The deterministic bound ``‖ŷ − Wh‖₂ ≤ n·L`` (both points lie in n·K) always
 holds and is reported as ``trivial``; the JL bound is only useful when ``total < trivial``.
@@ -328,7 +328,7 @@ def jl_error_bound(ell: int, n: float, epsilon: float, k: int, column_norms: Any
     """Explicit bound on the error of the JL mechanism with projection dimension ℓ (counts).
 
     ``B(ℓ) = ( ℓ(ℓ+1)·M(ℓ)/ε² + n²L²(ρ⁺(ℓ) + ρ⁻(ℓ)) + 2·fw_gap )^{1/2}
-    ≥ (E‖ŷ − Wh‖₂²)^{1/2}`` — derivation in the module docstring (seed 000 Alg. 1, Lemma 13,
+    ≥ (E‖ŷ − Wh‖₂²)^{1/2}`` — derivation in the module docstring (Nikolov 2023, Alg. 1, Lemma 13,
     Lemma 15 with dimension ℓ, Theorem 21, made explicit). Arguments: ``n`` the number of
     records (‖h‖₁ = n), ``epsilon`` ε, ``k`` the number of queries (for the RMS),
     ``column_norms`` the N values ‖w_j‖₂, ``diameter`` max_{i,j} ‖w_i − w_j‖₂ if known (else
@@ -359,7 +359,7 @@ def choose_projection_dim(n: float, epsilon: float, k: int, column_norms: Any, *
     """The ℓ ∈ {1, …, max_dim} (default max_dim = k) minimising :func:`jl_error_bound`.
 
     Every ℓ is evaluated (vectorised), so the result is the exact integer minimiser of the
-    explicit bound (ties: the smallest ℓ). Returns that ℓ's :class:`JLErrorBound`. Seed 000
+    explicit bound (ties: the smallest ℓ). Returns that ℓ's :class:`JLErrorBound`. Nikolov 2023
     (Thm 21) takes ℓ ≈ nε for its Lemma 16 noise; with the ℓ2-ball noise and the explicit
     bound the minimiser scales like ``(nε)^{4/5}`` instead (module docstring).
     """
@@ -386,7 +386,7 @@ def choose_projection_dim(n: float, epsilon: float, k: int, column_norms: Any, *
 
 
 def sample_projection(ell: int, k: int, rng: Any) -> np.ndarray:
-    """``T ∈ R^{ℓ×k}`` with i.i.d. entries ``±1/√ℓ`` (seed 000 Def. 8: E T_iT_iᵀ = I/ℓ, a
+    """``T ∈ R^{ℓ×k}`` with i.i.d. entries ``±1/√ℓ`` (Nikolov 2023, Def. 8: E T_iT_iᵀ = I/ℓ, a
     JL-matrix with parameter C ≲ 1), one random bit per entry from ``rng.words(⌈ℓk/64⌉)``.
 
     ``rng``: an object with ``words(m)`` returning m uniform uint64 words -- ``SecureRandom``
@@ -441,7 +441,7 @@ def project_workload(T: np.ndarray, W: Any) -> np.ndarray:
 
 
 def jl_sensitivity(TW: np.ndarray, relation: Any = "add_remove") -> float:
-    """L2 sensitivity Δ of ``h ↦ T W h`` -- the K-norm ball radius (seed 000 Lemma 15, dim ℓ).
+    """L2 sensitivity Δ of ``h ↦ T W h`` -- the K-norm ball radius (Nikolov 2023, Lemma 15, dim ℓ).
 
     add/remove: ``Δ = max_j ‖T w_j‖₂`` (largest column norm of TW, exact). replace:
     ``Δ = max_{i≠j} ‖T(w_i − w_j)‖₂`` computed exactly over all pairs (≤ 2× add/remove; 0 for
@@ -516,7 +516,7 @@ class JLDecode:
 def jl_decode(TW: np.ndarray, z_noisy: np.ndarray, n: float, W: Any, *, symmetric: bool = False,
               noise_scale: float | None = None, gap_tol: float | None = None,
               max_iters: int = 20000, deadline: float | None = None) -> JLDecode:
-    """Output step of seed 000 Alg. 1: ``x* ≈ argmin { ‖TW x − z̃‖₂ : x ∈ n·Δ_N }`` (histograms;
+    """Output step of Nikolov 2023, Alg. 1: ``x* ≈ argmin { ‖TW x − z̃‖₂ : x ∈ n·Δ_N }`` (histograms;
     ``symmetric=True``: x ∈ n·B₁), returning the answers ``W x*``.
 
     Frank–Wolfe by ``project_least_squares(TW, z̃, n, ...)`` until the FW gap is ≤ ``gap_tol``

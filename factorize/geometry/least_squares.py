@@ -1,8 +1,8 @@
-"""Least-squares projection onto n·K by Frank–Wolfe (seed 002 Alg. 3; seed 001 RelaxedProj).
+"""Least-squares projection onto n·K by Frank–Wolfe (Nikolov, Talwar & Zhang 2013, Alg. 3; Dwork, Nikolov & Talwar 2014, RelaxedProj).
 
 After noise, the projection mechanism releases ``ŷ = argmin_{y ∈ n·K} ||ỹ − y||₂`` — pure
-post-processing (MATH.md §4). K is the convex hull of the workload's columns (histograms:
-x ≥ 0, Σx = n, so y = W x ∈ n·conv{w_j}) or, as in seed 002 (K = W·B₁), of ±w_j.
+post-processing (docs/math.md §8.1). K is the convex hull of the workload's columns (histograms:
+x ≥ 0, Σx = n, so y = W x ∈ n·conv{w_j}) or, as in Nikolov, Talwar & Zhang 2013 (K = W·B₁), of ±w_j.
 
 Frank–Wolfe needs only a linear oracle over K: with gradient g = y − ỹ, the vertex is
 n·(±)w_j for j minimising ⟨g, ±w_j⟩, i.e. one ``rmatvec`` (Wᵀg) — the domain is never
@@ -45,7 +45,7 @@ def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool =
     ``W``: a dense array or a ``workloads.Workload`` (only matvec / rmatvec are used).
     Runs until the Frank–Wolfe gap ≤ ``gap_tol``, or for ``max_iters`` iterations, or — by
     default — for the Clarkson budget reaching additive accuracy ``alpha`` (default: 1e-3
-    of the squared diameter, ~2000 iterations; seed 002 §3.4 needs only α ≤ Σ n r_i²), or
+    of the squared diameter, ~2000 iterations; Nikolov, Talwar & Zhang 2013, §3.4 needs only α ≤ Σ n r_i²), or
     until ``time.monotonic()`` passes ``deadline``; the gap reported is the last one reached.
     """
     import time

@@ -1,17 +1,17 @@
-"""Lower bounds on the error of ANY differentially private mechanism (MATH.md §5).
+"""Lower bounds on the error of ANY differentially private mechanism (docs/math.md §9).
 
 Three bounds, each returned as a :class:`LowerBound`:
 
-* :func:`spectral_lower_bound` — seed 002 §2.3.3 (line 320): Theorem 10 (l. 330), eq. (5)
-  (l. 337), specLB (l. 341), eq. (6) (l. 347): ``|S|·σ_min²(W|_S)``;
-* :func:`determinant_lower_bound` — seed 002 §2.3.3: eq. (7) (l. 352), Theorem 11 (l. 356),
+* :func:`spectral_lower_bound` — Nikolov, Talwar & Zhang 2013, §2.3.3: Theorem 10, eq. (5),
+  specLB, eq. (6): ``|S|·σ_min²(W|_S)``;
+* :func:`determinant_lower_bound` — Nikolov, Talwar & Zhang 2013, §2.3.3: eq. (7) (l. 352), Theorem 11 (l. 356),
   eqs. (8)–(9) (ll. 368, 377), eq. (11) (l. 395): ``|S|·|det(Π W|_S)|^{2/|S|}``;
-* :func:`packing_lower_bound` — seed 000 §2.2 (l. 174), Lemma 6 (l. 178), Lemma 7 (l. 184):
+* :func:`packing_lower_bound` — Nikolov 2023, §2.2, Lemmas 6–7:
   a packing of the columns.
-Group privacy / ε-scaling in all three: seed 002 Lemma 3 (l. 250).
+Group privacy / ε-scaling in all three: Nikolov, Talwar & Zhang 2013, §2.3.1, Lemma 3.
 
 Normalisation. The project answers counts ``(W h)_i`` (h a histogram, ``||h||_1`` = number
-of records), as seed 002 does (``y = A x``, ``||x||_1 = n``; seed 002 §2.3, §2.3.1). Seed 000
+of records), as Nikolov, Talwar & Zhang 2013 do (``y = A x``, ``||x||_1 = n``; their §2.3, §2.3.1). Nikolov 2023
 uses statistical queries ``Q(X) = (1/n) Σ_x Q(x)`` (its §2.1) and the error
 ``E ||M(X) − Q(X)||_2 / √k``; an error α there is ``n·α`` in counts, and every conversion
 below says so. Every bound here is about the worst case over the datasets allowed by ``n``:
@@ -22,13 +22,13 @@ below says so. Every bound here is about the worst case over the datasets allowe
   ``h − h' = e_x − e_y``. A replace-DP mechanism need not be add/remove-DP, so a bound for
   one relation says nothing about mechanisms private only under the other.
 
-Constants. The seeds state specLB and detLB only up to unspecified absolute constants and
-for unspecified "sufficiently small constant" ε, δ (seed 002 Theorem 10, eqs. (6), (11)), and
-Lemma 7 of seed 000 with ``≳``. A lower bound with a hidden constant cannot go into a
+Constants. The papers state specLB and detLB only up to unspecified absolute constants and
+for unspecified "sufficiently small constant" ε, δ (Nikolov, Talwar & Zhang 2013, Theorem 10, eqs. (6), (11)), and
+Lemma 7 of Nikolov 2023 with ``≳``. A lower bound with a hidden constant cannot go into a
 certificate, so ``value`` is always a *fully explicit* bound, valid for every ε > 0 and
-0 < δ < 1, obtained by re-running the seeds' arguments with every constant kept (the proofs
+0 < δ < 1, obtained by re-running the papers' arguments with every constant kept (the proofs
 are in the docstrings; they use only Assouad's pairing, Markov's inequality, group privacy as
-in seed 002 Lemma 3, and the seeds' own discrepancy inequalities). The seeds' un-constant-ed
+in Nikolov, Talwar & Zhang 2013, Lemma 3, and the papers' own discrepancy inequalities). The papers' un-constant-ed
 quantities are reported in ``details`` (``seed_specLB``, ``seed_detLB``, ``seed_lemma7``)
 together with ``constant_note``; those are Ω(·)/≳ statements, *not* bounds by themselves.
 
@@ -82,7 +82,7 @@ class LowerBound:
     ``measure``: the error it bounds, with its normalisation and the allowed datasets.
     ``binds``: the class of mechanisms it holds for, with the parameter range.
     ``subset``: the columns of W the witness uses (None when not column-based).
-    ``details``: the witness (multiplicity, σ_min, determinant, packing, …), the seed's
+    ``details``: the witness (multiplicity, σ_min, determinant, packing, …), the paper's
     un-constant-ed quantity and ``constant_note``.
     """
 
@@ -99,7 +99,7 @@ class LowerBound:
 
 def group_privacy_delta(epsilon: float, delta: float, m: Any) -> np.ndarray:
     """``δ_m = δ (e^{mε} − 1)/(e^ε − 1)``: an (ε, δ)-DP mechanism is (mε, δ_m)-DP for inputs at
-    distance m (seed 002 Lemma 3's chain ``x_0, …, x_m``). Vectorised over ``m``."""
+    distance m (the chain ``x_0, …, x_m`` of Nikolov, Talwar & Zhang 2013, Lemma 3). Vectorised over ``m``."""
     m = np.asarray(m, dtype=np.float64)
     with np.errstate(over="ignore"):  # in logs: e^ε − 1 overflows for ε > 709
         return delta * np.exp(_log_expm1(m * epsilon) - float(_log_expm1(np.float64(epsilon))))
@@ -516,17 +516,17 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
                          relation: str = "add_remove", method: str = "auto",
                          max_size: int | None = None, anchor: int | None = None,
                          subset: Sequence[int] | None = None) -> LowerBound:
-    """Spectral lower bound (seed 002 §2.3.3, eqs. (5)–(6)) with explicit constants.
+    """Spectral lower bound (Nikolov, Talwar & Zhang 2013, §2.3.3, eqs. (5)–(6)) with explicit constants.
 
-    Seed form. ``specLB(A, n) = max_{|S| = s ≤ n} max_{Π ∈ P_s} s·σ_min²(Π A|_S)`` and
+    Paper's form. ``specLB(A, n) = max_{|S| = s ≤ n} max_{Π ∈ P_s} s·σ_min²(Π A|_S)`` and
     ``opt_{c1,c2}(A, n) = Ω(1)·specLB(A, n)`` for some unspecified small constants c1, c2 (the
-    privacy parameters) and an unspecified Ω constant (seed 002 Theorem 10 [MN12], eq. (5),
+    privacy parameters) and an unspecified Ω constant (Nikolov, Talwar & Zhang 2013, Theorem 10 [MN12], eq. (5),
     eq. (6)); the ε-dependence comes from Lemma 3: ``opt_{ε,δ}(A, n) ≥ k² opt_{kε,δ'}(A, n/k)``.
     opt is the total squared error ``sup_{||x||_1 ≤ n} E||Ax − M(x)||²`` in counts. Projections
     cannot help: ``||ΠA_S x|| ≤ ||A_S x||``, so the max over Π is attained by the projection
     onto the range of A_S, i.e. ``σ_min(Π A_S) = σ_min(A_S)`` (the s-th singular value).
 
-    Explicit form used for ``value`` (a self-contained proof, same witness family as the seed):
+    Explicit form used for ``value`` (a self-contained proof, same witness family as the paper):
     for any S with ``σ = σ_min(W|_S) > 0``, any integer m ≥ 1 with ``m|S| ≤ n``, and every
     (ε, δ)-DP mechanism M (add/remove),
 
@@ -537,11 +537,11 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
     Let ``ṽ`` solve ``(m/2) W_S ṽ = P(y − c)`` (P: projection onto range W_S) and
     ``v̂ = sign ṽ``. Pythagoras and σ_min give ``||y − W h_v||² ≥ (m²σ²/4)||ṽ − v||² ≥
     (m²σ²/4) #{j : v̂_j ≠ v_j}`` (v̂_j ≠ v_j forces |ṽ_j − v_j| ≥ 1). ``h_v`` and
-    ``h_{v⊕j}`` are m add/remove steps apart, hence (mε, δ_m)-indistinguishable (group privacy, seed 002
+    ``h_{v⊕j}`` are m add/remove steps apart, hence (mε, δ_m)-indistinguishable (group privacy, Nikolov, Talwar & Zhang 2013,
     Lemma 3's chain), so — v̂_j being a test between them — averaged over v
     each coordinate is wrong with probability ≥ p_m (:func:`hypothesis_error_floor`). Sum over j;
     the sup over h is at least the average over v. The datasets have ``||h_v||_1 ≤ m|S|``.
-    With ``m ≈ 2.2/ε`` this is ``≈ 0.12·|S|σ²/ε²`` when ``δ ≪ ε`` — the seed's
+    With ``m ≈ 2.2/ε`` this is ``≈ 0.12·|S|σ²/ε²`` when ``δ ≪ ε`` — the paper's
     ``Ω(specLB(A, εn)/ε²)`` shape.
 
     ``relation="replace"``: the same with ``W_z = (w_j − w_z)_{j≠z}`` (records move between j
@@ -551,7 +551,7 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
     every ε > 0 and 0 < δ < 1 (positive whenever δ < 1, taking m = 1); an ε-DP mechanism is
     (ε, δ)-DP for every δ > 0, so a tiny δ gives a pure-DP bound. ``details``: ``sigma_min``
     (certified), ``size``, ``multiplicity``, ``p_m``, ``delta_m``, ``total_squared_error`` (the
-    bound on ``sup E||M(h) − W h||²``), ``seed_specLB`` / ``seed_specLB_subset`` (the seed's
+    bound on ``sup E||M(h) − W h||²``), ``seed_specLB`` / ``seed_specLB_subset`` (the paper's
     quantity ``max |S|σ_min²(W_S)`` over the subsets searched with |S| ≤ n: a lower estimate of
     specLB(W, n), an Ω-statement only), ``anchor`` (replace), ``method``, ``constant_note``.
 
@@ -677,9 +677,9 @@ def determinant_lower_bound(W: Any, epsilon: float, delta: float, n: float | Non
                             relation: str = "add_remove", method: str = "auto",
                             max_size: int | None = None, anchor: int | None = None,
                             subset: Sequence[int] | None = None) -> LowerBound:
-    """Determinant lower bound (seed 002 §2.3.3, Theorem 11 and eq. (11)) with explicit constants.
+    """Determinant lower bound (Nikolov, Talwar & Zhang 2013, §2.3.3, Theorem 11 and eq. (11)) with explicit constants.
 
-    Seed form. ``detLB(A, n) = max_{s ≤ n} max_{|S| = s, Π ∈ P_s} s·|det(Π A|_S)|^{2/s}``;
+    Paper's form. ``detLB(A, n) = max_{s ≤ n} max_{|S| = s, Π ∈ P_s} s·|det(Π A|_S)|^{2/s}``;
     ``herdisc_1(A, n)² ≥ Ω(1)·detLB(A, n)`` (Theorem 11 [LSV86]) and
     ``opt_{c1,c2}(A, n) = Ω(detLB(A, n)/log² n)`` (eq. (11)), constants unspecified. The best
     Π is the projection onto the range of A_S, so ``|det Π A_S|² = det(A_Sᵀ A_S)``.
@@ -692,11 +692,11 @@ def determinant_lower_bound(W: Any, epsilon: float, delta: float, n: float | Non
 
     Maximising over α for each value τ of T gives ``c_τ = (p_m − 1 + s^{−1/τ})_+/τ²`` (the
     sup over α > 1 − s^{−1/τ} — every such α gives a valid bound, so their sup does too).
-    ``vol(B_2^s)^{2/s} ≈ 2πe/s``, so this is ``≈ m² c s D/(16·2πe)``: the seed's
-    ``s·|det|^{2/s}`` up to the seed's log² loss (T ~ ln s/α) and explicit constants.
+    ``vol(B_2^s)^{2/s} ≈ 2πe/s``, so this is ``≈ m² c s D/(16·2πe)``: the paper's
+    ``s·|det|^{2/s}`` up to the paper's log² loss (T ~ ln s/α) and explicit constants.
 
-    Proof — the seed's chain with constants kept (S' ⊆ columns, |S'| ≤ s, maximises
-    ``herdisc_α(W, s)``, the seed's §2.3.3 definition):
+    Proof — the paper's chain with constants kept (S' ⊆ columns, |S'| ≤ s, maximises
+    ``herdisc_α(W, s)``, the paper's §2.3.3 definition):
     (a) reconstruction [MN12, seed Thm 10]: datasets ``m x``, x ∈ {0,1}^{S'} uniform (x and
         x ⊕ e_j are m add/remove steps apart: (mε, δ_m)-indistinguishable); decode
         ``x̂ = argmin_{x'} ||m W_{S'} x' − y||``. If ``||y − W(mx)|| < m·herdisc_α/2`` then
@@ -704,14 +704,14 @@ def determinant_lower_bound(W: Any, epsilon: float, delta: float, n: float | Non
         :func:`hypothesis_error_floor`, ``E #errors ≥ p_m |S'|``, so
         ``P(#errors ≥ α|S'|) ≥ p_m − α``
         and ``sup E||e||² ≥ (m herdisc_α/2)² (p_m − α)``;
-    (b) partial colourings [MN12; seed eq. (7)]: ``herdisc_1(W, s) ≤ T(α, s)·herdisc_α(W, s)``
+    (b) partial colourings [MN12; their eq. (7)]: ``herdisc_1(W, s) ≤ T(α, s)·herdisc_α(W, s)``
         (each round colours ≥ max(1, α·|uncoloured|) points; T rounds suffice);
-    (c) ``lindisc(W_S) ≤ 2·herdisc(W_S) ≤ 2·herdisc_1(W, s)`` [LSV86; seed eq. (8)];
+    (c) ``lindisc(W_S) ≤ 2·herdisc(W_S) ≤ 2·herdisc_1(W, s)`` [LSV86; their eq. (8)];
     (d) covering ``[−1,1]^s`` by the 2^s translates ``x + lindisc·E``, E = {u : ||W_S u|| ≤ 1}
         (seed's proof of (9)): ``lindisc^s ≥ det(W_Sᵀ W_S)^{1/2} / vol(B_2^s)``.
-    The constants are weak (the seed's own bound loses log² n, and T(α, s)² and 16·2πe add
+    The constants are weak (the paper's own bound loses log² n, and T(α, s)² and 16·2πe add
     more): in practice the explicit value rarely exceeds the spectral bound, and the best s is
-    often 1. Its use is as a second, independent certificate and for the seed's detLB report.
+    often 1. Its use is as a second, independent certificate and for the paper's detLB report.
 
     ``relation="replace"``: the same with ``W_z`` (see :func:`spectral_lower_bound`).
     Search (``method``): ``"auto"`` — exhaustive for N ≤ 12, else ``"heuristic"``: pivoted-QR
@@ -721,7 +721,7 @@ def determinant_lower_bound(W: Any, epsilon: float, delta: float, n: float | Non
     evaluate that witness instead of searching.
     Returns ``value`` = RMS per query ``sqrt(bound / k)``; ``details``: ``size``, ``det_root``
     (certified D), ``multiplicity``, ``tau``, ``alpha_edge``, ``total_squared_error``,
-    ``seed_detLB`` / ``seed_detLB_subset`` (the seed's quantity ``max s·det(W_Sᵀ W_S)^{1/s}`` over
+    ``seed_detLB`` / ``seed_detLB_subset`` (the paper's quantity ``max s·det(W_Sᵀ W_S)^{1/s}`` over
     the subsets searched with s ≤ n: a lower estimate of detLB(W, n), an Ω-statement only),
     ``constant_note``.
     """
@@ -828,17 +828,17 @@ def _packing_multiplicity(epsilon: float, a: int, m_max: int) -> tuple[int, floa
 
 def packing_lower_bound(W: Any, epsilon: float, n: float, *, relation: str = "add_remove",
                         max_points: int | None = None) -> LowerBound:
-    """Packing lower bound for pure ε-DP (seed 000 §2.2, Lemmas 6–7) with explicit constants.
+    """Packing lower bound for pure ε-DP (Nikolov 2023, §2.2, Lemmas 6–7) with explicit constants.
 
-    Seed form (statistical queries, replace neighbours, fixed size n; seed 000 §2.2, Lemma 6 at
-    line 178, Lemma 7 at line 184 and its proof at 188):
+    Paper's form (statistical queries, replace neighbours, fixed size n; Nikolov 2023, §2.2, Lemma 6,
+    Lemma 7 and its proof):
     if ``y_1 … y_M`` are columns ``Q(x_i)`` with ``||y_i − y_j||_2 > t√k`` (a packing: the
     separation number ``P(S_Q, t√k B_2^k)``), datasets with ``(α/t) n`` copies of x_i and the
     rest x_0 show ``sc_ε(Q, α/2) ≳ t log(P/2)/(αε)`` (Lemma 7, via Lemma 6: ``Δ ≤ log(M/2)/ε``
     differing elements ⇒ error ``> α/2``). In counts (error α at size n is ``nα``) this reads:
     the counts error per query ``E||e||_2/√k`` is ``≳ t·ln(M/2)/(2ε)`` once ``n ≥ ln(M/2)/ε``
     (and ``≳ t·n/2`` below, α = t); ``details["seed_lemma7"]`` reports
-    ``(D/√k)·min(ln(M/2)/ε, n)/2`` for the packing found (D its separation), up to the seed's ≳.
+    ``(D/√k)·min(ln(M/2)/ε, n)/2`` for the packing found (D its separation), up to the paper's ≳.
 
     Explicit form used for ``value``: let points ``p_0 = b, p_1, …, p_{M−1}`` be pairwise at
     distance ≥ D, dataset ``h_i`` with answers ``W h_i = b + m·(p_i − b)`` and ``h_i`` at m
@@ -853,7 +853,7 @@ def packing_lower_bound(W: Any, epsilon: float, n: float, *, relation: str = "ad
     ``e ≈ D·ln(M)/(2ε)`` for large M) and over the prefixes of a farthest-point packing:
     * add/remove: points ``{0} ∪ {w_j}``, b = 0 = the empty dataset, ``h_i = m e_{x_i}``
       (``||h_i||_1 = m ≤ n``); Δ = m additions;
-    * replace (the seed's model): points ``{w_j}``, b = w_{x_0} (the column nearest the
+    * replace (the paper's model): points ``{w_j}``, b = w_{x_0} (the column nearest the
       centroid), ``h_i = (n − m) e_{x_0} + m e_{x_i}`` (exactly n records); Δ = m replacements.
     It bounds the mean l2 error (``measure``), hence also the RMS error, for datasets of size
     ≤ n (add/remove) or exactly n (replace). Binds every ε-DP mechanism, every ε > 0. (For

@@ -1,12 +1,12 @@
-"""Minimum-volume enclosing ellipsoid (MEE) of K = sym{a_1, …, a_N} ⊂ R^d (seed 002 §3.4.1).
+"""Minimum-volume enclosing ellipsoid (MEE) of K = sym{a_1, …, a_N} ⊂ R^d (Nikolov, Talwar & Zhang 2013, §3.4.1).
 
 K is symmetric, so its MEE is centred at 0 and is the D-optimal design problem
-(MATH.md §4; Khachiyan 1996, Todd & Yıldırım 2007):
+(docs/math.md §8.3; Khachiyan 1996, Todd & Yıldırım 2007):
 
     maximise  log det M(p),   M(p) = A diag(p) Aᵀ = Σ_j p_j a_j a_jᵀ,   p ∈ Δ_N,
 
 with g_j(p) = a_jᵀ M(p)⁻¹ a_j and Σ_j p_j g_j = d. Kiefer–Wolfowitz: p is optimal iff
-max_j g_j = d, and then E = {x : xᵀ M⁻¹ x ≤ d} is the MEE. Seed 002 calls p *C-optimal*
+max_j g_j = d, and then E = {x : xᵀ M⁻¹ x ≤ d} is the MEE. Nikolov, Talwar & Zhang 2013 call p *C-optimal*
 when max_j g_j ≤ C·d; then E(p) = {x : xᵀ M(p)⁻¹ x ≤ C d} encloses K, and (by the dual
 of the design problem) its volume is within a factor C^{d/2} of the MEE's:
 log vol E(p) − log vol E* ≤ (d/2) log C. Both the measure C and that bound are reported.
@@ -36,7 +36,7 @@ import numpy as np
 class EnclosingEllipsoid:
     """``E = {x = B y : yᵀ M⁻¹ y ≤ C·r}`` with B (d×r) an orthonormal basis of span(A).
 
-    ``weights`` p is C-optimal (seed 002 §3.4.1) with ``C = optimality`` ≥ 1; ``shape`` is
+    ``weights`` p is C-optimal (Nikolov, Talwar & Zhang 2013, §3.4.1) with ``C = optimality`` ≥ 1; ``shape`` is
     the d×d matrix ``C·r·B M Bᵀ`` so that E = {x ∈ span : xᵀ shape⁺ x ≤ 1}.
     """
 

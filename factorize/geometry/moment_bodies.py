@@ -1,12 +1,12 @@
-"""Post-processing projections for released second-moment matrices (seed 000 §6; seed 001 §4).
+"""Post-processing projections for released second-moment matrices (Nikolov 2023, §6; Dwork, Nikolov & Talwar 2014, §4).
 
 Two mechanisms release a noisy second-moment matrix ``M̃ ≈ Σ_records x xᵀ`` of n records
-``x ∈ R^d``; the least-squares estimator (MATH.md §4, "projection") returns the point of the
+``x ∈ R^d``; the least-squares estimator (docs/math.md §8.1, "projection") returns the point of the
 scaled sensitivity body nearest to M̃ in Frobenius norm. It reads released values only, so
 privacy is unchanged, and the error never grows (the body is convex and contains the truth).
 
-1. Covariance / second moments (seed 000 §6, proof of Lemma 22). For records in ``r·B₂^d``
-   the sensitivity body of ``x ↦ x xᵀ`` is ``conv{x xᵀ : ||x||₂ ≤ r}``. The seed's spectral
+1. Covariance / second moments (Nikolov 2023, §6, proof of Lemma 22). For records in ``r·B₂^d``
+   the sensitivity body of ``x ↦ x xᵀ`` is ``conv{x xᵀ : ||x||₂ ≤ r}``. The paper's spectral
    argument (A = Σ λ_i (r a_i)(r a_i)ᵀ) shows that the hull of the *sphere* ``||x||₂ = r``
    is the spectraplex ``{M ⪰ 0, tr M = r²}``; the hull of the *ball* adds the origin, giving
    ``{M ⪰ 0, tr M ≤ r²}`` — the body for records whose squared norm varies, e.g. 0/1-coded
@@ -18,17 +18,17 @@ privacy is unchanged, and the error never grows (the body is convex and contains
    simplex projection (the constraint is then active). One eigendecomposition, O(d³); the
    equality case is ``spectral_projection.project_to_spectraplex``.
 
-2. Grothendieck relaxation for 2-way parities / marginals (seed 001 §4, RelaxedProj). For
+2. Grothendieck relaxation for 2-way parities / marginals (Dwork, Nikolov & Talwar 2014, §4, RelaxedProj). For
    ±1-coded records, ``Σ x xᵀ ∈ n·conv{x xᵀ : x ∈ {±1}^m} ⊆ n·E_m`` with the elliptope
    ``E_m = {Z ⪰ 0, diag Z = 1}`` (the relaxation: linear optimisation over the cut polytope
    is MAX-CUT, over E_m an SDP; its mean width is larger by at most the Grothendieck
-   constant, seed 001 Lemma 4.4, so the error bound survives). Only the off-diagonal entries
+   constant, Dwork, Nikolov & Talwar 2014, Lemma 4.4, so the error bound survives). Only the off-diagonal entries
    are released — the diagonal is n for every ±1 record — so the estimator is
 
        Ẑ = argmin_{Z ∈ n·E_m} f(Z),   f(Z) = ½ ||Z − S||_F²,   S = sym(M̃) with diag S := n
 
    (f counts each released entry twice; diag Z = diag S = n contributes nothing, so this is
-   the projection of the off-diagonal part). It is computed by Frank–Wolfe (seed 001 §3.1):
+   the projection of the off-diagonal part). It is computed by Frank–Wolfe (Dwork, Nikolov & Talwar 2014, §3.1):
    the gradient is ``G = Z − S`` (zero diagonal); the linear step
    ``min_{Y ∈ n·E} ⟨G, Y⟩ = −n · max_{Z ∈ E} ⟨−G, Z⟩`` is the MAX-CUT-type SDP solved by
    ``solvers.grothendieck.solve_grothendieck(−G)`` (Burer–Monteiro, warm-started from the
@@ -49,7 +49,7 @@ privacy is unchanged, and the error never grows (the body is convex and contains
    ``||Z − Ẑ||_F ≤ √(2·gap)``. Z itself lies in n·E up to rounding (diag set to n exactly;
    PSD as a convex combination of Gram matrices, λ_min ≥ −O(m n u)).
 
-   Iteration budget (Clarkson 2010, Thm 2.3; seed 001 Thm 3.1): ``f(Z_T) − f* ≤ 2C_f/(T+2)``
+   Iteration budget (Clarkson 2010, Thm 2.3; Dwork, Nikolov & Talwar 2014, Thm 3.1): ``f(Z_T) − f* ≤ 2C_f/(T+2)``
    with ``C_f ≤ diam(n·E_m)²``; for Z, Z' ∈ E, ``||Z||_F² ≤ m²`` and ``⟨Z, Z'⟩ ≥ 0`` (both
    PSD), so ``diam(n·E_m)² ≤ 2 n² m²`` (attained for even m by J and a balanced ``s sᵀ``).
    The budget for additive accuracy α is ``T = ⌈2 C_f / α⌉ − 2``; the loop stops earlier as
@@ -69,12 +69,12 @@ privacy is unchanged, and the error never grows (the body is convex and contains
    projections with Dykstra's correction approach at one eigendecomposition per iteration;
    by default the iterate starts from that approximation (rescaled to unit diagonal, so
    feasible) and Frank–Wolfe certifies — and if needed refines — it, typically with one or
-   two linear steps. ``dykstra_iters=0`` gives seed 001's plain RelaxedProj. Frank–Wolfe
+   two linear steps. ``dykstra_iters=0`` gives the plain RelaxedProj of Dwork, Nikolov & Talwar 2014. Frank–Wolfe
    with the Grothendieck oracle is kept as the certifying engine because it needs only the
    linear oracle, so it applies unchanged to weighted query distributions and to the
-   implicit relaxations of higher-way parities (seed 001 §4), where no Dykstra step exists.
+   implicit relaxations of higher-way parities (Dwork, Nikolov & Talwar 2014, §4), where no Dykstra step exists.
 
-From 2-way marginals of 0/1 attributes to the ±1 moment matrix (seed 001 §2.4 / §4: the
+From 2-way marginals of 0/1 attributes to the ±1 moment matrix (Dwork, Nikolov & Talwar 2014, §2.4 / §4: the
 "expanded" query matrix adds the lower-order parities). Code each record ``b ∈ {0,1}^d`` as
 ``s = 2b − 1 ∈ {±1}^d`` and augment ``x = (1, s) ∈ {±1}^{d+1}``. Then
 
@@ -97,7 +97,7 @@ pairs in ``workloads.marginals.marginal_subsets(d, 2)`` order (lexicographic a <
 ``[i, j]`` = row ``2i + j`` of that pair's block of ``workloads.marginals([2]*d, 2)``. On
 integer counts both conversions are exact in floating point (integer sums below 2⁵³, then
 a division by 4 or by the count of equal terms). Note the Frobenius projection weights
-every moment equally (seed 001's unweighted parity vector); the first row, estimated from
+every moment equally (the unweighted parity vector of Dwork, Nikolov & Talwar 2014); the first row, estimated from
 d − 1 tables, is in fact less noisy than the rest.
 """
 
@@ -169,7 +169,7 @@ class MomentProjection:
 def project_second_moment(M_noisy: np.ndarray, trace: float, *, inequality: bool = False) -> np.ndarray:
     """``argmin ||X − M̃||_F`` over ``{X ⪰ 0, tr X = trace}`` (or ``tr X ≤ trace``).
 
-    ``trace = n r²`` for n records in ``r·B₂^d`` (seed 000 §6): equality when every record
+    ``trace = n r²`` for n records in ``r·B₂^d`` (Nikolov 2023, §6): equality when every record
     has norm exactly r, ``inequality=True`` when the norm varies (0/1-coded records). M̃
     is symmetrised first (the projection of M̃ equals that of ``(M̃ + M̃ᵀ)/2``). Eigenvalues
     μ of the symmetric part are mapped to their projection onto ``{λ ≥ 0, Σλ = trace}``, or
@@ -202,7 +202,7 @@ def project_to_elliptope(M_noisy: np.ndarray, n: float, *, alpha: float | None =
                          rel_gap_tol: float = 1e-3, dykstra_iters: int = 100,
                          time_limit: float | None = None,
                          rng: np.random.Generator | None = None) -> MomentProjection:
-    """Frank–Wolfe projection of the off-diagonal part of M̃ onto ``n·E_m`` (seed 001 §4).
+    """Frank–Wolfe projection of the off-diagonal part of M̃ onto ``n·E_m`` (Dwork, Nikolov & Talwar 2014, §4).
 
     Minimises ``f(Z) = ½||Z − S||_F²`` over ``{Z ⪰ 0, diag Z = n}``, ``S = sym(M̃)`` with its
     diagonal replaced by n (the diagonal of M̃ is ignored: it is not released). Each linear
@@ -218,7 +218,7 @@ def project_to_elliptope(M_noisy: np.ndarray, n: float, *, alpha: float | None =
     Start (``dykstra_iters``): the iterate starts from n times the Higham / Dykstra
     nearest-correlation approximation of S/n (at most ``dykstra_iters`` eigendecompositions,
     then rescaled to unit diagonal, so feasible); Frank–Wolfe then certifies and refines it.
-    ``dykstra_iters=0`` is seed 001's plain RelaxedProj start: the PSD part of S/n rescaled
+    ``dykstra_iters=0`` is the plain RelaxedProj start of Dwork, Nikolov & Talwar 2014: the PSD part of S/n rescaled
     to unit diagonal. Either start equals S when S is already in the body. ``rng`` seeds the
     first SDP's random factor (later ones are warm-started from the previous V).
     """

@@ -1,12 +1,12 @@
-"""Least squares mechanism for pure ε-DP (seed 002 Alg. 4), with ℓ2-ball K-norm noise.
+"""Least squares mechanism for pure ε-DP (Nikolov, Talwar & Zhang 2013, Alg. 4), with ℓ2-ball K-norm noise.
 
 Notation: the workload ``W`` (k×N, columns w_j) is the seed's query matrix A (d×N, d = k);
 ``h`` is the histogram (the seed's x), ``n`` the public bound on ``‖h‖₁``; ``K = W·B₁ =
 conv{±w_j}`` (seed) or ``conv{w_j}`` (histograms, ``symmetric=False``).
 
-Mechanism (seed 002 Alg. 4, §4.2)
+Mechanism (Nikolov, Talwar & Zhang 2013, Alg. 4, §4.2)
 ---------------------------------
-1. ``U_1, …, U_p = base_decomposition(W)`` (seed 002 Alg. 1, C-optimal ellipsoids, Lemma 11):
+1. ``U_1, …, U_p = base_decomposition(W)`` (Nikolov, Talwar & Zhang 2013, Alg. 1, C-optimal ellipsoids, Lemma 11):
    orthonormal k×d_i blocks, mutually orthogonal, spanning range(W) — a rank-deficient W is
    handled there by working in range(W) (the seed's reduction after Thm 13), so Σ d_i =
    rank W ≤ k. The sizes are non-increasing: d_1 = ⌈r/2⌉ ≥ d_2 ≥ … (r = rank W).
@@ -17,7 +17,7 @@ Mechanism (seed 002 Alg. 4, §4.2)
    Equality counts (εn = d_1 gives t ≥ 1), as in the seed's ``≥``.
 3. For i ≤ t release ``ỹ_i = U_i(U_iᵀ W h + w_i)``; for the rest, ``Y = [U_{t+1} … U_p]``,
    release ``ỹ'' = Y(Yᵀ W h + w'')``. Each of the t + 1 releases is ε/(t+1)-DP, so by basic
-   composition (seed 002 Lemma 2 / Lemma 13) the whole is ε-DP. **Convention when Y is empty**
+   composition (Nikolov, Talwar & Zhang 2013, Lemma 2 / Lemma 13) the whole is ε-DP. **Convention when Y is empty**
    (t = p, i.e. every piece has d_i ≥ εn): the seed would still reserve ε/(t+1) for an empty
    release; here the budget is split over the releases that exist, ε/t each — strictly less
    noise, same privacy. Per-release budgets are floats whose exact (rational) sum is ≤ ε and
@@ -33,7 +33,7 @@ Mechanism (seed 002 Alg. 4, §4.2)
 Deviation from the seed: ℓ2-ball K-norm noise instead of 𝒲(U_iᵀA, ε/(t+1))
 --------------------------------------------------------------------------
 The seed draws ``w_i ~ 𝒲(U_iᵀ A, ε/(t+1))``, the generalized K-norm distribution of Hardt–
-Talwar / Bhaskara et al. (seed 002 Thm 18) for the polytope ``P_i = U_iᵀ W B₁``; sampling it
+Talwar / Bhaskara et al. (Nikolov, Talwar & Zhang 2013, Thm 18) for the polytope ``P_i = U_iᵀ W B₁``; sampling it
 needs a uniform sample from a convex body (MCMC), which the project does not have. Here
 ``w_i`` is the **ℓ2-ball K-norm** noise: density ∝ ``exp(−ε_b‖z‖₂/Δ_i)`` on R^{d_i}, sampled
 exactly as radius ~ Gamma(d_i, Δ_i/ε_b) times a uniform direction (MATH.md §3;
@@ -41,7 +41,7 @@ exactly as radius ~ Gamma(d_i, Δ_i/ε_b) times a uniform direction (MATH.md §3
 ε_b = ε/(t+1). The radius is
 
 * add/remove: ``Δ_i = r_i = max_j ‖U_iᵀ w_j‖₂`` — the smallest centred ball containing
-  ``P_i = conv{±U_iᵀ w_j}`` (seed 002 Lemma 14's r_i);
+  ``P_i = conv{±U_iᵀ w_j}`` (Nikolov, Talwar & Zhang 2013, Lemma 14's r_i);
 * replace: ``Δ_i = max_{a≠b} ‖U_iᵀ(w_a − w_b)‖₂`` (the differences of neighbouring answers),
   computed exactly by :func:`factorize.privacy.sensitivity` (≤ 2 r_i).
 
@@ -92,7 +92,7 @@ checks this. Write ``a_j = Xᵀ w_j`` and ``X_j = ⟨a_j, w⟩``.
     This is an **expectation** bound over the noise, fully explicit, no Monte Carlo; the
     per-query RMSE is bounded by √(B/k) (Jensen). ``noise_only`` = N_X + N_Y is the exact
     expected squared error without projection.
-Default ``gap_tol`` = 1% of min(N_X, 2nM), so the gap adds at most 2% to B_X; seed 002 §3.4.2
+Default ``gap_tol`` = 1% of min(N_X, 2nM), so the gap adds at most 2% to B_X; Nikolov, Talwar & Zhang 2013, §3.4.2
 notes any additive accuracy α ≤ Σ n r_i² keeps near-optimality.
 """
 
@@ -154,7 +154,7 @@ class NoiseBlock:
 
 @dataclass(frozen=True)
 class PureLeastSquaresPlan:
-    """Everything data-independent about seed 002 Alg. 4 for (W, n, ε) (module docstring).
+    """Everything data-independent about Nikolov, Talwar & Zhang 2013, Alg. 4 for (W, n, ε) (module docstring).
 
     ``piece_dims`` / ``piece_radii``: d_i and r_i = max_j‖U_iᵀw_j‖ of all base-decomposition
     pieces (in order). ``t``: number of projected pieces. ``blocks``: the t projected releases
@@ -276,7 +276,7 @@ def plan_pure_least_squares(W: Any, n: float, epsilon: float, *,
                             relation: Neighbouring | str = Neighbouring.ADD_REMOVE,
                             symmetric: bool = True, gap_tol: float | None = None,
                             ellipsoid_tol: float = 1e-3) -> PureLeastSquaresPlan:
-    """Plan seed 002 Alg. 4 (ℓ2-ball variant) for the workload ``W`` (k×N dense array or a
+    """Plan Nikolov, Talwar & Zhang 2013, Alg. 4 (ℓ2-ball variant) for the workload ``W`` (k×N dense array or a
     ``workloads.Workload``), public size bound ``n`` and pure ``epsilon``.
 
     ``symmetric=True``: project onto n·XXᵀconv{±w_j} (the seed's K = W·B₁; needs ‖h‖₁ ≤ n);

@@ -1,7 +1,7 @@
-"""Euclidean projections onto the simplex and onto {M ⪰ 0, tr M = t} (seed 000 §6).
+"""Euclidean projections onto the simplex and onto {M ⪰ 0, tr M = t} (Nikolov 2023, §6).
 
 The sensitivity body of the second-moment map x ↦ x xᵀ on r·B₂^d is the spectraplex
-``{M ⪰ 0, tr M = r²}`` (MATH.md §4); the least-squares post-processing of a noisy second
+``{M ⪰ 0, tr M = r²}`` (docs/math.md §8.7); the least-squares post-processing of a noisy second
 moment matrix is its Frobenius projection onto n times that body. The spectraplex is
 unitarily invariant, so (von Neumann / Lewis) the projection keeps the eigenvectors of the
 symmetrised input and projects its eigenvalues onto the scaled simplex

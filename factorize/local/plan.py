@@ -1,4 +1,4 @@
-"""Local-model plans (seed 003 Thm 10): an approximate factorization W ≈ R·A, a client
+"""Local-model plans (Edmonds, Nikolov & Ullman 2020, Thm 10): an approximate factorization W ≈ R·A, a client
 randomizer, and the error / sample-size bounds, with the dual certificate of γ₂(W; η).
 
 Protocol: user j with record x_j sends one ε-LDP message Y_j with E[Y_j] = a_{x_j} (the column
@@ -21,7 +21,7 @@ n, in fractions of n:
 
 (a union bound over k subgaussian sums), and reports the n needed for a target error α,
 n ≥ 2 ln(2k)·v·‖R‖²_{2→∞} / (α − η)², next to the lower bound every ε-LDP protocol needs
-(seed 003 Thm 23, ``local.lower_bound``). File: ``factorize.io.container`` format
+(Edmonds, Nikolov & Ullman 2020, Thm 23, ``local.lower_bound``). File: ``factorize.io.container`` format
 ``factorize-local-plan`` (arrays R, A, U, d).
 """
 
@@ -241,7 +241,7 @@ def derived_bounds(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: 
                    spec: dict[str, Any], n: int, alpha: float | None, cert: Any) -> dict[str, Any]:
     """The error and sample-size statements of a local plan, from its arrays (planner and
     verifier): predicted errors at the planning n; with a target α, the users needed (normal
-    approximation and proved) and seed 003 Thm 23's lower bounds."""
+    approximation and proved) and Edmonds, Nikolov & Ullman 2020, Thm 23's lower bounds."""
     out: dict[str, Any] = dict(predicted_errors(R, eta, spec["variance"], n))
     if alpha is not None:
         out["n_needed_predicted"] = n_needed(R, eta, spec["variance"], alpha)
@@ -266,7 +266,7 @@ def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, a
 
 
 def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> dict[str, Any]:
-    """Seed 003 Thm 23's sample-size lower bounds from the certificate (``local.lower_bound``):
+    """Edmonds, Nikolov & Ullman 2020, Thm 23's sample-size lower bounds from the certificate (``local.lower_bound``):
     pure ε-LDP only (the bound does not cover (ε, δ)); the empirical model (error on the
     sample, the release's meaning) and the distributional one (error against the population)."""
     if g.kind != "pure_dp":

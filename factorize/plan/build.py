@@ -153,10 +153,10 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f
     """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input.
 
     ``mechanism``: ``factorization`` (the optimal W = R·A of ``norm``) or ``ellipsoid``
-    (seed 002 Alg. 1–2: the base-decomposition Gaussian mechanism, written as W = R·S by
+    (Nikolov, Talwar & Zhang 2013, Alg. 1–2: the base-decomposition Gaussian mechanism, written as W = R·S by
     ``geometry.ellipsoid_factorization``; its certificate keeps the optimal dual witness, so
     the plan's gap says how far the ellipsoid mechanism is from the optimal factorization),
-    or ``least-squares`` (seed 002 Alg. 3: the optimal factorization's noise, then the executor
+    or ``least-squares`` (Nikolov, Talwar & Zhang 2013, Alg. 3: the optimal factorization's noise, then the executor
     projects the released answers onto n·conv{w_j} by Frank–Wolfe — post-processing of released
     values only; its error bound is ``model.least_squares_rmse_bound``). The seed projects only
     the pieces of dimension ≥ εn; projecting every piece never increases the error, since the

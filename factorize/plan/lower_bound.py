@@ -3,11 +3,11 @@
 A plan's certificate bounds the *factorization* mechanisms (its dual witness); this adds a
 bound on *every* mechanism satisfying the plan's guarantee, from ``geometry.lower_bounds``:
 
-* (ε, δ)-DP: the spectral bound (seed 002 §2.3.3, explicit constants), RMS error per query;
+* (ε, δ)-DP: the spectral bound (Nikolov, Talwar & Zhang 2013, §2.3.3, explicit constants), RMS error per query;
 * ρ-zCDP: the same, for the (ρ + 2√(ρ ln(1/δ)), δ)-DP that ρ-zCDP implies at δ = 10⁻⁹
   (any δ gives a valid bound; this one is stated in the result);
 * pure ε-DP: the spectral bound at δ = 10⁻⁹ (an ε-DP mechanism is (ε, δ)-DP for every δ) and
-  the packing bound (seed 000 Lemma 7) when n is known; the larger is reported.
+  the packing bound (Nikolov 2023, Lemma 7) when n is known; the larger is reported.
 
 Only for workloads small enough to densify (N ≤ ``MAX_CELLS``); the subset search is the
 module's heuristic below ``SEARCH_ENTRIES`` entries, pivoted QR above. Returns a JSON-ready
@@ -83,7 +83,7 @@ def laplace_factorization_bound(norm: str, certified_lower: float, guarantee: An
     sensitivity ``Δ₁ = ‖A‖₁→₁ = max_x ‖A e_x‖₁`` has per-coordinate variance ``2Δ₁²/ε²``, so
     its per-query RMSE is ``√2·Δ₁·‖R‖_F/(ε√k)`` and its worst per-query std
     ``√2·Δ₁·‖R‖_{2→∞}/ε``. Since ``‖a‖₁ ≥ ‖a‖₂`` for every column, ``Δ₁ ≥ ‖A‖₁→₂``, and by
-    the definitions of γ_F and γ₂ (MATH.md §2: ``γ_F(W) = min k^{-1/2}‖R‖_F‖A‖₁→₂``,
+    the definitions of γ_F and γ₂ (docs/math.md §2.2: ``γ_F(W) = min k^{-1/2}‖R‖_F‖A‖₁→₂``,
     ``γ₂(W) = min ‖R‖_{2→∞}‖A‖₁→₂``) every such mechanism has
 
         RMSE ≥ √2·γ_F(W)/ε,        max_i std_i ≥ √2·γ₂(W)/ε.

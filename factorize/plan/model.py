@@ -2,7 +2,7 @@
 
 A :class:`Plan` is pure data plus a :class:`~factorize.planner.certificate.Certificate` (numpy
 arrays); nothing here imports cvxpy, a solver or the privacy calibration (so the executor
-can load a plan with numpy alone). The mechanism it describes is (MATH.md §2–3)
+can load a plan with numpy alone). The mechanism it describes is (docs/math.md §2 and §6)
 
     M(h) = R · ( γ·round(A h / γ) + γ·Y ),      Y_j i.i.d. exact integer noise,
 
@@ -301,7 +301,7 @@ def expected_error(fact: Factorization, noise: NoiseSpec,
 
 
 def least_squares_bound_coefficient(fact: Factorization, noise: NoiseSpec) -> float | None:
-    """``c`` with ``E‖ŷ − Wh‖₂² ≤ c·n`` for the exact least-squares estimator (seed 002 Lemma 1).
+    """``c`` with ``E‖ŷ − Wh‖₂² ≤ c·n`` for the exact least-squares estimator (Nikolov, Talwar & Zhang 2013, Lemma 1).
 
     With y = Wh ∈ n·K, K = conv{w_j}, the noisy answers ỹ = y + z (z = R·Z) and p the exact
     projection of ỹ onto n·K: ‖p − y‖² ≤ ⟨z, p − y⟩ ≤ n·(max_j⟨z, w_j⟩ − min_j⟨z, w_j⟩)

@@ -3,17 +3,17 @@
 Three mechanisms of issue 5 release a noisy linear *measurement* of the data and decode it by a
 projection — post-processing of released values only, run inside the executor:
 
-* ``jl`` (seed 000 Alg. 1, pure ε-DP): measurement ``T W h`` with a random ``T ∈ R^{ℓ×k}``
+* ``jl`` (Nikolov 2023, Alg. 1, pure ε-DP): measurement ``T W h`` with a random ``T ∈ R^{ℓ×k}``
   (±1/√ℓ, drawn at planning time from OS randomness and stored in the plan), ℓ2-ball K-norm
   noise with ``Δ = sensitivity of TW``, decode ``ŷ = W x*``, ``x* = argmin_{x ∈ n·Δ_N}
   ‖TWx − z̃‖`` (``geometry.jl``); ℓ minimises the explicit bound ``geometry.jl_error_bound``.
-* ``covariance`` (seed 000 §6): records in {±1}^d, workload ``parity:d:2`` (the off-diagonal
+* ``covariance`` (Nikolov 2023, §6): records in {±1}^d, workload ``parity:d:2`` (the off-diagonal
   second moments Σ x_a x_b) or ``marginals:2x…x2:2`` (all 2-way marginals of d binary
   attributes, through the moments of (1, s) ∈ {±1}^{d+1}: :class:`MomentLayout`); the
   measurement is the upper triangle of the moment matrix with Gaussian (or Laplace /
   K-norm) noise; decode: ``n·I + offdiag(ṽ)`` projected onto ``{M ⪰ 0, tr M = n·m}`` by one
   eigendecomposition (``geometry.project_second_moment``), then the answers.
-* ``relaxed-projection`` (seed 001 §4): the same release, projected onto the Grothendieck
+* ``relaxed-projection`` (Dwork, Nikolov & Talwar 2014, §4): the same release, projected onto the Grothendieck
   relaxation ``n·E_d = {M ⪰ 0, diag M = n}`` ⊇ n·conv{x xᵀ} by Frank–Wolfe whose linear step is
   a MAX-CUT-type SDP (``geometry.project_to_elliptope``) — d up to 100s of attributes; the
   data are read as records (the 2^d-cell histogram is never formed).

@@ -6,23 +6,23 @@ A certificate for norm ν ∈ {γ_F, γ₂, γ₂(·; η)} of a workload W state
 
 and ``verify()`` recomputes both numbers from the stored matrices alone — column/row
 norms, one SVD per factor or one symmetric eigenvalue problem, no solver — together
-with ``||W − R·A||_max`` (MATH.md §2.2).
+with ``||W − R·A||_max`` (docs/math.md §4.4).
 
 Lower bounds (dual witnesses), all homogeneous so any non-negative weights are valid:
 
-* γ_F (seed 003 §3.1; MATH.md §2.2): for q ≥ 0, q ≠ 0,
+* γ_F (docs/math.md §4.1): for q ≥ 0, q ≠ 0,
   ``γ_F(W) ≥ ||W diag(√q)||_tr / sqrt(k · Σq)``.
-* γ₂ (Lee–Shraibman–Špalek; seed 003 §3.2): for p, q ≥ 0,
+* γ₂ (Lee, Shraibman & Špalek 2008; docs/math.md §4.2): for p, q ≥ 0,
   ``γ₂(W) ≥ ||diag(√p) W diag(√q)||_tr / sqrt(Σp · Σq)``.
-* approximate γ₂ with entrywise radius η (seed 003 Lemma 12 with the radius made
-  explicit, MATH.md §2.1): for U ≠ 0 and d with ``diag(d) − ½[[0, U], [Uᵀ, 0]] ⪰ 0``,
+* approximate γ₂ with entrywise radius η (Edmonds, Nikolov & Ullman 2020, Lemma 12 with the radius made
+  explicit, docs/math.md §4.3): for U ≠ 0 and d with ``diag(d) − ½[[0, U], [Uᵀ, 0]] ⪰ 0``,
   ``γ₂(W; η) ≥ (⟨W, U⟩ − η ||U||_1) / Σd``  (Σd ≥ γ₂*(U) by the Grothendieck SDP).
   Both bounds are stated for the effective radius ``η_eff = max(η, ||W − RA||_max)``,
   which ``verify`` requires to be within η + residual_tol.
 
 For Kronecker workloads ``W = ⊗W_i`` the weights are Kronecker products ``q = ⊗q_i``
 (and ``p = ⊗p_i``); trace norms, Σq and k are multiplicative, so the bound is the
-product of the factors' bounds (MATH.md §2.3).
+product of the factors' bounds (docs/math.md §5.1).
 
 Every spectral quantity is taken with a rounding allowance (``factorize.norms``), so the
 reported interval holds for the exact matrices, not only in floating point.
@@ -127,7 +127,7 @@ def _sum_factor(n: int) -> float:
 
 
 def gamma_f_lower(W: np.ndarray, q: np.ndarray) -> float:
-    """``||W diag(√q)||_tr / sqrt(k Σq)``, certified against rounding (seed 003 §3.1)."""
+    """``||W diag(√q)||_tr / sqrt(k Σq)``, certified against rounding (docs/math.md §4.1)."""
     _check_weights(q, W.shape[1], "q")
     s = float(np.sum(q))
     tr = norms.trace_norm_lower_bound(W * np.sqrt(q)[None, :])
@@ -143,7 +143,7 @@ def gamma_2_lower(W: np.ndarray, p: np.ndarray, q: np.ndarray) -> float:
 
 
 def grothendieck_psd_margin(U: np.ndarray, d: np.ndarray) -> float:
-    """Certified ``λ_min(diag(d) − ½ M_U)`` with ``M_U = [[0, U], [Uᵀ, 0]]`` (MATH.md §2.2)."""
+    """Certified ``λ_min(diag(d) − ½ M_U)`` with ``M_U = [[0, U], [Uᵀ, 0]]`` (docs/math.md §4.3)."""
     k, N = U.shape
     S = np.diag(d.astype(np.float64))
     S[:k, k:] -= 0.5 * U
@@ -152,7 +152,7 @@ def grothendieck_psd_margin(U: np.ndarray, d: np.ndarray) -> float:
 
 
 def approx_gamma_2_lower(W: np.ndarray, U: np.ndarray, d: np.ndarray, eta: float) -> float:
-    """``(⟨W, U⟩ − η ||U||_1) / Σd`` (seed 003 Lemma 12, radius η explicit), rounding-safe.
+    """``(⟨W, U⟩ − η ||U||_1) / Σd`` (Edmonds, Nikolov & Ullman 2020, Lemma 12, radius η explicit), rounding-safe.
 
     Valid only when ``diag(d) − ½ M_U ⪰ 0``; ``verify`` checks that separately.
     """

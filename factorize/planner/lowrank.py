@@ -1,12 +1,12 @@
 """Approximate γ₂ at scale: Burer–Monteiro + augmented Lagrangian, with a verified certificate.
 
-    γ₂(W; η) = min { γ₂(W̃) : |W̃ − W|_max ≤ η }                       (MATH.md §2.1)
+    γ₂(W; η) = min { γ₂(W̃) : |W̃ − W|_max ≤ η }                       (docs/math.md §2.3)
 
 The generic route (``solvers.sdp_approx_gamma_2`` through cvxpy) solves a (k+N)-square SDP
 with kN box constraints and is slow past ~64×64. This module solves the same program in
 factored form and returns a certificate that ``factorize.planner.certificate.verify`` re-checks.
 
-Formulation (unit-vector form of the γ₂ SDP). Write the PSD matrix of MATH.md §2.1 as
+Formulation (unit-vector form of the γ₂ SDP). Write the PSD matrix of docs/math.md §3.3 as
 ``t·VᵀV`` with ``V = [A | B] ∈ R^{r×(k+N)}`` having unit columns (``diag = t``; padding a
 column to unit norm never changes the cross block when r ≥ rank + 2, one spare direction
 per side), so ``W̃ = t·AᵀB`` and
@@ -40,7 +40,7 @@ stalls, ``CertificateGapError`` reports the certified numbers.
 Dual witness. The multipliers give ``U = λ⁻ − λ⁺``: stationarity in t says
 ``⟨U, X⟩ = c`` and in V that V maximises ``⟨U, AᵀB⟩`` over unit vectors, i.e. attains
 γ₂*(U); the dual value is ``⟨W, U⟩ − η||U||₁`` (the box's support function) — exactly
-the witness of seed 003 Lemma 12 with the radius made explicit (MATH.md §2.2):
+the witness of Edmonds, Nikolov & Ullman 2020, Lemma 12 with the radius made explicit (docs/math.md §4.3):
 
     γ₂(W; η) ≥ (⟨W, U⟩ − η ||U||₁) / Σd   for any d with diag(d) − ½ M_U ⪰ 0.
 

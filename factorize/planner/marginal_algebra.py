@@ -1,4 +1,4 @@
-"""The algebra of attribute subsets: marginal workloads without the N columns (MATH.md §2.3).
+"""The algebra of attribute subsets: marginal workloads without the N columns (docs/math.md §5.2).
 
 A *marginal family* over a product domain with attribute sizes ``n_0, …, n_{d−1}``
 (``N = Π n_j`` cells) is a stack of (weighted) blocks, one per attribute subset ``S``:
@@ -690,7 +690,7 @@ def gram_eigenvalues(family: MarginalFamily) -> dict[int, int] | dict[int, float
 
 
 def trace_norm(family: MarginalFamily) -> float:
-    """``||W||_tr = Σ_T dim_T √λ_T`` (floating point, no allowance; MATH.md §2.3)."""
+    """``||W||_tr = Σ_T dim_T √λ_T`` (floating point, no allowance; docs/math.md §5.2)."""
     lam = gram_eigenvalues(family)
     sizes = family.sizes
     return math.fsum(float(math.prod(sizes[j] - 1 for j in T)) * math.sqrt(float(lam[t]))

@@ -3,8 +3,8 @@
 Primal constructions, so a certificate never depends on one route only:
 
 * from a Gram matrix X ≈ AᵀA (the SDP primal): ``A = diag(√w) Vᵀ`` from ``X = V diag(w) Vᵀ``,
-  ``R = W A⁺`` (MATH.md §2.1: ``R = W X⁻¹ Aᵀ``);
-* from the dual weights alone (the inner minimiser of the Lagrangian, MATH.md §2.2):
+  ``R = W A⁺`` (docs/math.md §3.2: ``R = W X⁻¹ Aᵀ``);
+* from the dual weights alone (the inner minimiser of the Lagrangian, docs/math.md §4.1–4.2):
   with ``Y = diag(√p) W diag(√q) = U Σ Vᵀ``, ``A = Σ^{-1/2} Uᵀ diag(√p) W`` and ``R = W A⁺``.
   For γ_F take p = 1: then ``AᵀA = D^{-1/2} (D^{1/2} WᵀW D^{1/2})^{1/2} D^{-1/2}`` with
   ``D = diag(q)``, and ``tr(W X⁻¹ Wᵀ) = ||W D^{1/2}||_tr`` — the primal matching q exactly.

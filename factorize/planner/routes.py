@@ -5,7 +5,7 @@
 1. structure first: a workload of marginals (any family of attribute subsets) is solved
    in the algebra of attribute subsets (``planner.marginals``), never forming its N
    columns; otherwise a Kronecker workload is split into its leaf factors and each
-   *distinct* factor is solved once (γ_F and γ₂ are multiplicative, MATH.md §2.3:
+   *distinct* factor is solved once (γ_F and γ₂ are multiplicative, docs/math.md §5.1:
    ``X = ⊗X_i`` is primal-feasible and ``q = ⊗q_i`` (``p = ⊗p_i``) dual-feasible);
 2. each dense factor is solved by the specialised dual solver (``method="dual"``:
    fixed-point iteration on the dual weights, ``solvers.dual_gamma_f`` /

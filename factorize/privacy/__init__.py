@@ -1,6 +1,6 @@
 """Privacy layer: guarantees, sensitivities, noise calibration and exact samplers.
 
-See MATH.md §1 (neighbouring relations, sensitivities) and §3 (calibration, exact sampling).
+See docs/math.md §1 (neighbouring relations, sensitivities) and §6 (calibration, exact sampling).
 
 - :mod:`.guarantees`: ``ApproxDP``, ``ZCDP``, ``PureDP``, ``parse_guarantee``, ``Neighbouring``.
 - :mod:`.sensitivity`: L1/L2 sensitivities of a strategy matrix (dense or Kronecker factors)

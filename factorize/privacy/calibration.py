@@ -1,4 +1,4 @@
-"""Noise calibration (MATH.md §3).
+"""Noise calibration (docs/math.md §6).
 
 Given a privacy guarantee and the sensitivity of the strategy ``A``, choose the noise
 distribution and its scale for the release ``A h + Z``.
@@ -15,7 +15,7 @@ Continuous ("float") calibrations
 * ρ-zCDP, Gaussian: ``σ = Δ/√(2ρ)``; ρ-zCDP implies ``(ρ + 2√(ρ ln(1/δ)), δ)``-DP
   (Bun & Steinke 2016, Prop. 1.3).
 * ε-DP, Laplace: scale ``b = Δ₁/ε`` per coordinate.
-* ε-DP, ℓ2-ball K-norm mechanism (MATH.md §3): density ∝ ``exp(−ε‖z‖₂/Δ)`` on R^m, radius
+* ε-DP, ℓ2-ball K-norm mechanism (docs/math.md §6.4): density ∝ ``exp(−ε‖z‖₂/Δ)`` on R^m, radius
   ~ Gamma(shape m, scale Δ/ε) times a uniform direction; ``E‖Z‖² = m(m+1)Δ²/ε²``.
 
 Exact lattice ("discrete") calibrations
@@ -402,7 +402,7 @@ def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
 
 @dataclass(frozen=True)
 class KNormParams:
-    """ℓ2-ball K-norm mechanism on R^m: density ∝ exp(−ε‖z‖₂/Δ) (MATH.md §3; seed 000 L14–15).
+    """ℓ2-ball K-norm mechanism on R^m: density ∝ exp(−ε‖z‖₂/Δ) (docs/math.md §6.4; Nikolov 2023, Lemmas 14–15).
 
     Sample ``Z = R·U`` with ``R ~ Gamma(shape=dim, scale=radius_scale)`` and ``U`` uniform on the
     unit sphere S^{m−1}; ``radius_scale = Δ/ε``. ``expected_sq_norm = m(m+1)Δ²/ε²``.

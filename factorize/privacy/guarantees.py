@@ -1,4 +1,4 @@
-"""Privacy guarantees and neighbouring relations (MATH.md §1 and §3).
+"""Privacy guarantees and neighbouring relations (docs/math.md §1.2 and §6).
 
 Three guarantee types are supported, each a frozen, validated dataclass:
 
@@ -11,7 +11,7 @@ Guarantees round-trip through plain JSON-compatible dicts (:meth:`to_dict` /
 :func:`guarantee_from_dict`) and can be parsed from short strings such as
 ``"epsilon=1,delta=1e-6"``, ``"rho=0.5"`` or ``"epsilon=1"`` (:func:`parse_guarantee`).
 
-:class:`Neighbouring` names the neighbouring relation of MATH.md §1: a guarantee is only
+:class:`Neighbouring` names the neighbouring relation of docs/math.md §1.2: a guarantee is only
 meaningful together with the relation it is stated for, because sensitivities differ.
 """
 
@@ -43,7 +43,7 @@ class PrivacyError(InputError):
 
 
 class Neighbouring(enum.Enum):
-    """Neighbouring relation between histograms ``h, h'`` (MATH.md §1).
+    """Neighbouring relation between histograms ``h, h'`` (docs/math.md §1.2).
 
     ``ADD_REMOVE``: ``h − h' = ±e_x`` (add or remove one record; the project default).
     ``REPLACE``: ``h − h' = e_x − e_y`` with ``x ≠ y`` (replace one record by another).

@@ -1,6 +1,6 @@
 """The executor's measurement, computed exactly: ``q(h) = round(Ã h / γ) ∈ Zᵐ``.
 
-A lattice release (MATH.md §3, CKS20) is ``γ·(q(h) + Y)`` with exact integer noise Y. Its
+A lattice release (docs/math.md §6.5, CKS20) is ``γ·(q(h) + Y)`` with exact integer noise Y. Its
 privacy argument bounds ``‖q(h) − q(h')‖`` for neighbours by ``Δ(Ã)/γ + √m`` (rounding moves
 each coordinate by at most ½) — a statement about the *exact* value of ``Ã h``. A float64
 evaluation of ``A·h`` carries an error that grows with N and with n = Σh, so here q(h) is the

@@ -1,4 +1,4 @@
-"""Exact noise samplers on the integers, and lattice release (MATH.md §3).
+"""Exact noise samplers on the integers, and lattice release (docs/math.md §6.5).
 
 Floating-point noise is attackable (Mironov 2012), so a production release adds noise sampled
 *exactly* on a lattice ``γZ``. This module implements, from the description in Canonne, Kamath &

@@ -1,4 +1,4 @@
-"""Sensitivity of a strategy matrix ``A`` (m×N) under each neighbouring relation (MATH.md §1),
+"""Sensitivity of a strategy matrix ``A`` (m×N) under each neighbouring relation (docs/math.md §1.4),
 computed as a *certified upper bound*: floating-point error can only make it larger.
 
 A mechanism releases ``A h + Z``; its privacy depends on ``A`` only through
@@ -187,7 +187,7 @@ def _max_column_norm_scaled(S: np.ndarray, norm: str) -> float:
 
 
 def add_remove_sensitivity(A: Any, norm: str = "l2") -> Sensitivity:
-    """Add/remove sensitivity ``max_x ||A e_x||_p`` = largest column p-norm (MATH.md §1),
+    """Add/remove sensitivity ``max_x ||A e_x||_p`` = largest column p-norm (docs/math.md §1.4),
     certified upper bound (module docstring)."""
     norm = _check_norm(norm)
     S, e = unit_scaled(A)
@@ -273,7 +273,7 @@ def replace_sensitivity(
     exact: bool = True,
     max_block_elements: int = _DEFAULT_BLOCK_ELEMENTS,
 ) -> Sensitivity:
-    """Replace-one-record sensitivity ``max_{x≠y} ||A(e_x − e_y)||_p`` (MATH.md §1), a certified
+    """Replace-one-record sensitivity ``max_{x≠y} ||A(e_x − e_y)||_p`` (docs/math.md §1.4), a certified
     upper bound (module docstring): O(N² m) time in column blocks of ``max_block_elements``.
     With ``exact=False`` the bound ``2 × add/remove`` is returned instead (``exact`` False).
 

@@ -2,7 +2,7 @@
 itself — never from an optimizer's internal value.
 
 The Laplace mechanism releases ``A h + Z``, ``Z_i ~ Lap(b)`` i.i.d. with ``b = Δ₁/ε`` (Δ₁ the
-L1 sensitivity of A under the neighbouring relation, MATH.md §3), variance ``2b²`` per
+L1 sensitivity of A under the neighbouring relation, docs/math.md §6.3), variance ``2b²`` per
 coordinate; answering ``W h`` by least squares ``R = W A⁺`` gives total variance
 ``2 b² ‖W A⁺‖_F² = 2 b² tr(W (AᵀA)⁺ Wᵀ)`` (when the row space of W lies in that of A), so
 over k queries

@@ -1,7 +1,7 @@
 """Standard strategies for the report's comparison table, computed on the spot.
 
 Every baseline is a factorization mechanism ``M(h) = R (A h + Z)`` with ``R A = W``
-(MATH.md §2) whose noise is calibrated by *exactly* the steps ``plan.build.build_plan``
+(docs/math.md §2) whose noise is calibrated by *exactly* the steps ``plan.build.build_plan``
 applies to an optimised strategy, so the numbers in the table are the ones a plan with that
 strategy would state:
 

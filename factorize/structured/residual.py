@@ -1,6 +1,6 @@
 """The residual strategy of a marginal workload, and its compact file encoding.
 
-Planner (``factorize.planner.marginals``, MATH.md §2.3): the optimal plan is
+Planner (``factorize.planner.marginals``, docs/math.md §5.3): the optimal plan is
 ``X = AᵀA = Σ_T x_T P_T`` over the downward closure of the workload's subsets, with
 ``P_T = ⊗_{j∈T} C_j ⊗_{j∉T} K_j``. Write ``C_j = U_jᵀU_j`` with U_j an orthonormal basis of
 1^⊥ (the Helmert basis, :func:`helmert`) and ``K_j = 𝟙𝟙ᵀ/n_j``: then

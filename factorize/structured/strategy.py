@@ -9,7 +9,7 @@ Operations never form an N-column object except :meth:`StructuredStrategy.dense`
   by ``privacy.lattice.lattice_image_sparse``: N is never formed);
   :meth:`~StructuredStrategy.measure` computes ``round(Ã_b m / γ)`` exactly per block
   (``privacy.lattice.lattice_image``: certified float evaluation with an exact multi-modular
-  fallback), the lattice release of MATH.md §3;
+  fallback), the lattice release of docs/math.md §6.5;
 * :meth:`~StructuredStrategy.measured`: the strategy the executor measures, every factor and
   scale truncated to 53 bits below its largest entry (``privacy.lattice.quantize``, idempotent:
   a plan stores measured factors, and the verifier quantizes again);

@@ -19,8 +19,8 @@ For Laplace noise (L1 sensitivity) the column L1 norms add instead: with
 again equalised, ``s_o ∝ √V_o``.
 
 Certificate: each factor's dual witness (``certificate``) gives ``L_f ≤ γ(W_f)``; Kronecker
-products multiply (a witness ``q = ⊗ q_j`` gives the product of the factors' bounds, MATH.md
-§2.2), identities and totals have γ = 1, and across blocks ``γ_F(W)² ≥ Σ_o k_o L_o² / k``
+products multiply (a witness ``q = ⊗ q_j`` gives the product of the factors' bounds, docs/math.md
+§5.1), identities and totals have γ = 1, and across blocks ``γ_F(W)² ≥ Σ_o k_o L_o² / k``
 (every factorization of W factors each block with the same A) and ``γ₂(W) ≥ max_o L_o``
 (a submatrix); for k ≤ 4096 rows also the uniform-weight trace-norm bound
 ``‖W‖_tr/√(kN)`` computed from the k×k matrix ``W·Wᵀ`` formed block by block
@@ -282,7 +282,7 @@ CERTIFICATE_GRAM = CERTIFICATE + "; and ‖W‖_tr/√(kN) from W·Wᵀ/N formed
 
 def uniform_trace_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int]) -> float | None:
     """``γ₂(W) ≥ γ_F(W) ≥ ‖W diag(q)^{1/2}‖_tr / √k`` for the uniform ``q = 1/N`` (the γ_F dual
-    of MATH.md §2.1 at one feasible witness; seed 003 §3.1), certified; None when k exceeds
+    of docs/math.md §4.1 at one feasible witness), certified; None when k exceeds
     :data:`MAX_GRAM_ROWS`.
 
     ``‖W D_q^{1/2}‖_tr = Σ_i √λ_i(K)``, ``K = W D_q Wᵀ``, formed block by block without N:
