@@ -4,7 +4,6 @@ vs the plan's claim, post-processing, and an end-to-end run on Adult."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,7 @@ from scipy import stats
 from factorize.executor import release_answers
 from factorize.privacy import ZCDP, NoiseSpec, PureDP, TestRandom, sample_on_grid, sampled_variance
 from tests.plan_fixtures import small_plan
-
-ADULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "adult"
+from tests.raw_adult import ADULT_DIR as ADULT
 
 
 def _chi2_pvalue(samples: np.ndarray, pmf) -> float:

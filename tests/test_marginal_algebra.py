@@ -14,7 +14,6 @@ import dataclasses
 import json
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -40,6 +39,7 @@ from factorize.planner.marginal_algebra import (
 from factorize.planner.marginals import solve_marginals, verify_marginal_solution
 from factorize.planner.routes import solve
 from solvers.errors import CertificateGapError
+from tests.raw_adult import ADULT_DOMAIN
 from workloads import (
     DenseWorkload,
     KronWorkload,
@@ -53,8 +53,6 @@ from workloads import (
     prefix,
     total,
 )
-
-ADULT_DOMAIN = Path("/work/shared/data/adult/adult-domain.json")
 
 SMALL_SIZES = [(2, 3, 4), (3, 3), (2, 2, 2, 2), (2, 1, 3)]
 

@@ -8,9 +8,8 @@ import os
 import numpy as np
 import pytest
 
+from tests.raw_adult import ADULT_DOMAIN
 from workloads import Domain, DomainError, KronWorkload, marginals, prefix, total
-
-ADULT_DOMAIN = "/work/shared/data/adult/adult-domain.json"
 
 
 def test_basic_properties():
