@@ -11,14 +11,14 @@ import math
 import numpy as np
 import pytest
 
+from factorize.geometry.column_subset_search import greedy_min_eig
 from factorize.geometry.lower_bounds import (
     LowerBound,
-    _greedy_min_eig,
-    determinant_lower_bound,
     packing_lower_bound,
     spectral_lower_bound,
 )
 from factorize.privacy.calibration import analytic_gaussian_sigma
+from factorize.research.determinant_lower_bound import determinant_lower_bound
 from workloads import parse_workload
 
 E = math.e
@@ -219,7 +219,7 @@ def test_greedy_step_is_the_exact_argmax():
     """The forward greedy solves the secular equation for every candidate at once; check each
     step against eigvalsh of every bordered Gram matrix."""
     W = np.random.default_rng(3).normal(size=(7, 12))
-    prefixes = _greedy_min_eig(W, 7)
+    prefixes = greedy_min_eig(W, 7)
     assert [p[0].size for p in prefixes] == list(range(1, 8))
     for (S, lam, logdet), nxt in zip(prefixes, prefixes[1:] + [None]):
         G = W[:, S].T @ W[:, S]

@@ -7,8 +7,10 @@
 ``jl``: the JL mechanism's projection, explicit error bound and decode (Nikolov 2023, Alg. 1).
 ``moment_bodies``: second-moment projections — spectraplex (Nikolov 2023, §6) and the Grothendieck
 relaxation (elliptope, Dwork, Nikolov & Talwar 2014, §4) — and the 2-way-marginal ↔ moment conversion.
-``lower_bounds``: spectral, determinant (Nikolov, Talwar & Zhang 2013, §2.3.3) and packing (Nikolov 2023, Lemma 7) bounds
-on any mechanism's error, with explicit constants.
+``lower_bounds``: spectral (Nikolov, Talwar & Zhang 2013, §2.3.3) and packing (Nikolov 2023, Lemma 7) bounds on any
+mechanism's error, with explicit constants (the determinant bound is in ``factorize.research``).
+``column_subset_search``: the search for the column subsets those bounds are evaluated on.
+Nikolov, Talwar & Zhang 2013, Alg. 4 (pure-DP least squares) is research code: ``factorize.research``.
 """
 
 from factorize.geometry.base_decomposition import base_decomposition, ellipsoid_factorization

@@ -1,14 +1,17 @@
 """Lower bounds on the error of ANY differentially private mechanism (docs/math.md §9).
 
-Three bounds, each returned as a :class:`LowerBound`:
+The two bounds a plan states (``factorize.plan.lower_bound``), each returned as a
+:class:`LowerBound`:
 
 * :func:`spectral_lower_bound` — Nikolov, Talwar & Zhang 2013, §2.3.3: Theorem 10, eq. (5),
   specLB, eq. (6): ``|S|·σ_min²(W|_S)``;
-* :func:`determinant_lower_bound` — Nikolov, Talwar & Zhang 2013, §2.3.3: eq. (7) (l. 352), Theorem 11 (l. 356),
-  eqs. (8)–(9) (ll. 368, 377), eq. (11) (l. 395): ``|S|·|det(Π W|_S)|^{2/|S|}``;
 * :func:`packing_lower_bound` — Nikolov 2023, §2.2, Lemmas 6–7:
   a packing of the columns.
-Group privacy / ε-scaling in all three: Nikolov, Talwar & Zhang 2013, §2.3.1, Lemma 3.
+Group privacy / ε-scaling in both: Nikolov, Talwar & Zhang 2013, §2.3.1, Lemma 3. The third bound of the papers,
+the determinant bound (Nikolov, Talwar & Zhang 2013, §2.3.3, eqs. (7)–(11): ``|S|·|det(Π W|_S)|^{2/|S|}``), is
+research code that no plan states: ``factorize.research.determinant_lower_bound``. It is
+built on this module's checked inputs, privacy-side factors and certified evaluation — the
+names below without a leading underscore that are not in ``__all__``.
 
 Normalisation. The project answers counts ``(W h)_i`` (h a histogram, ``||h||_1`` = number
 of records), as Nikolov, Talwar & Zhang 2013 do (``y = A x``, ``||x||_1 = n``; their §2.3, §2.3.1). Nikolov 2023
@@ -33,30 +36,35 @@ quantities are reported in ``details`` (``seed_specLB``, ``seed_detLB``, ``seed_
 together with ``constant_note``; those are Ω(·)/≳ statements, *not* bounds by themselves.
 
 Search. The best subset is hard to find (the maximisations are over 2^N subsets), so the
-functions search: greedy on the exact smallest eigenvalue (secular equation), pivoted QR
-(= greedy volume maximisation), backward elimination, maximum-volume swaps, and exhaustive
-search for N ≤ 12. Any subset gives a valid bound; the search only decides how good it is.
-The final numbers are recomputed from one SVD of the chosen columns with the rounding
-allowance of ``factorize.norms``, so they hold for the exact matrix.
+spectral bound searches (``factorize.geometry.column_subset_search``): greedy on the exact
+smallest eigenvalue (secular equation), pivoted QR (= greedy volume maximisation), backward
+elimination, local search, and exhaustive search for N ≤ 12. Any subset gives a valid bound;
+the search only decides how good it is. The final numbers are recomputed from one SVD of the
+chosen columns with the rounding allowance of ``factorize.norms``, so they hold for the exact
+matrix.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
+from factorize.geometry.column_subset_search import (
+    EXHAUSTIVE_N,
+    multistart,
+    numerical_rank_tol,
+    search_subsets,
+    subset_size_cap,
+)
 from factorize.norms import UNIT_ROUNDOFF, norm_upper_factor, rounding_allowance
 from factorize.privacy.guarantees import Neighbouring
 
 __all__ = [
     "LowerBound",
-    "determinant_lower_bound",
     "group_privacy_delta",
     "hypothesis_error_floor",
     "packing_lower_bound",
@@ -69,9 +77,7 @@ MEASURE_MEAN_L2 = ("mean l2 error per query in counts: sup over the allowed hist
                    "E||M(h) − W h||_2 / sqrt(k) (seed 000's err^{l2} times n); by Jensen it is "
                    "also a lower bound on the RMS error sqrt(E||M(h) − W h||_2² / k)")
 
-_EXHAUSTIVE_N = 12  # method="auto" enumerates all subsets up to this many columns
 _T_DECREASE = 2.2185  # t²/(1 + e^t) decreases for t ≥ this (e^t (t − 2) > 2)
-Candidate = tuple[np.ndarray, float, float]  # (column indices, λ_min(W_Sᵀ W_S), log det(W_Sᵀ W_S))
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,7 @@ def hypothesis_error_floor(epsilon: float, delta: float, m: Any) -> np.ndarray:
     return one_minus * np.exp(-np.logaddexp(0.0, m * epsilon))
 
 
-def _multiplicities(epsilon: float, m_max: int | None, exhaustive_limit: int) -> np.ndarray:
+def multiplicities(epsilon: float, m_max: int | None, exhaustive_limit: int) -> np.ndarray:
     """Candidate multiplicities m ≥ 1 (each record repeated m times in the witness datasets).
 
     ``m² p_m`` and ``m² (p_m − α)`` decrease once ``mε ≥ 2.2185``, so m beyond
@@ -185,7 +191,7 @@ def _relation(relation: Any) -> str:
         raise ValueError(str(exc)) from None
 
 
-def _datasets_text(rel: str, n: float | None) -> str:
+def datasets_text(rel: str, n: float | None) -> str:
     if rel == "add_remove":
         size = "any size" if n is None else f"||h||_1 ≤ {n:g}"
         return f"histograms h ≥ 0 with {size}, add/remove neighbours"
@@ -216,252 +222,17 @@ def _centred(A: np.ndarray, rel: str, anchor: int | None) -> tuple[np.ndarray, n
 
 
 # --------------------------------------------------------------------------------------------
-# subset search on the Gram matrix
-
-
-def _numerical_rank_tol(A: np.ndarray) -> float:
-    """Eigenvalues of a Gram matrix ``W_Sᵀ W_S`` below this are treated as 0 (rounding level)."""
-    return max(A.shape) * UNIT_ROUNDOFF * 16.0 * float(np.max(np.einsum("ij,ij->j", A, A)))
-
-
-def _greedy_min_eig(A: np.ndarray, max_size: int, budget: float = 6e8) -> list[Candidate]:
-    """Forward greedy: add the column that keeps ``λ_min(W_Sᵀ W_S)`` largest.
-
-    For each candidate j the new smallest eigenvalue is the smallest root of the secular
-    equation ``c_j − λ − Σ_i b_ij²/(λ_i − λ) = 0`` on ``[0, min(λ_1, c_j)]`` (G_S = V Λ Vᵀ,
-    b_j = Vᵀ W_Sᵀ w_j, c_j = ||w_j||²), found for all candidates at once by bisection.
-    Returns every prefix as (indices, λ_min, log det G_S). Stops at ``max_size``, at numerical
-    rank deficiency, or when the work ``N(s³/3 + 25 s²)`` exceeds ``budget``.
-    """
-    N = A.shape[1]
-    col_sq = np.einsum("ij,ij->j", A, A)
-    tol = _numerical_rank_tol(A)
-    chosen: list[int] = []
-    out: list[Candidate] = []
-    C = np.zeros((0, N))
-    avail = np.ones(N, dtype=bool)
-    j = int(np.argmax(col_sq))
-    while True:
-        chosen.append(j)
-        avail[j] = False
-        C = np.vstack([C, A[:, j] @ A])
-        lam, V = np.linalg.eigh(C[:, chosen])
-        if lam[0] <= tol:
-            break
-        out.append((np.array(chosen), float(lam[0]), float(np.sum(np.log(lam)))))
-        s = len(chosen)
-        if s >= max_size or not avail.any() or N * (s ** 3 / 3 + 25 * s * s) > budget:
-            break
-        idx = np.flatnonzero(avail)
-        B2 = (V.T @ C[:, idx]) ** 2
-        c = col_sq[idx]
-        lo = np.zeros(idx.size)
-        hi = np.minimum(lam[0], c)
-        for _ in range(50):
-            mid = 0.5 * (lo + hi)
-            phi = c - mid - np.sum(B2 / (lam[:, None] - mid[None, :]), axis=0)
-            pos = phi > 0
-            lo = np.where(pos, mid, lo)
-            hi = np.where(pos, hi, mid)
-        j = int(idx[int(np.argmax(lo))])
-    return out
-
-
-def _qr_order(A: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Pivoted QR (Businger–Golub): the pivot order is greedy volume maximisation — each step
-    takes the column farthest from the span of those already taken; ``|R_ii|`` is that distance,
-    so ``|det Π W_{S_s}| = Π_{i≤s} |R_ii|`` for the first s pivots."""
-    _, R, piv = scipy.linalg.qr(A, mode="economic", pivoting=True)
-    d = np.abs(np.diag(R))
-    tol = max(A.shape) * UNIT_ROUNDOFF * 16.0 * float(np.sqrt(np.max(np.einsum("ij,ij->j", A, A))))
-    r = int(np.sum(d > tol))
-    return piv, R, r
-
-
-def _size_grid(r: int, small: int = 64, points: int = 96) -> np.ndarray:
-    if r <= small:
-        return np.arange(1, r + 1)
-    grid = np.round(np.geomspace(small, r, points)).astype(np.int64)
-    return np.unique(np.concatenate([np.arange(1, small + 1), grid, [r]]))
-
-
-def _qr_family(A: np.ndarray, max_size: int, cubic_budget: float = 3e9) -> list[Candidate]:
-    piv, R, r = _qr_order(A)
-    r = min(r, max_size)
-    logdiag = 2.0 * np.cumsum(np.log(np.abs(np.diag(R))[:r])) if r else np.zeros(0)
-    out = []
-    spent = 0.0
-    for s in _size_grid(r):
-        spent += float(s) ** 3
-        if spent > cubic_budget:
-            break
-        smin = float(scipy.linalg.svdvals(R[:s, :s])[-1])
-        out.append((piv[:s].copy(), smin * smin, float(logdiag[s - 1])))
-    return out
-
-
-def _prune_family(A: np.ndarray, start: np.ndarray, limit: int = 128) -> list[Candidate]:
-    """Backward elimination from a basis: drop the column with the largest weight in the
-    bottom eigenvector of the Gram matrix (it is what makes λ_min small)."""
-    if start.size > limit:
-        return []
-    cur = list(start)
-    out = []
-    tol = _numerical_rank_tol(A)
-    while cur:
-        lam, V = np.linalg.eigh(A[:, cur].T @ A[:, cur])
-        if lam[0] > tol:
-            out.append((np.array(cur), float(lam[0]), float(np.sum(np.log(lam)))))
-        del cur[int(np.argmax(np.abs(V[:, 0])))]
-    return out
-
-
-def _exhaustive_family(A: np.ndarray, max_size: int) -> list[Candidate]:
-    N = A.shape[1]
-    G = A.T @ A
-    tol = _numerical_rank_tol(A)
-    out = []
-    for s in range(1, min(N, max_size) + 1):
-        for S in itertools.combinations(range(N), s):
-            idx = np.array(S)
-            lam = np.linalg.eigvalsh(G[np.ix_(idx, idx)])
-            if lam[0] > tol:
-                out.append((idx, float(lam[0]), float(np.sum(np.log(lam)))))
-    return out
-
-
-def _candidates(A: np.ndarray, method: str, max_size: int) -> list[Candidate]:
-    """Subsets (indices, λ_min of the Gram matrix, log det of the Gram matrix) to evaluate."""
-    if method not in ("auto", "heuristic", "greedy", "qr", "exhaustive"):
-        raise ValueError(f"unknown method {method!r}; expected 'auto', 'heuristic', 'greedy', 'qr' "
-                         "or 'exhaustive'")
-    N = A.shape[1]
-    if method == "exhaustive" or (method == "auto" and N <= _EXHAUSTIVE_N):
-        if N > 20:
-            raise ValueError("exhaustive search is limited to N ≤ 20 columns")
-        return _exhaustive_family(A, max_size)
-    fams: list[Candidate] = []
-    if method in ("auto", "heuristic", "qr"):
-        fams += _qr_family(A, max_size)
-    if method in ("auto", "heuristic", "greedy"):
-        fams += _greedy_min_eig(A, max_size)
-    if method in ("auto", "heuristic"):
-        piv, _, r = _qr_order(A)
-        fams += _prune_family(A, piv[:min(r, max_size)])
-    return fams
-
-
-def _given_subset(A: np.ndarray, cols: np.ndarray, subset: Sequence[int],
-                  size_cap: int) -> list[Candidate]:
-    """A caller's subset (original column indices) as the only candidate, e.g. to re-check a
-    stored witness. Under ``replace`` the anchor may not be in it."""
-    pos = {int(c): i for i, c in enumerate(cols)}
-    raw = [int(j) for j in subset]
-    if not raw or len(set(raw)) != len(raw) or any(j not in pos for j in raw):
-        raise ValueError("subset must be non-empty distinct column indices of W (not the replace anchor)")
-    if len(raw) > size_cap:
-        return []
-    idx = np.array([pos[j] for j in raw])
-    lam = np.linalg.eigvalsh(A[:, idx].T @ A[:, idx])
-    if lam[0] <= 0:
-        return []
-    return [(idx, float(lam[0]), float(np.sum(np.log(lam))))]
-
-
-def _local_search(A: np.ndarray, idx: np.ndarray, score, flop_budget: float = 1e7,
-                  max_columns: int = 2048, swap_out: int = 3) -> np.ndarray:
-    """Hill-climb on ``score(s, eigenvalues of W_Sᵀ W_S)`` over subsets by single moves: add a
-    column, drop one, or swap one in for one of the ``swap_out`` columns weighing most in the
-    bottom eigenvector of the Gram matrix (those that make λ_min small). Best move first; each
-    move is one exact ``eigvalsh`` (≈ s³ flops), at most ``flop_budget`` flops in all. Skipped
-    above ``max_columns`` columns."""
-    N = A.shape[1]
-    if N > max_columns:
-        return idx
-    G = A.T @ A
-
-    def value(T: list[int]) -> float:
-        return float(score(len(T), np.linalg.eigvalsh(G[np.ix_(T, T)]))) if T else 0.0
-
-    S = [int(i) for i in idx]
-    cur = value(S)
-    spent = 0.0
-    while spent < flop_budget:
-        inside = set(S)
-        outside = [j for j in range(N) if j not in inside]
-        _, V = np.linalg.eigh(G[np.ix_(S, S)])
-        worst = np.argsort(-np.abs(V[:, 0]))[:swap_out]
-        moves = [S + [j] for j in outside]
-        if len(S) > 1:
-            moves += [S[:i] + S[i + 1:] for i in range(len(S))]
-        moves += [S[:i] + [j] + S[i + 1:] for i in worst for j in outside]
-        best, best_val = None, cur * (1.0 + 1e-12)
-        for T in moves:
-            if spent >= flop_budget:
-                break
-            spent += float(len(T)) ** 3 + 1e3
-            v = value(T)
-            if v > best_val:
-                best, best_val = T, v
-        if best is None:
-            break
-        S, cur = best, best_val
-    return np.array(S)
-
-
-def _multistart(A: np.ndarray, cands: list[Candidate], rank_key, score,
-                starts: int = 4) -> np.ndarray:
-    """:func:`_local_search` from the best candidate of each size, the ``starts`` best of those
-    (diverse starting sizes escape the local optima of single moves); the best end point."""
-    per_size: dict[int, tuple[np.ndarray, float, float]] = {}
-    for c in cands:
-        if c[0].size not in per_size or rank_key(c) > rank_key(per_size[c[0].size]):
-            per_size[c[0].size] = c
-    order = sorted(per_size.values(), key=rank_key, reverse=True)[:starts]
-    G = A.T @ A
-    best, best_val = order[0][0], -1.0
-    for c in order:
-        end = _local_search(A, c[0], score)
-        v = float(score(end.size, np.linalg.eigvalsh(G[np.ix_(end, end)])))
-        if v > best_val:
-            best, best_val = end, v
-    return best
-
-
-def _size_cap(A: np.ndarray, max_size: int | None, n: float | None) -> int:
-    """Largest |S| to consider: the columns, ``max_size``, and ⌊n⌋ (m ≥ 1 record per column)."""
-    cap = A.shape[1] if max_size is None else max(1, min(int(max_size), A.shape[1]))
-    return cap if n is None else min(cap, math.floor(n))
-
-
-def _search(A: np.ndarray, cols: np.ndarray, method: str, size_cap: int,
-            subset: Sequence[int] | None) -> list[Candidate]:
-    if size_cap < 1:
-        if subset is not None:
-            _given_subset(A, cols, subset, 1)  # still validate the caller's subset
-        return []
-    if subset is not None:
-        return _given_subset(A, cols, subset, size_cap)
-    return [c for c in _candidates(A, method, size_cap) if c[0].size <= size_cap]
+# certified evaluation of a witness subset
 
 
 def _sigma_min_certified(A: np.ndarray, A0: np.ndarray, cols: np.ndarray, idx: np.ndarray,
                          anchor: int | None) -> float:
     """σ_min(W_S) for the exact matrix, from below (0 when |S| > rank)."""
-    sv = _certified_singular_values(A[:, idx], _forming_error(A0, cols[idx], anchor))
+    sv = certified_singular_values(A[:, idx], forming_error(A0, cols[idx], anchor))
     return float(sv[-1]) if sv.size == idx.size else 0.0
 
 
-def _det_root_certified(A: np.ndarray, A0: np.ndarray, cols: np.ndarray, idx: np.ndarray,
-                        anchor: int | None) -> float:
-    """``det(W_Sᵀ W_S)^{1/s} = (Π σ_i)^{2/s}`` for the exact matrix, from below."""
-    sv = _certified_singular_values(A[:, idx], _forming_error(A0, cols[idx], anchor))
-    if sv.size < idx.size or not np.all(sv > 0):
-        return 0.0
-    return float(np.exp(2.0 * np.mean(np.log(sv))))
-
-
-def _certified_singular_values(B: np.ndarray, extra: float = 0.0) -> np.ndarray:
+def certified_singular_values(B: np.ndarray, extra: float = 0.0) -> np.ndarray:
     """Singular values of B, each lowered by the LAPACK rounding allowance (``norms``) plus
     ``extra`` (the rounding of forming B), clipped at 0: lower bounds for the exact matrix."""
     s = np.linalg.svd(B, compute_uv=False)
@@ -469,7 +240,7 @@ def _certified_singular_values(B: np.ndarray, extra: float = 0.0) -> np.ndarray:
     return np.clip(s - slack, 0.0, None)
 
 
-def _forming_error(A0: np.ndarray, cols: np.ndarray, anchor: int | None) -> float:
+def forming_error(A0: np.ndarray, cols: np.ndarray, anchor: int | None) -> float:
     """Spectral-norm bound on the rounding of ``w_j − w_z`` (replace): ``u ||(|w_j| + |w_z|)||_F``."""
     if anchor is None:
         return 0.0
@@ -483,7 +254,7 @@ def _forming_error(A0: np.ndarray, cols: np.ndarray, anchor: int | None) -> floa
 
 def _spectral_factor(epsilon: float, delta: float) -> tuple[np.ndarray, np.ndarray]:
     """(m, running max of m² p_m / 4 over multiplicities ≤ m)."""
-    m = _multiplicities(epsilon, None, 200_000)
+    m = multiplicities(epsilon, None, 200_000)
     g = m.astype(np.float64) ** 2 * hypothesis_error_floor(epsilon, delta, m) / 4.0
     return m, np.maximum.accumulate(g)
 
@@ -499,17 +270,17 @@ def _best_multiplicity(m: np.ndarray, gmax: np.ndarray, m_limit: float | None) -
     return int(m[first]), float(gmax[i])
 
 
-def _prepare(W: Any, epsilon: Any, delta: Any, n: Any, relation: Any, anchor: Any,
-             max_size: Any) -> tuple:
-    """The checked inputs shared by the spectral and determinant bounds: (W, its centred
-    columns A for the relation, their column indices, the anchor, k, ε, δ, n, relation,
-    the subset-size cap)."""
+def checked_inputs(W: Any, epsilon: Any, delta: Any, n: Any, relation: Any, anchor: Any,
+                   max_size: Any) -> tuple:
+    """The checked inputs shared by the spectral bound and the (research) determinant bound:
+    (W, its centred columns A for the relation, their column indices, the anchor, k, ε, δ, n,
+    relation, the subset-size cap)."""
     A0 = _as_matrix(W)
     eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
     n_ = _check_n(n, required=False)
     rel = _relation(relation)
     A, cols, z = _centred(A0, rel, anchor)
-    return A0, A, cols, z, A0.shape[0], eps, dlt, n_, rel, _size_cap(A, max_size, n_)
+    return A0, A, cols, z, A0.shape[0], eps, dlt, n_, rel, subset_size_cap(A, max_size, n_)
 
 
 def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None = None, *,
@@ -561,14 +332,14 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
     ``"qr"``, ``"exhaustive"`` run one family alone. ``subset`` (original column indices): skip
     the search and evaluate that witness (e.g. to re-check a stored one); ``max_size`` caps |S|.
     """
-    A0, A, cols, z, k, eps, dlt, n_, rel, size_cap = _prepare(W, epsilon, delta, n, relation,
-                                                               anchor, max_size)
+    A0, A, cols, z, k, eps, dlt, n_, rel, size_cap = checked_inputs(W, epsilon, delta, n, relation,
+                                                                    anchor, max_size)
     m_arr, gmax = _spectral_factor(eps, dlt)
 
     def factor(s: int) -> tuple[int, float]:  # (best m, max m² p_m / 4) subject to m·s ≤ n
         return _best_multiplicity(m_arr, gmax, None if n_ is None else n_ / s)
 
-    cands = _search(A, cols, method, size_cap, subset)
+    cands = search_subsets(A, cols, method, size_cap, subset)
     details: dict[str, Any] = {
         "method": method if subset is None else "given subset", "relation": rel, "anchor": z, "n": n_,
         "constant_note": (
@@ -581,13 +352,13 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
                     "per j in S: m(1+v_j)/2 copies of j and m(1-v_j)/2 of the anchor; "
                     "padded with the anchor"),
     }
-    measure = MEASURE_RMS + f" ({_datasets_text(rel, n_)})"
-    binds = _binds_approx(eps, dlt, rel)
+    measure = MEASURE_RMS + f" ({datasets_text(rel, n_)})"
+    binds = binds_approx_dp(eps, dlt, rel)
     best = max(cands, key=lambda c: c[0].size * c[1] * factor(c[0].size)[1], default=None)
     seed = max(cands, key=lambda c: c[0].size * c[1], default=None)
-    heuristic = method == "heuristic" or (method == "auto" and A.shape[1] > _EXHAUSTIVE_N)
+    heuristic = method == "heuristic" or (method == "auto" and A.shape[1] > EXHAUSTIVE_N)
     if subset is None and heuristic and best is not None:
-        tol = _numerical_rank_tol(A)
+        tol = numerical_rank_tol(A)
 
         def score_rigorous(s: int, lam: np.ndarray) -> float:
             return s * lam[0] * factor(s)[1] if s <= size_cap and lam[0] > tol else 0.0
@@ -595,10 +366,10 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
         def score_seed(s: int, lam: np.ndarray) -> float:
             return s * lam[0] if s <= size_cap and lam[0] > tol else 0.0
 
-        seed = (_multistart(A, cands, lambda c: c[0].size * c[1], score_seed),)
+        seed = (multistart(A, cands, lambda c: c[0].size * c[1], score_seed),)
         # without n the factor does not depend on |S|: both objectives have the same maximiser
         best = seed if n_ is None else (
-            _multistart(A, cands, lambda c: c[0].size * c[1] * factor(c[0].size)[1], score_rigorous),)
+            multistart(A, cands, lambda c: c[0].size * c[1] * factor(c[0].size)[1], score_rigorous),)
     sigma = _sigma_min_certified(A, A0, cols, best[0], z) if best is not None else 0.0
     m, g = factor(best[0].size) if best is not None else (0, 0.0)
     total = best[0].size * sigma * sigma * g if best is not None else 0.0
@@ -618,7 +389,7 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
     return LowerBound(math.sqrt(total / k), measure, binds, tuple(int(c) for c in cols[idx]), details)
 
 
-def _binds_approx(eps: float, dlt: float, rel: str) -> str:
+def binds_approx_dp(eps: float, dlt: float, rel: str) -> str:
     return ("every (eps, delta)-DP mechanism with outputs in R^k (any algorithm, not only "
             f"factorization mechanisms) "
             f"under {rel} neighbours with eps = {eps:g}, delta = {dlt:g}; the formula is valid for "
@@ -626,168 +397,7 @@ def _binds_approx(eps: float, dlt: float, rel: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# 2. determinant bound
-
-
-def _log_unit_ball_volume(s: int) -> float:
-    return 0.5 * s * math.log(math.pi) - math.lgamma(0.5 * s + 1.0)
-
-
-def _det_factor(epsilon: float, delta: float, s: int, m_limit: float | None,
-                tau_max: int = 256) -> tuple[float, int, int]:
-    """``max_{m, τ} m² c_τ(p_m, s) / (16 vol(B_2^s)^{2/s})`` with m ≤ m_limit, where
-    ``c_τ = (p − 1 + s^{−1/τ})_+ / τ²`` (τ < s) and ``c_s = p/s²``. Returns (factor, m, τ)."""
-    m = _multiplicities(epsilon, None if m_limit is None else math.floor(m_limit), 2000)
-    if m.size == 0:
-        return 0.0, 0, 0
-    p = hypothesis_error_floor(epsilon, delta, m)
-    taus = np.arange(1, min(s, tau_max) + 1, dtype=np.float64)
-    alpha_edge = np.where(taus < s, 1.0 - np.exp(-math.log(s) / taus), 0.0)  # α must exceed this
-    gap = np.clip(p[:, None] - alpha_edge[None, :], 0.0, None)
-    F = m.astype(np.float64)[:, None] ** 2 * gap / taus[None, :] ** 2
-    i, t = np.unravel_index(int(np.argmax(F)), F.shape)
-    scale = math.exp(-2.0 * _log_unit_ball_volume(s) / s) / 16.0
-    return float(F[i, t]) * scale, int(m[i]), int(taus[t])
-
-
-def _maxvol_swaps(A: np.ndarray, idx: np.ndarray, passes: int = 30) -> np.ndarray:
-    """Local search for a larger ``det(W_Sᵀ W_S)`` at fixed |S|: swapping i ∈ S for j ∉ S
-    multiplies the volume by ``sqrt(coef_ij² + res_j² (G⁻¹)_ii)`` (coef = W_S⁺ w_j, res_j =
-    distance of w_j to span W_S); take the best swap while it gains > 1e-9."""
-    S = list(idx)
-    for _ in range(passes):
-        WS = A[:, S]
-        G = WS.T @ WS
-        try:
-            Ginv = scipy.linalg.inv(G)
-        except (np.linalg.LinAlgError, ValueError):
-            break
-        C = Ginv @ (WS.T @ A)
-        res2 = np.clip(np.einsum("ij,ij->j", A, A) - np.einsum("ij,ij->j", WS.T @ A, C), 0.0, None)
-        ratio2 = C ** 2 + res2[None, :] * np.diag(Ginv)[:, None]
-        ratio2[:, S] = 0.0
-        i, j = np.unravel_index(int(np.argmax(ratio2)), ratio2.shape)
-        if ratio2[i, j] <= 1.0 + 1e-9:
-            break
-        S[i] = int(j)
-    return np.array(S)
-
-
-def determinant_lower_bound(W: Any, epsilon: float, delta: float, n: float | None = None, *,
-                            relation: str = "add_remove", method: str = "auto",
-                            max_size: int | None = None, anchor: int | None = None,
-                            subset: Sequence[int] | None = None) -> LowerBound:
-    """Determinant lower bound (Nikolov, Talwar & Zhang 2013, §2.3.3, Theorem 11 and eq. (11)) with explicit constants.
-
-    Paper's form. ``detLB(A, n) = max_{s ≤ n} max_{|S| = s, Π ∈ P_s} s·|det(Π A|_S)|^{2/s}``;
-    ``herdisc_1(A, n)² ≥ Ω(1)·detLB(A, n)`` (Theorem 11 [LSV86]) and
-    ``opt_{c1,c2}(A, n) = Ω(detLB(A, n)/log² n)`` (eq. (11)), constants unspecified. The best
-    Π is the projection onto the range of A_S, so ``|det Π A_S|² = det(A_Sᵀ A_S)``.
-
-    Explicit form used for ``value``: for |S| = s with ``D = det(W_Sᵀ W_S)^{1/s} > 0``, integers
-    m ≥ 1 with ``m s ≤ n``, every α ∈ (0, p_m) and every (ε, δ)-DP mechanism (add/remove),
-
-        sup_{||h||_1 ≤ n} E||M(h) − W h||²  ≥  m² (p_m − α) D / (16 T(α, s)² vol(B_2^s)^{2/s}),
-        T(α, s) = min(s, ⌊ln s / ln(1/(1 − α))⌋ + 1),   p_m as in :func:`spectral_lower_bound`.
-
-    Maximising over α for each value τ of T gives ``c_τ = (p_m − 1 + s^{−1/τ})_+/τ²`` (the
-    sup over α > 1 − s^{−1/τ} — every such α gives a valid bound, so their sup does too).
-    ``vol(B_2^s)^{2/s} ≈ 2πe/s``, so this is ``≈ m² c s D/(16·2πe)``: the paper's
-    ``s·|det|^{2/s}`` up to the paper's log² loss (T ~ ln s/α) and explicit constants.
-
-    Proof — the paper's chain with constants kept (S' ⊆ columns, |S'| ≤ s, maximises
-    ``herdisc_α(W, s)``, the paper's §2.3.3 definition):
-    (a) reconstruction [MN12, seed Thm 10]: datasets ``m x``, x ∈ {0,1}^{S'} uniform (x and
-        x ⊕ e_j are m add/remove steps apart: (mε, δ_m)-indistinguishable); decode
-        ``x̂ = argmin_{x'} ||m W_{S'} x' − y||``. If ``||y − W(mx)|| < m·herdisc_α/2`` then
-        ``||W_{S'}(x̂ − x)|| < herdisc_α`` forces ``||x̂ − x||_1 < α|S'|``. By the pairing of
-        :func:`hypothesis_error_floor`, ``E #errors ≥ p_m |S'|``, so
-        ``P(#errors ≥ α|S'|) ≥ p_m − α``
-        and ``sup E||e||² ≥ (m herdisc_α/2)² (p_m − α)``;
-    (b) partial colourings [MN12; their eq. (7)]: ``herdisc_1(W, s) ≤ T(α, s)·herdisc_α(W, s)``
-        (each round colours ≥ max(1, α·|uncoloured|) points; T rounds suffice);
-    (c) ``lindisc(W_S) ≤ 2·herdisc(W_S) ≤ 2·herdisc_1(W, s)`` [LSV86; their eq. (8)];
-    (d) covering ``[−1,1]^s`` by the 2^s translates ``x + lindisc·E``, E = {u : ||W_S u|| ≤ 1}
-        (seed's proof of (9)): ``lindisc^s ≥ det(W_Sᵀ W_S)^{1/2} / vol(B_2^s)``.
-    The constants are weak (the paper's own bound loses log² n, and T(α, s)² and 16·2πe add
-    more): in practice the explicit value rarely exceeds the spectral bound, and the best s is
-    often 1. Its use is as a second, independent certificate and for the paper's detLB report.
-
-    ``relation="replace"``: the same with ``W_z`` (see :func:`spectral_lower_bound`).
-    Search (``method``): ``"auto"`` — exhaustive for N ≤ 12, else ``"heuristic"``: pivoted-QR
-    prefixes (greedy volume), greedy-λ_min prefixes and backward elimination, every size, then
-    maximum-volume swaps at the best size (plus a local search for ``seed_detLB``);
-    ``"greedy"``/``"qr"`` — pivoted-QR prefixes and swaps only; ``"exhaustive"``. ``subset``:
-    evaluate that witness instead of searching.
-    Returns ``value`` = RMS per query ``sqrt(bound / k)``; ``details``: ``size``, ``det_root``
-    (certified D), ``multiplicity``, ``tau``, ``alpha_edge``, ``total_squared_error``,
-    ``seed_detLB`` / ``seed_detLB_subset`` (the paper's quantity ``max s·det(W_Sᵀ W_S)^{1/s}`` over
-    the subsets searched with s ≤ n: a lower estimate of detLB(W, n), an Ω-statement only),
-    ``constant_note``.
-    """
-    A0, A, cols, z, k, eps, dlt, n_, rel, size_cap = _prepare(W, epsilon, delta, n, relation,
-                                                               anchor, max_size)
-    factor_cache: dict[int, tuple[float, int, int]] = {}
-
-    def factor(s: int) -> tuple[float, int, int]:
-        if s not in factor_cache:
-            factor_cache[s] = _det_factor(eps, dlt, s, None if n_ is None else n_ / s)
-        return factor_cache[s]
-
-    search = "qr" if method == "greedy" else method
-    cands = _search(A, cols, search, size_cap, subset)
-    by_size: dict[int, tuple[float, np.ndarray]] = {}  # the largest volume found at each size
-    for idx, _, logdet in cands:
-        if idx.size not in by_size or logdet > by_size[idx.size][0]:
-            by_size[idx.size] = (logdet, idx)
-    sizes = sorted(by_size)
-    if len(sizes) > 160:  # evaluate the (m, τ) factor on a grid of sizes only
-        keep = set(_size_grid(sizes[-1]).tolist())
-        sizes = [s for s in sizes if s in keep]
-    best = max(sizes, key=lambda s: factor(s)[0] * math.exp(by_size[s][0] / s), default=None)
-    seed = max(by_size, key=lambda s: s * math.exp(by_size[s][0] / s), default=None)
-    exhaustive = search == "exhaustive" or (search == "auto" and A.shape[1] <= _EXHAUSTIVE_N)
-    swaps = subset is None and not exhaustive
-    details: dict[str, Any] = {
-        "method": method if subset is None else "given subset", "relation": rel, "anchor": z, "n": n_,
-        "constant_note": (
-            "seed 002 Theorem 11 and eq. (11) give opt = Omega(detLB/log² n) for unspecified constants; "
-            "value uses the explicit chain reconstruction -> partial colouring -> lindisc -> volume "
-            "(docstring): m²(p_m − α) det^{1/s} / (16 T² vol(B_2^s)^{2/s}), valid for all eps > 0, "
-            "0 < delta < 1. seed_detLB is the seed's quantity max s·det(W_SᵀW_S)^{1/s}, s ≤ n, "
-            "over the "
-            "subsets searched (a lower estimate of detLB(W, n)); it is not a bound by itself."),
-    }
-    measure = MEASURE_RMS + f" ({_datasets_text(rel, n_)})"
-    binds = _binds_approx(eps, dlt, rel)
-    if seed is not None:
-        s_idx = _maxvol_swaps(A, by_size[seed][1]) if swaps else by_size[seed][1]
-        if swaps and search in ("auto", "heuristic"):
-            tol = _numerical_rank_tol(A)
-            s_idx = _local_search(A, s_idx, lambda s, lam: (s * float(np.exp(np.mean(np.log(lam))))
-                                                            if s <= size_cap and lam[0] > tol else 0.0))
-        s_root = _det_root_certified(A, A0, cols, s_idx, z)
-        details.update(seed_detLB=s_idx.size * s_root, seed_detLB_subset=tuple(int(c) for c in cols[s_idx]))
-    else:
-        details.update(seed_detLB=0.0, seed_detLB_subset=None)
-    total = 0.0
-    if best is not None:
-        idx = _maxvol_swaps(A, by_size[best][1]) if swaps else by_size[best][1]
-        det_root = _det_root_certified(A, A0, cols, idx, z)
-        f, m, tau = factor(idx.size)
-        total = f * det_root
-    if total <= 0.0:
-        details.update(size=0, det_root=0.0, multiplicity=0, total_squared_error=0.0)
-        return LowerBound(0.0, measure, binds, None, details)
-    s = idx.size
-    details.update(size=int(s), det_root=det_root, multiplicity=m, tau=tau,
-                   alpha_edge=(1.0 - s ** (-1.0 / tau)) if tau < s else 0.0,
-                   p_m=float(hypothesis_error_floor(eps, dlt, m)), total_squared_error=total)
-    return LowerBound(math.sqrt(total / k), measure, binds, tuple(int(c) for c in cols[idx]), details)
-
-
-# --------------------------------------------------------------------------------------------
-# 3. packing bound (pure DP)
+# 2. packing bound (pure DP)
 
 
 def _farthest_point_order(P: np.ndarray, start: int, max_points: int) -> tuple[list[int], np.ndarray]:
@@ -907,5 +517,5 @@ def packing_lower_bound(W: Any, epsilon: float, n: float, *, relation: str = "ad
              f"{rel} neighbours, "
              f"eps = {eps:g}; valid for every eps > 0, datasets of size "
              f"{'≤' if rel == 'add_remove' else '='} n = {n_:g}")
-    return LowerBound(val / math.sqrt(k), MEASURE_MEAN_L2 + f" ({_datasets_text(rel, n_)})",
+    return LowerBound(val / math.sqrt(k), MEASURE_MEAN_L2 + f" ({datasets_text(rel, n_)})",
                       binds, subset, details)

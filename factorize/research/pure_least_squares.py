@@ -1,24 +1,31 @@
 """Least squares mechanism for pure ε-DP (Nikolov, Talwar & Zhang 2013, Alg. 4), with ℓ2-ball K-norm noise.
 
-Notation: the workload ``W`` (k×N, columns w_j) is the seed's query matrix A (d×N, d = k);
-``h`` is the histogram (the seed's x), ``n`` the public bound on ``‖h‖₁``; ``K = W·B₁ =
-conv{±w_j}`` (seed) or ``conv{w_j}`` (histograms, ``symmetric=False``).
+Research code (``factorize.research``): the paper is Nikolov, Talwar & Zhang 2013, "The Geometry of
+Differential Privacy: the Sparse and Approximate Cases". No plan kind, CLI command, report or
+the executor uses it (the plans' pure-DP strategies are ``factorize.pure_dp``'s); it is kept
+for experiments and tested against the paper's claims (``tests/test_research_pure_least_squares.py``).
+Not part of the supported API: :func:`run_pure_least_squares` is not the executor's release
+path (no plan file, no verification, no ledger).
+
+Notation: the workload ``W`` (k×N, columns w_j) is the paper's query matrix A (d×N, d = k);
+``h`` is the histogram (the paper's x), ``n`` the public bound on ``‖h‖₁``; ``K = W·B₁ =
+conv{±w_j}`` (paper) or ``conv{w_j}`` (histograms, ``symmetric=False``).
 
 Mechanism (Nikolov, Talwar & Zhang 2013, Alg. 4, §4.2)
 ---------------------------------
 1. ``U_1, …, U_p = base_decomposition(W)`` (Nikolov, Talwar & Zhang 2013, Alg. 1, C-optimal ellipsoids, Lemma 11):
    orthonormal k×d_i blocks, mutually orthogonal, spanning range(W) — a rank-deficient W is
-   handled there by working in range(W) (the seed's reduction after Thm 13), so Σ d_i =
+   handled there by working in range(W) (the paper's reduction after Thm 13), so Σ d_i =
    rank W ≤ k. The sizes are non-increasing: d_1 = ⌈r/2⌉ ≥ d_2 ≥ … (r = rank W).
-2. ``t`` = the largest index with ``d_t ≥ ε n`` (seed's rule). Since the d_i are
+2. ``t`` = the largest index with ``d_t ≥ ε n`` (the paper's rule). Since the d_i are
    non-increasing, t = #{i : d_i ≥ εn}. **Conventions:** when no piece qualifies
    (εn > d_1) t = 0: nothing is projected and the mechanism is the ℓ2-ball K-norm mechanism on
    the query Yᵀ W with Y = [U_1 … U_p] (a basis of range(W)) and the whole ε — "noise only".
-   Equality counts (εn = d_1 gives t ≥ 1), as in the seed's ``≥``.
+   Equality counts (εn = d_1 gives t ≥ 1), as in the paper's ``≥``.
 3. For i ≤ t release ``ỹ_i = U_i(U_iᵀ W h + w_i)``; for the rest, ``Y = [U_{t+1} … U_p]``,
    release ``ỹ'' = Y(Yᵀ W h + w'')``. Each of the t + 1 releases is ε/(t+1)-DP, so by basic
    composition (Nikolov, Talwar & Zhang 2013, Lemma 2 / Lemma 13) the whole is ε-DP. **Convention when Y is empty**
-   (t = p, i.e. every piece has d_i ≥ εn): the seed would still reserve ε/(t+1) for an empty
+   (t = p, i.e. every piece has d_i ≥ εn): the paper would still reserve ε/(t+1) for an empty
    release; here the budget is split over the releases that exist, ε/t each — strictly less
    noise, same privacy. Per-release budgets are floats whose exact (rational) sum is ≤ ε and
    within a few ulps of it (:func:`_split_budget`).
@@ -30,13 +37,13 @@ Mechanism (Nikolov, Talwar & Zhang 2013, Alg. 4, §4.2)
    ``XᵀW`` and mapping back by X is the same projection as with the k×N matrix ``XXᵀW``
    (cheaper: d_X ≤ k rows). Output ``ŷ' + ỹ''``. Everything after step 3 is post-processing.
 
-Deviation from the seed: ℓ2-ball K-norm noise instead of 𝒲(U_iᵀA, ε/(t+1))
+Deviation from the paper: ℓ2-ball K-norm noise instead of 𝒲(U_iᵀA, ε/(t+1))
 --------------------------------------------------------------------------
-The seed draws ``w_i ~ 𝒲(U_iᵀ A, ε/(t+1))``, the generalized K-norm distribution of Hardt–
+The paper draws ``w_i ~ 𝒲(U_iᵀ A, ε/(t+1))``, the generalized K-norm distribution of Hardt–
 Talwar / Bhaskara et al. (Nikolov, Talwar & Zhang 2013, Thm 18) for the polytope ``P_i = U_iᵀ W B₁``; sampling it
 needs a uniform sample from a convex body (MCMC), which the project does not have. Here
 ``w_i`` is the **ℓ2-ball K-norm** noise: density ∝ ``exp(−ε_b‖z‖₂/Δ_i)`` on R^{d_i}, sampled
-exactly as radius ~ Gamma(d_i, Δ_i/ε_b) times a uniform direction (MATH.md §3;
+exactly as radius ~ Gamma(d_i, Δ_i/ε_b) times a uniform direction (docs/math.md §6.4;
 ``calibrate(PureDP(ε_b), sensitivity_l2=Δ_i, dim=d_i, family="l2_knorm")`` + ``add_noise``),
 ε_b = ε/(t+1). The radius is
 
@@ -52,16 +59,16 @@ Privacy never relies on U_i being exactly orthonormal: the released query is the
 matrix ``P_i = U_iᵀW`` and Δ_i is computed from its columns (calibrate rounds Δ/ε up).
 
 Cost. Exactly ``E‖w_i‖² = d_i(d_i+1) Δ_i² (t+1)²/ε²`` (Gamma(d_i) radius: E R² = d_i(d_i+1)θ²).
-The seed's Thm 18 noise has covariance ``λ_max ≤ O(log² d) d_ℓ vrad(Π_ℓ P_i)² (t+1)²/ε²`` on
+The paper's Thm 18 noise has covariance ``λ_max ≤ O(log² d) d_ℓ vrad(Π_ℓ P_i)² (t+1)²/ε²`` on
 O(log d) sub-pieces, and for a polytope with N vertices inside r_i B₂ the volume radius obeys
-``vrad² = O(log(N/d_ℓ)/d_ℓ) r_i²`` (seed Thm 16); with E‖w_i‖² = Σ_ℓ tr M_ℓ ≤ Σ_ℓ d_ℓ λ_max(M_ℓ)
-the seed's noise has ``E‖w_i‖² = O(log² d · log N) d_i r_i² (t+1)²/ε²``: the ball costs up to
+``vrad² = O(log(N/d_ℓ)/d_ℓ) r_i²`` (their Thm 16); with E‖w_i‖² = Σ_ℓ tr M_ℓ ≤ Σ_ℓ d_ℓ λ_max(M_ℓ)
+the paper's noise has ``E‖w_i‖² = O(log² d · log N) d_i r_i² (t+1)²/ε²``: the ball costs up to
 a factor ≈ ``(d_i + 1)/O(log² d · log N)`` in the noise-only part (about nothing when P_i is
-ball-like, N ≳ e^{d_i}). In the projected part the seed's Lemma 14 has
+ball-like, N ≳ e^{d_i}). In the projected part the paper's Lemma 14 has
 ``E n|⟨w_j, U_i w_i⟩| = O(polylog(d, N))·n r_i²/ε`` (t absorbed); with the ball the direction of
 w_i is uniform, ``⟨U_iᵀw_j, w_i⟩ ≈ ‖U_iᵀw_j‖ R/√d_i`` with ``E R = d_i Δ_i(t+1)/ε``, so the
 explicit bound below is ``≈ √(2 ln 2N)·√(d_i+1)·n r_i Δ_i (t+1)/ε`` — a factor ≈ √d_i
-over the seed's, and no polylog(d) (no recursive sub-decomposition).
+over the paper's, and no polylog(d) (no recursive sub-decomposition).
 
 Explicit error bound (:class:`PureLeastSquaresPlan`; all constants explicit)
 ---------------------------------------------------------------------------
@@ -70,7 +77,7 @@ with Frank–Wolfe gap ``g = max_{v∈L} ⟨ẑ − z̃, ẑ − v⟩``, L = n·
 ``‖h‖₁ ≤ n`` (symmetric body) or ``‖h‖₁ = n`` (``conv{w_j}``); :func:`run_pure_least_squares`
 checks this. Write ``a_j = Xᵀ w_j`` and ``X_j = ⟨a_j, w⟩``.
 
-(a) Deterministic, Lemma 1 sharpened by first-order optimality (the seed's (3) has a factor 2
+(a) Deterministic, Lemma 1 sharpened by first-order optimality (the paper's (3) has a factor 2
     more): ``‖ẑ − z‖² = ⟨ẑ − z, ẑ − z̃⟩ + ⟨ẑ − z, w⟩ ≤ g + ⟨ẑ − z, w⟩`` (z ∈ L). Then
     ``⟨ẑ − z, w⟩ ≤ max_{v∈L}⟨v, w⟩ − min_{v∈L}⟨v, w⟩ ≤ 2n·max_j |X_j|`` (Hölder, both bodies),
     and ``⟨ẑ − z, w⟩ ≤ ‖ẑ − z‖‖w‖`` gives ``‖ẑ − z‖² ≤ ‖w‖² + 2g``. So, pointwise,
@@ -279,7 +286,7 @@ def plan_pure_least_squares(W: Any, n: float, epsilon: float, *,
     """Plan Nikolov, Talwar & Zhang 2013, Alg. 4 (ℓ2-ball variant) for the workload ``W`` (k×N dense array or a
     ``workloads.Workload``), public size bound ``n`` and pure ``epsilon``.
 
-    ``symmetric=True``: project onto n·XXᵀconv{±w_j} (the seed's K = W·B₁; needs ‖h‖₁ ≤ n);
+    ``symmetric=True``: project onto n·XXᵀconv{±w_j} (the paper's K = W·B₁; needs ‖h‖₁ ≤ n);
     ``False``: onto n·XXᵀconv{w_j} (histograms with exactly n records). ``relation``: the
     neighbouring relation the noise is calibrated for. ``gap_tol``: Frank–Wolfe gap the error
     bound assumes (default 1% of min(N_X, 2nM)). ``ellipsoid_tol``: the MEE accuracy of

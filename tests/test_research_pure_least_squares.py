@@ -1,4 +1,5 @@
-"""Nikolov, Talwar & Zhang 2013, Alg. 4 (least squares mechanism, pure ε-DP) with ℓ2-ball K-norm noise.
+"""Nikolov, Talwar & Zhang 2013, Alg. 4 (least squares mechanism, pure ε-DP) with ℓ2-ball K-norm noise
+(research code: ``factorize.research.pure_least_squares``).
 
 Truths used here are independent of the module: exact rational arithmetic for the budget,
 brute force over columns / pairs of columns for the sensitivities, the exact Gamma(m, Δ/ε)
@@ -17,11 +18,11 @@ import numpy as np
 import pytest
 
 from factorize.geometry.least_squares import project_least_squares
-from factorize.geometry.pure_least_squares import (
+from factorize.privacy import Neighbouring, TestRandom
+from factorize.research.pure_least_squares import (
     plan_pure_least_squares,
     run_pure_least_squares,
 )
-from factorize.privacy import Neighbouring, TestRandom
 from workloads import parse_workload
 
 
@@ -61,14 +62,14 @@ def test_budget_sums_to_epsilon_and_t_follows_the_seed_rule(spec, n, eps):
     assert exact <= Fraction(eps)  # never more than ε (exact rational arithmetic)
     assert Fraction(eps) - exact <= releases * Fraction(math.ulp(eps))
     assert math.fsum(plan.budgets) == pytest.approx(eps, rel=1e-15, abs=0)
-    assert len(set(plan.budgets)) == 1  # equal split (basic composition, seed Lemma 13)
+    assert len(set(plan.budgets)) == 1  # equal split (basic composition, Nikolov, Talwar & Zhang 2013, Lemma 13)
     for b in plan.blocks:
         assert b.spec.guarantee.epsilon == b.epsilon
         assert b.spec.family == "l2_knorm" and b.spec.dim == b.dim
 
 
 def test_empty_rest_spends_the_whole_budget_on_the_pieces():
-    """εn ≤ d_p = 1: every piece is projected (t = p); the seed's ε/(t+1) would leave ε/(t+1)
+    """εn ≤ d_p = 1: every piece is projected (t = p); the paper's ε/(t+1) would leave ε/(t+1)
     unused on an empty Y, here each piece gets ε/t."""
     W = parse_workload("prefix:32").dense()
     plan = plan_pure_least_squares(W, 1, 1.0)
@@ -118,7 +119,7 @@ def test_per_piece_sensitivity_is_brute_force_over_columns(relation):
 def test_t_zero_is_the_knorm_mechanism_on_the_range_of_W():
     """allrange:12: d = (6, 3, 2, 1). εn = 7 > d_1 → t = 0: one release, the whole ε, the
     ℓ2-ball K-norm on YᵀW with Y a basis of range(W) (so Δ = max‖w_j‖, dim = rank = 12), no
-    projection. εn = 6 = d_1 counts (t = 1), the seed's ≥."""
+    projection. εn = 6 = d_1 counts (t = 1), the paper's ≥."""
     W = parse_workload("allrange:12").dense()
     k, N = W.shape
     assert plan_pure_least_squares(W, 6, 1.0).t == 1
