@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from factorize.ledger import BudgetExceeded, Ledger, LedgerError, LedgerTampered
-from factorize.ledger.ledger import _canonical, _entry_hash, exact, exact_str
+from factorize.ledger.chain import canonical as _canonical
+from factorize.ledger.chain import entry_hash as _entry_hash
+from factorize.ledger.composition import exact, exact_str
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "ab" * 32

@@ -8,7 +8,8 @@
 SPEC: ``epsilon=1,delta=1e-6`` ((ε, δ)-DP, basic composition), ``rho=0.5`` (zCDP, ρ adds up;
 pure-ε releases cost ε²/2) or ``epsilon=1`` (pure DP). R: ``add_remove`` or ``replace`` —
 the neighbouring relation every release of the dataset must use (default: the first
-release's).
+release's); ``--relation`` is a deprecated, undocumented spelling of ``--neighbouring``, still
+accepted so that old scripts keep working.
 
 A ledger is created only with ``--new`` (refused if a ledger or its anchor is already
 there): without it the ledger must exist, so a mistyped or lost ledger path is an error, never
@@ -25,6 +26,7 @@ import json
 import sys
 from typing import Any
 
+from factorize.choices import NEIGHBOURING
 from factorize.cli.common import EXIT_INPUT, EXIT_OK, guarded
 
 
@@ -39,10 +41,12 @@ def register(subparsers: Any) -> None:
     c.add_argument("--dataset", default=None, help="the dataset's name")
     c.add_argument("--budget", default=None, metavar="SPEC",
                    help="'epsilon=1,delta=1e-6' | 'rho=0.5' | 'epsilon=1'")
-    c.add_argument("--neighbouring", "--relation", dest="relation", default=None,
-                   choices=("add_remove", "replace"),
+    c.add_argument("--neighbouring", dest="relation", default=None, choices=NEIGHBOURING,
                    help="neighbouring relation of the dataset's releases (default: the first "
                         "release's)")
+    # the old spelling: still accepted, no longer documented (deprecated)
+    c.add_argument("--relation", dest="relation", default=None, choices=NEIGHBOURING,
+                   help=argparse.SUPPRESS)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=_cmd_create)
 
