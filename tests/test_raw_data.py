@@ -87,6 +87,59 @@ def test_random_raw_records_csv_parquet_and_table_match_the_reference(tmp_path):
     np.testing.assert_array_equal(m[(0, 2)], want_typed.reshape(DOM.sizes).sum(axis=1).ravel())
 
 
+def _scans(monkeypatch) -> list[str]:
+    """Record the grouping scans (``CREATE TEMP TABLE g``) the DuckDB engine runs."""
+    seen: list[str] = []
+    connect = duckdb.connect
+
+    class Spy:
+        def __init__(self, con):
+            self._con = con
+
+        def execute(self, sql, *args):
+            if sql.startswith("CREATE TEMP TABLE g "):
+                seen.append(sql)
+            return self._con.execute(sql, *args)
+
+        def __getattr__(self, name):
+            return getattr(self._con, name)
+
+    monkeypatch.setattr(duckdb, "connect", lambda *a, **k: Spy(connect(*a, **k)))
+    return seen
+
+
+def test_one_quick_scan_when_every_value_has_its_code_else_the_full_mapping(tmp_path, monkeypatch):
+    """The engine groups by the quick codes (AttributeSchema.quick_code_sql) in one scan; only
+    when some value is refused or needs trimming does it map the data again with the full SQL
+    (which counts the reasons). Both give the reference's histogram, and the same refusals."""
+    rng = np.random.default_rng(11)
+    n = 2000
+    sex = [["Female", "Male"][i] for i in rng.integers(0, 2, n)]
+    age = [int(x) for x in rng.integers(10, 30, n)]
+    pay = [float(x) for x in rng.choice([-1.0, 0.0, 10.5, np.nextafter(10.5, 0), 99.99, 100.0, 1e9, np.nan], n)]
+    types = {"sex": "text", "age": "integer", "pay": "float"}
+    seen = _scans(monkeypatch)
+    pq.write_table(pa.table({"sex": sex, "age": age, "pay": pay}), tmp_path / "clean.parquet")
+    want = reference(DOM, {"sex": sex, "age": age, "pay": pay}, types)
+    np.testing.assert_array_equal(histogram_duckdb(tmp_path / "clean.parquet", DOM), want)
+    assert len(seen) == 1
+    spaced = [" Male" if i % 97 == 0 else v for i, v in enumerate(sex)]  # found after trimming
+    pq.write_table(pa.table({"sex": spaced, "age": age, "pay": pay}), tmp_path / "spaced.parquet")
+    seen.clear()
+    np.testing.assert_array_equal(histogram_duckdb(tmp_path / "spaced.parquet", DOM),
+                                  reference(DOM, {"sex": spaced, "age": age, "pay": pay}, types))
+    assert len(seen) == 2
+    m = marginals_duckdb(tmp_path / "spaced.parquet", DOM, [(0,), (1, 2)])
+    np.testing.assert_array_equal(m[(1, 2)], want.reshape(DOM.sizes).sum(axis=0).ravel())
+    bad = pa.table({"sex": sex[:-1] + [f"S{SECRET}"], "age": pa.array(age[:-2] + [None, 18]), "pay": pay})
+    pq.write_table(bad, tmp_path / "bad.parquet")
+    with pytest.raises(DataError) as info:
+        histogram_duckdb(tmp_path / "bad.parquet", DOM)
+    assert str(SECRET) not in str(info.value)
+    assert "column 'sex': 1 row not among the schema's 2 values" in str(info.value)
+    assert "column 'age': 1 row missing (NULL/empty/NaN)" in str(info.value)
+
+
 def test_table_input_errors(tmp_path):
     db = tmp_path / "w.duckdb"
     con = duckdb.connect(str(db))

@@ -29,6 +29,13 @@ ATTRIBUTES = [
      "outside": "clamp"},
     {"name": "num_other", "kind": "numeric", "edges": [0.25, 0.5, 0.75], "closed": "right",
      "outside": "catch_all"},
+    # integer edges with equally spaced inner edges: binned by arithmetic in quick_code_sql
+    {"name": "step_left", "kind": "numeric", "edges": [-7, 0, 5, 10, 15, 100], "closed": "left"},
+    {"name": "step_right", "kind": "numeric", "edges": [-20, -18, -16, -14], "closed": "right", "outside": "clamp"},
+    {"name": "step_big", "kind": "numeric", "edges": [-(2**53), 0, 2**52, 2**53], "closed": "left",
+     "outside": "catch_all"},
+    {"name": "step_one", "kind": "numeric", "edges": [3, 1000], "closed": "right", "outside": "catch_all"},
+    {"name": "step_two", "kind": "numeric", "edges": [0.0, 1.0, 50.0], "closed": "left", "outside": "clamp"},
 ]
 SCHEMA = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": ATTRIBUTES})
 
@@ -123,3 +130,75 @@ def test_every_type_class_is_covered():
     covered = {tc for _, tc in cases()}
     assert covered == {"text", "integer", "float", "decimal", "boolean", "null"}
     assert len(cases()) >= 50
+
+
+def _duckdb_codes(attr, type_class: str, values: pa.Array, code_of) -> list:
+    import duckdb
+
+    table = pa.table({"i": pa.array(np.arange(len(values))), "x": values})
+    con = duckdb.connect()
+    con.register("t", table)
+    preps = attr.prepare_sql('"x"', type_class, "duckdb")
+    names = [f'"p{k}"' for k in range(len(preps))]
+    inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names))
+    sql = f"SELECT {code_of(names)} FROM (SELECT i, {inner} FROM t) ORDER BY i"
+    return [r[0] for r in con.execute(sql).fetchall()]
+
+
+@pytest.mark.parametrize("name,type_class", cases())
+def test_duckdb_refused_as_null_and_quick_codes(name, type_class):
+    """``code_sql(refused_as_null=True)`` is the reference's code, NULL where it refuses;
+    ``quick_code_sql`` is the same, except that it may also be NULL (never another code) where
+    only trimming finds the value (text of a categorical attribute that refuses, trim=False)."""
+    attr = SCHEMA[name]
+    rng = np.random.default_rng(abs(hash((name, type_class, "quick"))) % 2**32)
+    values = raw_values(attr.to_dict(), type_class, rng)
+    want = [w if w >= 0 else None for w in python_codes(attr, values, type_class)]
+    nulled = _duckdb_codes(attr, type_class, values,
+                           lambda n: attr.code_sql(n, type_class, "duckdb", refused_as_null=True))
+    assert nulled == want
+    quick = _duckdb_codes(attr, type_class, values, lambda n: attr.quick_code_sql(n, type_class))
+    assert quick == want
+    exact = _duckdb_codes(attr, type_class, values, lambda n: attr.quick_code_sql(n, type_class, trim=False))
+    bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), exact, want) if g is not None and g != w]
+    assert not bad, bad[:10]
+    unsettled = [v for v, g, w in zip(values.to_pylist(), exact, want) if g is None and w is not None]
+    if unsettled:  # only text with surrounding spaces, for a categorical attribute that refuses
+        assert type_class == "text" and attr.kind == "categorical" and attr.outside == "refuse"
+        assert all(v != v.strip(" ") for v in unsettled), unsettled[:10]
+
+
+def test_quick_codes_have_a_range_duckdb_can_use_for_a_perfect_hash_group_by():
+    """Why quick_code_sql exists: DuckDB groups these codes with its perfect-hash aggregate
+    (as it groups integer codes read from Parquet), which needs each column's range."""
+    import duckdb
+
+    attrs = [SCHEMA[n] for n in ("cat_str", "cat_bool", "int_clamp", "num_clamp", "num_other", "cat_int")]
+    types = ["text", "boolean", "integer", "float", "float", "integer"]
+    rng = np.random.default_rng(5)
+    cols = {f"c{j}": raw_values(a.to_dict(), tc, rng, 50) for j, (a, tc) in enumerate(zip(attrs, types))}
+    con = duckdb.connect(config={"perfect_ht_threshold": 24})
+    con.register("t", pa.table(cols))
+    preps, codes = [], []
+    for j, (a, tc) in enumerate(zip(attrs, types)):
+        exprs = a.prepare_sql(f'"c{j}"', tc, "duckdb")
+        names = [f'"p{j}_{k}"' for k in range(len(exprs))]
+        preps += [f"{e} AS {n}" for e, n in zip(exprs, names)]
+        codes.append(a.quick_code_sql(names, tc))
+    sql = f"SELECT {', '.join(codes)}, count(*) FROM (SELECT {', '.join(preps)} FROM t) GROUP BY ALL"
+    plan = con.execute(f"EXPLAIN {sql}").fetchall()[0][1]
+    assert "PERFECT_HASH_GROUP_BY" in plan.upper().replace(" ", "_"), plan
+
+
+def test_integer_edges_equally_spaced_inside_are_binned_by_arithmetic():
+    """quick_code_sql bins by integer arithmetic where the edges allow it (its exactness is
+    tested above, values on and next to every edge included), else by the search."""
+    for name in ("step_left", "step_right", "step_big", "step_one", "step_two", "num_clamp"):
+        sql = SCHEMA[name].quick_code_sql(['"p0"'], "float")
+        assert "floor(" in sql or "ceil(" in sql, name
+    for name in ("num_left", "num_right", "num_other"):
+        sql = SCHEMA[name].quick_code_sql(['"p0"'], "float")
+        assert "floor(" not in sql and "ceil(" not in sql, name
+    bumpy = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
+        {"name": "x", "kind": "numeric", "edges": [0, 1, 2, 4, 5], "closed": "left"}]})["x"]
+    assert "floor(" not in bumpy.quick_code_sql(['"p0"'], "float")

@@ -530,15 +530,21 @@ class AttributeSchema:
             return [f"CAST({column} AS BIGINT)"]
         return [column]
 
-    def code_sql(self, prepared: Sequence[str], type_class: str, dialect: str = "duckdb") -> str:
+    def code_sql(self, prepared: Sequence[str], type_class: str, dialect: str = "duckdb", *,
+                 refused_as_null: bool = False) -> str:
         """The SQL expression (BIGINT) of the code of a row, over the stage-1 columns
         ``prepared`` (references to :meth:`prepare_sql`'s expressions, in order): the code
         ``>= 0``, or :data:`MISSING` / :data:`UNPARSED` / :data:`OUTSIDE` after the
-        ``outside`` rule. Every expression is total (no cast or arithmetic can fail on any
-        value). Equal to :meth:`encode` on every value (tested on random data)."""
+        ``outside`` rule -- or, with ``refused_as_null``, NULL for every value the schema
+        refuses (whatever the reason). Every expression is total (no cast or arithmetic can
+        fail on any value). Equal to :meth:`encode` on every value (tested on random data)."""
         self.check_type(type_class)
         d = _dialect(dialect)
-        fin = self._finish
+
+        def fin(status: int) -> Any:
+            r = self._finish(status)
+            return "NULL" if refused_as_null and r < 0 else r
+
         miss, unp = fin(MISSING), fin(UNPARSED)
         below, above, out = fin(_BELOW), fin(_ABOVE), fin(OUTSIDE)
         p = prepared[0]
@@ -626,8 +632,99 @@ class AttributeSchema:
         return (f"CAST(CASE WHEN {p} BETWEEN {lo} AND {hi} THEN {mapped(f'CAST({p} AS BIGINT)')} "
                 f"WHEN {p} IS NULL THEN {miss} WHEN {p} < {lo} THEN {low_r} ELSE {high_r} END AS BIGINT)")
 
-    def _bins_sql(self, x: str, d: _Dialect, below: int, above: int, null: str,
-                  nan: tuple[str, int] | None = None) -> str:
+    def quick_code_sql(self, prepared: Sequence[str], type_class: str, *, trim: bool = True) -> str:
+        """DuckDB only: the code of a row as an unsigned integer whose range ``0 .. size-1``
+        DuckDB's planner can derive, or NULL; over the stage-1 columns ``prepared`` (as for
+        :meth:`code_sql`).
+
+        NULL stands for a value the schema refuses (whatever the reason) and, for a text
+        column of a categorical attribute that refuses unlisted values, for text that does not
+        match a value exactly -- only after trimming its spaces (not tried when ``trim`` is
+        false). Wherever the result is not NULL, it is :meth:`code_sql`'s code (tested on
+        random data). The engine groups the rows by these codes and, only when some result is
+        NULL, maps the data again with :meth:`code_sql`, which tells the reasons apart (to
+        count them) and trims.
+
+        Why: DuckDB groups integer columns with its perfect-hash aggregate (an array indexed
+        by the codes, no hashing or probing) when it knows each column's minimum and maximum
+        and their bits add up to at most ``perfect_ht_threshold`` -- which is how it groups
+        integer codes read from Parquet. The negative statuses of :meth:`code_sql` widen every
+        range by up to three values (a bit more per column), and a NULL branch in a CASE or a
+        function such as ``enum_code`` hides the range altogether, so those codes are grouped
+        in a hash table, several times slower. Here a refused value is NULL (the aggregate
+        reserves a slot for NULL anyway), and the code goes through ``% size`` on an unsigned
+        type: the identity on ``0 .. size-1`` (NULL stays NULL), of a range DuckDB derives."""
+        self.check_type(type_class)
+        size = self.size
+        unsigned = "UTINYINT" if size <= 1 << 8 else "USMALLINT" if size <= 1 << 16 else "UINTEGER"
+        p = prepared[0]
+        if (type_class == "text" and self.kind == "categorical" and self.value_type == "string"
+                and self.outside == "refuse"):
+            # enum_code is UTINYINT / USMALLINT (2**16 values at most): no cast needed
+            enum = "ENUM(" + ", ".join(_DIALECTS["duckdb"].string(str(v)) for v in self.values or ()) + ")"
+            code = f"enum_code(TRY_CAST({p} AS {enum}))"
+            if trim:
+                code = f"coalesce({code}, enum_code(TRY_CAST(trim({p}) AS {enum})))"
+            return f"({code} % {size})"
+        if (type_class == "boolean" and self.kind == "categorical"
+                and self.values in ((False, True), (True, False))):
+            b = p if self.values == (False, True) else f"(NOT {p})"
+            return f"(CAST({b} AS UTINYINT) % 2)"
+        code = None
+        if self.kind == "numeric" and type_class in ("float", "integer", "decimal"):
+            code = self._step_bins_sql(p, type_class)  # p is a DOUBLE (prepare_sql)
+        if code is None:
+            code = self.code_sql(prepared, type_class, "duckdb", refused_as_null=True)
+        return f"(CAST({code} AS {unsigned}) % {size})"
+
+    def _step_bins_sql(self, x: str, type_class: str) -> str | None:
+        """DuckDB: the bin of the DOUBLE ``x`` by integer arithmetic instead of a search, when
+        the edges allow it -- all integers, and the inner edges ``e_1 … e_{m-1}`` equally
+        spaced (step ``g``; the first and last bins may be wider or narrower): round bins such
+        as ages by 5 years or incomes by 2500 with an open-ended top bin. None otherwise
+        (:meth:`_bins_sql` then searches). A refused value is NULL (``code_sql`` with
+        ``refused_as_null``).
+
+        With integer edges, ``e_i <= x`` iff ``e_i <= floor(x)`` (bins closed on the left), and
+        ``e_i < x`` iff ``e_i <= ceil(x) - 1`` (on the right), so the bin of ``x`` is the bin of
+        the integer ``f`` = ``floor(x)`` (``ceil(x) - 1``), computed exactly in BIGINT: for ``x``
+        in the range, ``|f| < 2**53`` and ``floor`` / ``ceil`` of a double are exact. With
+        ``b = e_1 - g``: bin = ``min((max(f, b) - b) // g, m - 1)`` (``max`` needed only when the
+        first bin is wider than ``g``, ``min`` only when the last one is). Values outside the
+        range, NaN and NULL are handled first, by comparisons, as in :meth:`_bins_sql`. One
+        pass of a few vectorised operations per row, where the search runs
+        ``⌈log₂(m + 2)⌉`` nested CASE levels (about twice as slow in DuckDB)."""
+        e = self.edges or ()
+        if not all(float(v).is_integer() and abs(v) <= MAX_ABS_INTEGER for v in e):
+            return None
+        ints = [int(v) for v in e]
+        m = len(ints) - 1
+        g = ints[2] - ints[1] if m >= 3 else ints[1] - ints[0]
+        if any(ints[i + 1] - ints[i] != g for i in range(1, m - 1)):
+            return None
+        d = _DIALECTS["duckdb"]
+        fin = self._finish
+        miss, below, above = (fin(s) for s in (MISSING, _BELOW, _ABOVE))
+        miss, below, above = (str(v) if v >= 0 else "NULL" for v in (miss, below, above))
+        lo, hi = d.double(ints[0]), d.double(ints[-1])
+        if self.closed == "left":
+            inside, under, over = f"{x} >= {lo} AND {x} < {hi}", f"{x} < {lo}", f"{x} >= {hi}"
+            f = f"TRY_CAST(floor({x}) AS BIGINT)"
+        else:
+            inside, under, over = f"{x} > {lo} AND {x} <= {hi}", f"{x} <= {lo}", f"{x} > {hi}"
+            f = f"(TRY_CAST(ceil({x}) AS BIGINT) - 1)"
+        base = ints[1] - g
+        if base > ints[0]:
+            f = f"greatest({f}, ({base}))"
+        k = f"({f} - ({base})) // {g}" if base else f"{f} // {g}"
+        if ints[-1] - ints[-2] > g:
+            k = f"least({k}, {m - 1})"
+        nan = f"WHEN isnan({x}) THEN {miss} " if type_class == "float" else ""
+        return (f"CASE WHEN {inside} THEN {k} WHEN {under} THEN {below} {nan}"
+                f"WHEN {over} THEN {above} ELSE {miss} END")
+
+    def _bins_sql(self, x: str, d: _Dialect, below: int | str, above: int | str, null: str,
+                  nan: tuple[str, int | str] | None = None) -> str:
         """The bin of the DOUBLE ``x`` by one binary search (nested CASE, depth
         ⌈log₂(m + 2)⌉) over the thresholds e_0 … e_m: ``k`` thresholds passed (``x >= e_i`` for
         bins closed on the left, ``x > e_i`` on the right) means below the range (k = 0), bin

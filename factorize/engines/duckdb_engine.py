@@ -25,10 +25,16 @@ distinct tuples themselves.
 
 **Raw values** (``docs/schema.md``): when the domain carries a public
 :class:`~workloads.schema.DomainSchema`, the scan maps every raw column to its code in SQL
-with the schema's rules (:meth:`AttributeSchema.prepare_sql` / ``code_sql``: a CASE per
-categorical value, the integer offset, a binary search over numeric bin edges) and groups
-the rows by their codes; a value outside the schema gets a negative status, counted per
-column (never shown), or the catch-all code / a clamped code where the schema says so.
+with the schema's rules and groups the rows by their codes. The scan uses the schema's quick
+mapping (:meth:`AttributeSchema.quick_code_sql`: an ENUM cast per text value, the integer
+offset, integer arithmetic or a binary search for numeric bins), whose codes have a range
+DuckDB knows, so that it groups them with its perfect-hash aggregate as it groups integer
+codes (a refused value, or text that only matches after trimming, is NULL there). Only when
+some value is NULL is the data mapped again, by the full mapping (``prepare_sql`` /
+``code_sql``), in one scan that alone gives the checks and the histogram: a value outside
+the schema gets a negative status, counted per column (never shown), or the catch-all code /
+a clamped code where the schema says so. Clean data costs one scan; data that is refused
+costs two (the refusal's counts come from the second).
 Inputs are CSV, Parquet, or a table or view of a DuckDB database file, named
 ``"FILE.duckdb::TABLE"`` (or :class:`DuckDBTable`), attached read-only.
 
@@ -339,9 +345,12 @@ def _signed_type(size: int) -> str:
     return "BIGINT"
 
 
-def _schema_sql(domain: Domain, refs: list[str], types: list[str]) -> tuple[list[str], list[str]]:
+def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool = False,
+                trim: bool = True) -> tuple[list[str], list[str]]:
     """Stage-1 expressions (aliased ``p{j}_{i}``) and the code expression of every attribute of
-    a domain with a schema, over the source columns ``refs`` of SQL types ``types``."""
+    a domain with a schema, over the source columns ``refs`` of SQL types ``types``: the
+    schema's ``code_sql`` (codes and negative statuses), or with ``quick`` its
+    ``quick_code_sql`` (codes of a range DuckDB knows, NULL where refused or unsettled)."""
     from workloads.schema import SchemaTypeError
 
     preps: list[str] = []
@@ -355,7 +364,10 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str]) -> tuple[list
         try:
             exprs = attr.prepare_sql(ref, tc, "duckdb")
             names = [_ident(f"p{j}_{i}") for i in range(len(exprs))]
-            codes.append(f"CAST({attr.code_sql(names, tc, 'duckdb')} AS {_signed_type(attr.size)})")
+            if quick:
+                codes.append(attr.quick_code_sql(names, tc, trim=trim))
+            else:
+                codes.append(f"CAST({attr.code_sql(names, tc, 'duckdb')} AS {_signed_type(attr.size)})")
         except SchemaTypeError as exc:
             raise DataError(f"column {attr.name!r} has type {types[j]}: it {exc}") from None
         preps += [f"{e} AS {n}" for e, n in zip(exprs, names)]
@@ -611,14 +623,29 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         types = [str(described[i][1]) for i in pos]
 
     if domain.schema is not None:
-        # 1. One scan: every raw value mapped to its code (or a negative status) by the
-        # schema's SQL, rows grouped by their code tuples (in memory only).
-        preps, codes = _schema_sql(domain, refs, types)
-        select = ", ".join(f"{c} AS {_ident(f'v{j}')}" for j, c in enumerate(codes))
+        # 1. One scan: every raw value mapped to its code by the schema's quick SQL (NULL where
+        # refused, or text that needs trimming, see AttributeSchema.quick_code_sql), rows
+        # grouped by their code tuples (in memory only) -- with DuckDB's perfect-hash
+        # aggregate, as for integer codes.
+        vs = [_ident(f"v{j}") for j in range(d)]
+        preps, codes = _schema_sql(domain, refs, types, quick=True, trim=fmt == "csv")
+        select = ", ".join(f"{c} AS {v}" for c, v in zip(codes, vs))
         con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM "
                     f"(SELECT {', '.join(preps)} FROM {source}) GROUP BY ALL")
-        status_code = [(f"CASE WHEN {_ident(f'v{j}')} >= 0 THEN 0 ELSE -{_ident(f'v{j}')} END",
-                        f"CAST({_ident(f'v{j}')} AS BIGINT)") for j in range(d)]
+        unsettled = con.execute(f"SELECT count(*) FROM g WHERE {' OR '.join(f'{v} IS NULL' for v in vs)}").fetchone()
+        if not unsettled[0]:
+            status_code = [("0", f"CAST({v} AS BIGINT)") for v in vs]
+        else:
+            # 1'. Some value is refused or needs trimming: map the data again, by the full
+            # SQL (codes, or a negative status per reason), in one scan that decides alone
+            # (the quick scan's table is dropped: the checks and the histogram come from one
+            # scan of the file).
+            con.execute("DROP TABLE g")
+            preps, codes = _schema_sql(domain, refs, types)
+            select = ", ".join(f"{c} AS {v}" for c, v in zip(codes, vs))
+            con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM "
+                        f"(SELECT {', '.join(preps)} FROM {source}) GROUP BY ALL")
+            status_code = [(f"CASE WHEN {v} >= 0 THEN 0 ELSE -{v} END", f"CAST({v} AS BIGINT)") for v in vs]
     else:
         if fmt != "csv":  # a typed store: text there is labels, or codes saved as strings
             text = [domain.attributes[j] for j, t in enumerate(types)
