@@ -80,13 +80,23 @@ def _startup_env(bytecode: bool, cache: Path) -> dict[str, str]:
 
 
 def _walls(cmd: list[str], env: dict[str, str], cwd: Path, reps: int) -> list[float]:
-    subprocess.run(cmd, capture_output=True, env=env, cwd=cwd)  # warm-up: caches, page cache
-    out = []
+    return _walls_interleaved([cmd], env, cwd, reps)[0]
+
+
+def _walls_interleaved(cmds: list[list[str]], env: dict[str, str], cwd: Path,
+                       reps: int) -> list[list[float]]:
+    """Wall seconds of each command, ``reps`` rounds of one run of every command in turn (after
+    one warm-up each): on a shared machine a burst of load then hits every command alike, not
+    the rows measured during it."""
+    for cmd in cmds:
+        subprocess.run(cmd, capture_output=True, env=env, cwd=cwd)  # warm-up: caches, page cache
+    out: list[list[float]] = [[] for _ in cmds]
     for _ in range(reps):
-        t = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
-        out.append(time.perf_counter() - t)
-        assert r.returncode == 0, (cmd, r.stderr[-1500:])
+        for i, cmd in enumerate(cmds):
+            t = time.perf_counter()
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+            out[i].append(time.perf_counter() - t)
+            assert r.returncode == 0, (cmd, r.stderr[-1500:])
     return out
 
 
@@ -200,22 +210,26 @@ def startup_section(quick: bool) -> list[str]:
     cached = _startup_env(True, d / "pycache")
     uncached = _startup_env(False, d / "pycache")
     py = [sys.executable]
-    base = _walls(py + ["-c", "pass"], cached, d, reps)
-    rows = []
-    for name, argv in commands:
-        w = _walls(py + ["-m", "factorize", *argv], cached, d, reps)
-        rows.append((name, min(w), statistics.median(w)))
+    load_before = _loadavg()
+    base, *walls = _walls_interleaved([py + ["-c", "pass"]] + [py + ["-m", "factorize", *argv]
+                                                               for _, argv in commands], cached, d, reps)
+    rows = [(name, min(w), statistics.median(w)) for (name, _), w in zip(commands, walls)]
     first = commands[0][1]
-    nocache = _walls(py + ["-m", "factorize", *first], uncached, d, reps)
-    base_nocache = _walls(py + ["-c", "pass"], uncached, d, reps)
+    base_nocache, nocache = _walls_interleaved([py + ["-c", "pass"], py + ["-m", "factorize", *first]],
+                                               uncached, d, reps)
+    load_after = _loadavg()
     profile, names = _import_profile(first, cached, d)
     kron_profile, kron_names = _import_profile(commands[1][1], cached, d)
-    solvers = sorted({n for n in names | kron_names if n.split(".")[0] in SOLVER_MODULES})
+    cov = next(i for i, (n, _) in enumerate(commands) if n.startswith("run, covariance"))
+    _, cov_names = _import_profile(commands[cov][1], cached, d)
+    solvers = sorted({n for n in names | kron_names | cov_names if n.split(".")[0] in SOLVER_MODULES})
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [STARTUP_HEADING, "",
              f"Measured {date} by `python reports/bench_executor.py --section startup"
-             f"{' --quick' if quick else ''}` on {machine_line()}; load average before: {_loadavg()}. "
-             f"Wall seconds of a fresh process, best and median of {reps} after one warm-up, "
+             f"{' --quick' if quick else ''}` on {machine_line()}; load average before: {load_before}, "
+             f"after: {load_after}. "
+             f"Wall seconds of a fresh process, best and median of {reps} after one warm-up (the "
+             f"commands run in turn, {reps} rounds, so load bursts hit every row alike), "
              "compiled modules cached (`PYTHONPYCACHEPREFIX` in a temporary folder: what an installed "
              "package has; this machine's environment sets `PYTHONDONTWRITEBYTECODE=1`, see the "
              "second table). The plans are built beforehand; every run uses `--seed` (test mode) "
@@ -240,13 +254,18 @@ def startup_section(quick: bool) -> list[str]:
     lines.append(f"| total | {sum(v for _, v in profile):.0f} | {sum(kron.values()):.0f} |")
     heavy = ("scipy.optimize", "scipy.special", "scipy.stats", "scipy.linalg", "duckdb", "pyarrow",
              "pyarrow.parquet", "matplotlib", "pandas", "factorize.planner.routes")
-    lines += ["", "Solver modules loaded by these two runs: " + (", ".join(solvers) if solvers else
-              "**none** (cvxpy, scs, clarabel, mosek)") + ". Of " + ", ".join(heavy) + ", loaded — "
+    lines += ["", "Solver modules loaded by the dense, Kronecker and covariance runs: "
+              + (", ".join(solvers) if solvers else "**none** (cvxpy, scs, clarabel, mosek)")
+              + ". Of " + ", ".join(heavy) + ", loaded — "
               "dense (ε, δ): " + (", ".join(h for h in heavy if h in names) or "none")
               + "; Kronecker zCDP: " + (", ".join(h for h in heavy if h in kron_names) or "none")
-              + ". scipy.optimize is the (ε, δ) calibration's root finding and 1-D minimisation "
-              "(`privacy/calibration.py`, re-derived by verify); pyarrow writes the CSV "
-              "(`executor/output.py`). charset_normalizer, email, unittest and pydoc are scipy "
+              + "; covariance (ε, δ): " + (", ".join(h for h in heavy if h in cov_names) or "none")
+              + ". The verifier checks (ε, δ) Gaussian noise by evaluating the calibration's "
+              "condition at the stated σ and 1e-9 below it (`privacy.gaussian_approx_dp_holds`), "
+              "with no scipy.optimize; scipy.linalg comes with the any-mechanism bound's module "
+              "(`geometry.column_subset_search`, whose QR search the verifier does not run); "
+              "pyarrow writes the CSV (`executor/output.py`), duckdb reads record CSVs. "
+              "charset_normalizer, email, unittest and pydoc are scipy "
               "1.17's: its array-API layer clones numpy's namespace, which imports numpy.f2py and "
               "numpy.testing (about 0.1 s of every scipy import on this machine).", ""]
     return lines

@@ -21,7 +21,9 @@ A value label that could be misread — holding ``,``, ``=``, ``"``, ``..`` or o
 like a bin ``[0, 20)`` — is written as a JSON string: ``age="[0, 20)", sex=Female``.
 
 Built as Arrow string arrays (vectorised: a Kronecker label is one element-wise join of two
-repeated arrays), so millions of answers take seconds.
+repeated arrays), so millions of answers take seconds. The kernels are called by name
+(:func:`arrow_call`), without importing ``pyarrow.compute``: that import builds a Python
+wrapper for each of its ~300 functions, about 40 ms of every run's start-up (issue 16, item 5).
 """
 
 from __future__ import annotations
@@ -129,14 +131,33 @@ def marginal_columns(sizes: Sequence[int], attributes: Sequence[str], vals: Sequ
 # ---------------------------------------------------------------------------------------
 
 
+def arrow_call(name: str, args: list, options: Any = None) -> Any:
+    """The Arrow compute kernel ``name`` on ``args`` — what ``pyarrow.compute.<name>(*args)``
+    runs (its wrappers call this very function), without importing ``pyarrow.compute`` (module
+    docstring). Python values must be given as ``pa.scalar``; ``options`` None: the kernel's
+    defaults, as the wrappers'."""
+    try:
+        from pyarrow._compute import call_function
+    except ImportError:  # pragma: no cover - a pyarrow that moved it: the public name
+        from pyarrow.compute import call_function
+    return call_function(name, args, options)
+
+
+def arrow_take(values: Any, indices: Any) -> Any:
+    """``values.take(indices)`` (``Array.take`` imports ``pyarrow.compute``)."""
+    import pyarrow as pa
+
+    return arrow_call("take", [values, indices if isinstance(indices, pa.Array) else pa.array(indices)])
+
+
 def _fill_total(arr: Any) -> Any:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    empty = pc.or_kleene(pc.is_null(arr), pc.equal(arr, ""))
-    return pc.if_else(empty, pa.scalar("total"), arr)
+    empty = arrow_call("or_kleene", [arrow_call("is_null", [arr]),
+                                     arrow_call("equal", [arr, pa.scalar("", pa.string())])])
+    return arrow_call("if_else", [empty, pa.scalar("total", pa.string()), arr])
 
 
 def _flat(a: Any) -> Any:
@@ -147,11 +168,13 @@ def _flat(a: Any) -> Any:
 
 def _join(a: Any, b: Any) -> Any:
     """Element-wise ``a, b`` (a null side left out; both null stays null)."""
-    import pyarrow.compute as pc
+    import pyarrow as pa
 
     a, b = _flat(a), _flat(b)
-    joined = pc.binary_join_element_wise(a, b, ", ")  # null where either side is null
-    return pc.if_else(pc.is_null(a), b, pc.if_else(pc.is_null(b), a, joined))
+    # null where either side is null
+    joined = arrow_call("binary_join_element_wise", [a, b, pa.scalar(", ", pa.string())])
+    return arrow_call("if_else", [arrow_call("is_null", [a]), b,
+                                  arrow_call("if_else", [arrow_call("is_null", [b]), a, joined])])
 
 
 def _kron(a: Any, b: Any) -> Any:
@@ -160,8 +183,8 @@ def _kron(a: Any, b: Any) -> Any:
 
     a, b = _flat(a), _flat(b)
     ka, kb = len(a), len(b)
-    left = a.take(pa.array(np.repeat(np.arange(ka, dtype=np.int64), kb)))
-    right = b.take(pa.array(np.tile(np.arange(kb, dtype=np.int64), ka)))
+    left = arrow_take(a, pa.array(np.repeat(np.arange(ka, dtype=np.int64), kb)))
+    right = arrow_take(b, pa.array(np.tile(np.arange(kb, dtype=np.int64), ka)))
     return _join(left, right)
 
 
@@ -245,13 +268,15 @@ def _subset_parts(sizes: Sequence[int], subsets: Sequence[Sequence[int]], labels
         S = [j for j in S if sizes[j] > 1]
         rows = math.prod(sizes[j] for j in S)
         codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S]) if S else ()
-        yield S, rows, [pa.array(labels[j], type=pa.string()).take(pa.array(c)) for j, c in zip(S, codes)]
+        yield S, rows, [arrow_take(pa.array(labels[j], type=pa.string()), pa.array(c))
+                        for j, c in zip(S, codes)]
 
 
 def _joined(parts: list, sep: str) -> Any:
-    import pyarrow.compute as pc
+    import pyarrow as pa
 
-    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, sep)
+    return parts[0] if len(parts) == 1 else arrow_call("binary_join_element_wise",
+                                                       [*parts, pa.scalar(sep, pa.string())])
 
 
 def _leaf(W: Any, axes: list[int], attrs: list[str], sizes: list[int], vals: list[list[str]]) -> Any:

@@ -47,11 +47,10 @@ def labels(plan: StructuredPlan) -> tuple[Any, Any]:
 
 def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from factorize.structured.residual import _unpad
 
-    from .labels import _quoted_labels, marginal_columns
+    from .labels import _quoted_labels, arrow_call, marginal_columns
 
     sizes = [int(n) for n in plan.domain.sizes]
     if plan.family == "residual":
@@ -59,7 +58,12 @@ def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
                                 _unpad(plan.encoding["recon.support"], len(sizes), "recon.support"))
     names = [f"block {o}" for o in range(len(plan.reconstruction.out_rows))]
     counts = [int(r) for r in plan.reconstruction.out_rows]
-    cells = [pc.cast(pa.array(np.arange(r, dtype=np.int64)), pa.string()) for r in counts]
+    try:
+        from pyarrow._compute import CastOptions
+    except ImportError:  # pragma: no cover - see labels.arrow_call
+        from pyarrow.compute import CastOptions
+    to_text = CastOptions.safe(pa.string())  # pc.cast(…, pa.string())'s options
+    cells = [arrow_call("cast", [pa.array(np.arange(r, dtype=np.int64))], to_text) for r in counts]
     index = np.repeat(np.arange(len(names), dtype=np.int32), counts)
     marginal = pa.DictionaryArray.from_arrays(pa.array(index), pa.array(names, type=pa.string()))
     return marginal, pa.chunked_array(cells, type=pa.string())

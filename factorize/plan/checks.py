@@ -20,7 +20,10 @@ release and its stated accuracy depend on, trusting none of the numbers in the m
    upper bound (``privacy.sensitivity``), must not exceed the one the noise was calibrated
    to; the noise scale re-derived from the guarantee (``privacy.calibrate``, grid inflation,
    a power-of-two grid) must not exceed the plan's: an under-noised plan is refused with both
-   numbers;
+   numbers. (ε, δ) Gaussian noise is decided by its condition, without a root finder: the
+   calibration's own acceptance test (``privacy.gaussian_approx_dp_holds``: Balle & Wang's
+   exact characterisation, or the CKS20 zCDP conversion at the best Rényi order found, with
+   the log-δ margin) must hold at the stated σ and fail at σ·(1 − 1e-9);
 8. every accuracy statement is recomputed (``plan.claims``): per-query std, RMSE, expected
    max, rounding and reconstruction bias, the n-bound weights, post-processing parameters
    (bounded iteration counts, non-negative tolerances, the least-squares bound coefficient),
@@ -178,7 +181,7 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
     states must be at least that (a plan without one is inflated over all ``dim``
     coordinates). Returns the required NoiseSpec."""
     from factorize.numerics import is_power_of_two
-    from factorize.privacy import PrivacyError, calibrate
+    from factorize.privacy import ApproxDP, PrivacyError, calibrate, gaussian_approx_dp_holds
 
     def run() -> Any:
         if noise.relation is not relation:
@@ -204,7 +207,8 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
                                    f"the measured strategy lets them move {spread}")
         req = calibrate(guarantee, sensitivity_l2=sensitivity if snorm == "l2" else None,
                         sensitivity_l1=sensitivity if snorm == "l1" else None,
-                        grid=grid, dim=dim, relation=relation, family=family, spread=stated)
+                        grid=grid, dim=dim, relation=relation, family=family, spread=stated,
+                        reference=noise.scale)
         out.required_scale = req.scale
         if req.sampler != noise.sampler:
             raise PrivacyError(f"the guarantee needs sampler {req.sampler!r}, the plan has "
@@ -218,14 +222,28 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
                    f"{sensitivity:.12g}; the plan states {base:.12g}")
         # more noise than the calibration is safe, but not what a planner writes: a scale
         # other than the calibrated one is an inconsistent plan (and its claims are not its own)
-        ok = scale >= req.scale and same_number(scale, req.scale)
+        condition = isinstance(guarantee, ApproxDP) and family == "gaussian"
+        if condition:
+            # (ε, δ) Gaussian: the privacy condition itself, evaluated at the stated scale with
+            # the calibration's own acceptance test (log-δ margin included), and refused at
+            # scale·(1 − 1e-9): no root finder, and plans of any earlier calibration verify
+            def holds(sigma: float) -> bool:
+                return gaussian_approx_dp_holds(guarantee.epsilon, guarantee.delta, sigma,
+                                                req.sensitivity, discrete=noise.is_exact)
+
+            private, tight = holds(scale), not holds(scale * (1.0 - 1e-9))
+        else:
+            private, tight = scale >= req.scale, same_number(scale, req.scale)
+        ok = private and tight
         out.record("noise", ok,
                    f"{family} scale {scale:.12g} vs {req.scale:.12g} required by {guarantee} at "
                    f"{snorm} sensitivity {req.sensitivity:.12g}"
                    + (f" (grid γ={grid:.6g} inflates {sensitivity:.6g} → {req.sensitivity:.6g})"
                       if grid else "")
+                   + (" — the (ε, δ) condition holds at the stated scale and fails 1e-9 below it"
+                      if condition and ok else "")
                    + ("" if ok else f": UNDER-NOISED — the plan's scale {scale:.12g} is smaller "
-                                    f"than the required {req.scale:.12g}" if scale < req.scale else
+                                    f"than the required {req.scale:.12g}" if not private else
                       "" if ok else f": the plan's scale {scale:.12g} is not the calibrated "
                                     f"{req.scale:.12g}"))
         if noise.sensitivity < req.sensitivity or not same_number(noise.sensitivity,

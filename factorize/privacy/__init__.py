@@ -19,8 +19,10 @@ from .calibration import (
     classical_gaussian_sigma,
     discrete_gaussian_sigma,
     discretized_sensitivity,
+    gaussian_approx_dp_holds,
     gaussian_delta,
     gaussian_log_delta,
+    gaussian_sigma_threshold,
     knorm_expected_sq_norm,
     l2_ball_knorm,
     laplace_scale,
@@ -77,6 +79,7 @@ __all__ = [
     "zcdp_gaussian_sigma", "zcdp_to_approx_dp", "zcdp_delta", "zcdp_epsilon",
     "discrete_gaussian_sigma", "laplace_scale", "KNormParams", "l2_ball_knorm",
     "knorm_expected_sq_norm", "discretized_sensitivity", "NoiseSpec", "calibrate",
+    "gaussian_approx_dp_holds", "gaussian_sigma_threshold",
     # sampling
     "SecureRandom", "TestRandom", "bernoulli_exp", "discrete_laplace", "discrete_gaussian",
     "round_to_grid", "lattice_sigma2", "lattice_laplace_scale", "sample_on_grid", "sample_lattice",

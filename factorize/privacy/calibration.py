@@ -58,7 +58,12 @@ Gaussian*. Rescaling by γ changes nothing: ``(Δ/γ)² / (2 (σ/γ)²) = Δ²/(
   minimised) δ is ≤ δ_target, set ``σ = Δ̃/√(2ρ)``, round σ up, and re-verify the final σ at the
   chosen α with a small safety margin in log δ. The result is slightly larger than the analytic
   continuous σ (the conversion is not tight for Gaussians) and smaller than the simple
-  ``ρ + 2√(ρ ln(1/δ))`` conversion would give.
+  ``ρ + 2√(ρ ln(1/δ))`` conversion would give. The Rényi order is searched on a log grid and
+  then by golden section (no scipy.optimize: the verifier re-evaluates this on the run path).
+
+Verification (``plan.checks``): a plan's (ε, δ) Gaussian σ is accepted when the calibration's
+acceptance test holds at σ and fails at σ·(1 − 1e-9) (:func:`gaussian_approx_dp_holds`), so
+no root finder is needed and σs of earlier calibrations verify.
 
 Discrete Laplace accounting: for ``q`` into ``Z^m`` with L1 sensitivity Δ̃₁ (lattice units) and
 ``Y_j`` i.i.d. with ``P(y) ∝ exp(−|y|/t)``, the output density ratio for neighbours is at most
@@ -73,7 +78,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from factorize.numerics import is_power_of_two, round_up
+from factorize.numerics import U, is_power_of_two, round_up
 
 from .guarantees import (
     ZCDP,
@@ -90,6 +95,8 @@ __all__ = [
     "gaussian_delta",
     "gaussian_log_delta",
     "analytic_gaussian_sigma",
+    "gaussian_approx_dp_holds",
+    "gaussian_sigma_threshold",
     "classical_gaussian_sigma",
     "zcdp_gaussian_sigma",
     "zcdp_to_approx_dp",
@@ -131,6 +138,9 @@ def _up(x: float, ops: int = 2) -> float:
 #: Margin in log δ by which every calibration is certified: the floating-point evaluation of a
 #: log δ bound (log_ndtr, log1p, a few products) is accurate to ~1e-15 absolute for the
 #: parameter ranges accepted here; 1e-9 covers it with room, so δ holds for the exact value.
+#: (The CKS20 conversion is evaluated as ``−α log1p(1/a)``, accurate for every α; the analytic
+#: Gaussian's ``ε + log Φ(−a−b) − log Φ(a−b)`` cancels, losing about 2L·ulp(L)/ε with
+#: L = ln(1/δ): within the margin for ε ≳ 1e-3, not below about ε = 1e-4 at δ = 1e-12.)
 _LOG_SAFETY = 1e-9
 
 
@@ -146,23 +156,50 @@ def _delta(v: Any) -> float:
 
 
 def _log_delta_unit(epsilon: float, s: float) -> float:
-    """log δ for noise std ``s`` relative to the sensitivity (s = σ/Δ); −inf when δ ≤ 0.
+    """A certified upper bound on log δ for noise std ``s`` relative to the sensitivity
+    (s = σ/Δ, itself computed with one rounding); −inf when δ ≤ 0.
 
     δ = Φ(a − b) − e^ε Φ(−a − b), a = 1/(2s), b = εs. Evaluated as
-    ``log Φ(a−b) + log(−expm1(ε + log Φ(−a−b) − log Φ(a−b)))`` with ``scipy.special.log_ndtr``,
-    which stays accurate where both terms are tiny (large σ, tiny δ) and avoids overflow of
-    e^ε for large ε.
+    ``l₁ + log(−expm1(d))`` with ``l₁ = log Φ(a−b)``, ``l₂ = log Φ(−a−b)`` (``scipy.special.
+    log_ndtr``, accurate where both terms are tiny and free of e^ε overflow) and
+    ``d = ε + l₂ − l₁``. For small ε the two logs nearly cancel in d, so the rounding of l₁
+    and l₂ (absolute ≈ u·|l|) is a *relative* error of about u·|l|/|d| in −expm1(d): at
+    ε = 1e-5 more than the calibration's 1e-9 margin. So the function bounds the error
+    instead of hoping it is small (``docs/math.md §10``; Higham's model, u = 2⁻⁵³):
+
+    * x₁ = a − b and x₂ = −a − b are within ``e_x = 5u(|a| + |b|)`` of their exact values
+      (s, the division, the product and the difference: one rounding each);
+    * ``|d/dx log Φ(x)| = φ(x)/Φ(x) ≤ |x| + 1`` for every x (the Mills-ratio bound
+      ``(1 − Φ(t))/φ(t) > 2/(t + √(t² + 4))``, Birnbaum 1942), and log_ndtr is accurate to a
+      few ulps of Φ plus the rounding of the log: each lᵢ is within
+      ``(|xᵢ| + 1 + e_x)·e_x + 16u(1 + |lᵢ|)`` of log Φ at the exact xᵢ;
+    * d is within ``e_d = e₁ + e₂ + 4u(ε + |l₁| + |l₂|)`` of its exact value, and
+      ``log(−expm1(·))`` decreases in d, so ``l₁ + e₁ + log(−expm1(d − e_d))`` bounds log δ
+      from above, up to the rounding of that last evaluation (``+ 8u(|l₁| + |log(…)| + 1)``).
+
+    If ``d − e_d ≥ 0`` the exact d is ≥ 0 and δ ≤ 0 (−inf). Floating-point error can only make
+    the returned value larger, i.e. only add noise to a calibration that uses it.
     """
     from scipy import special  # here, not at import (start-up of the run path)
 
+    u = U
     a = 0.5 / s
     b = epsilon * s
-    l1 = special.log_ndtr(a - b)
-    l2 = special.log_ndtr(-a - b)
-    d = epsilon + l2 - l1  # log of the ratio of the two terms; δ > 0 iff d < 0
-    if not d < 0:
+    x1, x2 = a - b, -a - b
+    ex = 5.0 * u * (abs(a) + abs(b))
+    l1 = float(special.log_ndtr(x1))
+    if l1 == -math.inf:  # δ ≤ Φ(a − b) = 0 (σ/Δ = inf); also keeps −inf − −inf out below
         return -math.inf
-    return float(l1 + math.log(-math.expm1(d)))
+    l2 = float(special.log_ndtr(x2))
+    e1 = (abs(x1) + 1.0 + ex) * ex + 16.0 * u * (1.0 + abs(l1))
+    e2 = (abs(x2) + 1.0 + ex) * ex + 16.0 * u * (1.0 + abs(l2))
+    d = epsilon + l2 - l1  # log of the ratio of the two terms; δ > 0 iff d < 0
+    ed = e1 + e2 + 4.0 * u * (epsilon + abs(l1) + abs(l2))
+    d_low = d - ed
+    if not d_low < 0:
+        return -math.inf
+    tail = math.log(-math.expm1(d_low))
+    return l1 + e1 + tail + 8.0 * u * (abs(l1) + abs(tail) + 1.0)
 
 
 def gaussian_log_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
@@ -193,6 +230,11 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     rounded *up* (by ≈ 1e-11 relative) and the result re-checked with :func:`gaussian_delta`;
     if the check fails σ is increased further, so the returned σ always satisfies
     ``gaussian_delta(ε, σ, Δ) ≤ δ``, while ``σ·(1 − 1e-9)`` does not. Valid for every ε > 0.
+
+    The planner's calibration (and the local randomizer's): scipy's root finder, imported here
+    only. The verifier does not call it: it evaluates the condition itself
+    (:func:`gaussian_approx_dp_holds`, :func:`gaussian_sigma_threshold`), so the run path
+    imports no scipy.optimize.
     """
     eps = _pos("epsilon", epsilon)
     dlt = _delta(delta)
@@ -233,10 +275,89 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     sigma = s * sens
     # Re-verify with the public evaluator (includes the division σ/Δ) and round up if needed.
     for _ in range(200):
-        if gaussian_log_delta(eps, sigma, sens) <= target:
+        if gaussian_approx_dp_holds(eps, dlt, sigma, sens, discrete=False):
             return sigma
         sigma *= 1.0 + 1e-12
     raise PrivacyError("analytic Gaussian: verification of the calibrated sigma failed")
+
+
+def _bisect_boundary(feasible: Any, lo: float, hi: float) -> float:
+    """The feasible end of a bracket ``[lo, hi]`` (``feasible(lo)`` false, ``feasible(hi)``
+    true, feasibility monotone) bisected until no float lies between its ends: the smallest
+    feasible float up to the evaluation's own noise. Deterministic (about 60 evaluations)."""
+    for _ in range(2100):  # every step halves the bracket or stops: far more than needed
+        mid = 0.5 * (lo + hi)
+        if not lo < mid < hi:
+            break
+        if feasible(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def gaussian_approx_dp_holds(epsilon: float, delta: float, sigma: float, l2_sensitivity: float,
+                             *, discrete: bool) -> bool:
+    """Whether Gaussian noise of scale σ on a query of L2 sensitivity Δ is (ε, δ)-DP by the
+    accounting :func:`calibrate` uses, certified with the log-δ margin ``_LOG_SAFETY``: the
+    acceptance test of :func:`analytic_gaussian_sigma` (``discrete=False``: Balle & Wang's exact
+    characterisation, ``log δ(σ) ≤ log δ − margin``) and of :func:`discrete_gaussian_sigma`
+    (``discrete=True``: ρ = Δ²/(2σ²)-zCDP (CKS20 Thm. 14) and the CKS20 Cor. 13 bound, at the
+    best α found, ``≤ log δ − margin`` — every α gives a valid bound, so a search that misses
+    the optimum can only refuse, never wrongly accept).
+
+    The calibrations return a σ that passes this very test (the same floating-point
+    evaluation), and the verifier decides with it: the stated σ must pass (privacy) and
+    ``σ·(1 − 1e-9)`` must not (the plan states the calibrated noise, not more). No root
+    finder or optimiser of scipy is needed (start-up of the run path).
+    """
+    eps = _pos("epsilon", epsilon)
+    target = math.log(_delta(delta)) - _LOG_SAFETY
+    sig = _pos("sigma", sigma)
+    sens = _pos("l2_sensitivity", l2_sensitivity)
+    if not discrete:
+        if not sig / sens > 0:
+            return False  # σ/Δ underflows: no noise to speak of
+        return gaussian_log_delta(eps, sig, sens) <= target
+    rho = (sens / sig) ** 2 / 2.0
+    if not math.isfinite(rho):
+        return False  # σ/Δ so small that ρ overflows: far from private
+    return _zcdp_log_delta(rho, eps)[0] <= target
+
+
+def gaussian_sigma_threshold(epsilon: float, delta: float, l2_sensitivity: float, *,
+                             discrete: bool, near: float | None = None) -> float:
+    """The smallest σ passing :func:`gaussian_approx_dp_holds`, to adjacent floats: bracketed
+    by halving / doubling from ``near`` (default Δ), then bisected on σ itself. The verifier's
+    reference scale for (ε, δ) Gaussian noise — deterministic, no scipy root finder; the
+    returned σ passes the test. The planner's calibrated σ (:func:`analytic_gaussian_sigma`,
+    :func:`discrete_gaussian_sigma`) lies above it by its own round-up (about 1e-11, relative).
+    """
+    eps = _pos("epsilon", epsilon)
+    dlt = _delta(delta)
+    sens = _pos("l2_sensitivity", l2_sensitivity)
+
+    def holds(sigma: float) -> bool:
+        return gaussian_approx_dp_holds(eps, dlt, sigma, sens, discrete=discrete)
+
+    if near is not None:
+        hi = _pos("near", near)
+        lo = hi * (1.0 - 1e-9)
+        if holds(hi) and not holds(lo):  # the verifier's case: a stated σ at the threshold
+            return _bisect_boundary(holds, lo, hi)
+    lo = hi = sens
+    if holds(hi):
+        lo = hi * 0.5
+        while holds(lo):
+            hi, lo = lo, lo * 0.5
+            if not lo > 0:
+                raise PrivacyError("Gaussian threshold: every scale passes (cannot bracket)")
+    else:
+        while not holds(hi):
+            lo, hi = hi, hi * 2.0
+            if not math.isfinite(hi):
+                raise PrivacyError("Gaussian threshold: no finite scale passes (cannot bracket)")
+    return _bisect_boundary(holds, lo, hi)
 
 
 def classical_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
@@ -275,8 +396,10 @@ def _log_conv(alpha_minus_1: float, rho: float, epsilon: float) -> float:
     """log of exp((α−1)(αρ−ε))/(α−1) · (1−1/α)^α at α = 1 + a (CKS20 Cor. 13 integrand)."""
     a = alpha_minus_1
     alpha = 1.0 + a
-    # (1 − 1/α)^α = (a/α)^α ; log = α (log a − log α) = α (log a − log1p(a))
-    return a * (alpha * rho - epsilon) - math.log(a) + alpha * (math.log(a) - math.log1p(a))
+    # (1 − 1/α)^α = (a/α)^α ; log = α (log a − log1p(a)) = −α log1p(1/a). The last form has
+    # no cancellation: log a − log1p(a) loses ~α·ulp(log a) (≈ 2e-9 at α = 1e6, more than the
+    # certified log-δ margin), −α log1p(1/a) is accurate to a few ulps of α/a ≈ 1.
+    return a * (alpha * rho - epsilon) - math.log(a) - alpha * math.log1p(1.0 / a)
 
 
 _ALPHA_GRID = np.logspace(-8, 12, 161)
@@ -284,26 +407,52 @@ _ALPHA_GRID = np.logspace(-8, 12, 161)
 
 def _zcdp_log_delta(rho: float, epsilon: float) -> tuple[float, float]:
     """(min over α of the log-δ bound, the minimising α − 1). Any α gives a valid bound."""
-    # Coarse log-grid over a = α − 1 ∈ [1e-8, 1e12], then bounded Brent around the best point.
+    # Coarse log-grid over a = α − 1 ∈ [1e-8, 1e12], then golden-section search on log a
+    # between the best point's neighbours (deterministic; no scipy.optimize on the run path).
     grid = _ALPHA_GRID
     alpha = 1.0 + grid
     log_a = np.log(grid)
-    vals = grid * (alpha * rho - epsilon) - log_a + alpha * (log_a - np.log1p(grid))
+    vals = grid * (alpha * rho - epsilon) - log_a - alpha * np.log1p(1.0 / grid)  # _log_conv
     k = int(np.argmin(vals))
+    best_a, best_v = float(grid[k]), float(vals[k])
+    if not math.isfinite(best_v):
+        return best_v, best_a
     lo = math.log(grid[max(k - 1, 0)])
     hi = math.log(grid[min(k + 1, grid.size - 1)])
-    from scipy import optimize  # here, not at import (start-up of the run path)
-
-    res = optimize.minimize_scalar(
-        lambda u: _log_conv(math.exp(u), rho, epsilon),
-        bounds=(lo, hi),
-        method="bounded",
-        options={"xatol": 1e-10},
-    )
-    best_a, best_v = float(grid[k]), float(vals[k])
-    if res.success and math.isfinite(res.fun) and res.fun < best_v:
-        best_a, best_v = math.exp(float(res.x)), float(res.fun)
+    u, v = _golden_min(lambda t: _log_conv(math.exp(t), rho, epsilon), lo, hi, 1e-11)
+    if v < best_v:
+        best_a, best_v = math.exp(u), v
     return best_v, best_a
+
+
+#: 1/φ, the golden-section ratio.
+_INV_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def _golden_min(f: Any, lo: float, hi: float, xtol: float) -> tuple[float, float]:
+    """Golden-section search for the minimum of ``f`` on ``[lo, hi]`` (unimodal there) until
+    the bracket is narrower than ``xtol``: ``(x, f(x))`` of the best point evaluated (a NaN
+    value is never the best). Deterministic; about 50 evaluations for the α search."""
+    c = hi - _INV_GOLDEN * (hi - lo)
+    d = lo + _INV_GOLDEN * (hi - lo)
+    fc, fd = f(c), f(d)
+    best_x, best_f = (c, fc) if not fd < fc else (d, fd)
+    for _ in range(200):
+        if not hi - lo > xtol:
+            break
+        if not fd < fc:  # the minimum lies in [lo, d]; NaN at d moves there too
+            hi, d, fd = d, c, fc
+            c = hi - _INV_GOLDEN * (hi - lo)
+            fc = f(c)
+            if fc < best_f:
+                best_x, best_f = c, fc
+        else:  # in [c, hi]
+            lo, c, fc = c, d, fd
+            d = lo + _INV_GOLDEN * (hi - lo)
+            fd = f(d)
+            if fd < best_f:
+                best_x, best_f = d, fd
+    return best_x, best_f
 
 
 def zcdp_delta(rho: float, epsilon: float) -> float:
@@ -384,8 +533,7 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
             break
     sigma = sens / math.sqrt(2.0 * rho_lo) * (1.0 + 1e-12)
     for _ in range(200):
-        rho = (sens / sigma) ** 2 / 2.0
-        if _zcdp_log_delta(rho, eps)[0] <= target:
+        if gaussian_approx_dp_holds(eps, dlt, sigma, sens, discrete=True):
             return sigma
         sigma *= 1.0 + 1e-12
     raise PrivacyError("discrete Gaussian: verification of the calibrated sigma failed")
@@ -625,6 +773,10 @@ def _sens_value(s: Any, norm: str, relation: Neighbouring | None) -> tuple[float
     return v, relation
 
 
+_ACCOUNTING_ANALYTIC = "analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8)"
+_ACCOUNTING_DISCRETE = "discrete Gaussian: rho-zCDP (CKS20 Thm. 14) -> (eps, delta) by CKS20 Cor. 13"
+
+
 def calibrate(
     guarantee: Guarantee,
     sensitivity_l2: float | Sensitivity | None = None,
@@ -635,6 +787,7 @@ def calibrate(
     relation: Neighbouring | str | None = None,
     family: str | None = None,
     spread: int | None = None,
+    reference: float | None = None,
 ) -> NoiseSpec:
     """Choose the noise for ``guarantee``: Gaussian for ApproxDP / ZCDP, Laplace for PureDP.
 
@@ -649,6 +802,11 @@ def calibrate(
     * ApproxDP, grid: discrete Gaussian, zCDP (CKS20 Thm. 14) + CKS20 Cor. 13 conversion.
     * ZCDP: σ = Δ̃/√(2ρ) (float or discrete Gaussian).
     * PureDP: Laplace b = Δ̃₁/ε (float or discrete Laplace); or K-norm with scale Δ₂/ε.
+
+    ``reference`` (the verifier's call, with a plan's stated scale): for (ε, δ) Gaussian noise
+    the scale returned is :func:`gaussian_sigma_threshold` searched from it — the smallest
+    scale passing the acceptance test of the calibrations, found without scipy.optimize —
+    instead of the planner's search; every other calibration is a closed form and ignores it.
     """
     if not isinstance(guarantee, (ApproxDP, ZCDP, PureDP)):
         raise PrivacyError(f"guarantee must be ApproxDP, ZCDP or PureDP, got {guarantee!r}")
@@ -720,12 +878,16 @@ def calibrate(
         acc = "zCDP Gaussian sigma = Delta/sqrt(2 rho)" + (
             " (discrete Gaussian: CKS20 Thm. 14)" if grid is not None else ""
         )
+    elif reference is not None:
+        sigma = gaussian_sigma_threshold(guarantee.epsilon, guarantee.delta, sens,
+                                         discrete=grid is not None, near=reference)
+        acc = _ACCOUNTING_DISCRETE if grid is not None else _ACCOUNTING_ANALYTIC
     elif grid is None:
         sigma = analytic_gaussian_sigma(guarantee.epsilon, guarantee.delta, sens)
-        acc = "analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8)"
+        acc = _ACCOUNTING_ANALYTIC
     else:
         sigma = discrete_gaussian_sigma(guarantee.epsilon, guarantee.delta, sens)
-        acc = "discrete Gaussian: rho-zCDP (CKS20 Thm. 14) -> (eps, delta) by CKS20 Cor. 13"
+        acc = _ACCOUNTING_DISCRETE
     return NoiseSpec(
         "gaussian", sigma, sens, "l2", rel, guarantee,
         "discrete_gaussian" if grid is not None else "float", grid, dim, s2, acc, spread,
