@@ -27,8 +27,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = ("cvxpy", "scs", "clarabel", "mosek")
 #: Never loaded by the run path, whatever the plan kind: plotting, data frames, the planner,
-#: the SDP back-ends.
-NEVER = ("matplotlib", "pandas", "factorize.planner.routes",
+#: the SDP back-ends, scipy's optimisers (the verifier evaluates calibrations, never searches).
+NEVER = ("matplotlib", "pandas", "factorize.planner.routes", "scipy.optimize",
          "factorize.report", "solvers.backends", "solvers.sdp_gamma_f", "solvers.sdp_gamma_2",
          "solvers.sdp_approx_gamma_2")
 

@@ -229,6 +229,8 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
         # R·A is within η only up to rounding / solver feasibility; the upper bound is then
         # one for γ₂(W; residual), so the lower bound is taken at the same effective radius
         # (γ₂(W; ·) is non-increasing): both bound γ₂(W; η_eff), η ≤ η_eff ≤ η + tolerance.
+        if cert.eta is None:
+            raise ValueError("an approximate γ₂ certificate must state its radius η")
         eta_eff = max(float(cert.eta), residual)
         details["eta_effective"] = eta_eff
         lower = approx_gamma_2_lower(W0, w.U, w.d, eta_eff)
