@@ -229,7 +229,7 @@ def test_string_typed_parquet(tmp_path):
     pq.write_table(pa.table({"sex": ["Male", "Female"], "age": ["17", "18"]}), tmp_path / "raw.parquet")
     with pytest.raises(DataError) as info:
         histogram_duckdb(tmp_path / "raw.parquet", plain)
-    msg = str(info.value)
+    msg = str(info.value).replace(str(tmp_path), "<tmp>")  # the temporary path may hold "17"
     assert "hold text" in msg and "domain schema" in msg and "--domain" in msg
     assert "Male" not in msg and "17" not in msg
     # with a schema listing the string values they are decoded (dictionary-encoded too)

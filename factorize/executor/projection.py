@@ -210,13 +210,13 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
         else:
             from factorize.geometry.moment_bodies import project_to_elliptope
 
-            res = project_to_elliptope(M_noisy, float(plan.n), max_iters=int(dec["max_iter"]),
+            ell = project_to_elliptope(M_noisy, float(plan.n), max_iters=int(dec["max_iter"]),
                                        gap_tol=float(dec["gap_tol"]), rel_gap_tol=0.0,
                                        time_limit=None if deadline is None else
                                        max(1e-3, deadline - time.monotonic()))
-            M = res.M
-            info.update(gap=float(res.gap), iterations=int(res.iterations),
-                        converged=bool(res.gap <= dec["gap_tol"]))
+            M = ell.M
+            info.update(gap=float(ell.gap), iterations=int(ell.iterations),
+                        converged=bool(ell.gap <= dec["gap_tol"]))
         answers = lay.answers(M, float(plan.n))
         meas = claims["expected_error"].get("measurement_rmse")
         if plan.noise.family == "gaussian" and meas is not None:

@@ -89,6 +89,8 @@ def measure(plan: Plan, h: np.ndarray) -> np.ndarray:
         h = h.astype(np.int64)
     if plan.noise.sampler == "float":
         return kron_matvec(measured_factors(fact.A_factors), h.astype(np.float64))
+    if plan.noise.grid is None:  # verified plans with an exact sampler state their lattice grid
+        raise ExecutionError("the plan's exact sampler has no lattice grid")
     return lattice_image(fact.A_factors, h, plan.noise.grid)
 
 
@@ -194,6 +196,8 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
     from .postprocess import least_squares, nonneg_consistent
 
     post = plan.postprocess
+    if post is None:
+        raise ExecutionError("the plan states no post-processing")
     if post["method"] == "nonneg":
         return nonneg_consistent(W, est, max_iter=int(post["max_iter"]), tol=float(post["tol"]),
                                  deadline=deadline)

@@ -63,7 +63,7 @@ class ReleaseSession:
                                  "combined with --ledger: a seeded release is invertible and is "
                                  "never charged as a private one")
         session = cls(plan_path=plan_path, out_path=out_path, seed=seed, dataset=dataset)
-        protected = {"--data": data_path, "the plan": plan_path}
+        protected: dict[str, Any] = {"--data": data_path, "the plan": plan_path}
         if ledger is not None:
             from factorize.ledger.ledger import ledger_files
 

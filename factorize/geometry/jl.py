@@ -82,8 +82,8 @@ from typing import Any
 
 import numpy as np
 
-from factorize.geometry._validation import positive
 from factorize.geometry.least_squares import project_least_squares
+from factorize.numerics import integer, positive_number
 
 __all__ = [
     "JLDecode",
@@ -240,17 +240,6 @@ def _max_weighted_ratio(ells: np.ndarray, sq_norms: np.ndarray) -> np.ndarray:
     return out
 
 
-_check_pos = positive
-
-
-def _check_int(name: str, x: Any, lo: int = 1) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {x!r}")  # noqa: TRY004 (project: ValueError)
-    if int(x) < lo:
-        raise ValueError(f"{name} must be >= {lo}, got {x!r}")
-    return int(x)
-
-
 def _relation_key(relation: Any) -> str:
     key = getattr(relation, "key", relation)
     if isinstance(key, str):
@@ -336,10 +325,10 @@ def jl_error_bound(ell: int, n: float, epsilon: float, k: int, column_norms: Any
     "add_remove" / "replace" (the Δ the noise is calibrated to), ``symmetric`` the decode over
     n·B₁ instead of n·Δ_N, ``fw_gap`` the Frank–Wolfe gap the decode is run to (0 = exact).
     """
-    ell = _check_int("ell", ell)
-    n = _check_pos("n", n)
-    eps = _check_pos("epsilon", epsilon)
-    k = _check_int("k", k)
+    ell = integer("ell", ell, 1)
+    n = positive_number("n", n)
+    eps = positive_number("epsilon", epsilon)
+    k = integer("k", k, 1)
     gap = float(fw_gap)
     if not (math.isfinite(gap) and gap >= 0):
         raise ValueError(f"fw_gap must be finite and >= 0, got {fw_gap!r}")
@@ -363,10 +352,10 @@ def choose_projection_dim(n: float, epsilon: float, k: int, column_norms: Any, *
     (Thm 21) takes ℓ ≈ nε for its Lemma 16 noise; with the ℓ2-ball noise and the explicit
     bound the minimiser scales like ``(nε)^{4/5}`` instead (module docstring).
     """
-    n = _check_pos("n", n)
-    eps = _check_pos("epsilon", epsilon)
-    k = _check_int("k", k)
-    top = k if max_dim is None else _check_int("max_dim", max_dim)
+    n = positive_number("n", n)
+    eps = positive_number("epsilon", epsilon)
+    k = integer("k", k, 1)
+    top = k if max_dim is None else integer("max_dim", max_dim, 1)
     gap = float(fw_gap)
     if not (math.isfinite(gap) and gap >= 0):
         raise ValueError(f"fw_gap must be finite and >= 0, got {fw_gap!r}")
@@ -394,8 +383,8 @@ def sample_projection(ell: int, k: int, rng: Any) -> np.ndarray:
     ``factorize.privacy.sampling``. Bit b of word i (little-endian, b = 0 the least
     significant) decides entry ``64·i + b`` in row-major order: bit 1 → −1/√ℓ, bit 0 → +1/√ℓ.
     """
-    ell = _check_int("ell", ell)
-    k = _check_int("k", k)
+    ell = integer("ell", ell, 1)
+    k = integer("k", k, 1)
     words = getattr(rng, "words", None)
     if not callable(words):
         raise TypeError(
@@ -535,15 +524,15 @@ def jl_decode(TW: np.ndarray, z_noisy: np.ndarray, n: float, W: Any, *, symmetri
     z = np.asarray(z_noisy, dtype=np.float64).ravel()
     if z.shape != (ell,) or not np.all(np.isfinite(z)):
         raise ValueError(f"z_noisy must be {ell} finite numbers (TW has {ell} rows)")
-    n = _check_pos("n", n)
+    n = positive_number("n", n)
     matvec, _, (_, NW) = _workload_operator(W)
     if NW != N:
         raise ValueError(f"W has {NW} columns but TW has {N}")
-    max_iters = _check_int("max_iters", max_iters)
+    max_iters = integer("max_iters", max_iters, 1)
     col_sq = float(np.max(np.einsum("ij,ij->j", A, A)))
     if gap_tol is None:
         if noise_scale is not None:
-            gap_tol = 0.005 * ell * (ell + 1.0) * _check_pos("noise_scale", noise_scale) ** 2
+            gap_tol = 0.005 * ell * (ell + 1.0) * positive_number("noise_scale", noise_scale) ** 2
         else:
             gap_tol = 1e-4 * n * n * col_sq
     gap_tol = float(gap_tol)

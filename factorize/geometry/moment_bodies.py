@@ -109,9 +109,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factorize.geometry._validation import positive
 from factorize.geometry.spectral_projection import project_to_simplex, project_to_spectraplex
 from factorize.norms import UNIT_ROUNDOFF
+from factorize.numerics import positive_number
 from solvers.grothendieck import solve_grothendieck
 
 __all__ = [
@@ -177,7 +177,7 @@ def project_second_moment(M_noisy: np.ndarray, trace: float, *, inequality: bool
     projection otherwise (the KKT conditions of the separable problem).
     """
     M = _square_finite(M_noisy, "M_noisy")
-    trace = _positive(trace, "trace")
+    trace = positive_number("trace", trace)
     if not inequality:
         P = project_to_spectraplex(M, trace)
         return 0.5 * (P + P.T)  # exactly symmetric
@@ -224,7 +224,7 @@ def project_to_elliptope(M_noisy: np.ndarray, n: float, *, alpha: float | None =
     """
     start = time.perf_counter()
     S = _square_finite(M_noisy, "M_noisy")
-    n = _positive(n, "n")
+    n = positive_number("n", n)
     if not (math.isfinite(gap_tol) and gap_tol >= 0):
         raise ValueError(f"gap_tol must be a finite number ≥ 0, got {gap_tol}")
     if not (math.isfinite(rel_gap_tol) and rel_gap_tol >= 0):
@@ -238,7 +238,7 @@ def project_to_elliptope(M_noisy: np.ndarray, n: float, *, alpha: float | None =
     np.fill_diagonal(S, n)
     c_f = elliptope_diameter_sq(m, n)
     if max_iters is None:
-        a = 1e-3 * c_f if alpha is None else _positive(alpha, "alpha")
+        a = 1e-3 * c_f if alpha is None else positive_number("alpha", alpha)
         max_iters = max(1, math.ceil(2.0 * c_f / a) - 2)
     elif not (isinstance(max_iters, (int, np.integer)) and max_iters >= 1):
         raise ValueError(f"max_iters must be an integer ≥ 1, got {max_iters}")
@@ -368,7 +368,7 @@ def marginals_to_moments(tables: np.ndarray, d: int | None = None, *, n: float |
     if n is None:
         n_est = math.fsum(tot.tolist()) / P
     else:
-        n_est = _positive(n, "n")
+        n_est = positive_number("n", n)
     M = np.empty((d + 1, d + 1))
     M[0, 1:] = first
     M[1:, 0] = first
@@ -391,7 +391,7 @@ def moments_to_marginals(M: np.ndarray, *, n: float | None = None) -> np.ndarray
         raise ValueError(f"a moment matrix of d ≥ 2 binary attributes is at least 3×3, got {M.shape}")
     M = 0.5 * (M + M.T)
     d = M.shape[0] - 1
-    n_val = float(M[0, 0]) if n is None else _positive(n, "n")
+    n_val = float(M[0, 0]) if n is None else positive_number("n", n)
     ia, ib = np.triu_indices(d, 1)
     sa = M[0, ia + 1]
     sb = M[0, ib + 1]
@@ -420,7 +420,3 @@ def _square_finite(M: np.ndarray, name: str) -> np.ndarray:
     if not np.all(np.isfinite(A)):
         raise ValueError(f"{name} has a non-finite entry")
     return A
-
-
-def _positive(x: float, name: str) -> float:
-    return positive(name, x)

@@ -266,7 +266,13 @@ def ci_multiplier(noise: NoiseSpec) -> float:
 
 def expected_error(fact: Factorization, noise: NoiseSpec,
                    bias_per_record: float = 0.0) -> dict[str, Any]:
-    """The expected-error summary of a plan (module docstring); ``bias_per_record`` is β."""
+    """The expected-error summary of a plan (module docstring); ``bias_per_record`` is β.
+    (A forged plan's huge R overflows to inf here: claims that verify then refuses.)"""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _expected_error(fact, noise, bias_per_record)
+
+
+def _expected_error(fact: Factorization, noise: NoiseSpec, bias_per_record: float) -> dict[str, Any]:
     k, _ = fact.shape
     sd = math.sqrt(noise.variance_bound)
     rn = fact.row_norms_R()
@@ -315,8 +321,9 @@ def least_squares_bound_coefficient(fact: Factorization, noise: NoiseSpec) -> fl
         return None
     N = fact.shape[1]
     s = np.ones(1)
-    for R, A in zip(fact.R_factors, fact.A_factors):
-        s = np.kron(s, np.linalg.norm(R.T @ (R @ A), axis=0))
+    with np.errstate(over="ignore"):  # a forged plan's huge R: inf, a claim verify refuses
+        for R, A in zip(fact.R_factors, fact.A_factors):
+            s = np.kron(s, np.linalg.norm(R.T @ (R @ A), axis=0))
     sigma = math.sqrt(noise.variance_bound)
     return 2.0 * sigma * float(s.max()) * math.sqrt(2.0 * math.log(2.0 * N))
 

@@ -78,7 +78,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from factorize.numerics import U, is_power_of_two, round_up
+from factorize.numerics import U, is_power_of_two, positive_number, round_up
 
 from .guarantees import (
     ZCDP,
@@ -117,18 +117,6 @@ __all__ = [
 # validation helpers
 
 
-def _pos(name: str, v: Any) -> float:
-    if isinstance(v, bool):
-        raise PrivacyError(f"{name} must be a number, got {v!r}")
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise PrivacyError(f"{name} must be a number, got {v!r}") from None
-    if not math.isfinite(x) or not x > 0:
-        raise PrivacyError(f"{name} must be finite and > 0, got {v!r}")
-    return x
-
-
 def _up(x: float, ops: int = 2) -> float:
     """A computed privacy-critical quantity rounded up past the error of ``ops`` roundings
     (``numerics.round_up``: ×(1 + (ops+2)·2⁻⁵²), then one ulp)."""
@@ -145,7 +133,7 @@ _LOG_SAFETY = 1e-9
 
 
 def _delta(v: Any) -> float:
-    x = _pos("delta", v)
+    x = positive_number("delta", v, PrivacyError)
     if not x < 1:
         raise PrivacyError(f"delta must satisfy 0 < delta < 1, got {v!r}")
     return x
@@ -204,9 +192,9 @@ def _log_delta_unit(epsilon: float, s: float) -> float:
 
 def gaussian_log_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
     """Natural log of :func:`gaussian_delta` (−inf if the δ is 0 to working precision)."""
-    eps = _pos("epsilon", epsilon)
-    sig = _pos("sigma", sigma)
-    sens = _pos("l2_sensitivity", l2_sensitivity)
+    eps = positive_number("epsilon", epsilon, PrivacyError)
+    sig = positive_number("sigma", sigma, PrivacyError)
+    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     return _log_delta_unit(eps, sig / sens)
 
 
@@ -236,9 +224,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     (:func:`gaussian_approx_dp_holds`, :func:`gaussian_sigma_threshold`), so the run path
     imports no scipy.optimize.
     """
-    eps = _pos("epsilon", epsilon)
+    eps = positive_number("epsilon", epsilon, PrivacyError)
     dlt = _delta(delta)
-    sens = _pos("l2_sensitivity", l2_sensitivity)
+    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     # margin in log δ covering the evaluation error of log δ(σ) (log_ndtr is accurate to a
     # few ulps; 1e-9 is six orders above that): the returned σ is valid for the exact δ(σ)
     target = math.log(dlt) - _LOG_SAFETY
@@ -311,10 +299,10 @@ def gaussian_approx_dp_holds(epsilon: float, delta: float, sigma: float, l2_sens
     ``σ·(1 − 1e-9)`` must not (the plan states the calibrated noise, not more). No root
     finder or optimiser of scipy is needed (start-up of the run path).
     """
-    eps = _pos("epsilon", epsilon)
+    eps = positive_number("epsilon", epsilon, PrivacyError)
     target = math.log(_delta(delta)) - _LOG_SAFETY
-    sig = _pos("sigma", sigma)
-    sens = _pos("l2_sensitivity", l2_sensitivity)
+    sig = positive_number("sigma", sigma, PrivacyError)
+    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     if not discrete:
         if not sig / sens > 0:
             return False  # σ/Δ underflows: no noise to speak of
@@ -333,15 +321,15 @@ def gaussian_sigma_threshold(epsilon: float, delta: float, l2_sensitivity: float
     returned σ passes the test. The planner's calibrated σ (:func:`analytic_gaussian_sigma`,
     :func:`discrete_gaussian_sigma`) lies above it by its own round-up (about 1e-11, relative).
     """
-    eps = _pos("epsilon", epsilon)
+    eps = positive_number("epsilon", epsilon, PrivacyError)
     dlt = _delta(delta)
-    sens = _pos("l2_sensitivity", l2_sensitivity)
+    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
 
     def holds(sigma: float) -> bool:
         return gaussian_approx_dp_holds(eps, dlt, sigma, sens, discrete=discrete)
 
     if near is not None:
-        hi = _pos("near", near)
+        hi = positive_number("near", near, PrivacyError)
         lo = hi * (1.0 - 1e-9)
         if holds(hi) and not holds(lo):  # the verifier's case: a stated σ at the threshold
             return _bisect_boundary(holds, lo, hi)
@@ -365,9 +353,9 @@ def classical_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float
 
     Looser than :func:`analytic_gaussian_sigma` and valid only for ε < 1 (raises otherwise).
     """
-    eps = _pos("epsilon", epsilon)
+    eps = positive_number("epsilon", epsilon, PrivacyError)
     dlt = _delta(delta)
-    sens = _pos("l2_sensitivity", l2_sensitivity)
+    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     if not eps < 1:
         raise PrivacyError("the classical Gaussian bound is only valid for epsilon < 1")
     return sens * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
@@ -382,12 +370,12 @@ def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float) -> float:
 
     Also valid for the discrete Gaussian on Z^m with integer-valued query (CKS20, Thm. 14).
     """
-    return _up(_pos("l2_sensitivity", l2_sensitivity) / math.sqrt(2.0 * _pos("rho", rho)), 2)
+    return _up(positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / math.sqrt(2.0 * positive_number("rho", rho, PrivacyError)), 2)
 
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016)."""
-    r = _pos("rho", rho)
+    r = positive_number("rho", rho, PrivacyError)
     d = _delta(delta)
     return _up(r + 2.0 * math.sqrt(r * math.log(1.0 / d)) * (1.0 + 1e-12), 8)
 
@@ -462,15 +450,15 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     gives a valid bound, so the returned value is always a valid δ). Tighter than
     :func:`zcdp_to_approx_dp`.
     """
-    r = _pos("rho", rho)
-    e = _pos("epsilon", epsilon)
+    r = positive_number("rho", rho, PrivacyError)
+    e = positive_number("epsilon", epsilon, PrivacyError)
     v, _ = _zcdp_log_delta(r, e)
     return min(1.0, _up(math.exp(v + _LOG_SAFETY), 2))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
     """Smallest ε (to ~1e-12 relative, rounded up) with ``zcdp_delta(ρ, ε) ≤ δ``."""
-    r = _pos("rho", rho)
+    r = positive_number("rho", rho, PrivacyError)
     d = _delta(delta)
     target = math.log(d)
     hi = zcdp_to_approx_dp(r, d)  # valid, so the tight conversion satisfies δ there
@@ -500,9 +488,9 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     the returned σ satisfies the bound. ``Δ`` must already include any rounding inflation
     (:func:`discretized_sensitivity`). The same σ is also valid for the continuous Gaussian.
     """
-    eps = _pos("epsilon", epsilon)
+    eps = positive_number("epsilon", epsilon, PrivacyError)
     dlt = _delta(delta)
-    sens = _pos("l2_sensitivity", l2_sensitivity)
+    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     target = math.log(dlt) - _LOG_SAFETY
 
     def ok(rho: float) -> bool:
@@ -545,7 +533,7 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
 
 def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     """Laplace scale ``b = Δ₁/ε`` per coordinate (ε-DP)."""
-    return _up(_pos("l1_sensitivity", l1_sensitivity) / _pos("epsilon", epsilon), 1)
+    return _up(positive_number("l1_sensitivity", l1_sensitivity, PrivacyError) / positive_number("epsilon", epsilon, PrivacyError), 1)
 
 
 @dataclass(frozen=True)
@@ -565,7 +553,7 @@ class KNormParams:
 def knorm_expected_sq_norm(epsilon: float, l2_sensitivity: float, dim: int) -> float:
     """``E‖Z‖₂² = m(m+1)Δ²/ε²`` for the ℓ2 K-norm mechanism (Gamma(m) radius: E R² = m(m+1)θ²)."""
     m = _dim(dim)
-    theta = _pos("l2_sensitivity", l2_sensitivity) / _pos("epsilon", epsilon)
+    theta = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / positive_number("epsilon", epsilon, PrivacyError)
     return m * (m + 1) * theta * theta
 
 
@@ -586,7 +574,7 @@ def _dim(dim: Any) -> int:
 def l2_ball_knorm(epsilon: float, l2_sensitivity: float, dim: int) -> KNormParams:
     """Parameters of the ε-DP ℓ2 K-norm mechanism for an L2-sensitivity-Δ query into R^dim."""
     m = _dim(dim)
-    theta = _up(_pos("l2_sensitivity", l2_sensitivity) / _pos("epsilon", epsilon), 1)
+    theta = _up(positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / positive_number("epsilon", epsilon, PrivacyError), 1)
     return KNormParams(m, float(m), theta, knorm_expected_sq_norm(epsilon, l2_sensitivity, m))
 
 
@@ -608,7 +596,7 @@ def discretized_sensitivity(sensitivity: float, m: int, grid: float, norm: str) 
     if not math.isfinite(s) or s < 0:
         raise PrivacyError(f"sensitivity must be finite and >= 0, got {sensitivity!r}")
     mm = _count(m, "m")
-    g = _pos("grid", grid)
+    g = positive_number("grid", grid, PrivacyError)
     n = str(norm).lower()
     # Rounded up by a few ulps so float rounding never makes the bound too small.
     if n == "l2":
@@ -660,7 +648,7 @@ class NoiseSpec:
             raise PrivacyError(f"noise family must be one of {_FAMILIES}, got {self.family!r}")
         if self.sampler not in _SAMPLERS:
             raise PrivacyError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}")
-        object.__setattr__(self, "scale", _pos("scale", self.scale))
+        object.__setattr__(self, "scale", positive_number("scale", self.scale, PrivacyError))
         sens = float(self.sensitivity)
         if not math.isfinite(sens) or sens < 0:
             raise PrivacyError(f"sensitivity must be finite and >= 0, got {self.sensitivity!r}")
@@ -680,7 +668,7 @@ class NoiseSpec:
             want = {"discrete_gaussian": "gaussian", "discrete_laplace": "laplace"}[self.sampler]
             if self.family != want:
                 raise PrivacyError(f"sampler {self.sampler!r} requires family {want!r}")
-            object.__setattr__(self, "grid", _pos("grid", self.grid))
+            object.__setattr__(self, "grid", positive_number("grid", self.grid, PrivacyError))
             if self.dim is None:
                 raise PrivacyError(
                     "a discrete sampler spec needs dim (the rounding inflation depends on it)"
@@ -815,7 +803,7 @@ def calibrate(
     s1, rel = _sens_value(sensitivity_l1, "l1", rel)
     rel = rel or Neighbouring.ADD_REMOVE
     if grid is not None:
-        grid = _pos("grid", grid)
+        grid = positive_number("grid", grid, PrivacyError)
         if not is_power_of_two(grid):
             raise PrivacyError(f"the lattice grid must be a power of two (the release divides by "
                                f"it exactly), got {grid!r}")
@@ -825,9 +813,10 @@ def calibrate(
         dim = _dim(dim)
     if spread is not None:
         spread = _count(spread, "spread")
-        if grid is None or spread > dim:
+        if grid is None or dim is None or spread > dim:
             raise PrivacyError("calibrate(spread=...) needs a grid and spread <= dim")
-    moving = spread if spread is not None else dim
+    # coordinates a neighbour moves (grid plans: dim is given, checked above; unused otherwise)
+    moving = spread if spread is not None else dim if dim is not None else 0
 
     if isinstance(guarantee, PureDP):
         fam = family or "laplace"

@@ -18,13 +18,12 @@ meaningful together with the relation it is stated for, because sensitivities di
 from __future__ import annotations
 
 import enum
-import math
-import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Union
 
 from factorize.errors import InputError
+from factorize.numerics import positive_number, real_number
 
 __all__ = [
     "PrivacyError",
@@ -81,27 +80,8 @@ class Neighbouring(enum.Enum):
         )
 
 
-def _check_real(name: str, value: Any) -> float:
-    # Accept ints, floats, numpy scalars and Fractions; never bools or strings.
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise PrivacyError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if math.isnan(value):
-        raise PrivacyError(f"{name} must not be NaN")
-    if math.isinf(value):
-        raise PrivacyError(f"{name} must be finite, got {value}")
-    return value
-
-
-def _check_positive(name: str, value: Any) -> float:
-    v = _check_real(name, value)
-    if not v > 0.0:
-        raise PrivacyError(f"{name} must be > 0, got {v}")
-    return v
-
-
 def _check_delta(value: Any) -> float:
-    v = _check_real("delta", value)
+    v = real_number("delta", value, PrivacyError)
     if not 0.0 < v < 1.0:
         raise PrivacyError(f"delta must satisfy 0 < delta < 1, got {v}")
     return v
@@ -117,7 +97,7 @@ class ApproxDP:
     kind = "approx_dp"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
+        object.__setattr__(self, "epsilon", positive_number("epsilon", self.epsilon, PrivacyError))
         object.__setattr__(self, "delta", _check_delta(self.delta))
 
     def to_dict(self) -> dict:
@@ -141,7 +121,7 @@ class ZCDP:
     kind = "zcdp"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", _check_positive("rho", self.rho))
+        object.__setattr__(self, "rho", positive_number("rho", self.rho, PrivacyError))
 
     def to_dict(self) -> dict:
         return {"type": self.kind, "rho": self.rho}
@@ -164,7 +144,7 @@ class PureDP:
     kind = "pure_dp"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _check_positive("epsilon", self.epsilon))
+        object.__setattr__(self, "epsilon", positive_number("epsilon", self.epsilon, PrivacyError))
 
     def to_dict(self) -> dict:
         return {"type": self.kind, "epsilon": self.epsilon}
@@ -180,7 +160,7 @@ class PureDP:
 
 Guarantee = Union[ApproxDP, ZCDP, PureDP]
 
-_KINDS: dict[str, type] = {ApproxDP.kind: ApproxDP, ZCDP.kind: ZCDP, PureDP.kind: PureDP}
+_KINDS: dict[str, type[ApproxDP] | type[ZCDP] | type[PureDP]] = {ApproxDP.kind: ApproxDP, ZCDP.kind: ZCDP, PureDP.kind: PureDP}
 
 
 def _expect_keys(data: Mapping[str, Any], kind: str, keys: set[str]) -> None:

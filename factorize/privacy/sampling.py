@@ -169,6 +169,7 @@ def _uniform_below(rng: _RandomSource, bound: Any, n: int) -> np.ndarray:
     int64 result for bounds < 2^63 (rejection from 32- or 64-bit words); object array of Python
     ints otherwise.
     """
+    b: Any  # the bound(s) as uint64: an array, or one scalar
     if isinstance(bound, np.ndarray):
         if bound.dtype == object:
             return np.array([rng.randbelow(int(b)) for b in bound], dtype=object).reshape(bound.shape)
@@ -349,7 +350,7 @@ def _to_fraction(name: str, x: Any) -> Fraction:
     elif isinstance(x, (int, np.integer)):
         f = Fraction(int(x))
     elif isinstance(x, Rational):
-        f = Fraction(x.numerator, x.denominator)
+        f = Fraction(int(x.numerator), int(x.denominator))
     elif isinstance(x, (float, np.floating)) or isinstance(x, Real):
         xf = float(x)
         if not math.isfinite(xf):

@@ -336,8 +336,8 @@ def _kron_replace_l2_gram(scaled: Sequence[np.ndarray]) -> float:
         c *= 1.0 + gamma(max(S.shape[0], 1))
     c = c * (1.0 + U) ** (len(scaled) + 2) - 1.0
     kappa = round_up(3.0 * c + 6.0 * U, 3)
-    P = np.ones(1)
-    Q = np.ones((1, 1))
+    P: np.ndarray = np.ones(1)
+    Q: np.ndarray = np.ones((1, 1))
     for G in grams:
         P = np.kron(P, np.diag(G).copy())
         Q = np.kron(Q, G)

@@ -112,9 +112,9 @@ from typing import Any
 
 import numpy as np
 
-from factorize.geometry._validation import positive
 from factorize.geometry.base_decomposition import base_decomposition
 from factorize.geometry.least_squares import project_least_squares
+from factorize.numerics import positive_number
 from factorize.privacy import (
     Neighbouring,
     NoiseSpec,
@@ -238,7 +238,6 @@ class PureLeastSquaresResult:
 # planning
 
 
-_positive = positive
 
 
 def _split_budget(epsilon: float, m: int) -> tuple[float, ...]:
@@ -294,14 +293,14 @@ def plan_pure_least_squares(W: Any, n: float, epsilon: float, *,
     the budgets, the noise and the bound B = min(N_X + 2g, 2nM + g) + N_Y.
     """
     A = _check_workload(W)
-    n = _positive("n", n)
-    epsilon = _positive("epsilon", epsilon)
+    n = positive_number("n", n)
+    epsilon = positive_number("epsilon", epsilon)
     rel = Neighbouring.parse(relation)  # PrivacyError is a ValueError
     if not isinstance(symmetric, (bool, np.bool_)):
         raise ValueError(f"symmetric must be a bool, got {symmetric!r}")  # noqa: TRY004 (project: ValueError)
     if rel is Neighbouring.REPLACE and A.shape[1] < 2:
         raise ValueError("replace neighbours need at least two record types (N ≥ 2)")
-    pieces = base_decomposition(A, tol=_positive("ellipsoid_tol", ellipsoid_tol))
+    pieces = base_decomposition(A, tol=positive_number("ellipsoid_tol", ellipsoid_tol))
     dims = tuple(int(U.shape[1]) for U in pieces)
     radii = []
     for U in pieces:
