@@ -9,9 +9,26 @@ in ``.hypothesis/``) — how the scaling and zero-point bugs of the dense solver
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 from hypothesis import settings
+
+from tests.raw_adult import ADULT_CSV, ADULT_DOMAIN
 
 settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("FACTORIZE_HYPOTHESIS", "ci"))
+
+
+# --------------------------------------------------------------------------- shared fixtures
+
+
+@pytest.fixture(scope="session")
+def adult() -> tuple[Path, Path]:
+    """The shared Adult data set ``(records.csv, domain.json)`` (``tests/raw_adult.ADULT_DIR``:
+    ``../shared/data/adult`` beside the checkout, or ``FACTORIZE_ADULT_DIR``); the test is
+    skipped, saying so, where it is absent."""
+    if not (ADULT_CSV.is_file() and ADULT_DOMAIN.is_file()):
+        pytest.skip(f"Adult data not found at {ADULT_CSV.parent} (../shared/data/adult)")
+    return ADULT_CSV, ADULT_DOMAIN

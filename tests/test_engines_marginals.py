@@ -29,7 +29,6 @@ from factorize.executor.data import load_histogram, load_marginals
 from tests.engine_files import write_csv, write_parquet
 from workloads import Domain
 
-ADULT_DIR = Path("/work/shared/data/adult")
 SENTINEL = 987654
 DOM = Domain(["a", "b", "c"], [3, 4, 5])
 
@@ -203,11 +202,8 @@ def test_synthetic_records_are_seeded_public_data(tmp_path):
 # -- adult ------------------------------------------------------------------------------------
 
 
-def test_adult_all_pairs_match_projected_histograms():
-    csv_path = ADULT_DIR / "adult.csv"
-    dom_path = ADULT_DIR / "adult-domain.json"
-    if not (csv_path.is_file() and dom_path.is_file()):
-        pytest.skip(f"Adult data not found in {ADULT_DIR} (shared data directory absent)")
+def test_adult_all_pairs_match_projected_histograms(adult):
+    csv_path, dom_path = adult
     full = Domain.from_json(dom_path)
     d = len(full)
     pairs = list(itertools.combinations(range(d), 2))
