@@ -11,7 +11,9 @@ neither numpy nor a solver; the executor's names never load a solver):
   (marginals at any domain size, unions of Kronecker products, marginal weights);
 * plan files: :func:`save_plan`, :func:`load_plan` (any plan kind), :func:`verify_plan`
   (from first principles; a ``PlanCheck`` with ``passed`` and ``failures``);
-* releasing: :func:`run` (verify → charge → measure → noise → write, all or nothing).
+* releasing: :func:`run` (verify → charge → measure → noise → write, all or nothing);
+* errors: :class:`FactorizeError`, the root of every error raised on purpose, with
+  :class:`InputError` (bad input: a ``ValueError``) and :class:`SolverError` under it.
 
 Everything else is internal by convention; ARCHITECTURE.md maps the modules.
 """
@@ -39,6 +41,9 @@ _PUBLIC = {
     "load_plan": ("factorize.plan.registry", "load_any_plan"),
     "verify_plan": ("factorize.plan.registry", "verify_any"),
     "run": ("factorize.executor.pipeline", "run"),
+    "FactorizeError": ("factorize.errors", "FactorizeError"),
+    "InputError": ("factorize.errors", "InputError"),
+    "SolverError": ("factorize.errors", "SolverError"),
 }
 
 __all__ = ["__version__", *_PUBLIC]

@@ -49,3 +49,22 @@ def test_plan_save_load_verify_run_with_public_names_only(tmp_path):
     (tmp_path / "d.csv").write_text("a,b\n" + "\n".join(f"{x},{y}" for x, y in rows) + "\n")
     rel = factorize.run(str(tmp_path / "p.plan"), str(tmp_path / "d.csv"), str(tmp_path / "o.csv"), seed=1)
     assert rel.estimate.size == 7 and rel.metadata["test_mode"] is True
+
+
+def test_errors_have_one_root():
+    """Every error the project raises on purpose derives from factorize.FactorizeError and keeps
+    its built-in base (so ``except ValueError`` code keeps working)."""
+    import factorize
+    from factorize.engines.errors import DataError
+    from factorize.ledger import LedgerTampered
+    from factorize.plan.model import PlanError
+    from factorize.privacy import PrivacyError
+    from solvers.errors import CertificateGapError
+    from workloads.errors import WorkloadSpecError
+
+    for cls in (DataError, LedgerTampered, PlanError, PrivacyError, WorkloadSpecError):
+        assert issubclass(cls, factorize.InputError) and issubclass(cls, ValueError), cls
+    assert issubclass(CertificateGapError, factorize.SolverError)
+    assert issubclass(CertificateGapError, RuntimeError)
+    assert factorize.SolverError.exit_code == 3 and factorize.InputError.exit_code == 2
+    assert issubclass(factorize.InputError, factorize.FactorizeError)
