@@ -13,8 +13,9 @@ import signal
 
 import pytest
 
-from factorize import bench
-from factorize import bench_scale as bs
+from factorize.bench.harness import json_safe
+from factorize.bench.suites import core
+from factorize.bench.suites import scale as bs
 
 
 def _row(spec, norm, method, seconds=None, gap=1e-8, status="ok", backend=None, family=None, N=None):
@@ -177,12 +178,8 @@ def test_classify_termination():
 # -- rendering ---------------------------------------------------------------------------
 def _report(rows):
     bs.add_sdp_ratios(rows)
-    return {"meta": {"generated": "2026-01-01T00:00:00+00:00", "machine": "test box, 2 cores",
-                     "versions": {"factorize": "0.1.0", "numpy": "2"}, "command": "factorize bench --suite scale",
-                     "time_limit_s": 300.0, "wall_grace_s": 60.0, "memory_cap_gib": 16.0, "gap_tol": 1e-6,
-                     "threads": {"OMP_NUM_THREADS": "unset"}, "load_average_start": [0.1, 0.1, 0.1],
-                     "load_average_end": [1.0, 0.5, 0.2], "total_wall_s": 600.0, "baseline_rss_mb": 121.0,
-                     "specs": {"prefix:1024": "prefix:1024"}},
+    return {"meta": {"time_limit_s": 300.0, "wall_grace_s": 60.0, "memory_cap_gib": 16.0, "gap_tol": 1e-6,
+                     "baseline_rss_mb": 121.0, "specs": {"prefix:1024": "prefix:1024"}},
             "rows": rows, "fits": bs.scaling_fits(rows), "targets": bs.evaluate_targets(rows),
             "violations": bs.sdp_violations(rows)}
 
@@ -194,10 +191,8 @@ def test_markdown_rendering():
             skipped,
             _row("prefix:64", "gamma_f", "sdp", seconds=0.5),
             _row("prefix:64", "gamma_f", "dual", seconds=0.0312)]
-    md = bs.render_markdown(_report(rows))
-    assert "- machine: test box, 2 cores" in md
-    assert "- command: `factorize bench --suite scale`" in md
-    assert "RLIMIT_AS" in md and "fresh process" in md
+    md = bs.render_markdown(_report(rows))  # the machine, versions and command: the harness's header
+    assert "RLIMIT_AS" in md and "fresh process" in md and "factorize.bench.suites.scale --case" in md
     assert "| γ_F prefix:1024 ≤ 12 s | **PASS** |" in md
     assert "| γ_F prefix:2048 ≤ 120 s | **N/A** |" in md
     assert "skipped: SCS beyond N = 256 (bench_core)" in md
@@ -206,16 +201,15 @@ def test_markdown_rendering():
     table = [ln for ln in md.splitlines() if ln.startswith("| prefix:")]
     assert len(table) == len(rows)
     assert "nan" not in md.lower()
-    json.dumps(bs._plain(_report(rows)), allow_nan=False)  # the JSON twin is strict JSON
+    json.dumps(json_safe(_report(rows)), allow_nan=False)  # the JSON twin is strict JSON
 
 
-def test_core_bench_markdown_accepts_a_dual_row_without_eps(tmp_path):
+def test_core_bench_markdown_accepts_a_dual_row_without_eps():
     rows = [{"workload": "prefix:16", "norm": "gamma_f", "backend": "scs", "status": "ok",
-             "value": 1.69, "gap": 1e-9, "eps": None, "seconds": 0.05, "ratio_to_fastest": 1.0,
-             "peak_rss_mb": 129.0}]
-    path = tmp_path / "core.md"
-    bench._write_markdown(path, rows, 121.0, ("scs",), 300.0, {"factorize": "0.1.0"})
-    assert "| prefix:16 | gamma_f | scs | ok | 1.6900000000 | 1.00e-09 | – | 0.05 |" in path.read_text()
+             "value": 1.69, "gap": 1e-9, "eps": None, "seconds": 0.05, "peak_rss_mb": 129.0}]
+    core.add_ratios(rows)
+    md = core.render_markdown(rows, 121.0, ("scs",), 300.0)
+    assert "| prefix:16 | gamma_f | scs | ok | 1.6900000000 | 1.00e-09 | – | 0.05 | 1.0 |" in md
 
 
 # -- end to end: one small case through the subprocess path ---------------------------------

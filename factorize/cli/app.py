@@ -4,8 +4,8 @@
                     [--method auto|dual|sdp|algebra|low-rank] [--solver scs|clarabel|mosek] [--eps E] [--time-limit S]
                     [--gap-tol G] [--json] [--out FILE]
     factorize check FILE [--json]      re-verify a saved result against its workload
-    factorize bench [--suite core|scale] [--quick] [--out reports/bench_<suite>.md] [--solvers scs,clarabel]
-                    [--time-limit S] [--memory-cap GIB] [--dry-run]
+    factorize bench [--suite NAME] [suite options]   a benchmark suite → reports/bench_<suite>.md (+ .json)
+    factorize bench --list                             the suites (``factorize.bench``)
     factorize plan | run | verify | inspect    mechanism plans and the executor (plan.py)
     factorize report                           plan / results reports (report.py)
     factorize local …                          local model (local.py)
@@ -103,22 +103,27 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if check.passed else EXIT_SOLVER
 
 
-def _bench(args: argparse.Namespace) -> int:
-    solvers = tuple(s.strip() for s in args.solvers.split(",")) if args.solvers else None
-    if args.suite == "scale":
-        from factorize.bench_scale import run_scale_benchmark
+def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
+    """Dispatch to a registered suite (``factorize.bench``); its options are the arguments the
+    bench parser did not know (``main`` hands them over as ``args.suite_argv``)."""
+    from factorize.bench import DEFAULT_SUITE, list_suites, run_suite
 
-        run_scale_benchmark(out=args.out or "reports/bench_scale.md", quick=args.quick, solvers=solvers,
-                            time_limit=args.time_limit, memory_cap_gib=args.memory_cap,
-                            dry_run=args.dry_run)
+    if args.list:
+        suites = list_suites()
+        width = max(len(name) for name, _ in suites)
+        for name, summary in suites:
+            print(f"{name:<{width}}  {summary}")
         return 0
-    if args.dry_run:
-        raise ValueError("--dry-run lists the runs of --suite scale only")
-    from factorize.bench import run_core_benchmark
-
-    run_core_benchmark(out=args.out or "reports/bench_core.md", quick=args.quick, solvers=solvers,
-                       time_limit=args.time_limit)
-    return 0
+    argv = list(getattr(args, "suite_argv", None) or [])
+    if args.help:
+        if args.suite is None:
+            if parser is not None:
+                parser.print_help()
+            print("\nsuites (`factorize bench --list`; `factorize bench --suite NAME --help` for a suite's options):")
+            print("  " + ", ".join(name for name, _ in list_suites()))
+            return 0
+        argv.append("--help")
+    return run_suite(args.suite or DEFAULT_SUITE, argv, threads=getattr(args, "threads", None))
 
 
 def _json_default(x):
@@ -160,22 +165,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_threads_option(c)
     c.set_defaults(func=_check)
 
-    b = sub.add_parser("bench", help="benchmark the planner's back-ends (writes reports/)")
-    b.add_argument("--suite", default="core", choices=("core", "scale"),
-                   help="core (default): the generic SDP back-ends on small workloads; scale: the "
-                        "specialised solvers against the generic SDP up to N = 2048 and marginals")
-    b.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
-    b.add_argument("--out", default=None,
-                   help="Markdown report (JSON twin next to it); default reports/bench_<suite>.md")
-    b.add_argument("--solvers", default=None,
-                   help="comma-separated SDP back-ends (default: all available)")
-    b.add_argument("--time-limit", type=float, default=300.0, help="per-case limit in seconds")
-    b.add_argument("--memory-cap", type=float, default=16.0, metavar="GIB",
-                   help="scale suite: address-space cap (RLIMIT_AS) of each case's process, GiB")
-    b.add_argument("--dry-run", action="store_true",
-                   help="scale suite: list the runs and skip reasons, solve nothing")
+    from factorize.bench import suite_names  # the registry only: no suite is imported here
+
+    b = sub.add_parser("bench", help="run a benchmark suite (writes reports/bench_<suite>.md + .json)",
+                       add_help=False, allow_abbrev=False,
+                       usage="factorize bench [--suite NAME] [suite options] | --list",
+                       description="Run one benchmark suite; every suite records the machine, versions, "
+                                   "load and times the same way (factorize.bench.harness). The suite's own "
+                                   "options follow --suite NAME (`factorize bench --suite NAME --help`).")
+    b.add_argument("-h", "--help", action="store_true", help="this help, or the suite's with --suite")
+    b.add_argument("--suite", default=None, choices=suite_names(), metavar="NAME",
+                   help="the suite to run (default core): " + ", ".join(suite_names()))
+    b.add_argument("--list", action="store_true", help="list the suites, one line each")
     add_threads_option(b)
-    b.set_defaults(func=_bench)
+    b.set_defaults(func=lambda args: _bench(args, b))
 
     from factorize.cli.plan import register
 
@@ -196,7 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "bench":  # the bench command hands what it does not know to its suite
+        args.suite_argv = rest
+    elif rest:  # what parse_args does
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     # One rule for every subcommand (factorize.cli.common.exit_code_for); nothing numerical
     # is imported before the thread policy.
     try:

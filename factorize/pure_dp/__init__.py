@@ -14,7 +14,7 @@ statistical queries under differential privacy" (PVLDB 2018, HDMM):
 - ``marginals``   OPT_M marginal weights in the subset algebra, covering starts, chord moves;
 - ``evaluate``    the exact RMSE recomputed from a returned strategy (add/remove and replace);
 - ``api``         one ``plan_*`` function per family and ``plan_pure_dp`` (best of all);
-- ``bench_table`` the comparison with HDMM's published numbers (``python -m factorize.pure_dp.bench_table``).
 
-Nothing is imported here, so ``bench_table`` can pin BLAS threads before numpy loads.
+The comparison with HDMM's published numbers is ``factorize bench --suite pure_dp_table``
+(``factorize.bench.suites.pure_dp_table``). Nothing is imported here.
 """

@@ -1,12 +1,12 @@
-"""Structured marginal plans at scale (issue 14, item 9). Writes reports/bench_marginals.md
-and reports/bench_marginals.json.
+"""``factorize bench --suite marginals``: structured marginal plans at scale (issue 14, item 9).
+Writes reports/bench_marginals.md and reports/bench_marginals.json.
 
-    python reports/bench_marginals.py [--quick]
+    factorize bench --suite marginals [--quick]
 
 Every phase is the real command line in a fresh process (``python -m factorize plan |
 verify | run``: imports, planning or verification, DuckDB scans, exact noise from the OS,
-answers written atomically), timed by wall clock, with its peak resident memory from
-``os.wait4``. Cases:
+answers written atomically; ``harness.run_factorize``), timed by wall clock, with its peak
+resident memory from ``os.wait4``. Cases:
 
 1. Adult (../shared/data/adult, 48,842 records, 14 attributes, N ≈ 6.4·10¹⁷): all 2-way and
    all ≤3-way marginals, ρ = 0.5, γ_F and γ₂ plans;
@@ -19,39 +19,35 @@ answers written atomically), timed by wall clock, with its peak resident memory 
    factors over a materialised histogram) on small domains — same RMSE, times and sizes;
 6. growth with the number of attributes (all 3-way marginals over d binary attributes).
 
-The machine, its load before the run and the package versions head the report.
+The machine, its load and the package versions head the report (the harness's header).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-ADULT = ROOT.parent / "shared" / "data" / "adult"
+from factorize.bench.harness import ADULT_DIR, run_factorize
+
+NAME = "marginals"
+SUMMARY = ("structured marginal plans at scale: plan, verify and run times, sizes and peak memory "
+           "(Adult, 30 and 100 attributes, unions, the dense route, growth)")
+
+ADULT = ADULT_DIR
 ADULT_SIZES = "85x9x100x16x7x15x6x5x2x100x100x99x42x2"
 
 
 def timed(args: list[str]) -> dict:
-    """Run ``python -m factorize ARGS`` in a fresh process: wall seconds, peak RSS (MiB)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "factorize", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out = proc.stdout.read()
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    rc = os.waitstatus_to_exitcode(status)
-    if rc != 0:
-        raise RuntimeError(f"factorize {' '.join(args[:3])} … failed ({rc}): {err[-2000:]}")
-    return {"seconds": seconds, "peak_mib": usage.ru_maxrss / 1024.0, "stdout": out}
+    """Run ``python -m factorize ARGS`` in a fresh process (in the checkout): wall seconds, peak
+    RSS (MiB), CPU seconds, the 1-minute load before and after; raises when it fails."""
+    p = run_factorize(args)
+    return {"seconds": p.wall_s, "peak_mib": p.peak_rss_mib, "stdout": p.stdout, "cpu_s": p.cpu_s,
+            "load_before": p.load_before, "load_after": p.load_after}
+
+
+def phase_load(t: dict) -> list:
+    """The 1-minute load average before and after a phase (the JSON's ``load``)."""
+    return [t["load_before"], t["load_after"]]
 
 
 def plan_case(name: str, spec: str, norm: str, workdir: Path, *, domain: str | None = None,
@@ -59,7 +55,8 @@ def plan_case(name: str, spec: str, norm: str, workdir: Path, *, domain: str | N
     """Plan, verify and (with data) run one workload; the plan's own accuracy statements."""
     from factorize.plan.registry import load_any_plan
 
-    plan_path = workdir / f"{name}.plan"
+    tag = "".join(c if c.isalnum() else "_" for c in name)[:80]  # "3-way / 30 attrs": no folders
+    plan_path = workdir / f"{tag}.plan"
     args = ["plan", "--workload", spec, "--privacy", privacy, "--norm", norm, "--out", str(plan_path),
             "--strategy", strategy]
     if domain:
@@ -70,6 +67,7 @@ def plan_case(name: str, spec: str, norm: str, workdir: Path, *, domain: str | N
     row["plan_bytes"] = plan_path.stat().st_size
     v = timed(["verify", str(plan_path)])
     row["verify_s"], row["verify_mib"] = v["seconds"], v["peak_mib"]
+    row["load"] = {"plan": phase_load(p), "verify": phase_load(v)}
     plan = load_any_plan(plan_path)
     k, N = plan.shape
     e = plan.expected_error
@@ -81,9 +79,10 @@ def plan_case(name: str, spec: str, norm: str, workdir: Path, *, domain: str | N
     else:
         row.update(m=plan.strategy_rows, lower=plan.bounds["lower"], upper=plan.bounds["upper"])
     if data is not None:
-        out = workdir / f"{name}.parquet"
+        out = workdir / f"{tag}.parquet"
         r = timed(["run", str(plan_path), "--data", str(data), "--out", str(out)])
         row["run_s"], row["run_mib"] = r["seconds"], r["peak_mib"]
+        row["load"]["run"] = phase_load(r)
         out.unlink()
     plan_path.unlink()
     return row
@@ -97,14 +96,13 @@ def synthetic(workdir: Path, n: int, sizes: list[int], seed: int) -> tuple[Path,
     return Path(path), ",".join(f"x{j}={s}" for j, s in enumerate(sizes))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="10⁵ synthetic records, fewer cases")
-    ap.add_argument("--out", default=str(ROOT / "reports" / "bench_marginals.md"))
-    args = ap.parse_args()
-    from factorize.io.provenance import machine_description, versions
+def add_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true", help="10⁵ synthetic records, fewer cases")
 
-    load = os.getloadavg()
+
+def run(args, harness):
+    from factorize.bench.harness import Report
+
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         w = Path(tmp)
@@ -147,30 +145,25 @@ def main() -> None:
             spec = "marginals:" + "x".join(["2"] * d) + ":3"
             rows.append(plan_case(f"growth: 3-way / {d} binary", spec, "gamma_2", w,
                                   domain=",".join(f"x{j}=2" for j in range(d))))
-    report = {"machine": machine_description(), "load_before": load, "versions": versions(),
-              "records_30": n, "rows": rows}
-    out = Path(args.out)
-    out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=float))
-    out.write_text(render(report))
+    report = {"records_30": n, "quick": args.quick, "rows": rows}
     print(render(report))
+    return Report(TITLE, render(report), report)
 
 
 def _f(x: float | None, fmt: str = ".2f") -> str:
     return "—" if x is None else format(x, fmt)
 
 
+TITLE = "Structured marginal plans: plan, verify, run at scale (issue 14)"
+
+
 def render(report: dict) -> str:
+    """The suite's text after the common header (machine, versions, load: the harness)."""
     lines = [
-        "# Structured marginal plans: plan, verify, run at scale (issue 14)",
-        "",
-        "Regenerate: `python reports/bench_marginals.py` (≈ 17 min on 2 cores). Each phase is "
+        "Regenerate: `factorize bench --suite marginals` (≈ 17 min on 2 cores). Each phase is "
         "the CLI in a fresh process (imports included); peak memory is the process's maximum "
         "resident set (``os.wait4``). ρ = 0.5 zCDP, add/remove neighbours, exact discrete "
         "Gaussian noise; runs read CSV (Adult) or Parquet (synthetic) through DuckDB.",
-        "",
-        f"Machine: {report['machine']}; load average before the run "
-        f"{', '.join(f'{x:.2f}' for x in report['load_before'])}.",
-        f"Versions: {', '.join(f'{k} {v}' for k, v in report['versions'].items())}.",
         "",
         "| case | objective | route | k | marginals/blocks | m | plan s | verify s | run s | "
         "peak MiB (plan/verify/run) | plan file | RMSE | max std | lower ≤ achieved |",
@@ -196,7 +189,3 @@ def render(report: dict) -> str:
         "materialised histogram.",
     ]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    main()

@@ -10,8 +10,8 @@ Measured side by side in one run, both norms (γ_F, γ₂) for every case:
 on prefix n = 64 … 2048, all-range n = 16 … 128, a random ±1 512×512 matrix, and all
 2-way marginals over 20 binary attributes and over the 14 Adult attributes.
 
-Each run is one fresh subprocess (``python -m factorize.bench_scale --case …``) with a
-time limit (passed to the solver, and a hard wall limit ``limit + grace`` enforced by
+Each run is one fresh subprocess (``python -m factorize.bench.suites.scale --case …``, run
+and reaped by ``harness.run_process``) with a time limit (passed to the solver, and a hard wall limit ``limit + grace`` enforced by
 the parent) and an address-space cap (``RLIMIT_AS``, set in the child before anything
 is imported) so that an out-of-memory run fails alone instead of taking the machine
 down. Peak RSS comes from the kernel's accounting of the reaped child (``wait4``), so it
@@ -27,22 +27,21 @@ in ``tests/test_bench_scale.py``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
-import os
 import resource
-import shlex
 import signal
-import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-ADULT_DOMAIN = REPO_ROOT.parent / "shared" / "data" / "adult" / "adult-domain.json"
+from factorize.bench.harness import ADULT_DIR, REPO_ROOT, factorize_env, json_safe, run_process
+
+NAME = "scale"
+SUMMARY = ("the specialised solvers (dual, marginal algebra) against the generic SDP: prefix up to "
+           "2048, all-range up to 128, random 512×512, 2-way marginals (20 binary, Adult)")
+
+ADULT_DOMAIN = ADULT_DIR / "adult-domain.json"
 
 DEFAULT_TIME_LIMIT = 300.0
 DEFAULT_MEMORY_CAP_GIB = 16.0
@@ -207,53 +206,23 @@ def classify_termination(*, exit_code: int | None, term_signal: int | None, kill
     return {"status": "failed", "detail": f"exit {exit_code} without a result: {tail}"}
 
 
-def _child_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    return env
-
-
-def _run_process(cmd: list[str], deadline_s: float | None) -> tuple[int, object, bool, float, str, str]:
-    """Run ``cmd``; reap it with ``wait4`` (its peak RSS even when killed). Kills it past the deadline."""
-    with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=_child_env(), cwd=str(REPO_ROOT))
-        killed = False
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if deadline_s is not None and time.perf_counter() - start > deadline_s:
-                proc.kill()  # our own child, by its pid
-                killed = True
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.02)
-        wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        fo.seek(0)
-        fe.seek(0)
-        return status, usage, killed, wall, fo.read().decode(errors="replace"), fe.read().decode(errors="replace")
-
-
 def run_case(spec: str, norm: str, method: str, backend: str, *, time_limit: float = DEFAULT_TIME_LIMIT,
              memory_cap_gib: float = DEFAULT_MEMORY_CAP_GIB, grace: float = WALL_GRACE) -> dict:
     """One (workload, norm, method) run in a fresh subprocess: status, numbers, wall, peak RSS."""
     cap = int(memory_cap_gib * 2**30) if memory_cap_gib > 0 else 0
-    cmd = [sys.executable, "-m", "factorize.bench_scale", "--case", spec, norm, method, backend,
+    cmd = [sys.executable, "-m", "factorize.bench.suites.scale", "--case", spec, norm, method, backend,
            repr(float(time_limit)), str(cap)]
-    status, usage, killed, wall, out, err = _run_process(cmd, time_limit + grace)
-    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-    if lines and not killed:
+    p = run_process(cmd, env=factorize_env(), cwd=REPO_ROOT, deadline=time_limit + grace)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if lines and not p.killed:
         result = json.loads(lines[-1])
     else:
         result = classify_termination(
-            exit_code=os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-            term_signal=os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-            killed_at_deadline=killed, stderr=err, wall=wall, time_limit=time_limit, grace=grace,
-            memory_cap_gib=memory_cap_gib)
-    result["wall"] = wall
-    result["peak_rss_mb"] = usage.ru_maxrss / 1024  # Linux: KiB
+            exit_code=p.exit_code, term_signal=p.term_signal, killed_at_deadline=p.killed, stderr=p.stderr,
+            wall=p.wall_s, time_limit=time_limit, grace=grace, memory_cap_gib=memory_cap_gib)
+    result["wall"] = p.wall_s
+    result["peak_rss_mb"] = p.usage.ru_maxrss / 1024  # Linux: KiB
+    result["load_before"], result["load_after"] = p.load_before, p.load_after
     return result
 
 
@@ -268,7 +237,7 @@ def _case_main(spec: str, norm: str, method: str, backend: str, time_limit: floa
                "detail": f"MemoryError under the {cap / 2**30:g} GiB address-space cap {str(exc)[:120]}".strip()}
     except Exception as exc:  # noqa: BLE001 - the benchmark reports every failure as a row
         out = {"status": _status_of(exc), "detail": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    print(json.dumps(_plain(out), allow_nan=False), flush=True)
+    print(json.dumps(json_safe(out), allow_nan=False), flush=True)
 
 
 def _status_of(exc: Exception) -> str:
@@ -310,24 +279,11 @@ def _solve_algebra(W, norm: str, time_limit: float) -> dict:
             "eps": None, "iterations": None, "route": "planner.solve(method='algebra')"}
 
 
-def _plain(x):
-    """JSON-safe copy: non-finite floats become strings, numpy scalars Python numbers."""
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if hasattr(x, "item") and not isinstance(x, (str, bytes)):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    return x
-
-
 def baseline_rss_mb() -> float:
     """Peak RSS of a process that only imports the numerical stack (the floor of every row)."""
     code = "import factorize.planner.routes, cvxpy, scs, clarabel"
-    _, usage, _, _, _, _ = _run_process([sys.executable, "-c", code], 120)
-    return usage.ru_maxrss / 1024
+    p = run_process([sys.executable, "-c", code], env=factorize_env(), cwd=REPO_ROOT, deadline=120)
+    return p.usage.ru_maxrss / 1024
 
 
 # ---------------------------------------------------------------------------------------
@@ -360,18 +316,33 @@ def plan_runs(cases: list[Case], sdp_backends: tuple[str, ...], quick: bool = Fa
     return rows
 
 
-def run_scale_benchmark(out: str = "reports/bench_scale.md", quick: bool = False,
-                        solvers: tuple[str, ...] | None = None, time_limit: float = DEFAULT_TIME_LIMIT,
-                        memory_cap_gib: float = DEFAULT_MEMORY_CAP_GIB, command: str | None = None,
-                        dry_run: bool = False) -> dict:
-    """Run the suite, write the Markdown report to ``out`` and its JSON twin next to it."""
-    from factorize.io.provenance import machine_description, versions
+def add_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true", help="small sizes only (a smoke run)")
+    parser.add_argument("--solvers", default=None,
+                        help="comma-separated SDP back-ends (default: all available)")
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, help="per-case limit in seconds")
+    parser.add_argument("--memory-cap", type=float, default=DEFAULT_MEMORY_CAP_GIB, metavar="GIB",
+                        help="address-space cap (RLIMIT_AS) of each case's process, GiB")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list the runs and skip reasons, solve nothing, write nothing")
+
+
+def run(args, harness):
+    solvers = tuple(s.strip() for s in args.solvers.split(",")) if args.solvers else None
+    return run_scale_benchmark(harness, quick=args.quick, solvers=solvers, time_limit=args.time_limit,
+                               memory_cap_gib=args.memory_cap, dry_run=args.dry_run)
+
+
+def run_scale_benchmark(harness=None, quick: bool = False, solvers: tuple[str, ...] | None = None,
+                        time_limit: float = DEFAULT_TIME_LIMIT, memory_cap_gib: float = DEFAULT_MEMORY_CAP_GIB,
+                        dry_run: bool = False):
+    """Run the suite; its report (None for a dry run, which prints the planned runs only)."""
+    from factorize.bench.harness import Report
     from solvers import available_backends
 
     backends = tuple(solvers or available_backends())
     cases = quick_cases() if quick else full_cases()
     planned = plan_runs(cases, backends, quick)
-    command = command or _command(out, quick, solvers, time_limit, memory_cap_gib)
     if dry_run:
         attempted = [r for r in planned if "skip" not in r]
         for r in planned:
@@ -379,10 +350,8 @@ def run_scale_benchmark(out: str = "reports/bench_scale.md", quick: bool = False
         print(f"{len(attempted)} runs attempted, {len(planned) - len(attempted)} skipped; worst case "
               f"{len(attempted) * (time_limit + WALL_GRACE) / 3600:.1f} h at {time_limit:g} s + "
               f"{WALL_GRACE:g} s grace each")
-        return {"rows": planned}
+        return None
 
-    load_start = _loadavg()
-    started = time.perf_counter()
     rows = []
     for r in planned:
         if "skip" in r:
@@ -393,20 +362,12 @@ def run_scale_benchmark(out: str = "reports/bench_scale.md", quick: bool = False
             r = {**r, **run_case(r["spec"], r["norm"], r["method"], r["backend"], time_limit=time_limit,
                                  memory_cap_gib=memory_cap_gib)}
         rows.append(r)
-        print(json.dumps(_plain(r), allow_nan=False), flush=True)
+        print(json.dumps(json_safe(r), allow_nan=False), flush=True)
     add_sdp_ratios(rows)
     report = {
         "meta": {
-            "generated": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "machine": machine_description(),
-            "versions": versions(("scs", "clarabel")),
-            "command": command,
             "time_limit_s": time_limit, "wall_grace_s": WALL_GRACE, "memory_cap_gib": memory_cap_gib,
             "gap_tol": GAP_TOL, "sdp_backends": list(backends), "quick": quick,
-            "threads": {v: os.environ.get(v, "unset") for v in
-                        ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
-            "load_average_start": load_start, "load_average_end": _loadavg(),
-            "total_wall_s": time.perf_counter() - started,
             "baseline_rss_mb": baseline_rss_mb(),
             "specs": {c.label: c.spec for c in cases},
         },
@@ -415,31 +376,7 @@ def run_scale_benchmark(out: str = "reports/bench_scale.md", quick: bool = False
         "targets": evaluate_targets(rows),
         "violations": sdp_violations(rows),
     }
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_markdown(report))
-    path.with_suffix(".json").write_text(json.dumps(_plain(report), indent=1, allow_nan=False) + "\n")
-    return report
-
-
-def _command(out, quick, solvers, time_limit, memory_cap_gib) -> str:
-    parts = ["factorize", "bench", "--suite", "scale", "--out", str(out)]
-    if quick:
-        parts.append("--quick")
-    if solvers:
-        parts += ["--solvers", ",".join(solvers)]
-    if time_limit != DEFAULT_TIME_LIMIT:
-        parts += ["--time-limit", f"{time_limit:g}"]
-    if memory_cap_gib != DEFAULT_MEMORY_CAP_GIB:
-        parts += ["--memory-cap", f"{memory_cap_gib:g}"]
-    return shlex.join(parts)
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
+    return Report(TITLE, render_markdown(report), report)
 
 
 # ---------------------------------------------------------------------------------------
@@ -451,11 +388,10 @@ def _ok(r: dict) -> bool:
 
 def add_sdp_ratios(rows: list[dict]) -> None:
     """``sdp_ratio``: seconds ÷ the fastest finished generic SDP on the same (workload, norm)."""
-    best = _best_sdp(rows)
-    for r in rows:
-        key = (r["spec"], r["norm"])
-        if _ok(r) and key in best:
-            r["sdp_ratio"] = r["seconds"] / best[key][0]
+    from factorize.bench.harness import add_ratios
+
+    add_ratios(rows, value="seconds", group=lambda r: (r["spec"], r["norm"]),
+               baseline=lambda r: r["method"] == "sdp" and _ok(r), name="sdp_ratio", where=_ok)
 
 
 def _best_sdp(rows: list[dict]) -> dict[tuple, tuple[float, str]]:
@@ -636,26 +572,20 @@ def _notes(r: dict) -> str:
     return ", ".join(bits).replace("|", "/")
 
 
+TITLE = "Planner scaling benchmark: specialised solvers vs the generic SDP (issue 4)"
+
+
 def render_markdown(report: dict) -> str:
+    """The suite's text after the common header (command, machine, versions, load: the harness)."""
     m = report["meta"]
-    vers = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
-    threads = ", ".join(f"{k}={v}" for k, v in m.get("threads", {}).items())
     lines = [
-        "# Planner scaling benchmark: specialised solvers vs the generic SDP (issue 4)",
-        "",
-        f"- generated: {m['generated']}",
-        f"- machine: {m['machine']}",
-        f"- versions: {vers}",
-        f"- command: `{m['command']}`",
         (f"- per-case limits: solver time limit {m['time_limit_s']:g} s (passed to the solver; the "
          f"process is killed at {m['time_limit_s']:g} + {m['wall_grace_s']:g} s), address-space cap "
          f"(RLIMIT_AS) {m['memory_cap_gib']:g} GiB, certified gap ≤ {m['gap_tol']:g}"),
-        ("- each case runs alone in a fresh process (`python -m factorize.bench_scale --case …`), one "
+        ("- each case runs alone in a fresh process (`python -m factorize.bench.suites.scale --case …`), one "
          "after another; peak RSS is the reaped child's `ru_maxrss` (known even when it was killed)"
          + (f"; baseline of a process that only imports the stack: {m['baseline_rss_mb']:.0f} MB"
             if isinstance(m.get("baseline_rss_mb"), (int, float)) else "")),
-        (f"- threads: {threads}; load average at start {m.get('load_average_start')}, at end "
-         f"{m.get('load_average_end')}; total wall {m.get('total_wall_s', 0) / 60:.1f} min"),
         ("- value = certified upper bound (the returned plan's norm); gap = upper/lower − 1, as "
          "re-checked by the certificate code; seconds = the solve inside the process (imports and "
          "workload parsing excluded); × SDP = seconds ÷ the fastest generic SDP back-end that "
@@ -735,5 +665,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 8 and sys.argv[1] == "--case":
         _case_main(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]), int(sys.argv[7]))
     else:
-        sys.exit("usage: python -m factorize.bench_scale --case SPEC NORM METHOD BACKEND TIME_LIMIT "
+        sys.exit("usage: python -m factorize.bench.suites.scale --case SPEC NORM METHOD BACKEND TIME_LIMIT "
                  "CAP_BYTES (use `factorize bench --suite scale` for the whole benchmark)")

@@ -1,49 +1,57 @@
-"""Local-model simulation benchmark (issue 7, item 6): 10⁶ simulated users on the Adult domain,
-all 2-way marginals over sex, race, relationship and income>50K; measured error against the
-plan's prediction; messages per second per core for the client and the server.
+"""``factorize bench --suite local``: local-model simulation benchmark (issue 7, item 6): 10⁶
+simulated users on the Adult domain, all 2-way marginals over sex, race, relationship and
+income>50K; measured error against the plan's prediction; messages per second per core for
+the client and the server.
 
-    python reports/bench_local.py [--users 1000000] [--reps 3]
+    factorize bench --suite local [--users 1000000] [--reps 3]
 
-writes ``reports/bench_local.md`` and ``.json``. BLAS is pinned to one thread (the client's
-randomizer is numpy, the server is DuckDB with ``threads=1``) so the rates are per core.
+writes ``reports/bench_local.md`` and ``.json``. BLAS is pinned to one thread whatever
+``--threads`` says (the client's randomizer is numpy, the server is DuckDB with
+``threads=1``) so the rates are per core.
 Users are drawn with replacement from Adult's 48,842 records; clients run in test mode
 (``TestRandom``: reproducible, not private) — an evaluation, not a release.
 """
 
 from __future__ import annotations
 
-import os
+import json
+import tempfile
+from pathlib import Path
 
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
+from factorize.bench.harness import ADULT_DIR
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+NAME = "local"
+SUMMARY = ("the local model: 10⁶ simulated Adult users, measured against predicted error, messages "
+           "per second per core (client and server)")
 
-import numpy as np  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-ADULT = HERE.parent / ".." / "shared" / "data" / "adult"
+ADULT = ADULT_DIR
 ATTRS = ["sex", "race", "relationship", "income>50K"]
 SPEC = "marginals:2x5x6x2:2"
 CHUNK = 100_000
 
 
-def main() -> None:
+def add_arguments(parser) -> None:
+    parser.add_argument("--users", type=int, default=1_000_000)
+    parser.add_argument("--reps", type=int, default=3)
+
+
+def run(args, harness):
+    from factorize.threads import limited
+
+    with limited(1):  # per-core rates: one BLAS thread whatever --threads says
+        return _run(args, harness)
+
+
+def _run(args, harness):
+    import numpy as np
+
+    from factorize.bench.harness import Report
     from factorize.engines import distinct_records_duckdb
     from factorize.local.plan import build_local_plan
     from factorize.local.protocol import aggregate_file, encode_codes, write_messages
     from factorize.privacy import TestRandom
     from workloads import Domain, parse_workload
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--users", type=int, default=1_000_000)
-    ap.add_argument("--reps", type=int, default=3)
-    args = ap.parse_args()
     n = args.users
     dom = Domain.from_json(str(ADULT / "adult-domain.json")).project(ATTRS)
     codes, counts = distinct_records_duckdb(str(ADULT / "adult.csv"), dom, allow_extra_columns=True)
@@ -52,9 +60,8 @@ def main() -> None:
     Wd = W.dense()
     rows = []
     for privacy in ("epsilon=1", "epsilon=1,delta=1e-6"):
-        t0 = time.perf_counter()
-        plan = build_local_plan(W, privacy, n=n, alpha=0.02, domain=dom)
-        t_plan = time.perf_counter() - t0
+        tp = harness.measure(lambda privacy=privacy: build_local_plan(W, privacy, n=n, alpha=0.02, domain=dom))
+        plan, t_plan = tp.result, tp.best
         m = plan.A.shape[0]
         pred_rmse = plan.bounds["predicted_rmse"] * n
         pred_max = plan.bounds["predicted_max_error"] * n
@@ -65,18 +72,22 @@ def main() -> None:
             truth = Wd @ h
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "messages.parquet"
-                t0 = time.perf_counter()
-                Y = np.empty((n, m))
-                trng = TestRandom(1000 + rep)
-                for s in range(0, n, CHUNK):
-                    Y[s:s + CHUNK] = encode_codes(plan, users[s:s + CHUNK], trng)
-                t_client = time.perf_counter() - t0
+
+                def clients(plan=plan, users=users, m=m, rep=rep):
+                    Y = np.empty((n, m))
+                    trng = TestRandom(1000 + rep)
+                    for s in range(0, n, CHUNK):
+                        Y[s:s + CHUNK] = encode_codes(plan, users[s:s + CHUNK], trng)
+                    return Y
+
+                tc = harness.measure(clients)
+                Y, t_client = tc.result, tc.best
                 write_messages(path, Y, "bench", test_mode=True)
                 size = path.stat().st_size
                 del Y
-                t0 = time.perf_counter()
-                rel = aggregate_file(plan, path, threads=1)
-                t_server = time.perf_counter() - t0
+                tc.result = None
+                ts = harness.measure(lambda plan=plan, path=path: aggregate_file(plan, path, threads=1))
+                rel, t_server = ts.result, ts.best
             err = rel["estimate"] - truth
             rows.append({
                 "privacy": privacy, "randomizer": plan.randomizer["kind"], "rep": rep, "users": n,
@@ -92,15 +103,10 @@ def main() -> None:
                 "n_needed_upper": plan.bounds.get("n_needed_upper"),
                 "n_needed_lower": plan.bounds.get("n_needed_lower"),
                 "n_needed_lower_distributional": plan.bounds.get("n_needed_lower_distributional"),
+                "timing": {"plan": tp.as_dict(), "client": tc.as_dict(), "server": ts.as_dict()},
             })
             print(json.dumps(rows[-1]))
-    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-               "cpus": os.cpu_count(), "python": platform.python_version(), "threads": 1}
-    (HERE / "bench_local.json").write_text(json.dumps({"machine": machine, "rows": rows}, indent=1))
-    lines = ["# Local model: 10⁶ simulated users (issue 7, item 6)", "",
-             f"Generated by `python reports/bench_local.py --users {n} --reps {args.reps}` on "
-             f"{machine['processor']} ({machine['cpus']} CPUs; BLAS and DuckDB pinned to one thread), "
-             f"Python {machine['python']}.", "",
+    lines = ["BLAS and DuckDB pinned to one thread (rates per core).", "",
              f"Workload `{SPEC}` (all 2-way marginals over {', '.join(ATTRS)}; 78 counts), users "
              "drawn with replacement from Adult. Error in counts; predicted RMSE = n·√(v·mean‖r_i‖² / n + η²), "
              "predicted worst query = n·(η + ‖R‖_(2→∞)√(2 v ln 2k / n)). Test-mode randomness.", "",
@@ -130,9 +136,6 @@ def main() -> None:
               " One release's RMSE over 78 correlated answers is a weighted χ² with few effective "
               "degrees of freedom, whose median lies below its mean, so single releases mostly land "
               "under the predicted (expected) RMSE."]
-    (HERE / "bench_local.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-
-
-if __name__ == "__main__":
-    main()
+    return Report("Local model: 10⁶ simulated users (issue 7, item 6)", "\n".join(lines),
+                  {"users": n, "reps": args.reps, "threads": 1, "rows": rows})

@@ -1,12 +1,14 @@
-"""HDMM's home ground (issue 15, item 6). Writes reports/bench_hdmm_suite.md and .json.
+"""``factorize bench --suite hdmm_suite``: HDMM's home ground (issue 15, item 6). Writes
+reports/bench_hdmm_suite.md and .json.
 
-    python reports/bench_hdmm_suite.py [--only NAME …] [--merge]
+    factorize bench --suite hdmm_suite [--only NAME …] [--merge] [--records N]
 
 ``--merge`` re-measures only the ``--only`` rows and keeps every other row of the existing
 ``bench_hdmm_suite.json`` as it was measured (the report says which rows come from which run).
 
 Every figure comes from the real command line in a fresh process (``python -m factorize plan
-| verify | run``), timed by wall clock with the peak resident memory from ``os.wait4``:
+| verify | run``, ``harness.run_factorize``), timed by wall clock with the peak resident memory
+from ``os.wait4``:
 
 * **Laplace**: ``plan --privacy epsilon=1`` (pure DP, add/remove neighbours, exact discrete
   Laplace noise): the plan's per-query RMSE (its own statement, re-derived by ``verify``),
@@ -29,20 +31,15 @@ HDMM's figures are those measured side by side on this machine for the issue (HD
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
+from factorize.bench.suites.marginals import phase_load, timed  # the same fresh-process timer
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "reports"))
-sys.path.insert(0, str(ROOT))
-
-from bench_marginals import timed  # noqa: E402  (the same fresh-process timer)
+NAME = "hdmm_suite"
+SUMMARY = ("HDMM's workloads planned under Laplace (ε = 1) and Gaussian noise, against HDMM's RMSE "
+           "and the certified bounds; census-style unions run on 10⁶ records")
 
 IDTOTAL = "kron(" + ",".join(f"vstack(identity:{n},total:{n})" for n in (50, 100, 7, 4, 2)) + ")"
 PREFIX_IDTOTAL = ("kron(prefix:50,prefix:100," + ",".join(f"vstack(identity:{n},total:{n})"
@@ -68,8 +65,10 @@ CENSUS_SIZES = [2, 2, 64, 17, 115]
 CENSUS_DOMAIN = "sex=2,hispanic=2,race=64,relationship=17,age=115"
 
 
-def grouping(n: int, groups: list[list[int]]) -> np.ndarray:
+def grouping(n: int, groups: list[list[int]]):
     """A 0/1 grouping matrix: row g has ones on the codes of group g."""
+    import numpy as np
+
     G = np.zeros((len(groups), n))
     for g, codes in enumerate(groups):
         G[g, codes] = 1.0
@@ -80,6 +79,8 @@ def census_files(workdir: Path) -> dict[str, str]:
     """Public grouping matrices (``file:`` specs): race7 (64 codes → 7 groups: the six single
     races as codes 0–5, every combination as 'two or more'), race63 (each combination code
     1–63 alone; code 0 = 'unknown' left out), age23 (115 ages → 23 five-year groups)."""
+    import numpy as np
+
     race7 = grouping(64, [[c] for c in range(6)] + [list(range(6, 64))])
     race63 = grouping(64, [[c] for c in range(1, 64)])
     age23 = grouping(115, [list(range(5 * g, 5 * g + 5)) for g in range(23)])
@@ -121,6 +122,8 @@ def census_unions(f: dict[str, str]) -> list[tuple[str, str]]:
 
 def small_union(f: dict[str, str], workdir: Path) -> tuple[str, str]:
     """A census-like union over (2, 2, 8, 4, 8) = 1,024 cells (groupings 8 → 3 and 8 → 4)."""
+    import numpy as np
+
     g3 = grouping(8, [[0, 1, 2], [3, 4], [5, 6, 7]])
     g4 = grouping(8, [[0, 1], [2, 3], [4, 5], [6, 7]])
     np.save(workdir / "g3.npy", g3)
@@ -151,7 +154,8 @@ def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str |
     e = plan.expected_error
     row = {"name": name, "privacy": privacy, "strategy": strategy, "plan_s": p["seconds"],
            "plan_mib": p["peak_mib"], "verify_s": v["seconds"], "rmse": e["rmse"],
-           "k": plan.shape[0], "N": plan.shape[1], "bytes": path.stat().st_size}
+           "k": plan.shape[0], "N": plan.shape[1], "bytes": path.stat().st_size,
+           "load": {"plan": phase_load(p), "verify": phase_load(v)}}
     if hasattr(plan, "strategy"):  # structured
         cert = plan.certificate
         choice = (plan.provenance or {}).get("strategy_choice") or {}
@@ -172,26 +176,28 @@ def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str |
         out = workdir / f"{tag}.parquet"
         r = timed(["run", str(path), "--data", str(data), "--out", str(out)])
         row["run_s"], row["run_mib"] = r["seconds"], r["peak_mib"]
+        row["load"]["run"] = phase_load(r)
         out.unlink()
     path.unlink()
     return row
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "reports" / "bench_hdmm_suite.md"))
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--only", nargs="*", default=None, help="run only rows whose name contains these")
-    ap.add_argument("--merge", action="store_true",
-                    help="keep the existing report's other rows (with their own run's date and load)")
-    args = ap.parse_args()
+def add_arguments(parser) -> None:
+    parser.add_argument("--records", type=int, default=1_000_000,
+                        help="synthetic records the census-style unions run on")
+    parser.add_argument("--only", nargs="*", default=None, help="run only rows whose name contains these")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the existing report's other rows (with their own run's date and load)")
+
+
+def run(args, harness):
+    from factorize.bench.harness import Report
     from factorize.engines.synthetic import synthetic_records
-    from factorize.io.provenance import machine_description, versions
 
     def wanted(name: str) -> bool:
         return not args.only or any(o in name for o in args.only)
 
-    load = os.getloadavg()
+    load = harness.load_start
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         w = Path(tmp)
@@ -227,9 +233,7 @@ def main() -> None:
             dense_lap = plan_row(name, spec, w, privacy="epsilon=1", domain=dom, strategy="dense")
             rows.append({"name": name, "hdmm": None, "laplace": lap, "gaussian": gau,
                          "dense_gaussian": dense, "dense_laplace": dense_lap})
-    import datetime
-
-    stamp = {"date": datetime.date.today().isoformat(), "load_before": list(load)}
+    stamp = {"date": harness.started[:10], "load_before": list(load or [])}
     for r in rows:
         r["measured"] = stamp
     out = Path(args.out)
@@ -238,22 +242,22 @@ def main() -> None:
         new = {r["name"]: r for r in rows}
         before = {"date": old.get("date", "the previous full run"), "load_before": old["load_before"]}
         rows = [new.pop(r["name"], None) or {"measured": before, **r} for r in old["rows"]] + list(new.values())
-    report = {"machine": machine_description(), "load_before": load, "versions": versions(),
-              "records": args.records, "rows": rows, "date": stamp["date"]}
-    out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=float))
-    out.write_text(render(report))
+    report = {"load_before": list(load or []), "records": args.records, "rows": rows, "date": stamp["date"]}
     print(render(report))
+    return Report(TITLE, render(report), report)
 
 
 def _f(x, fmt: str = ".2f") -> str:
     return "—" if x is None else format(x, fmt)
 
 
+TITLE = "HDMM's suite: pure-DP (Laplace) and Gaussian plans, unions at census scale (issue 15)"
+
+
 def render(report: dict) -> str:
+    """The suite's text after the common header (machine, versions, load: the harness)."""
     lines = [
-        "# HDMM's suite: pure-DP (Laplace) and Gaussian plans, unions at census scale (issue 15)",
-        "",
-        "Regenerate: `python reports/bench_hdmm_suite.py` (all rows ≈ 15 min on 2 cores). Every "
+        "Regenerate: `factorize bench --suite hdmm_suite` (all rows ≈ 15 min on 2 cores). Every "
         "time is the CLI in a fresh process, imports included. Laplace: `--privacy epsilon=1`, "
         "add/remove neighbours, exact discrete Laplace; RMSE is the plan's per-query RMSE "
         "(re-derived by `factorize verify`); *bound* is the Laplace factorization lower bound "
@@ -262,10 +266,6 @@ def render(report: dict) -> str:
         "of standard deviation 1 per unit of L2 sensitivity) next to the certificate's lower "
         "bound. HDMM: its Laplace RMSE at ε = 1 (`optimize(restarts=25)`), measured on this "
         "machine for the issue.",
-        "",
-        f"Machine: {report['machine']}; load average before the run "
-        f"{', '.join(f'{x:.2f}' for x in report['load_before'])}.",
-        f"Versions: {', '.join(f'{k} {v}' for k, v in report['versions'].items())}.",
         "",
         "| workload | N | Laplace RMSE | HDMM | ratio | bound | gap | plan s | verify s | "
         "Gaussian per unit σ (lower ≤ plan) | plan s | strategy chosen (Laplace) |",
@@ -324,7 +324,3 @@ def render(report: dict) -> str:
                   f"- Laplace ε = 1 RMSE: union {ul['rmse']:.4f}, dense route (best candidate) "
                   f"{dl['rmse']:.4f}; Laplace factorization bound {_f(dl.get('laplace_bound'), '.4f')}."]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    main()

@@ -1,10 +1,12 @@
-"""Evidence for issue 5: error vs dataset size n of the geometric mechanisms against the
-factorization mechanism on the same workload, synthetic and Adult data, empirical next to
-each mechanism's stated bound; plus the end-to-end time of the JL mechanism on 10⁴ queries.
+"""``factorize bench --suite geometric``: evidence for issue 5 — error vs dataset size n of the
+geometric mechanisms against the factorization mechanism on the same workload, synthetic and
+Adult data, empirical next to each mechanism's stated bound; plus the end-to-end time of the
+JL mechanism on 10⁴ queries.
 
-    python reports/bench_geometric.py [--reps 10] [--out reports]
+    factorize bench --suite geometric [--reps 10] [--out reports/geometric.md]
 
-writes ``reports/geometric.md``, ``reports/geometric.json`` and ``reports/geometric_*.png``.
+writes ``reports/geometric.md``, ``reports/geometric.json`` and ``geometric_*.png`` next to
+them (the report keeps its name: the plan code and README cite ``reports/geometric.md``).
 Releases use the executor's own functions (``release_answers`` / ``release_projection``) with
 test-mode noise (``TestRandom``): reproducible, NOT private — an evaluation, not a release.
 The same noise seed is used for every mechanism at a given (n, repetition).
@@ -12,22 +14,29 @@ The same noise seed is used for every mechanism at a given (n, repetition).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
-import platform
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+from factorize.bench.harness import ADULT_DIR
 
-ADULT = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "adult" / "adult.csv"
+if TYPE_CHECKING:
+    import numpy as np
+
+NAME = "geometric"
+REPORT = "geometric"
+SUMMARY = ("the geometric mechanisms (least squares, ellipsoid, JL, covariance, relaxed projection) "
+           "against the factorization mechanism: error vs n, synthetic and Adult; JL end to end")
+
+ADULT = ADULT_DIR / "adult.csv"
 
 
 def adult_binary(d: int) -> np.ndarray:
     """d binary attributes of Adult (0/1 codes), in a fixed documented order."""
     import csv
+
+    import numpy as np
 
     with open(ADULT) as fh:
         rows = list(csv.DictReader(fh))
@@ -45,12 +54,15 @@ def adult_binary(d: int) -> np.ndarray:
 def adult_age_bins(bins: int) -> np.ndarray:
     import csv
 
+    import numpy as np
+
     with open(ADULT) as fh:
         age = np.array([int(r["age"]) for r in csv.DictReader(fh)])
     return np.minimum(bins - 1, age * bins // 85)
 
 
 def cells_of(X: np.ndarray) -> np.ndarray:
+    import numpy as np
     d = X.shape[1]
     return X @ (2 ** np.arange(d - 1, -1, -1))
 
@@ -61,6 +73,7 @@ def subsample(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
 
 def synthetic_pool(d: int, types: int, seed: int) -> np.ndarray:
     """A sparse population: ``types`` random record types over {0,1}^d, Zipf-weighted."""
+    import numpy as np
     rng = np.random.default_rng(seed)
     base = rng.integers(0, 2, (types, d))
     w = 1.0 / np.arange(1, types + 1)
@@ -71,6 +84,8 @@ def synthetic_pool(d: int, types: int, seed: int) -> np.ndarray:
 
 def experiment_marginals(reps: int, ns: list[int]) -> dict:
     """All 2-way marginals over 8 binary attributes, (ε=1, δ=1e-6), add/remove neighbours."""
+    import numpy as np
+
     from factorize.executor.release import release_answers
     from factorize.plan.build import build_plan
     from factorize.privacy import TestRandom
@@ -110,6 +125,8 @@ def experiment_marginals(reps: int, ns: list[int]) -> dict:
 def experiment_jl(reps: int, ns: list[int]) -> dict:
     """All range queries over 40 cells, pure ε = 1, replace neighbours (public n):
     the JL mechanism against the Laplace factorization mechanism (optimal γ_F strategy)."""
+    import numpy as np
+
     from factorize.executor.projection import release_projection
     from factorize.executor.release import release_answers
     from factorize.plan.build import build_plan
@@ -151,6 +168,8 @@ def experiment_jl(reps: int, ns: list[int]) -> dict:
 def experiment_moments(reps: int, ns: list[int], d: int = 10) -> dict:
     """2-way parities (±1 second moments) of d binary attributes, (ε=1, δ=1e-6), replace:
     the factorization mechanism (optimal γ_F) against covariance and relaxed-projection."""
+    import numpy as np
+
     from factorize.executor.projection import release_projection
     from factorize.executor.release import release_answers
     from factorize.plan.build import build_plan
@@ -197,6 +216,8 @@ def experiment_marginals_replace(reps: int, ns: list[int]) -> dict:
     """The same 2-way marginals under replace neighbours (public n): the factorization and
     least-squares plans against the moment plans (covariance, relaxed projection), which
     release the moments of (1, s) and decode the marginal cells from the projected matrix."""
+    import numpy as np
+
     from factorize.executor.projection import release_projection
     from factorize.executor.release import release_answers
     from factorize.plan.build import build_plan
@@ -246,25 +267,33 @@ def experiment_marginals_replace(reps: int, ns: list[int]) -> dict:
 
 def jl_end_to_end(n: int = 10_000) -> dict:
     """Plan + verify + release + decode of the JL mechanism on allrange:140 (9870 queries)."""
+    import numpy as np
+
+    from factorize.bench.harness import measure
     from factorize.executor.projection import release_projection, verify_projection_plan
     from factorize.plan.projection_plan import build_projection_plan
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 
-    t0 = time.perf_counter()
-    W = parse_workload("allrange:140")
-    plan = build_projection_plan(W, "epsilon=1", "jl", n=n, rng=TestRandom(0))
-    t1 = time.perf_counter()
-    check = verify_projection_plan(plan, workload=W, raise_on_failure=True)
-    t2 = time.perf_counter()
-    rng = np.random.default_rng(0)
-    h = rng.multinomial(n, rng.dirichlet(np.full(140, 0.3))).astype(float)
-    y = W.matvec(h)
-    rel = release_projection(plan, plan.arrays["T"] @ y, n, TestRandom(1), workload=check.workload,
-                             allow_float_noise=True)
-    t3 = time.perf_counter()
+    def make_plan():
+        W = parse_workload("allrange:140")
+        return W, build_projection_plan(W, "epsilon=1", "jl", n=n, rng=TestRandom(0))
+
+    def release():
+        rng = np.random.default_rng(0)
+        h = rng.multinomial(n, rng.dirichlet(np.full(140, 0.3))).astype(float)
+        y = W.matvec(h)
+        return y, release_projection(plan, plan.arrays["T"] @ y, n, TestRandom(1), workload=check.workload,
+                                     allow_float_noise=True)
+
+    tp = measure(make_plan)
+    W, plan = tp.result
+    tv = measure(lambda: verify_projection_plan(plan, workload=W, raise_on_failure=True))
+    check = tv.result
+    tr = measure(release)
+    y, rel = tr.result
     return {"workload": W.spec, "k": W.shape[0], "N": W.shape[1], "n": n, "ell": plan.decoder["ell"],
-            "plan_s": t1 - t0, "verify_s": t2 - t1, "release_s": t3 - t2, "total_s": t3 - t0,
+            "plan_s": tp.best, "verify_s": tv.best, "release_s": tr.best, "total_s": tp.best + tv.best + tr.best,
             "rmse": float(np.sqrt(np.mean((rel.estimate - y) ** 2))), "bound": plan.bounds["upper_rmse"],
             "decode_iterations": rel.metadata["decode"]["iterations"]}
 
@@ -310,37 +339,38 @@ def table(exp: dict) -> list[str]:
     return lines
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent))
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+def add_arguments(parser) -> None:
+    parser.add_argument("--reps", type=int, default=10, help="repetitions per point (fresh subsample and noise)")
+
+
+def _experiments(reps: int) -> tuple:
     e2e = jl_end_to_end()
-    marg = experiment_marginals(args.reps, [30, 100, 300, 1000, 3000, 10000, 30000])
-    marg_rep = experiment_marginals_replace(args.reps, [30, 100, 300, 1000, 3000, 10000])
-    jl = experiment_jl(args.reps, [100, 300, 1000, 3000, 10000])
-    mom = experiment_moments(args.reps, [30, 100, 300, 1000, 3000])
-    total = time.perf_counter() - t0
+    marg = experiment_marginals(reps, [30, 100, 300, 1000, 3000, 10000, 30000])
+    marg_rep = experiment_marginals_replace(reps, [30, 100, 300, 1000, 3000, 10000])
+    jl = experiment_jl(reps, [100, 300, 1000, 3000, 10000])
+    mom = experiment_moments(reps, [30, 100, 300, 1000, 3000])
+    return e2e, marg, marg_rep, jl, mom
+
+
+def run(args, harness):
+    from factorize.bench.harness import Report
+
+    out = Path(args.out).parent
+    out.mkdir(parents=True, exist_ok=True)
+    t = harness.measure(lambda: _experiments(args.reps))
+    e2e, marg, marg_rep, jl, mom = t.result
+    total = t.best
     plot(marg, "2-way marginals, 8 binary attributes, (ε=1, δ=1e-6)", out / "geometric_marginals.png")
     plot(marg_rep, "2-way marginals, 8 binary attributes, (ε=1, δ=1e-6), replace (public n)",
          out / "geometric_marginals_replace.png")
     plot(jl, "all ranges over 40 cells, pure ε=1, replace (public n)", out / "geometric_jl.png")
     plot(mom, "2-way parities of 10 binary attributes, (ε=1, δ=1e-6), replace (public n)",
          out / "geometric_moments.png")
-    machine = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-               "cpus": os.cpu_count(), "python": platform.python_version()}
-    data = {"machine": machine, "reps": args.reps, "seconds": total, "jl_end_to_end": e2e,
+    data = {"reps": args.reps, "seconds": total, "timing": t.as_dict(), "jl_end_to_end": e2e,
             "marginals": marg, "marginals_replace": marg_rep, "jl": jl, "moments": mom}
-    (out / "geometric.json").write_text(json.dumps(data, indent=1, default=str))
     i1000 = marg["ns"].index(1000)
     lines = [
-        "# Geometric mechanisms: error vs dataset size (issue 5, item 9)", "",
-        f"Generated by `python reports/bench_geometric.py --reps {args.reps}` in {total:.0f} s on "
-        f"{machine['processor']} ({machine['cpus']} CPUs), Python {machine['python']}.",
-        "Every point is the RMSE per query over all queries and "
+        f"The experiments took {total:.0f} s. Every point is the RMSE per query over all queries and "
         f"{args.reps} repetitions (fresh subsample of n records, fresh noise); releases go through "
         "the executor's functions with test-mode noise (reproducible, not private). Dashed lines / "
         "numbers in parentheses are each mechanism's stated bound: the factorization plans' "
@@ -381,9 +411,5 @@ def main() -> None:
     lines += ["## Second moments: covariance (spectraplex) and relaxed projection (elliptope)", "",
               "![moments](geometric_moments.png)", ""]
     lines += table(mom)
-    (out / "geometric.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-
-
-if __name__ == "__main__":
-    main()
+    return Report("Geometric mechanisms: error vs dataset size (issue 5, item 9)", "\n".join(lines), data)

@@ -1,27 +1,29 @@
-"""``factorize bench`` (suite ``core``): the generic SDP back-ends side by side, written to ``reports/``.
+"""``factorize bench --suite core``: the generic SDP back-ends side by side (``reports/bench_core.md``).
 
 Every run forces ``method="sdp"``; the specialised solvers against the SDP at scale are
-``factorize bench --suite scale`` (``factorize.bench_scale``).
+``factorize bench --suite scale`` (``factorize.bench.suites.scale``).
 
 Cases (issue 2): prefix n ∈ {16, 32, 64, 128} and all-range n ∈ {16, 32, 64}, for γ_F and γ₂,
 with every available back-end, plus ``kron(prefix:64,prefix:64,prefix:64)``. Each case
-runs in a fresh subprocess (``python -m factorize.bench CASE…``) so its peak resident
-memory is its own; a baseline process that only imports the stack is measured in the
-same run. Columns: value, certified relative gap, seconds, peak RSS, and the time
-relative to the fastest back-end on the same case. Cost growth: the SDP cone has size
-N + rank(W) (never k + N), so each interior-point iteration costs O((N + r)^6) with a
-dense KKT (Clarabel), each first-order iteration O((N + r)^3) (SCS: one eigendecomposition).
+runs in a fresh subprocess (``python -m factorize.bench.suites.core --case …``, run by the
+harness) so its peak resident memory is its own; a baseline process that only imports the
+stack is measured in the same run. Columns: value, certified relative gap, seconds, peak
+RSS, and the time relative to the fastest back-end on the same case. Cost growth: the SDP
+cone has size N + rank(W) (never k + N), so each interior-point iteration costs
+O((N + r)^6) with a dense KKT (Clarabel), each first-order iteration O((N + r)^3) (SCS: one
+eigendecomposition).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import resource
 import subprocess
 import sys
-import time
-from pathlib import Path
+
+NAME = "core"
+SUMMARY = ("the generic SDP back-ends (SCS, Clarabel, …) side by side: prefix n = 16…128, "
+           "all-range n = 16…64, γ_F and γ₂, and kron(prefix:64)³")
 
 FULL_CASES = ([f"prefix:{n}" for n in (16, 32, 64, 128)]
               + [f"allrange:{n}" for n in (16, 32, 64)])
@@ -30,23 +32,25 @@ KRON_CASE = "kron(prefix:64,prefix:64,prefix:64)"
 
 
 def _run_case(spec: str, norm: str, backend: str, time_limit: float) -> dict:
-    cmd = [sys.executable, "-m", "factorize.bench", "--case", spec, norm, backend, str(time_limit)]
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=time_limit + 120)
-    except subprocess.TimeoutExpired:
-        return {"status": f"killed after {time_limit + 120:.0f} s"}
-    wall = time.perf_counter() - start
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode < 0:
-        sig = -proc.returncode
+    from factorize.bench.harness import run_process
+
+    cmd = [sys.executable, "-m", "factorize.bench.suites.core", "--case", spec, norm, backend, str(time_limit)]
+    p = run_process(cmd, deadline=time_limit + 120)
+    loads = {"load_before": p.load_before, "load_after": p.load_after}
+    if p.killed:
+        return {"status": f"killed after {time_limit + 120:.0f} s", **loads}
+    wall = p.wall_s
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode < 0:
+        sig = -p.returncode
         why = " (SIGKILL: most likely the kernel's out-of-memory killer)" if sig == 9 else ""
-        return {"status": f"killed by signal {sig} after {wall:.0f} s{why}", "wall": wall}
-    if proc.returncode != 0 or not lines:
-        err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"status": f"failed (exit {proc.returncode}): {err[:200]}", "wall": wall}
+        return {"status": f"killed by signal {sig} after {wall:.0f} s{why}", "wall": wall, **loads}
+    if p.returncode != 0 or not lines:
+        err = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"status": f"failed (exit {p.returncode}): {err[:200]}", "wall": wall, **loads}
     out = json.loads(lines[-1])
     out["wall"] = wall
+    out.update(loads)
     return out
 
 
@@ -76,10 +80,22 @@ def _baseline_rss() -> float:
                                 check=True).stdout.strip())
 
 
-def run_core_benchmark(out: str, quick: bool = False, solvers: tuple[str, ...] | None = None,
-                       time_limit: float = 300.0) -> list[dict]:
-    """Run every case, write a Markdown table to ``out`` and a JSON twin next to it."""
-    from factorize.io.provenance import machine_description, versions
+def add_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true", help="prefix:16 and allrange:16 only (a smoke run)")
+    parser.add_argument("--solvers", default=None,
+                        help="comma-separated SDP back-ends (default: all available)")
+    parser.add_argument("--time-limit", type=float, default=300.0, help="per-case limit in seconds")
+
+
+def run(args, harness):
+    solvers = tuple(s.strip() for s in args.solvers.split(",")) if args.solvers else None
+    return run_core_benchmark(harness, quick=args.quick, solvers=solvers, time_limit=args.time_limit)
+
+
+def run_core_benchmark(harness, quick: bool = False, solvers: tuple[str, ...] | None = None,
+                       time_limit: float = 300.0):
+    """Run every case; the report (its table and the JSON rows)."""
+    from factorize.bench.harness import Report
     from solvers import available_backends
 
     backends = solvers or available_backends()
@@ -96,39 +112,32 @@ def run_core_benchmark(out: str, quick: bool = False, solvers: tuple[str, ...] |
             r = _run_case(KRON_CASE, norm, "scs", time_limit)
             rows.append({"workload": KRON_CASE, "norm": norm, "backend": "scs", **r})
             print(json.dumps(rows[-1]), flush=True)
-    _add_ratios(rows)
+    add_ratios(rows)
     base = _baseline_rss()
-    _write_markdown(Path(out), rows, base, backends, time_limit, versions())
-    Path(out).with_suffix(".json").write_text(json.dumps(
-        {"machine": machine_description(), "baseline_rss_mb": base, "rows": rows}, indent=1))
-    return rows
+    return Report("Planner core benchmark (generic SDP back-ends)",
+                  render_markdown(rows, base, backends, time_limit),
+                  {"backends": list(backends), "time_limit_s": time_limit, "quick": quick,
+                   "baseline_rss_mb": base, "rows": rows})
 
 
-def _add_ratios(rows: list[dict]) -> None:
-    best: dict[tuple, float] = {}
-    for r in rows:
-        if r.get("status") == "ok":
-            key = (r["workload"], r["norm"])
-            best[key] = min(best.get(key, float("inf")), r["seconds"])
-    for r in rows:
-        if r.get("status") == "ok":
-            r["ratio_to_fastest"] = r["seconds"] / best[(r["workload"], r["norm"])]
+def _ok(r: dict) -> bool:
+    return r.get("status") == "ok"
 
 
-def _write_markdown(path: Path, rows: list[dict], base: float, backends, time_limit: float,
-                    vers: dict) -> None:
-    from factorize.io.provenance import machine_description
+def add_ratios(rows: list[dict]) -> None:
+    """``ratio_to_fastest``: seconds ÷ the fastest finished back-end on the same (workload, norm)."""
+    from factorize.bench.harness import add_ratios as ratios
 
+    ratios(rows, value="seconds", group=lambda r: (r["workload"], r["norm"]), baseline=_ok,
+           name="ratio_to_fastest", where=_ok)
+
+
+def render_markdown(rows: list[dict], base: float, backends, time_limit: float) -> str:
+    """The suite's text after the common header: the setting and the table."""
     lines = [
-        "# Planner core benchmark (generic SDP back-ends)",
-        "",
-        f"- generated: {_dt.datetime.now(_dt.timezone.utc).isoformat(timespec='seconds')}",
-        f"- machine: {machine_description()}",
-        f"- versions: {', '.join(f'{k} {v}' for k, v in vers.items())}",
         f"- back-ends: {', '.join(backends)}; per-case time limit {time_limit:g} s",
-        f"- command: `factorize bench --out {path}`",
         f"- baseline peak RSS of a process that only imports the stack: {base:.0f} MB",
-        "- each case runs alone in a fresh process; the machine ran nothing else during the run",
+        "- each case runs alone in a fresh process (`python -m factorize.bench.suites.core --case …`)",
         "- value = certified upper bound (the returned factorization's norm); gap = upper/lower − 1,",
         "  both recomputed by `certificate.verify` (SVD / eigenvalue, no solver); eps = the tightest",
         "  back-end tolerance the tolerance continuation needed to reach gap ≤ 1e-6.",
@@ -146,13 +155,12 @@ def _write_markdown(path: Path, rows: list[dict], base: float, backends, time_li
             rss = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "–"
             lines.append(f"| {r['workload']} | {r['norm']} | {r['backend']} | {r['status']} | – | – | – | "
                          f"– | – | {rss} |")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--case":
         _case_main(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
     else:
-        sys.exit("usage: python -m factorize.bench --case SPEC NORM BACKEND TIME_LIMIT "
-                 "(use `factorize bench` for the whole benchmark)")
+        sys.exit("usage: python -m factorize.bench.suites.core --case SPEC NORM BACKEND TIME_LIMIT "
+                 "(use `factorize bench --suite core` for the whole benchmark)")

@@ -1,77 +1,54 @@
-"""Throughput of the histogram engines (records/s); writes reports/bench_histogram.md.
+"""``factorize bench --suite histogram``: throughput of the histogram engines (records/s);
+writes reports/bench_histogram.md (+ .json).
 
-    python reports/bench_histogram.py [--n 10000000] [--repeats 3] [--threads 2]
+    factorize bench --suite histogram [--n 10000000] [--repeats 3] [--duckdb-threads 2]
 
 Synthetic, non-private records (seeded) over the domain x0..x3 of sizes (10, 20, 30, 40)
 (N = 240,000 cells) are written to a temporary directory outside the repository as Parquet
 (int64 columns, and int8 columns) and CSV. Measured, end to end (file -> validated int64
 histogram, including connecting to DuckDB and all checks):
 
-- ``histogram_duckdb`` on Parquet and on CSV, with ``threads`` DuckDB threads and with
-  DuckDB's default (all cores);
+- ``histogram_duckdb`` on Parquet and on CSV, with ``--duckdb-threads`` DuckDB threads and
+  with DuckDB's default (all cores);
 - ``histogram_numpy`` on the records already in memory (int64 and int8 arrays).
 
 For context, two raw DuckDB queries (no validation) show the effect of the perfect-hash
 aggregate the engine enables: ``GROUP BY`` the cell-index expression with DuckDB's default
 ``perfect_ht_threshold`` (12 bits) and with 22 bits. Every result is checked against the
-NumPy histogram. Reported: best and median wall time of ``repeats`` runs.
+NumPy histogram. Reported: best and median wall time of ``repeats`` runs (the harness's timer).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import os
-import platform
-import statistics
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import duckdb
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
-
-from factorize.engines import histogram_duckdb, histogram_numpy
-from factorize.io.provenance import machine_info
-from workloads import Domain
+NAME = "histogram"
+SUMMARY = "histogram engine throughput: DuckDB (Parquet, CSV) vs numpy on 10⁷ records"
 
 SIZES = (10, 20, 30, 40)
 SEED = 20240611
 TARGET = 1e7  # records/s, Parquet path on 2 cores
 
 
-def machine() -> dict[str, str]:
-    return {
-        **machine_info(),
-        "Python": platform.python_version(),
-        "numpy": np.__version__,
-        "duckdb": duckdb.__version__,
-        "pyarrow": pa.__version__,
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-    }
+def timed(harness, fn: Callable[[], Any], repeats: int, expected):
+    """``repeats`` runs timed by the harness (a ``Timing``); each result checked after its run."""
+    import numpy as np
 
-
-def timed(fn: Callable[[], np.ndarray], repeats: int, expected: np.ndarray) -> tuple[float, float]:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        h = fn()
-        times.append(time.perf_counter() - t0)
+    def check(h) -> None:
         if not np.array_equal(np.asarray(h), expected):
             raise SystemExit("benchmark result differs from the NumPy histogram")
-    return min(times), statistics.median(times)
+
+    return harness.measure(fn, repeats, check=check)
 
 
-def raw_groupby(path: Path, threads: int, bits: int, domain: Domain) -> np.ndarray:
+def raw_groupby(path: Path, threads: int, bits: int, domain):
+    import duckdb
+    import numpy as np
+
     strides = [int(np.prod(domain.sizes[j + 1 :])) for j in range(len(domain))]
     index = " + ".join(f"CAST({a} AS BIGINT) * {s}" for a, s in zip(domain.attributes, strides))
     con = duckdb.connect(":memory:", config={"threads": threads, "perfect_ht_threshold": bits, "temp_directory": ""})
@@ -86,14 +63,24 @@ def raw_groupby(path: Path, threads: int, bits: int, domain: Domain) -> np.ndarr
     return h
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=10**7, help="number of synthetic records")
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2, help="DuckDB threads for the main measurements")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_histogram.md")
-    args = ap.parse_args()
-    n, reps, thr = args.n, args.repeats, args.threads
+def add_arguments(parser) -> None:
+    parser.add_argument("--n", type=int, default=10**7, help="number of synthetic records")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--duckdb-threads", type=int, default=2,
+                        help="DuckDB threads for the main measurements (BLAS threads: factorize's --threads)")
+
+
+def run(args, harness):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from factorize.bench.harness import Report
+    from factorize.engines import histogram_duckdb, histogram_numpy
+    from workloads import Domain
+
+    n, reps, thr = args.n, args.repeats, args.duckdb_threads
 
     domain = Domain([f"x{j}" for j in range(len(SIZES))], SIZES)
     rng = np.random.default_rng(SEED)
@@ -102,6 +89,7 @@ def main() -> None:
     expected = np.bincount(np.ravel_multi_index(tuple(recs.T), SIZES), minlength=domain.size)
 
     rows: list[tuple[str, int | str, float, float, str]] = []
+    timings: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="factorize-bench-") as tmp:
         tmpdir = Path(tmp)
         cols = {a: recs[:, j] for j, a in enumerate(domain.attributes)}
@@ -116,8 +104,11 @@ def main() -> None:
         sizes = {k: f"{p.stat().st_size / 2**20:.1f} MiB" for k, p in files.items()}
 
         def add(label: str, threads: int | str, fn: Callable[[], np.ndarray], note: str = "") -> None:
-            best, med = timed(fn, reps, expected)
+            t = timed(harness, fn, reps, expected)
+            best, med = t.best, t.median
             rows.append((label, threads, best, med, note))
+            timings.append({"label": label, "threads": threads, "records_per_s": n / best, "file": note,
+                            **t.as_dict()})
             print(f"{label:52s} threads={threads!s:8s} best {best:7.3f}s  {n / best / 1e6:6.1f} M rec/s", flush=True)
 
         default_threads = os.cpu_count() or 1
@@ -137,18 +128,9 @@ def main() -> None:
         add("raw SQL GROUP BY cell index, Parquet i64, perfect_ht_threshold=22, no checks",
             thr, lambda: raw_groupby(files["parquet_i64"], thr, 22, domain))
 
-    info = machine()
     pq_best = max(n / r[2] for r in rows if r[0].startswith("histogram_duckdb, Parquet") and r[1] == thr)
     verdict = "met" if pq_best >= TARGET else "NOT met"
     lines = [
-        "# Histogram engine throughput",
-        "",
-        f"Generated by `python reports/bench_histogram.py --n {n} --repeats {reps} --threads {thr}`.",
-        "",
-        "## Machine",
-        "",
-        *[f"- {k}: {v}" for k, v in info.items()],
-        "",
         "## Setup",
         "",
         (
@@ -198,9 +180,7 @@ def main() -> None:
         ),
         "",
     ]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
-    print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    return Report("Histogram engine throughput", "\n".join(lines),
+                  {"n": n, "repeats": reps, "duckdb_threads": thr, "seed": SEED, "sizes": list(SIZES),
+                   "cells": domain.size, "rows": timings, "parquet_best_records_per_s": pq_best,
+                   "target_records_per_s": TARGET, "target_met": pq_best >= TARGET})

@@ -1,10 +1,9 @@
-"""Raw data in the engines (issue 16): mapping raw columns to codes with a domain schema,
-against the coded path, on 10⁷ synthetic Parquet records; and raw-string Adult → all 2-way
-marginal answers through the CLI.
+"""``factorize bench --suite raw``: raw data in the engines (issue 16): mapping raw columns to
+codes with a domain schema, against the coded path, on 10⁷ synthetic Parquet records; and
+raw-string Adult → all 2-way marginal answers through the CLI. Writes reports/bench_raw.md
+(+ .json).
 
-    python reports/bench_raw.py [--n 10000000] [--repeats 5] [--csv-n 1000000] [--spark]
-
-Writes ``reports/bench_raw.md`` and ``reports/bench_raw.json``.
+    factorize bench --suite raw [--n 10000000] [--repeats 5] [--csv-n 1000000] [--adult-repeats 3] [--spark]
 
 1. **Synthetic records** (numpy seed ``SEED``, uniform codes, non-private) over an Adult-like
    schema: sex, race, relationship (categorical text), income>50K (boolean), age (integer
@@ -14,52 +13,37 @@ Writes ``reports/bench_raw.md`` and ``reports/bench_raw.json``.
    (strings, bool, int64, float64, read with the schema), row groups of 10⁶, in a temporary
    directory outside the repository. ``engines.histogram_duckdb`` and ``marginals_duckdb``
    (all 15 2-way marginals) are timed end to end, path → validated counts, coded and raw
-   alternately (ABAB…, so drift in the machine's load hits both), and every result is
-   compared with the NumPy counts of the generated codes. A second raw variant leaves out the
-   float column (5 attributes, N = 8,880) to show what the continuous column costs; one case
-   groups those raw columns in DuckDB with no mapping and no checks, and a *floor* maps the
-   6 raw columns with the fewest DuckDB operations and no checks (valid for this data only).
-   Both paths run with DuckDB's default thread count. The
-   1-minute load average is recorded around every measurement: other work may share the
-   machine, and the ratios (measured in the same run, interleaved) are the figures to read.
-2. **Raw-string Adult**: the raw copy of ``../shared/data/adult`` built by
-   ``tests/raw_adult.py`` (its schema uses every kind of attribute), all 2-way marginals
-   (148,137 answers, structured residual plan, ρ = 0.5): ``factorize plan`` and
-   ``factorize run --seed 1`` (verification, engine, measurement, noise, writing) each in a
-   fresh process, wall time including the interpreter start; raw CSV, raw Parquet, and the
-   coded CSV with the domain of sizes; the answers of raw and coded runs must be identical.
+   alternately (``harness.interleaved``: ABAB…, so drift in the machine's load hits both), and
+   every result is compared with the NumPy counts of the generated codes. A second raw variant
+   leaves out the float column (5 attributes, N = 8,880) to show what the continuous column
+   costs; one case groups those raw columns in DuckDB with no mapping and no checks, and a
+   *floor* maps the 6 raw columns with the fewest DuckDB operations and no checks (valid for
+   this data only). Both paths run with DuckDB's default thread count. The 1-minute load
+   average is recorded around every measurement: other work may share the machine, and the
+   ratios (measured in the same run, interleaved) are the figures to read.
+2. **Raw-string Adult**: the raw copy of the shared Adult data (``../shared/data/adult`` or
+   ``FACTORIZE_ADULT_DIR``) built by ``factorize/bench/raw_adult.py`` (its schema uses every
+   kind of attribute), all 2-way marginals (148,137 answers, structured residual plan,
+   ρ = 0.5): ``factorize plan`` and ``factorize run --seed 1`` (verification, engine,
+   measurement, noise, writing) each in a fresh process (``harness.run_process``), wall time
+   including the interpreter start; raw CSV, raw Parquet, and the coded CSV with the domain of
+   sizes; the answers of raw and coded runs must be identical.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
-import os
-import platform
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
+from factorize.bench.harness import REPO_ROOT, factorize_env, run_process
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import duckdb  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.csv as pacsv  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-
-from factorize.engines import histogram_duckdb, marginals_duckdb  # noqa: E402
-from factorize.io.provenance import machine_info  # noqa: E402
-from workloads import Domain  # noqa: E402
-from workloads.schema import DomainSchema  # noqa: E402
+NAME = "raw"
+SUMMARY = ("raw columns mapped by a domain schema vs the coded path (DuckDB, 10⁷ Parquet records), "
+           "and raw-string Adult → all 2-way marginal answers through the CLI")
 
 SEED = 20261116
 ROW_GROUP = 1_000_000
@@ -77,19 +61,18 @@ SCHEMA_DOC = {"format": "factorize-domain-schema", "version": 1, "attributes": [
 ]}
 
 
-def load1() -> float:
-    return round(os.getloadavg()[0], 2)
-
-
-def cpu_s() -> float:
-    """CPU seconds of this process (all threads): the work done, less sensitive than the wall
-    time to other processes sharing the cores."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+def add_arguments(parser) -> None:
+    parser.add_argument("--n", type=int, default=10_000_000, help="synthetic Parquet records")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds of the Parquet cases")
+    parser.add_argument("--csv-n", type=int, default=1_000_000, help="records of the CSV comparison (0: none)")
+    parser.add_argument("--adult-repeats", type=int, default=3, help="rounds of the Adult `run` (fresh processes)")
+    parser.add_argument("--spark", action="store_true", help="also time the Spark engine (needs pyspark)")
 
 
 def _bench_con() -> Any:
     """A DuckDB connection configured as the engine's (threads: DuckDB's default, as the engine)."""
+    import duckdb
+
     from factorize.engines.duckdb_engine import _MAX_PERFECT_HT_BITS
 
     return duckdb.connect(":memory:", config={"temp_directory": "", "preserve_insertion_order": False,
@@ -108,13 +91,15 @@ def group_raw_sql(path: Path, names: list[str]) -> int:
         con.close()
 
 
-def minimal_mapping_sql(path: Path, sizes: tuple[int, ...]) -> np.ndarray:
+def minimal_mapping_sql(path: Path, sizes: tuple[int, ...]):
     """The floor of mapping these raw columns in DuckDB SQL: the fewest operations that turn
     them into codes DuckDB can group with its perfect-hash aggregate, with no checks at all
     (valid only for this data: every value is listed, every age in range, every salary
     finite): one ENUM cast per text value (``enum_code % n``: the range DuckDB needs), the
     boolean as an integer, ``age - 17``, the salary bin by one integer division (the inner
     edges are 2500 apart). Returns the histogram."""
+    import numpy as np
+
     def enum(col: str, values: list[str]) -> str:
         listed = ", ".join("'" + v + "'" for v in values)
         return f"enum_code(TRY_CAST({col} AS ENUM({listed}))) % {len(values)}"
@@ -132,8 +117,14 @@ def minimal_mapping_sql(path: Path, sizes: tuple[int, ...]) -> np.ndarray:
     return np.bincount(cells, weights=np.asarray(res["n"], dtype=np.int64), minlength=int(np.prod(sizes))).astype(np.int64)
 
 
-def generate(n: int, tmp: Path, rng: np.random.Generator) -> dict[str, Any]:
+def generate(n: int, tmp: Path, rng) -> dict[str, Any]:
     """Coded and raw Parquet files of the same ``n`` records; the codes' histogram."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from workloads.schema import DomainSchema
+
     schema = DomainSchema.from_dict(SCHEMA_DOC)
     sizes = schema.sizes
     codes = [rng.integers(0, s, n).astype(np.int32) for s in sizes]
@@ -156,27 +147,6 @@ def generate(n: int, tmp: Path, rng: np.random.Generator) -> dict[str, Any]:
     return {"schema": schema, "hist": hist, "raw_cols": raw, "codes": codes}
 
 
-def interleaved(cases: dict[str, Callable[[], Any]], check: Callable[[str, Any], None],
-                repeats: int) -> dict[str, dict[str, Any]]:
-    """Run every case once per round, ``repeats`` rounds (ABAB…); times and loads per run."""
-    out: dict[str, dict[str, Any]] = {k: {"times": [], "cpu": [], "load_before": [], "load_after": []}
-                                      for k in cases}
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            out[name]["load_before"].append(load1())
-            c0, t0 = cpu_s(), time.perf_counter()
-            result = fn()
-            out[name]["times"].append(time.perf_counter() - t0)
-            out[name]["cpu"].append(cpu_s() - c0)
-            out[name]["load_after"].append(load1())
-            check(name, result)
-    for v in out.values():
-        v["best_s"] = min(v["times"])
-        v["median_s"] = statistics.median(v["times"])
-        v["median_cpu_s"] = statistics.median(v["cpu"])
-    return out
-
-
 def released_numbers(path: Path) -> dict[str, list[str]]:
     """An answers file's query numbers and released numbers, column by column, as written (cell
     labels differ between raw and coded runs: the schema's labels vs the codes)."""
@@ -189,18 +159,17 @@ def released_numbers(path: Path) -> dict[str, list[str]]:
     return {c: [r[header.index(c)] for r in rows[1:]] for c in keep}
 
 
-def cli(*args: str) -> tuple[float, str]:
-    t0 = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "factorize.cli.plan", *args], capture_output=True, text=True,
-                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
-    wall = time.perf_counter() - t0
-    if res.returncode != 0:
-        raise SystemExit(f"factorize {' '.join(args)} failed ({res.returncode}): {res.stderr[-2000:]}")
-    return wall, res.stdout
+def cli(*args: str):
+    """``python -m factorize.cli.plan ARGS`` in a fresh process in the checkout (a
+    ``harness.Process``: wall seconds, load before); stops the benchmark when it fails."""
+    p = run_process([sys.executable, "-m", "factorize.cli.plan", *args], env=factorize_env(), cwd=REPO_ROOT)
+    if p.returncode != 0:
+        raise SystemExit(f"factorize {' '.join(args)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return p
 
 
 def adult_section(tmp: Path, repeats: int) -> dict[str, Any]:
-    from tests import raw_adult
+    from factorize.bench import raw_adult
 
     if not raw_adult.ADULT_CSV.is_file():
         return {"skipped": f"Adult data not found in {raw_adult.ADULT_DIR}"}
@@ -214,19 +183,20 @@ def adult_section(tmp: Path, repeats: int) -> dict[str, Any]:
     plans = {}
     for label, dom in (("raw", schema_path), ("coded", raw_adult.ADULT_DOMAIN)):
         plan = tmp / f"adult-{label}.plan"
-        wall, _ = cli("plan", "--workload", spec, "--privacy", "rho=0.5", "--domain", str(dom), "--out", str(plan))
-        out[f"plan_{label}_s"] = wall
+        p = cli("plan", "--workload", spec, "--privacy", "rho=0.5", "--domain", str(dom), "--out", str(plan))
+        out[f"plan_{label}_s"] = p.wall_s
         plans[label] = plan
-    answers: dict[str, list[str]] = {}
+    answers: dict[str, dict[str, list[str]]] = {}
     for _ in range(repeats):
         for label, plan, data in (("raw CSV", plans["raw"], raw_csv), ("raw Parquet", plans["raw"], raw_pq),
                                   ("coded CSV", plans["coded"], raw_adult.ADULT_CSV)):
             ans = tmp / "answers.csv"
-            before = load1()
-            wall, _ = cli("run", str(plan), "--data", str(data), "--out", str(ans), "--seed", "1")
-            rec = out["runs"].setdefault(label, {"times": [], "load_before": []})
-            rec["times"].append(wall)
-            rec["load_before"].append(before)
+            p = cli("run", str(plan), "--data", str(data), "--out", str(ans), "--seed", "1")
+            rec = out["runs"].setdefault(label, {"times": [], "load_before": [], "cpu": [], "peak_rss_mib": []})
+            rec["times"].append(p.wall_s)
+            rec["load_before"].append(p.load_before)
+            rec["cpu"].append(p.cpu_s)
+            rec["peak_rss_mib"].append(p.peak_rss_mib)
             answers[label] = released_numbers(ans)
     for rec in out["runs"].values():
         rec["best_s"], rec["median_s"] = min(rec["times"]), statistics.median(rec["times"])
@@ -237,23 +207,22 @@ def adult_section(tmp: Path, repeats: int) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=10_000_000)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--csv-n", type=int, default=1_000_000, help="records of the CSV comparison (0: none)")
-    ap.add_argument("--adult-repeats", type=int, default=3)
-    ap.add_argument("--spark", action="store_true", help="also time the Spark engine (needs pyspark)")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_raw.md")
-    args = ap.parse_args()
-    t_script = time.perf_counter()
+def run(args, harness):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from factorize.engines import histogram_duckdb, marginals_duckdb
+    from workloads import Domain
+    from workloads.schema import DomainSchema
+
     rng = np.random.default_rng(SEED)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="factorize-bench-raw-") as tmp_s:
         tmp = Path(tmp_s)
-        t0 = time.perf_counter()
-        g = generate(args.n, tmp, rng)
-        results["generate_s"] = time.perf_counter() - t0
+        t = harness.measure(lambda: generate(args.n, tmp, rng))
+        g = t.result
+        results["generate_s"] = t.best
         schema: DomainSchema = g["schema"]
         raw_dom = schema.domain()
         coded_dom = Domain(raw_dom.attributes, raw_dom.sizes)
@@ -288,7 +257,7 @@ def main() -> None:
         }
         histogram_duckdb(tmp / "raw.parquet", raw_dom)  # warm the file cache
         histogram_duckdb(tmp / "coded.parquet", coded_dom)
-        results["parquet"] = interleaved(cases, check, args.repeats)
+        results["parquet"] = {k: t.as_dict() for k, t in harness.interleaved(cases, args.repeats, check=check).items()}
         for k, v in results["parquet"].items():
             print(f"{k:38s} best {v['best_s']:.3f}s median {v['median_s']:.3f}s loads {v['load_before']}", flush=True)
 
@@ -305,10 +274,10 @@ def main() -> None:
                 if not np.array_equal(result, hm):
                     raise SystemExit(f"{name}: result differs from the generated records")
 
-            results["csv"] = interleaved({
-                "histogram coded CSV": lambda: histogram_duckdb(tmp / "coded.csv", coded_dom),
-                "histogram raw CSV": lambda: histogram_duckdb(tmp / "raw.csv", raw_dom)},
-                check_csv, max(2, args.repeats // 2))
+            csv_cases = {"histogram coded CSV": lambda: histogram_duckdb(tmp / "coded.csv", coded_dom),
+                         "histogram raw CSV": lambda: histogram_duckdb(tmp / "raw.csv", raw_dom)}
+            results["csv"] = {k: t.as_dict() for k, t in
+                              harness.interleaved(csv_cases, max(2, args.repeats // 2), check=check_csv).items()}
             results["csv_n"] = m
             for k, v in results["csv"].items():
                 print(f"{k:38s} best {v['best_s']:.3f}s median {v['median_s']:.3f}s", flush=True)
@@ -319,12 +288,14 @@ def main() -> None:
 
                 spark = spark_session()
                 histogram_spark(str(tmp / "coded.parquet"), coded_dom, spark=spark)  # JVM warm-up
-                results["spark"] = interleaved({
+                spark_cases = {
                     "Spark histogram coded (6 attr)": lambda: histogram_spark(str(tmp / "coded.parquet"), coded_dom,
                                                                               spark=spark),
                     "Spark histogram raw (6 attr)": lambda: histogram_spark(str(tmp / "raw.parquet"), raw_dom,
-                                                                            spark=spark)},
-                    check, max(2, args.repeats // 2))
+                                                                            spark=spark)}
+                results["spark"] = {k: t.as_dict() for k, t in
+                                    harness.interleaved(spark_cases, max(2, args.repeats // 2), check=check).items()}
+                harness.uses("pyspark", java=True)
                 for k, v in results["spark"].items():
                     print(f"{k:38s} best {v['best_s']:.3f}s median {v['median_s']:.3f}s", flush=True)
             except Exception as exc:  # noqa: BLE001 - reported, not fatal
@@ -332,30 +303,28 @@ def main() -> None:
 
         results["adult"] = adult_section(tmp, args.adult_repeats)
         print(json.dumps({k: v for k, v in results["adult"].items() if k != "runs"}), flush=True)
-    results["script_s"] = time.perf_counter() - t_script
-    write_report(args, results, files, raw_dom)
+    return write_report(args, results, files, raw_dom)
 
 
 def ratio(rows: dict[str, Any], raw: str, coded: str, key: str) -> float:
     return rows[raw][key] / rows[coded][key]
 
 
-def write_report(args: argparse.Namespace, results: dict[str, Any], files: dict[str, float], dom: Domain) -> None:
-    con = duckdb.connect(":memory:")
-    duck_threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
-    con.close()
-    info = {**machine_info(), "Python": platform.python_version(), "numpy": np.__version__,
-            "duckdb": duckdb.__version__, "pyarrow": pa.__version__,
-            "DuckDB threads": f"{duck_threads} (DuckDB's default, the same for every case: the engine's "
-                              "threads=None; factorize's thread policy sets only BLAS pools)"}
-    if args.spark and "skipped" not in results.get("spark", {}):
-        import pyspark
+def duckdb_threads() -> str:
+    import duckdb
 
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
-        info["pyspark"] = pyspark.__version__
-        info["Java"] = ((java.stderr or java.stdout).strip().splitlines() or ["unknown"])[0]
-    info["date"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    cmd = ("python reports/bench_raw.py " + " ".join(sys.argv[1:])).strip()
+    con = duckdb.connect(":memory:")
+    try:
+        row = con.execute("SELECT current_setting('threads')").fetchone()
+        return "unknown" if row is None else str(row[0])
+    finally:
+        con.close()
+
+
+def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
+    from factorize.bench.harness import Report
+
+    duck_threads = duckdb_threads()
     P = results["parquet"]
     pairs = [("histogram raw (6 attr)", "histogram coded (6 attr)"),
              ("histogram raw (5 attr, no float)", "histogram coded (5 attr, no float)"),
@@ -366,10 +335,9 @@ def write_report(args: argparse.Namespace, results: dict[str, Any], files: dict[
                      "cpu_ratio": ratio(P, raw, coded, "median_cpu_s")} for raw, coded in pairs}
     target = summary["histogram raw (6 attr)"]["median_ratio"] <= 1.5
     adult = results["adult"]
-    payload = {"command": cmd, "machine": info, "n": args.n, "seed": SEED, "schema": SCHEMA_DOC,
-               "cells": dom.size, "files_mib": files, "results": results, "ratios": summary,
+    payload = {"n": args.n, "seed": SEED, "schema": SCHEMA_DOC, "cells": dom.size, "files_mib": files,
+               "duckdb_threads": duck_threads, "results": results, "ratios": summary,
                "target_mapping_le_1_5x": target}
-    args.out.with_suffix(".json").write_text(json.dumps(payload, indent=2, default=float) + "\n", encoding="utf-8")
 
     def row(name: str, v: dict[str, Any]) -> str:
         loads = f"{min(v['load_before']):.1f}–{max(v['load_after'] if 'load_after' in v else v['load_before']):.1f}"
@@ -377,17 +345,6 @@ def write_report(args: argparse.Namespace, results: dict[str, Any], files: dict[
                 f"{v['median_cpu_s']:.3f} | {args.n / v['median_s'] / 1e6:.1f} M | {loads} |")
 
     lines = [
-        "# Raw data in the engines: schema mapping vs the coded path",
-        "",
-        f"Generated by `{cmd}` in {results['script_s']:.0f} s.",
-        "",
-        "## Machine",
-        "",
-        *[f"- {k}: {v}" for k, v in info.items()],
-        "- load: the 1-minute load average before / after each run is in the tables and the JSON; "
-        "the machine was shared with other work (2 cores), so absolute times move between runs; the "
-        "ratios compare runs interleaved in the same rounds.",
-        "",
         f"## {args.n:,} synthetic Parquet records: raw (schema) vs coded (sizes)",
         "",
         (f"{args.n:,} records, uniform codes (seed {SEED}), schema: sex, race, relationship (text), "
@@ -397,7 +354,11 @@ def write_report(args: argparse.Namespace, results: dict[str, Any], files: dict[
          f"the text columns; the float64 salary falls back to plain encoding), snappy, row groups of "
          f"{ROW_GROUP:,}, the same for both. End to end, path → "
          "validated counts, every result compared with the generated codes' counts; "
-         f"{args.repeats} interleaved rounds."),
+         f"{args.repeats} interleaved rounds. DuckDB threads: {duck_threads} (DuckDB's default, the same "
+         "for every case: the engine's threads=None; factorize's thread policy sets only BLAS pools). "
+         "The 1-minute load average before / after each run is in the tables and the JSON: other work "
+         "may share the machine, so absolute times move between runs; the ratios compare runs "
+         "interleaved in the same rounds."),
         "",
         "| case | runs | best (s) | median (s) | median CPU (s) | records/s (median) | load |",
         "|---|---:|---:|---:|---:|---:|---|",
@@ -437,7 +398,7 @@ def write_report(args: argparse.Namespace, results: dict[str, Any], files: dict[
         lines += [
             "## Raw-string Adult → all 2-way marginal answers (CLI, fresh processes)",
             "",
-            (f"{adult['records']:,} records decoded to raw values by `tests/raw_adult.py` (text categories, "
+            (f"{adult['records']:,} records decoded to raw values by `factorize/bench/raw_adult.py` (text categories, "
              "integers, booleans, bin midpoints, an unlisted country for the catch-all); workload "
              f"`{adult['spec']}` (= `{adult['named_spec'][:60]}…` with the schema), ρ = 0.5, structured "
              f"residual plan, {adult['answers']:,} answers. `plan` took {adult['plan_raw_s']:.2f} s with "
@@ -495,9 +456,4 @@ def write_report(args: argparse.Namespace, results: dict[str, Any], files: dict[
          "machine than the wall time."),
         "",
     ]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
-    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
-
-
-if __name__ == "__main__":
-    main()
+    return Report("Raw data in the engines: schema mapping vs the coded path", "\n".join(lines), payload)

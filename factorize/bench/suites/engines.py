@@ -1,8 +1,9 @@
-"""DuckDB vs Spark (local mode) histogram engines on 10⁷–10⁸ synthetic records.
+"""``factorize bench --suite engines``: DuckDB vs Spark (local mode) histogram engines on
+10⁷–10⁸ synthetic records.
 
-    python reports/bench_engines.py [--n 10000000,100000000] [--csv-n 10000000] [--budget-s 540]
+    factorize bench --suite engines [--n 10000000,100000000] [--csv-n 10000000] [--budget-s 540]
 
-Writes ``reports/bench_engines.md`` and ``reports/bench_engines.json``.
+Writes ``reports/bench_engines.md`` and ``reports/bench_engines.json`` (needs pyspark and Java).
 
 Synthetic, non-private records (numpy seed ``SEED``, uniform) over 5 attributes of sizes
 (2, 5, 10, 10, 10) (N = 10,000 cells) are written once per size to a temporary directory
@@ -20,32 +21,15 @@ an extrapolation from the largest measured size, labelled as such.
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import platform
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import duckdb
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
-
-from factorize.engines import histogram_duckdb
-from factorize.io.provenance import machine_info
-from workloads import Domain
+NAME = "engines"
+SUMMARY = ("DuckDB vs Spark (local mode) histograms of 10⁷–10⁸ synthetic records, Parquet and CSV, "
+           "end to end")
 
 SIZES = (2, 5, 10, 10, 10)
 SEED = 20241121
@@ -53,31 +37,13 @@ CHUNK = 5_000_000
 ROW_GROUP = 1_000_000
 
 
-def java_version() -> str:
-    try:
-        res = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30, check=False)
-        return (res.stderr or res.stdout).strip().splitlines()[0]
-    except Exception as exc:  # noqa: BLE001
-        return f"unknown ({type(exc).__name__})"
-
-
-def machine() -> dict[str, str]:
-    import pyspark
-
-    return {
-        **machine_info(),
-        "Python": platform.python_version(),
-        "numpy": np.__version__,
-        "duckdb": duckdb.__version__,
-        "pyarrow": pa.__version__,
-        "pyspark": pyspark.__version__,
-        "Java": java_version(),
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-    }
-
-
-def write_records(n: int, domain: Domain, pq_path: Path, csv_path: Path | None, seed: int) -> np.ndarray:
+def write_records(n: int, domain, pq_path: Path, csv_path: Path | None, seed: int):
     """Write ``n`` uniform records chunk by chunk; return their histogram (NumPy bincount)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
     rng = np.random.default_rng(seed)
     schema = pa.schema([(a, pa.int32()) for a in domain.attributes])
     expected = np.zeros(domain.size, dtype=np.int64)
@@ -98,35 +64,41 @@ def write_records(n: int, domain: Domain, pq_path: Path, csv_path: Path | None, 
     return expected
 
 
-def timed(fn: Callable[[], np.ndarray], repeats: int, expected: np.ndarray) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        h = fn()
-        times.append(time.perf_counter() - t0)
+def timed(harness, fn: Callable[[], Any], repeats: int, expected):
+    """``repeats`` runs timed by the harness (a ``Timing``); each histogram checked after its run."""
+    import numpy as np
+
+    def check(h) -> None:
         if not np.array_equal(np.asarray(h), expected):
             raise SystemExit("benchmark histogram differs from the NumPy histogram")
-    return times
+
+    return harness.measure(fn, repeats, check=check)
 
 
 def mib(path: Path) -> float:
     return path.stat().st_size / 2**20
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", default="10000000,100000000", help="comma-separated record counts (Parquet)")
-    ap.add_argument("--csv-n", type=int, default=10_000_000, help="records in the CSV file (0: no CSV)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per measurement (best and median reported)")
-    ap.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget for the whole script")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench_engines.md")
-    args = ap.parse_args()
-    t_script = time.perf_counter()
+def add_arguments(parser) -> None:
+    parser.add_argument("--n", default="10000000,100000000", help="comma-separated record counts (Parquet)")
+    parser.add_argument("--csv-n", type=int, default=10_000_000, help="records in the CSV file (0: no CSV)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (best and median reported)")
+    parser.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget for the whole suite")
+
+
+def run(args, harness):
+    import numpy as np
+
+    from factorize.bench.harness import Report
+    from factorize.engines import histogram_duckdb
+    from workloads import Domain
+
+    harness.uses("pyspark", java=True)
     ns = sorted(int(x) for x in args.n.split(",") if x.strip())
     reps = args.repeats
 
     def left() -> float:
-        return args.budget_s - (time.perf_counter() - t_script)
+        return args.budget_s - harness.elapsed()
 
     from factorize.engines.spark_engine import histogram_spark, spark_session
 
@@ -135,19 +107,20 @@ def main() -> None:
     extrapolated: list[dict[str, Any]] = []
     setup: dict[str, Any] = {}
 
-    def record(n: int, fmt: str, engine: str, times: list[float], size_mib: float, note: str = "") -> None:
+    def record(n: int, fmt: str, engine: str, timing, size_mib: float, note: str = "") -> None:
+        times = timing.times
         best = min(times)
         rows.append({"n": n, "format": fmt, "engine": engine, "runs": len(times), "best_s": best,
                      "median_s": statistics.median(times), "records_per_s": n / best,
-                     "file_mib": round(size_mib, 1), "note": note, "measured": True})
+                     "file_mib": round(size_mib, 1), "note": note, "measured": True, "timing": timing.as_dict()})
         print(f"{n:>11,} {fmt:8s} {engine:28s} best {best:8.3f}s  median {statistics.median(times):8.3f}s  "
               f"{n / best / 1e6:7.2f} M rec/s  ({left():.0f}s left)", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="factorize-bench-engines-") as tmp:
         tmpdir = Path(tmp)
-        t0 = time.perf_counter()
-        spark = spark_session()
-        setup["spark_session_start_s"] = time.perf_counter() - t0
+        t = harness.measure(spark_session)
+        spark = t.result
+        setup["spark_session_start_s"] = t.best
         print(f"Spark session start: {setup['spark_session_start_s']:.2f}s", flush=True)
 
         per_record: dict[tuple[str, str], float] = {}  # (format, engine) -> seconds per record, largest n
@@ -174,61 +147,55 @@ def main() -> None:
                 runs_here = reps
             pq_path = tmpdir / f"records_{n}.parquet"
             csv_path = tmpdir / f"records_{n}.csv" if n == args.csv_n else None
-            t0 = time.perf_counter()
-            expected = write_records(n, domain, pq_path, csv_path, SEED + idx)
-            setup[f"generate_{n}_s"] = time.perf_counter() - t0
+            t = harness.measure(lambda n=n, idx=idx, p=pq_path, c=csv_path: write_records(n, domain, p, c, SEED + idx))
+            expected = t.result
+            setup[f"generate_{n}_s"] = t.best
             print(f"{n:,}: wrote Parquet {mib(pq_path):.1f} MiB"
                   + (f" and CSV {mib(csv_path):.1f} MiB" if csv_path else "")
                   + f" in {setup[f'generate_{n}_s']:.1f}s", flush=True)
 
             if idx == 0:
-                t0 = time.perf_counter()
-                h = histogram_spark(pq_path, domain)
-                setup["spark_first_query_s"] = time.perf_counter() - t0
+                t = harness.measure(lambda p=pq_path: histogram_spark(p, domain))
+                h = t.result
+                setup["spark_first_query_s"] = t.best
                 setup["spark_first_query_n"] = n
                 assert np.array_equal(h, expected)
                 print(f"Spark first query (JVM warm-up), {n:,} Parquet records: {setup['spark_first_query_s']:.2f}s",
                       flush=True)
 
-            times = timed(lambda p=pq_path: histogram_duckdb(p, domain), runs_here, expected)
+            times = timed(harness, lambda p=pq_path: histogram_duckdb(p, domain), runs_here, expected)
             record(n, "parquet", "duckdb", times, mib(pq_path))
-            per_record[("parquet", "duckdb")] = min(times) / n
-            times = timed(lambda p=pq_path: histogram_spark(p, domain, spark=spark), runs_here, expected)
+            per_record[("parquet", "duckdb")] = times.best / n
+            times = timed(harness, lambda p=pq_path: histogram_spark(p, domain, spark=spark), runs_here, expected)
             record(n, "parquet", "spark", times, mib(pq_path))
-            per_record[("parquet", "spark")] = min(times) / n
+            per_record[("parquet", "spark")] = times.best / n
 
             if csv_path is not None:
                 csv_reps = max(1, min(runs_here, 2))
-                times = timed(lambda p=csv_path: histogram_duckdb(p, domain), csv_reps, expected)
+                times = timed(harness, lambda p=csv_path: histogram_duckdb(p, domain), csv_reps, expected)
                 record(n, "csv", "duckdb", times, mib(csv_path))
-                times = timed(lambda p=csv_path: histogram_spark(p, domain, spark=spark), csv_reps, expected)
+                times = timed(harness, lambda p=csv_path: histogram_spark(p, domain, spark=spark), csv_reps,
+                              expected)
                 record(n, "csv", "spark", times, mib(csv_path), "csv_multiline=True (default): one task per file")
-                spark_csv = min(times)
+                spark_csv = times.best
                 if left() > spark_csv * csv_reps * 1.5 + 60 * (len(ns) - idx - 1):
-                    times = timed(lambda p=csv_path: histogram_spark(p, domain, spark=spark, csv_multiline=False),
+                    times = timed(harness,
+                                  lambda p=csv_path: histogram_spark(p, domain, spark=spark, csv_multiline=False),
                                   csv_reps, expected)
                     record(n, "csv", "spark (csv_multiline=False)", times, mib(csv_path),
                            "file split across tasks; a quoted line break would make the file unparsable")
                 csv_path.unlink()
             pq_path.unlink()
 
-    setup["script_s"] = time.perf_counter() - t_script
-    info = machine()
-    ratios = []
-    for r in rows:
-        if r["engine"] != "duckdb":
-            base = next(b for b in rows if b["n"] == r["n"] and b["format"] == r["format"] and b["engine"] == "duckdb")
-            r["spark_over_duckdb"] = r["best_s"] / base["best_s"]
-            ratios.append(r)
-    for r in extrapolated:
-        if r["engine"] == "spark":
-            base = next(b for b in extrapolated if b["n"] == r["n"] and b["engine"] == "duckdb")
-            r["spark_over_duckdb"] = r["best_s"] / base["best_s"]
-
-    cmd = "python reports/bench_engines.py " + " ".join(sys.argv[1:])
-    payload = {"command": cmd.strip(), "machine": info, "domain": {"sizes": list(SIZES), "cells": domain.size},
+    # ratios against DuckDB measured in the same run (same size and format)
+    harness.add_ratios(rows, value="best_s", group=lambda r: (r["n"], r["format"]),
+                       baseline=lambda r: r["engine"] == "duckdb", name="spark_over_duckdb",
+                       where=lambda r: r["engine"] != "duckdb")
+    harness.add_ratios(extrapolated, value="best_s", group=lambda r: r["n"],
+                       baseline=lambda r: r["engine"] == "duckdb", name="spark_over_duckdb",
+                       where=lambda r: r["engine"] == "spark")
+    payload = {"domain": {"sizes": list(SIZES), "cells": domain.size},
                "seed": SEED, "setup": setup, "results": rows, "extrapolated": extrapolated}
-    args.out.with_suffix(".json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
 
     def fmt_row(r: dict[str, Any]) -> str:
         ratio = f"{r['spark_over_duckdb']:.1f}×" if "spark_over_duckdb" in r else ""
@@ -239,14 +206,6 @@ def main() -> None:
                 f"{r['records_per_s'] / 1e6:.2f} M | {ratio} | {size} | {r['note']} |")
 
     lines = [
-        "# Histogram engines: DuckDB vs Spark (local mode)",
-        "",
-        f"Generated by `{cmd.strip()}` in {setup['script_s']:.0f} s.",
-        "",
-        "## Machine",
-        "",
-        *[f"- {k}: {v}" for k, v in info.items()],
-        "",
         "## Setup",
         "",
         (f"- Synthetic records (numpy seed {SEED}, uniform) over 5 attributes of sizes {SIZES} "
@@ -296,9 +255,4 @@ def main() -> None:
                      f"budget ({args.budget_s:.0f} s); they scale the per-record time of the largest measured "
                      "size linearly.")
     lines.append("")
-    args.out.write_text("\n".join(lines), encoding="utf-8")
-    print(f"wrote {args.out} and {args.out.with_suffix('.json')}")
-
-
-if __name__ == "__main__":
-    main()
+    return Report("Histogram engines: DuckDB vs Spark (local mode)", "\n".join(lines), payload)

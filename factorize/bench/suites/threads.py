@@ -1,6 +1,8 @@
-"""The thread policy measured (issue 16 item 6). Writes reports/bench_threads.md (+ .json).
+"""``factorize bench --suite threads``: the thread policy measured (issue 16 item 6). Writes
+reports/bench_threads.md (+ .json).
 
-    python reports/bench_threads.py [--reps 11] [--reps-long 5] [--old-reps 2] [--old-timeout 120] [--quick]
+    factorize bench --suite threads [--reps 11] [--reps-long 5] [--old-reps 2] [--old-timeout 120]
+                                    [--quick] [--conditions as-is,loaded]
 
 Three planner commands, each a fresh ``factorize`` process timed from start to exit:
 
@@ -17,6 +19,9 @@ hits all modes alike; ``old`` only in the first ``--old-reps`` rounds, it is slo
 - ``old``: no policy at all (``factorize.cli.apply_thread_policy`` bypassed, no pool
   variables in the environment): OpenBLAS starts one thread per core, as before issue 16.
 
+Every command runs with this suite's own environment (no pool variables, no
+``FACTORIZE_THREADS``), whatever the policy of the ``factorize bench`` process itself.
+
 and in two conditions: the machine as it is (its load average recorded before and after;
 other people's processes may be running) and under an artificial load of two busy Python
 processes (``while True: pass``) started here and stopped at the end. An ``old`` run that
@@ -28,11 +33,8 @@ the best times, and of the medians, ≤ 1.10).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -40,9 +42,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-ADULT = ROOT.parent / "shared" / "data" / "adult"
+from factorize.bench.harness import ADULT_DIR, REPO_ROOT, format_load, load_average, run_process
+
+NAME = "threads"
+SUMMARY = ("the BLAS thread policy: solve, plan and local plan with --threads 1, the default policy "
+           "and no policy, on the machine as it is and under added load")
+
+ROOT = REPO_ROOT
+ADULT = ADULT_DIR
 
 OLD = ("import contextlib, sys\n"
        "import factorize.cli.app as cli\n"
@@ -81,20 +88,14 @@ def command(mode: str, argv: list[str]) -> list[str]:
 
 
 def timed(cmd: list[str], env: dict[str, str], limit: float) -> tuple[float | None, float | None]:
-    """(wall seconds, CPU seconds user + system) of the command; (None, None) past ``limit``
-    (the process is stopped). The CPU time is the growth of RUSAGE_CHILDREN: the busy load
-    processes are children too, but are only reaped at the end."""
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t = time.perf_counter()
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=limit, cwd=ROOT)
-    except subprocess.TimeoutExpired:
+    """(wall seconds, CPU seconds user + system) of the command (``harness.run_process``: the
+    reaped child's own usage); (None, None) past ``limit`` (the process is stopped)."""
+    p = run_process(cmd, env=env, cwd=ROOT, deadline=limit)
+    if p.killed:
         return None, None
-    wall = time.perf_counter() - t
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr[-2000:]}")
-    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {p.stderr[-2000:]}")
+    return p.wall_s, p.cpu_s
 
 
 def pool_sizes(env: dict[str, str]) -> dict[str, list[int]]:
@@ -119,10 +120,8 @@ def pool_sizes(env: dict[str, str]) -> dict[str, list[int]]:
 
 
 def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
+    """The load average (1, 5, 15 min) as the report prints it."""
+    return format_load(load_average()).replace(",", "")
 
 
 def measure(condition: str, todo: list[tuple[str, list[str]]], reps: int, reps_long: int,
@@ -178,11 +177,12 @@ def fmt(t: float | None, stopped: bool = False) -> str:
     return "—" if t is None else (f"≥ {t:.1f}" if stopped else f"{t:.2f}")
 
 
-def report(results: list[dict], meta: dict, out: Path) -> None:
-    lines = ["# Thread policy benchmark (issue 16, item 6)", "",
-             f"Measured by `python reports/bench_threads.py{meta['args']}` on {meta['machine']}, "
-             f"Python {meta['python']}, numpy {meta['numpy']}, OpenBLAS {meta['openblas']}; "
-             f"{meta['date']}. Wall seconds of a fresh `factorize` process (start-up included), "
+TITLE = "Thread policy benchmark (issue 16, item 6)"
+
+
+def report(results: list[dict], meta: dict) -> str:
+    """The suite's text after the common header (command, machine, versions: the harness)."""
+    lines = [f"OpenBLAS {meta['openblas']}. Wall seconds of a fresh `factorize` process (start-up included), "
              f"{meta['reps']} interleaved rounds per case ({meta['reps_long']} for `local plan`; `old` "
              f"in the first {meta['old_reps']} only, alternating which of `--threads 1` and policy "
              "goes first); "
@@ -232,42 +232,38 @@ def report(results: list[dict], meta: dict, out: Path) -> None:
               f"{lo_old:.1f}–{hi_old:.1f}× slower (medians) on this shared machine. `--threads max` (or "
               "`FACTORIZE_THREADS=max`) gives one thread per usable core — on this 2-core "
               "machine that is the `old` column's thread count.", ""]
-    out.write_text("\n".join(lines))
-    out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print("\n".join(lines))
+    return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=11,
-                    help="rounds of --threads 1 and policy for solve and plan (a few seconds each)")
-    ap.add_argument("--reps-long", type=int, default=5, help="rounds for local plan")
-    ap.add_argument("--old-reps", type=int, default=2, help="rounds with an old run (the first ones)")
-    ap.add_argument("--old-timeout", type=float, default=120.0)
-    ap.add_argument("--quick", action="store_true", help="solve and plan only, 2 rounds")
-    ap.add_argument("--conditions", default="as-is,loaded", help="as-is, loaded or both")
-    ap.add_argument("--out", default=str(ROOT / "reports" / "bench_threads.md"))
-    args = ap.parse_args()
+def add_arguments(parser) -> None:
+    parser.add_argument("--reps", type=int, default=11,
+                        help="rounds of --threads 1 and policy for solve and plan (a few seconds each)")
+    parser.add_argument("--reps-long", type=int, default=5, help="rounds for local plan")
+    parser.add_argument("--old-reps", type=int, default=2, help="rounds with an old run (the first ones)")
+    parser.add_argument("--old-timeout", type=float, default=120.0)
+    parser.add_argument("--quick", action="store_true", help="solve and plan only, 2 rounds")
+    parser.add_argument("--conditions", default="as-is,loaded", help="as-is, loaded or both")
+
+
+def run(args, harness):
+    from factorize.bench.harness import Report
+
     reps = 2 if args.quick else args.reps
     reps_long = 2 if args.quick else args.reps_long
     old_reps = min(reps, args.old_reps)
-    import numpy as np
+    import numpy  # noqa: F401 - loads numpy's OpenBLAS, so that threadpool_info lists its version
     from threadpoolctl import threadpool_info
-
-    from factorize.io.provenance import machine_description
 
     env = clean_env()
     tmp = Path(tempfile.mkdtemp(prefix="bench_threads_"))
     todo = cases(tmp, args.quick)
-    meta = {"machine": machine_description(), "python": platform.python_version(),
-            "numpy": np.__version__,
-            "openblas": ", ".join(sorted({str(p.get("version")) for p in threadpool_info()
+    meta = {"openblas": ", ".join(sorted({str(p.get("version")) for p in threadpool_info()
                                           if p.get("internal_api") == "openblas"})),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "reps": reps,
+            "reps": reps,
             "reps_long": reps_long,
             "old_reps": old_reps,
-            "old_limit": args.old_timeout, "pools": pool_sizes(env),
-            "args": "".join(f" {a}" for a in sys.argv[1:])}
+            "old_limit": args.old_timeout, "pools": pool_sizes(env)}
     results = []
     wanted = [c.strip() for c in args.conditions.split(",")]
     if "as-is" in wanted:
@@ -283,8 +279,4 @@ def main() -> None:
             for p in busy:
                 p.kill()
                 p.wait()
-    report(results, meta, Path(args.out))
-
-
-if __name__ == "__main__":
-    main()
+    return Report(TITLE, report(results, meta), {"meta": meta, "results": results})
