@@ -132,6 +132,21 @@ def certified_psd_margin(S: np.ndarray) -> float:
 # exception class of its layer (WorkloadError, PrivacyError, …; all InputErrors).
 
 
+def is_int(x: Any) -> bool:
+    """A Python int that is not a bool (a JSON integer read from a plan or ledger file)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def is_number(v: Any) -> bool:
+    """A finite Python int or float, never a bool (a JSON number read from a file)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def is_positive_number(v: Any) -> bool:
+    """:func:`is_number` and > 0."""
+    return is_number(v) and v > 0
+
+
 def real_number(name: str, value: Any, error: type[Exception] = InputError) -> float:
     """``float(value)`` for a finite real number (int, float, numpy scalar, Fraction);
     ``error`` for a bool, a string, NaN or ±inf."""

@@ -35,13 +35,13 @@ Only numpy, scipy.linalg, the workloads package and ``factorize.privacy`` are us
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from factorize.numerics import is_number
 from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
 
 from .model import Plan, PlanError
@@ -256,9 +256,6 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
     return guard(out, "noise", run)
 
 
-def is_number(v: Any) -> bool:
-    """A finite int or float (never a bool)."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def same_number(stated: Any, recomputed: float, rel: float = 1e-9, absolute: float = 0.0) -> bool:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .checks import PlanCheck, guard, is_number, same_number
+from factorize.numerics import is_int, is_number
+
+from .checks import PlanCheck, guard, same_number
 from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
 
 #: Largest iteration count a plan may ask the executor's post-processing for.
@@ -147,7 +149,7 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
     if not isinstance(post, dict) or post.get("method") not in POSTPROCESS_METHODS:
         raise PlanError(f"unknown post-processing {post!r}")
     it = post.get("max_iter")
-    if not (isinstance(it, int) and not isinstance(it, bool) and 1 <= it <= MAX_ITERATIONS):
+    if not (is_int(it) and 1 <= it <= MAX_ITERATIONS):
         raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {it!r}")
     if post["method"] == "nonneg":
         tol = post.get("tol")
@@ -157,7 +159,7 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
         return
     fact = plan.factorization
     n = post.get("n")
-    if n is not None and not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+    if n is not None and not (is_int(n) and n >= 1):
         raise PlanError(f"the public dataset size must be a positive integer, got {n!r}")
     if n is not None and plan.relation.key != "replace":
         raise PlanError("a public dataset size needs replace-one neighbours")

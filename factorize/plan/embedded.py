@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from factorize.numerics import is_int
+
 from .model import PlanError
 
 PREFIX = "workload."
@@ -76,7 +78,7 @@ def read_embedded(listing: Any, arrays: dict[str, np.ndarray]) -> dict[str, Any]
         if not (isinstance(item, dict) and isinstance(item.get("sha256"), str)
                 and item.get("format") in ("dense", "coo") and isinstance(item.get("shape"), list)
                 and len(item["shape"]) == 2
-                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in item["shape"])):
+                and all(is_int(s) and s >= 1 for s in item["shape"])):
             raise PlanError(f"workload.embedded[{i}] is malformed")
         k, N = item["shape"]
         try:

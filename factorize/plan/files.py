@@ -34,6 +34,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from factorize.io import container
+from factorize.numerics import is_int, is_positive_number
 
 from .model import PlanError
 
@@ -164,12 +165,6 @@ def require_dict(m: dict[str, Any], key: str) -> dict[str, Any]:
     return v
 
 
-def is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def is_positive_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def workload_and_domain(path: Path, m: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:

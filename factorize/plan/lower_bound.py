@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from factorize.numerics import is_int
+
 MAX_CELLS = 4096
 SEARCH_ENTRIES = 200_000
 IMPLIED_DELTA = 1e-9
@@ -48,7 +50,7 @@ def any_mechanism_lower_bound(W: Any, guarantee: Any, relation: str,
         eps, delta, note = g.epsilon, IMPLIED_DELTA, f" (as ({g.epsilon:g}, {IMPLIED_DELTA:g})-DP)"
     if witness is not None:
         if not (isinstance(witness, dict) and isinstance(witness.get("subset"), list)
-                and all(isinstance(c, int) and not isinstance(c, bool) for c in witness["subset"])):
+                and all(is_int(c) for c in witness["subset"])):
             raise ValueError("the any-mechanism bound's witness must list column indices")
         anchor = witness.get("anchor")
         best = spectral_lower_bound(Wd, eps, delta, n=n, relation=relation,

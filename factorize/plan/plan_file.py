@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any
 
 from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays, expected_array_names
+from factorize.numerics import is_int
 
 from .files import COMPATIBILITY, PlanFormatError, file_sha256, plan_format, save_with_embedded, typed_values  # noqa: F401 (API)
 from .files import check_finite as _check_finite
 from .files import embedded_from as _embedded_from
 from .files import guarded_load as _guarded_load
-from .files import is_int as _is_int
 from .files import read_plan_container as _read_container
 from .files import require_dict as _dict
 from .files import workload_and_domain as _workload_and_domain
@@ -82,7 +82,7 @@ def _load(path: Path) -> Plan:
     norm, d = fz.get("norm"), fz.get("kron_factors")
     if norm not in ("gamma_f", "gamma_2", "approx_gamma_2"):
         raise PlanFormatError(f"{path}: unknown norm {norm!r}")
-    if not isinstance(d, int) or isinstance(d, bool) or not 1 <= d <= 64:
+    if not is_int(d) or not 1 <= d <= 64:
         raise PlanFormatError(f"{path}: kron_factors must be an integer in 1..64")
     if set(arrays) != expected_array_names(norm, d):
         raise PlanFormatError(f"{path}: the arrays do not match a {norm} certificate with {d} factor(s)")
@@ -165,7 +165,7 @@ def _load_projection(path: Path) -> Any:
     if m.get("neighbouring") != "replace":
         raise PlanFormatError(f"{path}: projection plans need replace-one neighbours (public n)")
     n = m.get("n")
-    if not (_is_int(n) and n >= 1):
+    if not (is_int(n) and n >= 1):
         raise PlanFormatError(f"{path}: the public dataset size n must be a positive integer")
     values = typed_values(path, m)
     return ProjectionPlan(kind=kind, workload=wl, domain=values.domain, relation=values.relation,

@@ -33,6 +33,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from factorize.numerics import is_number
+
 from .checks import PlanCheck, check_guarantee_policy, guard, rebuild_workload, rederive_noise, same_number
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
@@ -228,8 +230,7 @@ def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
         problems.append(f"strategy_choice.rmse_at_epsilon_1 {score!r} ≠ {mine:.10g}")
     for r in choice.get("runners_up") or []:
         v = r.get("rmse_at_epsilon_1") if isinstance(r, dict) else "?"
-        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
-                                  and v >= mine * (1.0 - 1e-9)):
+        if v is not None and not (is_number(v) and v >= mine * (1.0 - 1e-9)):
             problems.append(f"a runner-up is stated better ({v!r}) than the chosen {mine:.6g}")
     return problems
 

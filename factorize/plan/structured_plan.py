@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from factorize.numerics import is_number
+
 from .model import domain_manifest, guarantee_text, noise_manifest
 
 FORMAT = "factorize-plan"
@@ -291,7 +293,7 @@ def _load(path: Path) -> StructuredPlan:
     cert = require_dict(m, "certificate")
     for key in ("upper", "lower", "gap", "achieved"):
         v = cert.get(key)
-        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)):
+        if not is_number(v):
             raise PlanFormatError(f"{path}: certificate {key} must be a finite number")
     return StructuredPlan(
         workload=require_dict(m, "workload"), domain=domain, relation=relation,
