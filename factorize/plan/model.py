@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from factorize.choices import SAMPLERS
 from factorize.errors import InputError
 from factorize.factorization import Factorization
 from factorize.planner.certificate import Certificate
@@ -52,7 +53,7 @@ Z_NOISE = 1.9685916691865948
 #: Chebyshev at NOISE_ALPHA: P(|X| ≥ sd/√α) ≤ α, valid for any distribution with that variance.
 CHEBYSHEV_NOISE = math.sqrt(1.0 / NOISE_ALPHA)
 
-KNOWN_SAMPLERS = ("discrete_gaussian", "discrete_laplace", "float")
+KNOWN_SAMPLERS = SAMPLERS
 POSTPROCESS_METHODS = ("nonneg", "least_squares")
 
 

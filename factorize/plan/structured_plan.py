@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.choices import STRUCTURED_FAMILIES
 from factorize.numerics import is_number
 
 from .model import domain_manifest, guarantee_text, noise_manifest
@@ -39,7 +40,7 @@ from .model import domain_manifest, guarantee_text, noise_manifest
 FORMAT = "factorize-plan"
 SCHEMA_VERSION = 3
 PLAN_KIND = "structured"
-FAMILIES = ("residual", "union", "marginal_weights")
+FAMILIES = STRUCTURED_FAMILIES
 
 
 @dataclass

@@ -78,6 +78,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from factorize.choices import NOISE_FAMILIES, SAMPLERS, NoiseFamily, Sampler
 from factorize.numerics import U, is_power_of_two, positive_number, round_up
 
 from .guarantees import (
@@ -609,8 +610,6 @@ def discretized_sensitivity(sensitivity: float, m: int, grid: float, norm: str) 
 # --------------------------------------------------------------------------------------------
 # NoiseSpec and calibrate()
 
-_FAMILIES = ("gaussian", "laplace", "l2_knorm")
-_SAMPLERS = ("discrete_gaussian", "discrete_laplace", "float")
 
 
 @dataclass(frozen=True)
@@ -630,13 +629,13 @@ class NoiseSpec:
     result used to calibrate.
     """
 
-    family: str
+    family: NoiseFamily
     scale: float
     sensitivity: float
     sensitivity_norm: str
     relation: Neighbouring
     guarantee: Guarantee
-    sampler: str
+    sampler: Sampler
     grid: float | None = None
     dim: int | None = None
     base_sensitivity: float | None = None
@@ -644,10 +643,10 @@ class NoiseSpec:
     spread: int | None = None
 
     def __post_init__(self) -> None:
-        if self.family not in _FAMILIES:
-            raise PrivacyError(f"noise family must be one of {_FAMILIES}, got {self.family!r}")
-        if self.sampler not in _SAMPLERS:
-            raise PrivacyError(f"sampler must be one of {_SAMPLERS}, got {self.sampler!r}")
+        if self.family not in NOISE_FAMILIES:
+            raise PrivacyError(f"noise family must be one of {NOISE_FAMILIES}, got {self.family!r}")
+        if self.sampler not in SAMPLERS:
+            raise PrivacyError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
         object.__setattr__(self, "scale", positive_number("scale", self.scale, PrivacyError))
         sens = float(self.sensitivity)
         if not math.isfinite(sens) or sens < 0:
