@@ -64,3 +64,33 @@ def test_bad_options_are_refused():
         solve("prefix:4", "gamma_f", method="newton")
     with pytest.raises(ValueError, match="approximate γ₂ uses"):
         solve("prefix:4", "approx_gamma_2", eta=0.1, method="dual")
+
+
+def test_stall_at_first_tolerance_falls_back_to_looser_ones(monkeypatch):
+    """Clarabel stalling at the schedule's first tolerance: the planner tries LOOSER_ON_STALL in
+    turn and keeps the first solve (its certificate re-checked); a stall at every tolerance, or
+    at an explicit --eps, still raises."""
+    pytest.importorskip("clarabel")
+    from factorize.planner import routes
+
+    real = routes._solve_dense_once
+    tried: list[float] = []
+
+    def stall_below_1e7(W, norm, eta, opts, residual_tol):
+        tried.append(opts.eps)
+        if opts.eps < 1e-7:
+            raise SolverInaccurateError("stalled (test)")
+        return real(W, norm, eta, opts, residual_tol)
+
+    monkeypatch.setattr(routes, "_solve_dense_once", stall_below_1e7)
+    r = solve("prefix:6", "gamma_f", method="sdp", options=SolverOptions("clarabel"), gap_tol=1e-4)
+    assert tried == [1e-8, 1e-7] and r.solves[0].eps == 1e-7 and r.verification.passed
+
+    def always_stall(W, norm, eta, opts, residual_tol):
+        raise SolverInaccurateError("stalled (test)")
+
+    monkeypatch.setattr(routes, "_solve_dense_once", always_stall)
+    with pytest.raises(SolverInaccurateError):
+        solve("prefix:6", "gamma_f", method="sdp", options=SolverOptions("clarabel"))
+    with pytest.raises(SolverInaccurateError):
+        solve("prefix:6", "gamma_f", method="sdp", options=SolverOptions("clarabel", eps=1e-8))

@@ -81,6 +81,10 @@ ALGEBRA_MIN_CELLS = 4096
 TOLERANCE_SCHEDULE = {"scs": (1e-6, 1e-7, 1e-8, 1e-9, 1e-10),
                       "clarabel": (1e-8, 1e-9, 1e-10),
                       "mosek": (1e-8, 1e-10)}
+#: Looser tolerances tried, in turn, when the back-end stalls at the schedule's first one
+#: (interior-point back-ends can stall short of 1e-8 on degenerate SDPs whose solution at 1e-7
+#: certifies a gap of 1e-8 or better: the certificate, re-checked, decides what is kept).
+LOOSER_ON_STALL = {"scs": (), "clarabel": (1e-7, 1e-6), "mosek": (1e-7, 1e-6)}
 
 
 @dataclass(frozen=True)
@@ -372,6 +376,13 @@ def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptio
         try:
             fact, parts, route, info = _solve_dense_once(W, norm, eta, step, residual_tol)
         except SolverInaccurateError:
+            if best is None and opts.eps is None:
+                # stalled at the first tolerance: a looser one may still certify (its gap is
+                # re-checked below and enforced by the caller); if none solves, the stall stands
+                best = _first_looser(W, norm, eta, opts, residual_tol, start)
+                if best is None:
+                    raise
+                break
             if best is None or i == len(schedule) - 1:
                 raise
             break  # the back-end cannot go tighter: keep the best certificate so far
@@ -387,6 +398,22 @@ def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptio
                          iterations=info.iterations, primal_route=route, uses=1,
                          eps=eps, gap=gap)
     return fact, parts, report, check
+
+
+def _first_looser(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptions,
+                  residual_tol: float, start: float) -> tuple | None:
+    """The first of ``LOOSER_ON_STALL[backend]`` at which the back-end solves (the best-so-far
+    tuple of :func:`_solve_dense`), or None if it stalls at every one."""
+    for eps in LOOSER_ON_STALL[opts.backend]:
+        step = SolverOptions(opts.backend, eps, opts.max_iters, opts.time_limit, opts.verbose)
+        step = step.remaining(time.perf_counter() - start)
+        try:
+            fact, parts, route, info = _solve_dense_once(W, norm, eta, step, residual_tol)
+        except SolverInaccurateError:
+            continue
+        check = _leaf_check(W, norm, eta, fact, parts, residual_tol)
+        return (fact, parts, route, info, _gap_of(check), eps, check)
+    return None
 
 
 def _leaf_gap_target(gap_tol: float, n_leaves: int) -> float:
