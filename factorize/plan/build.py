@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.choices import Mechanism, Neighbouring, NoiseFamily, Norm
 from factorize.io.provenance import versions
 from factorize.planner.certificate import Certificate, verify
 from workloads import Domain, Workload, parse_workload
@@ -143,12 +144,12 @@ def _dense_witness(witness):
     return Gamma2Witness(p=(reduce(np.kron, witness.p),), q=(reduce(np.kron, witness.q),))
 
 
-def build_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f",
-               eta: float | None = None, relation: str = "add_remove",
-               domain: Domain | None = None, noise_family: str | None = None, exact: bool = True,
+def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_f",
+               eta: float | None = None, relation: Neighbouring = "add_remove",
+               domain: Domain | None = None, noise_family: NoiseFamily | None = None, exact: bool = True,
                postprocess: str | None = None, certificate: Certificate | None = None,
                options: Any = None, gap_tol: float | None = None,
-               mechanism: str = "factorization", public_n: int | None = None,
+               mechanism: Mechanism = "factorization", public_n: int | None = None,
                allow_weak_guarantee: bool = False, search_seed: int = 0) -> Plan:
     """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input.
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.choices import Neighbouring, NoiseFamily, Norm, StructuredFamily
 from factorize.io.provenance import versions
 from workloads import Domain, Workload
 
@@ -42,9 +43,10 @@ RESIDUAL_CERTIFICATE = ("marginal-algebra (MATH.md §2.3): upper from the coeffi
                         "from the dual witness (q uniform; block weights ω for γ₂)")
 
 
-def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: str = "gamma_f",
-                          relation: str = "add_remove", domain: Domain | None = None,
-                          noise_family: str | None = None, strategy: str | None = None,
+def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_f",
+                          relation: Neighbouring = "add_remove", domain: Domain | None = None,
+                          noise_family: NoiseFamily | None = None,
+                          strategy: StructuredFamily | None = None,
                           gap_tol: float = 1e-6, allow_weak_guarantee: bool = False,
                           options: Any = None, search_seed: int = 0) -> StructuredPlan:
     """A verified structured plan (module docstring); ``strategy``: ``residual`` (marginal
