@@ -109,7 +109,7 @@ def _scans(monkeypatch) -> list[str]:
 
 
 def test_one_quick_scan_when_every_value_has_its_code_else_the_full_mapping(tmp_path, monkeypatch):
-    """The engine groups by the quick codes (AttributeSchema.quick_code_sql) in one scan; only
+    """The engine groups by the quick codes (schema_sql.quick_code_sql) in one scan; only
     when some value is refused or needs trimming does it map the data again with the full SQL
     (which counts the reasons). Both give the reference's histogram, and the same refusals."""
     rng = np.random.default_rng(11)

@@ -16,6 +16,7 @@ from tests.engine_files import spark  # noqa: F401 (a fixture)
 from tests.test_raw_data import DOM, SECRET, write_csv
 from tests.test_schema_sql import SCHEMA, cases, python_codes, raw_values
 from workloads import Domain
+from workloads.schema_sql import code_sql, prepare_sql
 
 pytestmark = pytest.mark.spark
 
@@ -41,10 +42,10 @@ def test_spark_sql_equals_the_reference(spark, tmp_path):  # noqa: F811
         for j, name in enumerate(names):
             attr = SCHEMA[name]
             assert _type_class(df.schema[name].dataType) == tc
-            exprs = attr.prepare_sql(f"`{name}`", tc, "spark")
+            exprs = prepare_sql(attr, f"`{name}`", tc, "spark")
             pnames = [f"p{j}_{k}" for k in range(len(exprs))]
             preps += [F.expr(e).alias(p) for e, p in zip(exprs, pnames)]
-            codes.append(F.expr(attr.code_sql([f"`{p}`" for p in pnames], tc, "spark")).alias(name))
+            codes.append(F.expr(code_sql(attr, [f"`{p}`" for p in pnames], tc, "spark")).alias(name))
         rows = df.select(*preps).select("i", *codes).orderBy("i").collect()
         for name in names:
             got = [r[name] for r in rows]

@@ -1,4 +1,4 @@
-"""The schema's SQL mapping (DuckDB dialect) equals its pure-Python reference
+"""The schema's SQL mapping (``workloads.schema_sql``, DuckDB dialect) equals its pure-Python reference
 (``AttributeSchema.encode``) on random raw values of every column type, edge cases included:
 values on and next to bin edges and range bounds, integer spellings, overflow, NaN, infinities,
 spaces, case, empty text and NULL. (The Spark dialect: ``test_raw_data_spark.py``.)"""
@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 from workloads.schema import DomainSchema
+from workloads.schema_sql import code_sql, prepare_sql, quick_code_sql
 
 ATTRIBUTES = [
     {"name": "cat_str", "kind": "categorical", "values": ["a", "B", "long value", "1", "true", "x'y\\z"]},
@@ -114,9 +115,9 @@ def test_duckdb_sql_equals_the_reference(name, type_class):
     table = pa.table({"i": pa.array(np.arange(len(values))), "x": values})
     con = duckdb.connect()
     con.register("t", table)
-    preps = attr.prepare_sql('"x"', type_class, "duckdb")
+    preps = prepare_sql(attr, '"x"', type_class, "duckdb")
     names = [f'"p{k}"' for k in range(len(preps))]
-    code = attr.code_sql(names, type_class, "duckdb")
+    code = code_sql(attr, names, type_class, "duckdb")
     inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names))
     got = [r[0] for r in con.execute(f"SELECT {code} FROM (SELECT i, {inner} FROM t) ORDER BY i").fetchall()]
     want = python_codes(attr, values, type_class)
@@ -138,7 +139,7 @@ def _duckdb_codes(attr, type_class: str, values: pa.Array, code_of) -> list:
     table = pa.table({"i": pa.array(np.arange(len(values))), "x": values})
     con = duckdb.connect()
     con.register("t", table)
-    preps = attr.prepare_sql('"x"', type_class, "duckdb")
+    preps = prepare_sql(attr, '"x"', type_class, "duckdb")
     names = [f'"p{k}"' for k in range(len(preps))]
     inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names))
     sql = f"SELECT {code_of(names)} FROM (SELECT i, {inner} FROM t) ORDER BY i"
@@ -155,11 +156,11 @@ def test_duckdb_refused_as_null_and_quick_codes(name, type_class):
     values = raw_values(attr.to_dict(), type_class, rng)
     want = [w if w >= 0 else None for w in python_codes(attr, values, type_class)]
     nulled = _duckdb_codes(attr, type_class, values,
-                           lambda n: attr.code_sql(n, type_class, "duckdb", refused_as_null=True))
+                           lambda n: code_sql(attr, n, type_class, "duckdb", refused_as_null=True))
     assert nulled == want
-    quick = _duckdb_codes(attr, type_class, values, lambda n: attr.quick_code_sql(n, type_class))
+    quick = _duckdb_codes(attr, type_class, values, lambda n: quick_code_sql(attr, n, type_class))
     assert quick == want
-    exact = _duckdb_codes(attr, type_class, values, lambda n: attr.quick_code_sql(n, type_class, trim=False))
+    exact = _duckdb_codes(attr, type_class, values, lambda n: quick_code_sql(attr, n, type_class, trim=False))
     bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), exact, want) if g is not None and g != w]
     assert not bad, bad[:10]
     unsettled = [v for v, g, w in zip(values.to_pylist(), exact, want) if g is None and w is not None]
@@ -181,10 +182,10 @@ def test_quick_codes_have_a_range_duckdb_can_use_for_a_perfect_hash_group_by():
     con.register("t", pa.table(cols))
     preps, codes = [], []
     for j, (a, tc) in enumerate(zip(attrs, types)):
-        exprs = a.prepare_sql(f'"c{j}"', tc, "duckdb")
+        exprs = prepare_sql(a, f'"c{j}"', tc, "duckdb")
         names = [f'"p{j}_{k}"' for k in range(len(exprs))]
         preps += [f"{e} AS {n}" for e, n in zip(exprs, names)]
-        codes.append(a.quick_code_sql(names, tc))
+        codes.append(quick_code_sql(a, names, tc))
     sql = f"SELECT {', '.join(codes)}, count(*) FROM (SELECT {', '.join(preps)} FROM t) GROUP BY ALL"
     plan = con.execute(f"EXPLAIN {sql}").fetchall()[0][1]
     assert "PERFECT_HASH_GROUP_BY" in plan.upper().replace(" ", "_"), plan
@@ -194,11 +195,11 @@ def test_integer_edges_equally_spaced_inside_are_binned_by_arithmetic():
     """quick_code_sql bins by integer arithmetic where the edges allow it (its exactness is
     tested above, values on and next to every edge included), else by the search."""
     for name in ("step_left", "step_right", "step_big", "step_one", "step_two", "num_clamp"):
-        sql = SCHEMA[name].quick_code_sql(['"p0"'], "float")
+        sql = quick_code_sql(SCHEMA[name], ['"p0"'], "float")
         assert "floor(" in sql or "ceil(" in sql, name
     for name in ("num_left", "num_right", "num_other"):
-        sql = SCHEMA[name].quick_code_sql(['"p0"'], "float")
+        sql = quick_code_sql(SCHEMA[name], ['"p0"'], "float")
         assert "floor(" not in sql and "ceil(" not in sql, name
     bumpy = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
         {"name": "x", "kind": "numeric", "edges": [0, 1, 2, 4, 5], "closed": "left"}]})["x"]
-    assert "floor(" not in bumpy.quick_code_sql(['"p0"'], "float")
+    assert "floor(" not in quick_code_sql(bumpy, ['"p0"'], "float")

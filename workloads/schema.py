@@ -37,12 +37,12 @@ outlier's bin) would reveal that someone with it is there. :func:`draft_schema_d
 carries a ``drafted_from_data`` field saying so, and is refused as a domain until a person has
 reviewed every value and deleted that field.
 
-This module has one job: parse, validate and serialise schemas, and give, per attribute, the
-SQL (DuckDB or Spark) that maps a raw column to its code (:meth:`AttributeSchema.prepare_sql`,
-:meth:`AttributeSchema.code_sql`), the same mapping in pure Python
-(:meth:`AttributeSchema.encode`, the reference the SQL is tested against), and the label of
-every code (:meth:`DomainSchema.labels`). The codes come from the schema only, never from
-the data.
+This module has one job: the schema model -- parse, validate and serialise schemas, give the
+label of every code (:meth:`DomainSchema.labels`), check a column's type against an attribute
+(:meth:`AttributeSchema.check_type`), and map raw values to codes in pure Python
+(:meth:`AttributeSchema.encode`). The SQL that does the same mapping in the engines (DuckDB
+and Spark dialects) is :mod:`workloads.schema_sql`, tested against :meth:`~AttributeSchema.encode`
+as its reference. The codes come from the schema only, never from the data.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ MAX_LABEL_CHARS = 1024
 #: number / true-false, a non-integral number for an integer attribute), a value outside
 #: the schema (unlisted, out of range). Codes are >= 0.
 MISSING, UNPARSED, OUTSIDE = -1, -2, -3
-_BELOW, _ABOVE = -4, -5  # internal: outside an ordered attribute, below / above its range
+_BELOW, _ABOVE = -4, -5  # internal (and schema_sql): outside an ordered attribute, below / above its range
 
 #: Classes of column types the mapping reads (engines map their SQL types onto these).
 TYPE_CLASSES = ("text", "integer", "float", "decimal", "boolean", "null")
@@ -141,56 +141,6 @@ def _value_text(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
-
-
-# -- SQL dialects -----------------------------------------------------------------------------
-
-
-class _Dialect:
-    """The few spellings where DuckDB and Spark SQL differ (everything else is shared)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def string(self, text: str) -> str:
-        if self.name == "spark":  # Spark string literals use backslash escapes
-            return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        return "'" + text.replace("'", "''") + "'"
-
-    def text(self, expr: str) -> str:
-        return f"CAST({expr} AS {'STRING' if self.name == 'spark' else 'VARCHAR'})"
-
-    def try_cast(self, expr: str, sql_type: str) -> str:
-        return f"TRY_CAST({expr} AS {sql_type})"
-
-    def full_match(self, expr: str, pattern: str) -> str:
-        if self.name == "spark":  # no backslash in the pattern, no `$` (it matches before a final \n)
-            return f"(regexp_extract({expr}, {self.string('^(' + pattern + ')')}, 1) = {expr})"
-        return f"regexp_full_match({expr}, {self.string(pattern)})"
-
-    def double(self, x: int | float) -> str:
-        return f"CAST({self.string(repr(float(x)))} AS DOUBLE)"
-
-    def non_integral(self, expr: str, type_class: str) -> str:
-        if self.name == "spark":
-            one = "CAST(1 AS DOUBLE)" if type_class == "float" else "1"
-            return f"({expr} % {one} <> 0)"
-        return f"({expr} <> trunc({expr}))"
-
-    def is_inf(self, expr: str) -> str:
-        if self.name == "spark":
-            return f"(abs({expr}) = CAST('Infinity' AS DOUBLE))"
-        return f"isinf({expr})"
-
-
-_DIALECTS = {"duckdb": _Dialect("duckdb"), "spark": _Dialect("spark")}
-
-
-def _dialect(name: str) -> _Dialect:
-    try:
-        return _DIALECTS[name]
-    except KeyError:
-        raise ValueError(f"unknown SQL dialect {name!r}; expected 'duckdb' or 'spark'") from None
 
 
 # -- one attribute ----------------------------------------------------------------------------
@@ -396,11 +346,12 @@ class AttributeSchema:
         """The code of one raw ``value`` read from a column of ``type_class`` (``str`` or
         ``None`` for text, ``int``, ``float``, ``decimal.Decimal``, ``bool``), or
         :data:`MISSING` / :data:`UNPARSED` / :data:`OUTSIDE` after the schema's ``outside``
-        rule: exactly what :meth:`code_sql` computes, in plain Python."""
+        rule: exactly what :func:`workloads.schema_sql.code_sql` computes, in plain Python."""
         self.check_type(type_class)
         return self._finish(self._raw(value, type_class))
 
     def _finish(self, r: int) -> int:
+        # a raw status after the ``outside`` rule (also schema_sql's, so the SQL agrees)
         if r >= 0:
             return r
         if self.outside == "catch_all":
@@ -500,255 +451,6 @@ class AttributeSchema:
         if d > e[-1]:
             return _ABOVE
         return bisect.bisect_left(e, d) - 1
-
-    # -- the mapping in SQL -----------------------------------------------------------------
-    def prepare_sql(self, column: str, type_class: str, dialect: str = "duckdb") -> list[str]:
-        """Stage-1 SQL expressions over the raw ``column`` (an SQL column reference), computed
-        once per row; :meth:`code_sql` reads them (by the names the engine gives them)."""
-        self.check_type(type_class)
-        d = _dialect(dialect)
-        if type_class == "null":
-            return ["NULL"]
-        if type_class == "text":
-            trimmed = f"trim({column})"
-            if self.kind == "categorical" and self.value_type == "boolean":
-                return [f"lower({trimmed})"]
-            if self.kind == "numeric":
-                return [trimmed, d.try_cast(trimmed, "DOUBLE")]
-            if self.kind == "integer" or self.value_type == "integer":
-                # the raw text and its BIGINT cast: the fast path (text = the cast's canonical
-                # spelling) skips the trim and the pattern (code_sql)
-                return [column, d.try_cast(column, "BIGINT")]
-            return [column]  # untrimmed: an exact match is the fast path (code_sql)
-        if self.kind == "categorical" and self.value_type == "string":
-            return [d.text(column)]  # integers and booleans are spelled without spaces
-        if self.kind == "numeric" and type_class in ("integer", "decimal"):
-            return [f"CAST({column} AS DOUBLE)"]
-        if type_class == "boolean" and self.kind != "categorical":
-            return [f"CAST({column} AS BIGINT)"]
-        if type_class == "boolean" and self.value_type == "integer":
-            return [f"CAST({column} AS BIGINT)"]
-        return [column]
-
-    def code_sql(self, prepared: Sequence[str], type_class: str, dialect: str = "duckdb", *,
-                 refused_as_null: bool = False) -> str:
-        """The SQL expression (BIGINT) of the code of a row, over the stage-1 columns
-        ``prepared`` (references to :meth:`prepare_sql`'s expressions, in order): the code
-        ``>= 0``, or :data:`MISSING` / :data:`UNPARSED` / :data:`OUTSIDE` after the
-        ``outside`` rule -- or, with ``refused_as_null``, NULL for every value the schema
-        refuses (whatever the reason). Every expression is total (no cast or arithmetic can
-        fail on any value). Equal to :meth:`encode` on every value (tested on random data)."""
-        self.check_type(type_class)
-        d = _dialect(dialect)
-
-        def fin(status: int) -> Any:
-            r = self._finish(status)
-            return "NULL" if refused_as_null and r < 0 else r
-
-        miss, unp = fin(MISSING), fin(UNPARSED)
-        below, above, out = fin(_BELOW), fin(_ABOVE), fin(OUTSIDE)
-        p = prepared[0]
-        if type_class == "null":
-            return f"CAST({miss} AS BIGINT)"
-        tc = type_class
-        if self.kind == "numeric":
-            if tc == "text":
-                num = prepared[1]
-                sign = f"(CASE WHEN {p} LIKE '-%' THEN {below} ELSE {above} END)"  # an overflow
-                return (f"CAST(CASE WHEN {p} IS NULL OR {p} = '' THEN {miss} "
-                        f"WHEN NOT {d.full_match(p, NUMBER_TEXT)} THEN {unp} "
-                        f"ELSE {self._bins_sql(num, d, below, above, sign)} END AS BIGINT)")
-            nan = (f"isnan({p})", miss) if tc == "float" else None
-            return f"CAST({self._bins_sql(p, d, below, above, str(miss), nan)} AS BIGINT)"
-        if self.kind == "categorical" and self.value_type == "string":
-            # values have no surrounding spaces: an exact match of the raw text equals the match
-            # of its trimmed text, so only the rows that miss are trimmed and matched again
-            t = f"trim({p})"
-            if d.name == "duckdb":  # an ENUM cast: one hash lookup per value
-                enum = "ENUM(" + ", ".join(d.string(str(v)) for v in self.values or ()) + ")"
-                return (f"CAST(coalesce(enum_code(TRY_CAST({p} AS {enum})), CASE WHEN {p} IS NULL "
-                        f"OR {t} = '' THEN {miss} ELSE coalesce(enum_code(TRY_CAST({t} AS {enum})), {out}) "
-                        "END) AS BIGINT)")
-            whens = " ".join(f"WHEN {d.string(str(v))} THEN {i}" for i, v in enumerate(self.values or ()))
-            return (f"CAST(CASE {p} {whens} ELSE (CASE WHEN {p} IS NULL OR {t} = '' THEN {miss} "
-                    f"ELSE (CASE {t} {whens} ELSE {out} END) END) END AS BIGINT)")
-        if self.kind == "categorical" and self.value_type == "boolean":
-            whens = " ".join(f"WHEN {_value_text(v)} THEN {i}" for i, v in enumerate(self.values or ()))
-            if tc == "text":
-                whens = " ".join(f"WHEN {d.string(_value_text(v))} THEN {i}"
-                                 for i, v in enumerate(self.values or ()))
-                return (f"CAST(CASE WHEN {p} IS NULL OR {p} = '' THEN {miss} "
-                        f"WHEN {p} NOT IN ('true', 'false') THEN {unp} "
-                        f"ELSE (CASE {p} {whens} ELSE {out} END) END AS BIGINT)")
-            if self.values == (False, True):
-                return f"coalesce(CAST({p} AS BIGINT), {miss})"
-            if self.values == (True, False):
-                return f"coalesce(1 - CAST({p} AS BIGINT), {miss})"
-            return f"CAST(CASE WHEN {p} IS NULL THEN {miss} ELSE (CASE {p} {whens} ELSE {out} END) END AS BIGINT)"
-        # integer kinds: integer attribute, or categorical with integer values
-        if self.kind == "integer":
-            lo, hi = int(self.low), int(self.high)  # type: ignore[arg-type]
-        else:
-            lo, hi = min(self.values or (0,)), max(self.values or (0,))
-
-        def mapped(v: str) -> str:  # v: a BIGINT expression in lo..hi
-            if self.kind == "integer":
-                return f"({v} - {lo})" if lo else v
-            whens = " ".join(f"WHEN {x} THEN {i}" for i, x in enumerate(self.values or ()))
-            return f"(CASE {v} {whens} ELSE {out} END)"
-
-        if self.kind == "integer":
-            low_r, high_r = below, above
-        else:
-            low_r = high_r = out
-        if tc == "text":
-            # fast path: the text is the canonical spelling of its BIGINT cast ("40", "-3");
-            # else (spaces, "+40", "040", "40.0", or not an integer at all) trim and match the
-            # integer pattern, then take the digits before the point
-            fast = prepared[1]
-            t = f"trim({p})"
-            v = d.try_cast(f"split_part({t}, '.', 1)", "BIGINT")
-            ranged = (f"CASE WHEN {{v}} < {lo} THEN {low_r} WHEN {{v}} > {hi} THEN {high_r} "
-                      f"ELSE {{m}} END")
-            return (f"CAST(CASE WHEN {fast} IS NOT NULL AND {d.text(fast)} = {p} THEN "
-                    + ranged.format(v=fast, m=mapped(fast)) +
-                    f" WHEN {p} IS NULL OR {t} = '' THEN {miss} "
-                    f"WHEN NOT {d.full_match(t, INTEGER_TEXT)} THEN {unp} "
-                    f"WHEN {v} IS NULL THEN (CASE WHEN {t} LIKE '-%' THEN {low_r} ELSE {high_r} END) "
-                    f"ELSE {ranged.format(v=v, m=mapped(v))} END AS BIGINT)")
-        if tc in ("float", "decimal"):
-            nan = f" OR isnan({p})" if tc == "float" else ""
-            inf = f"{d.is_inf(p)} OR " if tc == "float" else ""
-            lo_s = d.double(lo) if tc == "float" else str(lo)
-            hi_s = d.double(hi) if tc == "float" else str(hi)
-            return (f"CAST(CASE WHEN {p} IS NULL{nan} THEN {miss} "
-                    f"WHEN {inf}{d.non_integral(p, tc)} THEN {unp} "
-                    f"WHEN {p} < {lo_s} THEN {low_r} WHEN {p} > {hi_s} THEN {high_r} "
-                    f"ELSE {mapped(f'CAST({p} AS BIGINT)')} END AS BIGINT)")
-        # integer (any width) or boolean cast to BIGINT
-        if self.kind == "integer" and self.outside == "clamp":
-            # (least / greatest skip NULLs in DuckDB and Spark: test for NULL first)
-            return f"CASE WHEN {p} IS NULL THEN {miss} ELSE CAST(least(greatest({p}, {lo}), {hi}) AS BIGINT) - {lo} END"
-        return (f"CAST(CASE WHEN {p} BETWEEN {lo} AND {hi} THEN {mapped(f'CAST({p} AS BIGINT)')} "
-                f"WHEN {p} IS NULL THEN {miss} WHEN {p} < {lo} THEN {low_r} ELSE {high_r} END AS BIGINT)")
-
-    def quick_code_sql(self, prepared: Sequence[str], type_class: str, *, trim: bool = True) -> str:
-        """DuckDB only: the code of a row as an unsigned integer whose range ``0 .. size-1``
-        DuckDB's planner can derive, or NULL; over the stage-1 columns ``prepared`` (as for
-        :meth:`code_sql`).
-
-        NULL stands for a value the schema refuses (whatever the reason) and, for a text
-        column of a categorical attribute that refuses unlisted values, for text that does not
-        match a value exactly -- only after trimming its spaces (not tried when ``trim`` is
-        false). Wherever the result is not NULL, it is :meth:`code_sql`'s code (tested on
-        random data). The engine groups the rows by these codes and, only when some result is
-        NULL, maps the data again with :meth:`code_sql`, which tells the reasons apart (to
-        count them) and trims.
-
-        Why: DuckDB groups integer columns with its perfect-hash aggregate (an array indexed
-        by the codes, no hashing or probing) when it knows each column's minimum and maximum
-        and their bits add up to at most ``perfect_ht_threshold`` -- which is how it groups
-        integer codes read from Parquet. The negative statuses of :meth:`code_sql` widen every
-        range by up to three values (a bit more per column), and a NULL branch in a CASE or a
-        function such as ``enum_code`` hides the range altogether, so those codes are grouped
-        in a hash table, several times slower. Here a refused value is NULL (the aggregate
-        reserves a slot for NULL anyway), and the code goes through ``% size`` on an unsigned
-        type: the identity on ``0 .. size-1`` (NULL stays NULL), of a range DuckDB derives."""
-        self.check_type(type_class)
-        size = self.size
-        unsigned = "UTINYINT" if size <= 1 << 8 else "USMALLINT" if size <= 1 << 16 else "UINTEGER"
-        p = prepared[0]
-        if (type_class == "text" and self.kind == "categorical" and self.value_type == "string"
-                and self.outside == "refuse"):
-            # enum_code is UTINYINT / USMALLINT (2**16 values at most): no cast needed
-            enum = "ENUM(" + ", ".join(_DIALECTS["duckdb"].string(str(v)) for v in self.values or ()) + ")"
-            code = f"enum_code(TRY_CAST({p} AS {enum}))"
-            if trim:
-                code = f"coalesce({code}, enum_code(TRY_CAST(trim({p}) AS {enum})))"
-            return f"({code} % {size})"
-        if (type_class == "boolean" and self.kind == "categorical"
-                and self.values in ((False, True), (True, False))):
-            b = p if self.values == (False, True) else f"(NOT {p})"
-            return f"(CAST({b} AS UTINYINT) % 2)"
-        code = None
-        if self.kind == "numeric" and type_class in ("float", "integer", "decimal"):
-            code = self._step_bins_sql(p, type_class)  # p is a DOUBLE (prepare_sql)
-        if code is None:
-            code = self.code_sql(prepared, type_class, "duckdb", refused_as_null=True)
-        return f"(CAST({code} AS {unsigned}) % {size})"
-
-    def _step_bins_sql(self, x: str, type_class: str) -> str | None:
-        """DuckDB: the bin of the DOUBLE ``x`` by integer arithmetic instead of a search, when
-        the edges allow it -- all integers, and the inner edges ``e_1 … e_{m-1}`` equally
-        spaced (step ``g``; the first and last bins may be wider or narrower): round bins such
-        as ages by 5 years or incomes by 2500 with an open-ended top bin. None otherwise
-        (:meth:`_bins_sql` then searches). A refused value is NULL (``code_sql`` with
-        ``refused_as_null``).
-
-        With integer edges, ``e_i <= x`` iff ``e_i <= floor(x)`` (bins closed on the left), and
-        ``e_i < x`` iff ``e_i <= ceil(x) - 1`` (on the right), so the bin of ``x`` is the bin of
-        the integer ``f`` = ``floor(x)`` (``ceil(x) - 1``), computed exactly in BIGINT: for ``x``
-        in the range, ``|f| < 2**53`` and ``floor`` / ``ceil`` of a double are exact. With
-        ``b = e_1 - g``: bin = ``min((max(f, b) - b) // g, m - 1)`` (``max`` needed only when the
-        first bin is wider than ``g``, ``min`` only when the last one is). Values outside the
-        range, NaN and NULL are handled first, by comparisons, as in :meth:`_bins_sql`. One
-        pass of a few vectorised operations per row, where the search runs
-        ``⌈log₂(m + 2)⌉`` nested CASE levels (about twice as slow in DuckDB)."""
-        e = self.edges or ()
-        if not all(float(v).is_integer() and abs(v) <= MAX_ABS_INTEGER for v in e):
-            return None
-        ints = [int(v) for v in e]
-        m = len(ints) - 1
-        g = ints[2] - ints[1] if m >= 3 else ints[1] - ints[0]
-        if any(ints[i + 1] - ints[i] != g for i in range(1, m - 1)):
-            return None
-        d = _DIALECTS["duckdb"]
-        fin = self._finish
-        miss, below, above = (fin(s) for s in (MISSING, _BELOW, _ABOVE))
-        miss, below, above = (str(v) if v >= 0 else "NULL" for v in (miss, below, above))
-        lo, hi = d.double(ints[0]), d.double(ints[-1])
-        if self.closed == "left":
-            inside, under, over = f"{x} >= {lo} AND {x} < {hi}", f"{x} < {lo}", f"{x} >= {hi}"
-            f = f"TRY_CAST(floor({x}) AS BIGINT)"
-        else:
-            inside, under, over = f"{x} > {lo} AND {x} <= {hi}", f"{x} <= {lo}", f"{x} > {hi}"
-            f = f"(TRY_CAST(ceil({x}) AS BIGINT) - 1)"
-        base = ints[1] - g
-        if base > ints[0]:
-            f = f"greatest({f}, ({base}))"
-        k = f"({f} - ({base})) // {g}" if base else f"{f} // {g}"
-        if ints[-1] - ints[-2] > g:
-            k = f"least({k}, {m - 1})"
-        nan = f"WHEN isnan({x}) THEN {miss} " if type_class == "float" else ""
-        return (f"CASE WHEN {inside} THEN {k} WHEN {under} THEN {below} {nan}"
-                f"WHEN {over} THEN {above} ELSE {miss} END")
-
-    def _bins_sql(self, x: str, d: _Dialect, below: int | str, above: int | str, null: str,
-                  nan: tuple[str, int | str] | None = None) -> str:
-        """The bin of the DOUBLE ``x`` by one binary search (nested CASE, depth
-        ⌈log₂(m + 2)⌉) over the thresholds e_0 … e_m: ``k`` thresholds passed (``x >= e_i`` for
-        bins closed on the left, ``x > e_i`` on the right) means below the range (k = 0), bin
-        k − 1, or above it (k = m + 1). A NULL ``x`` fails every comparison and reaches the
-        lowest leaf, which returns ``null``; a NaN passes every one (NaN is the largest double
-        in DuckDB and Spark) and reaches the highest, where ``nan = (test, result)`` applies."""
-        e = self.edges or ()
-        ge = ">=" if self.closed == "left" else ">"
-        m = len(e) - 1
-
-        def leaf(k: int) -> str:
-            if k == 0:
-                return f"(CASE WHEN {x} IS NULL THEN {null} ELSE {below} END)"
-            if k == m + 1:
-                return f"(CASE WHEN {nan[0]} THEN {nan[1]} ELSE {above} END)" if nan is not None else str(above)
-            return str(k - 1)
-
-        def rec(lo: int, hi: int) -> str:  # outcomes lo..hi; thresholds e[lo..hi-1] decide
-            if lo == hi:
-                return leaf(lo)
-            mid = (lo + hi + 1) // 2  # outcome >= mid  <=>  x ge e[mid - 1]
-            return f"CASE WHEN {x} {ge} {d.double(e[mid - 1])} THEN {rec(mid, hi)} ELSE {rec(lo, mid - 1)} END"
-
-        return rec(0, m + 1)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AttributeSchema):

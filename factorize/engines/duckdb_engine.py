@@ -26,7 +26,7 @@ distinct tuples themselves.
 **Raw values** (``docs/schema.md``): when the domain carries a public
 :class:`~workloads.schema.DomainSchema`, the scan maps every raw column to its code in SQL
 with the schema's rules and groups the rows by their codes. The scan uses the schema's quick
-mapping (:meth:`AttributeSchema.quick_code_sql`: an ENUM cast per text value, the integer
+mapping (:func:`workloads.schema_sql.quick_code_sql`: an ENUM cast per text value, the integer
 offset, integer arithmetic or a binary search for numeric bins), whose codes have a range
 DuckDB knows, so that it groups them with its perfect-hash aggregate as it groups integer
 codes (a refused value, or text that only matches after trimming, is NULL there). Only when
@@ -349,9 +349,10 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool =
                 trim: bool = True) -> tuple[list[str], list[str]]:
     """Stage-1 expressions (aliased ``p{j}_{i}``) and the code expression of every attribute of
     a domain with a schema, over the source columns ``refs`` of SQL types ``types``: the
-    schema's ``code_sql`` (codes and negative statuses), or with ``quick`` its
+    schema's ``schema_sql.code_sql`` (codes and negative statuses), or with ``quick`` its
     ``quick_code_sql`` (codes of a range DuckDB knows, NULL where refused or unsettled)."""
     from workloads.schema import SchemaTypeError
+    from workloads.schema_sql import code_sql, prepare_sql, quick_code_sql
 
     preps: list[str] = []
     codes: list[str] = []
@@ -362,12 +363,12 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool =
                             "map (a text, integer, float, decimal or boolean column is needed)")
         ref = refs[j] if not types[j].upper().startswith("ENUM(") else f"CAST({refs[j]} AS VARCHAR)"
         try:
-            exprs = attr.prepare_sql(ref, tc, "duckdb")
+            exprs = prepare_sql(attr, ref, tc, "duckdb")
             names = [_ident(f"p{j}_{i}") for i in range(len(exprs))]
             if quick:
-                codes.append(attr.quick_code_sql(names, tc, trim=trim))
+                codes.append(quick_code_sql(attr, names, tc, trim=trim))
             else:
-                codes.append(f"CAST({attr.code_sql(names, tc, 'duckdb')} AS {_signed_type(attr.size)})")
+                codes.append(f"CAST({code_sql(attr, names, tc, 'duckdb')} AS {_signed_type(attr.size)})")
         except SchemaTypeError as exc:
             raise DataError(f"column {attr.name!r} has type {types[j]}: it {exc}") from None
         preps += [f"{e} AS {n}" for e, n in zip(exprs, names)]
@@ -624,7 +625,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
 
     if domain.schema is not None:
         # 1. One scan: every raw value mapped to its code by the schema's quick SQL (NULL where
-        # refused, or text that needs trimming, see AttributeSchema.quick_code_sql), rows
+        # refused, or text that needs trimming, see schema_sql.quick_code_sql), rows
         # grouped by their code tuples (in memory only) -- with DuckDB's perfect-hash
         # aggregate, as for integer codes.
         vs = [_ident(f"v{j}") for j in range(d)]

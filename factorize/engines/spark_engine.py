@@ -36,7 +36,7 @@ unexpected fails instead of giving a wrong count.
 
 **Raw values**: when the domain carries a public :class:`~workloads.schema.DomainSchema`
 (``docs/schema.md``), each raw column is mapped to its code in Spark SQL by the schema's own
-expressions (``AttributeSchema.prepare_sql`` / ``code_sql`` in the ``spark`` dialect: the same
+expressions (``schema_sql.prepare_sql`` / ``code_sql`` in the ``spark`` dialect: the same
 rules as the DuckDB engine, the same messages), before the shuffle; values outside the schema
 are counted per column (never shown), or take the catch-all / clamped code where the schema
 says so. CSV files may not contain blank lines (Spark's parser skips them silently): local
@@ -470,6 +470,7 @@ def _schema_exprs(domain: Domain, pos: list[int], types: list[Any]) -> tuple[lis
     from pyspark.sql import functions as F
 
     from workloads.schema import SchemaTypeError
+    from workloads.schema_sql import code_sql, prepare_sql
 
     preps: list[Any] = []
     codes: list[Any] = []
@@ -480,9 +481,9 @@ def _schema_exprs(domain: Domain, pos: list[int], types: list[Any]) -> tuple[lis
                             "domain schema cannot map (a text, integer, float, decimal or boolean column "
                             "is needed)")
         try:
-            exprs = attr.prepare_sql(f"`c{pos[j]}`", tc, "spark")
+            exprs = prepare_sql(attr, f"`c{pos[j]}`", tc, "spark")
             names = [f"p{j}_{i}" for i in range(len(exprs))]
-            codes.append(F.expr(attr.code_sql([f"`{n}`" for n in names], tc, "spark")).alias(f"r{j}"))
+            codes.append(F.expr(code_sql(attr, [f"`{n}`" for n in names], tc, "spark")).alias(f"r{j}"))
         except SchemaTypeError as exc:
             raise DataError(f"column {attr.name!r} has type {types[j].simpleString().upper()}: it {exc}") from None
         preps += [F.expr(e).alias(n) for e, n in zip(exprs, names)]

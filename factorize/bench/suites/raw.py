@@ -426,7 +426,7 @@ def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
          "possible because it knows every column's minimum and maximum (Parquet statistics) and "
          "their bits add up to at most 22. The raw path reads text, booleans, int64 and float64 and "
          "must compute every row's codes before grouping them. It does so with the schema's *quick* "
-         "mapping (`AttributeSchema.quick_code_sql`): an ENUM cast per text value, the boolean as an "
+         "mapping (`schema_sql.quick_code_sql`): an ENUM cast per text value, the boolean as an "
          "integer, the clamped integer offset, and the salary bin by integer arithmetic "
          "(`floor(x) // 2500`, exact for integer edges; other edges take a binary search, nested "
          "CASE of depth ⌈log₂(m + 2)⌉), each code typed and reduced `% size` so that DuckDB knows "
