@@ -6,7 +6,8 @@ See docs/math.md §1 (neighbouring relations, sensitivities) and §6 (calibratio
 - :mod:`.sensitivity`: L1/L2 sensitivities of a strategy matrix (dense or Kronecker factors)
   under add/remove and replace neighbours.
 - :mod:`.calibration`: analytic Gaussian, zCDP, Laplace, ℓ2 K-norm calibration; ``NoiseSpec``
-  and ``calibrate``; discretisation inflation for lattice releases.
+  and ``calibrate``; discretisation inflation for lattice releases. The Gaussian and zCDP
+  calibrations live in :mod:`.gaussian` and :mod:`.zcdp` and are re-exported by it.
 - :mod:`.sampling`: exact discrete Laplace / discrete Gaussian samplers (Canonne–Kamath–Steinke
   2020), ``SecureRandom`` / ``TestRandom``, and ``sample_on_grid`` for lattice releases.
 """

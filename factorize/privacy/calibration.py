@@ -1,19 +1,23 @@
-"""Noise calibration (docs/math.md §6).
+"""Noise calibration (docs/math.md §6): ``NoiseSpec`` and :func:`calibrate`.
 
 Given a privacy guarantee and the sensitivity of the strategy ``A``, choose the noise
-distribution and its scale for the release ``A h + Z``.
+distribution and its scale for the release ``A h + Z``. One module per job, every name
+re-exported here:
+
+* :mod:`.gaussian` -- (ε, δ)-DP Gaussian noise: the analytic Gaussian mechanism (Balle & Wang
+  2018), the discrete Gaussian's σ (Canonne, Kamath & Steinke 2020, "CKS20"), and the
+  certified acceptance test the verifier decides with;
+* :mod:`.zcdp` -- ρ-zCDP: the Gaussian's σ and the conversions to (ε, δ)-DP (Bun & Steinke
+  2016; CKS20 Cor. 13);
+* this module -- the closed forms for pure DP (Laplace, discrete Laplace, ℓ2 K-norm), the
+  sensitivity after lattice rounding, ``NoiseSpec`` and :func:`calibrate`, which dispatches.
 
 Continuous ("float") calibrations
 ---------------------------------
-* (ε, δ)-DP, Gaussian: the *analytic Gaussian mechanism* (Balle & Wang 2018, ICML, Thm. 8):
-  ``N(0, σ² I)`` added to a query of L2 sensitivity Δ is (ε, δ)-DP **iff**
-
-      δ(σ) := Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ) ≤ δ.
-
-  δ(σ) is strictly decreasing in σ, so the optimal σ is the root of ``δ(σ) = δ``. Valid for
-  every ε > 0. See :func:`analytic_gaussian_sigma` and :func:`gaussian_delta`.
+* (ε, δ)-DP, Gaussian: the *analytic Gaussian mechanism* (Balle & Wang 2018, ICML, Thm. 8),
+  exact: σ is the root of ``δ(σ) = δ`` (:mod:`.gaussian`).
 * ρ-zCDP, Gaussian: ``σ = Δ/√(2ρ)``; ρ-zCDP implies ``(ρ + 2√(ρ ln(1/δ)), δ)``-DP
-  (Bun & Steinke 2016, Prop. 1.3).
+  (Bun & Steinke 2016, Prop. 1.3) (:mod:`.zcdp`).
 * ε-DP, Laplace: scale ``b = Δ₁/ε`` per coordinate.
 * ε-DP, ℓ2-ball K-norm mechanism (docs/math.md §6.4): density ∝ ``exp(−ε‖z‖₂/Δ)`` on R^m, radius
   ~ Gamma(shape m, scale Δ/ε) times a uniform direction; ``E‖Z‖² = m(m+1)Δ²/ε²``.
@@ -38,32 +42,12 @@ in a column of Ã, twice that under replace): ``Δ₂ + γ√s`` and ``Δ₁ + �
 of Ã is an integer and γ = 2⁻ᵏ ≤ 1, ``Ãh/γ`` is already an integer for every histogram h: the
 rounding moves nothing, s = 0, and the sensitivity is Δ itself.
 
-Discrete Gaussian accounting. Canonne, Kamath & Steinke 2020 ("The Discrete Gaussian for
-Differential Privacy", NeurIPS; arXiv:2004.00010), multivariate theorem (Thm. 14 in the arXiv
-version): if ``q`` maps into ``Z^m`` and ``Σ_j (q_j(x) − q_j(x'))² / σ_j² ≤ ε²`` for all
-neighbours, then ``q(x) + Y`` with independent ``Y_j ~ N_Z(0, σ_j²)`` is ``½ε²``-concentrated
-DP, i.e. ``ρ``-zCDP with ``ρ = Δ²/(2σ²)`` in lattice units -- *the same ρ as the continuous
-Gaussian*. Rescaling by γ changes nothing: ``(Δ/γ)² / (2 (σ/γ)²) = Δ²/(2σ²)``.
+Discrete Gaussian accounting (:mod:`.gaussian`): by CKS20 Thm. 14 the discrete Gaussian is
+ρ-zCDP with ``ρ = Δ²/(2σ²)``, the same ρ as the continuous Gaussian, in lattice units or not.
 
-* ρ-zCDP target: ``σ = Δ̃/√(2ρ)`` with ``Δ̃ = Δ₂ + γ√m`` -- directly from that theorem.
-* (ε, δ) target: we do **not** use the analytic-Gaussian formula for the discrete Gaussian
-  (it is exact only for the continuous one). Instead we use the zCDP guarantee above and the
-  conversion of CKS20 Cor. 13 (from their Prop. 12, an improved Rényi-to-approximate-DP
-  conversion, cf. Asoodeh et al. 2021): a ρ-zCDP mechanism is (ε, δ)-DP with
-
-      δ = inf_{α > 1}  exp((α − 1)(αρ − ε)) / (α − 1) · (1 − 1/α)^α .
-
-  Every single α > 1 gives a *valid* δ bound, so numerical optimisation over α can only make
-  the bound less tight, never invalid. We bisect for the largest ρ whose (numerically
-  minimised) δ is ≤ δ_target, set ``σ = Δ̃/√(2ρ)``, round σ up, and re-verify the final σ at the
-  chosen α with a small safety margin in log δ. The result is slightly larger than the analytic
-  continuous σ (the conversion is not tight for Gaussians) and smaller than the simple
-  ``ρ + 2√(ρ ln(1/δ))`` conversion would give. The Rényi order is searched on a log grid and
-  then by golden section (no scipy.optimize: the verifier re-evaluates this on the run path).
-
-Verification (``plan.checks``): a plan's (ε, δ) Gaussian σ is accepted when the calibration's
-acceptance test holds at σ and fails at σ·(1 − 1e-9) (:func:`gaussian_approx_dp_holds`), so
-no root finder is needed and σs of earlier calibrations verify.
+* ρ-zCDP target: ``σ = Δ̃/√(2ρ)`` with ``Δ̃ = Δ₂ + γ√m`` (:mod:`.zcdp`).
+* (ε, δ) target: the zCDP guarantee and the conversion of CKS20 Cor. 13, not the
+  analytic-Gaussian formula (exact only for the continuous Gaussian).
 
 Discrete Laplace accounting: for ``q`` into ``Z^m`` with L1 sensitivity Δ̃₁ (lattice units) and
 ``Y_j`` i.i.d. with ``P(y) ∝ exp(−|y|/t)``, the output density ratio for neighbours is at most
@@ -76,11 +60,23 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import numpy as np
-
 from factorize.choices import NOISE_FAMILIES, SAMPLERS, NoiseFamily, Sampler
-from factorize.numerics import U, is_power_of_two, positive_number, round_up
+from factorize.numerics import is_power_of_two, positive_number
 
+from ._common import _LOG_SAFETY as _LOG_SAFETY
+from ._common import _delta as _delta
+from ._common import _up
+from .gaussian import _bisect_boundary as _bisect_boundary
+from .gaussian import _log_delta_unit as _log_delta_unit
+from .gaussian import (
+    analytic_gaussian_sigma,
+    classical_gaussian_sigma,
+    discrete_gaussian_sigma,
+    gaussian_approx_dp_holds,
+    gaussian_delta,
+    gaussian_log_delta,
+    gaussian_sigma_threshold,
+)
 from .guarantees import (
     ZCDP,
     ApproxDP,
@@ -91,6 +87,12 @@ from .guarantees import (
     guarantee_from_dict,
 )
 from .sensitivity import Sensitivity
+from .zcdp import _ALPHA_GRID as _ALPHA_GRID
+from .zcdp import _INV_GOLDEN as _INV_GOLDEN
+from .zcdp import _golden_min as _golden_min
+from .zcdp import _log_conv as _log_conv
+from .zcdp import _zcdp_log_delta as _zcdp_log_delta
+from .zcdp import zcdp_delta, zcdp_epsilon, zcdp_gaussian_sigma, zcdp_to_approx_dp
 
 __all__ = [
     "gaussian_delta",
@@ -112,420 +114,6 @@ __all__ = [
     "NoiseSpec",
     "calibrate",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# validation helpers
-
-
-def _up(x: float, ops: int = 2) -> float:
-    """A computed privacy-critical quantity rounded up past the error of ``ops`` roundings
-    (``numerics.round_up``: ×(1 + (ops+2)·2⁻⁵²), then one ulp)."""
-    return round_up(x, ops)
-
-
-#: Margin in log δ by which every calibration is certified: the floating-point evaluation of a
-#: log δ bound (log_ndtr, log1p, a few products) is accurate to ~1e-15 absolute for the
-#: parameter ranges accepted here; 1e-9 covers it with room, so δ holds for the exact value.
-#: (The CKS20 conversion is evaluated as ``−α log1p(1/a)``, accurate for every α; the analytic
-#: Gaussian's ``ε + log Φ(−a−b) − log Φ(a−b)`` cancels, losing about 2L·ulp(L)/ε with
-#: L = ln(1/δ): within the margin for ε ≳ 1e-3, not below about ε = 1e-4 at δ = 1e-12.)
-_LOG_SAFETY = 1e-9
-
-
-def _delta(v: Any) -> float:
-    x = positive_number("delta", v, PrivacyError)
-    if not x < 1:
-        raise PrivacyError(f"delta must satisfy 0 < delta < 1, got {v!r}")
-    return x
-
-
-# --------------------------------------------------------------------------------------------
-# analytic Gaussian mechanism (Balle & Wang 2018)
-
-
-def _log_delta_unit(epsilon: float, s: float) -> float:
-    """A certified upper bound on log δ for noise std ``s`` relative to the sensitivity
-    (s = σ/Δ, itself computed with one rounding); −inf when δ ≤ 0.
-
-    δ = Φ(a − b) − e^ε Φ(−a − b), a = 1/(2s), b = εs. Evaluated as
-    ``l₁ + log(−expm1(d))`` with ``l₁ = log Φ(a−b)``, ``l₂ = log Φ(−a−b)`` (``scipy.special.
-    log_ndtr``, accurate where both terms are tiny and free of e^ε overflow) and
-    ``d = ε + l₂ − l₁``. For small ε the two logs nearly cancel in d, so the rounding of l₁
-    and l₂ (absolute ≈ u·|l|) is a *relative* error of about u·|l|/|d| in −expm1(d): at
-    ε = 1e-5 more than the calibration's 1e-9 margin. So the function bounds the error
-    instead of hoping it is small (``docs/math.md §10``; Higham's model, u = 2⁻⁵³):
-
-    * x₁ = a − b and x₂ = −a − b are within ``e_x = 5u(|a| + |b|)`` of their exact values
-      (s, the division, the product and the difference: one rounding each);
-    * ``|d/dx log Φ(x)| = φ(x)/Φ(x) ≤ |x| + 1`` for every x (the Mills-ratio bound
-      ``(1 − Φ(t))/φ(t) > 2/(t + √(t² + 4))``, Birnbaum 1942), and log_ndtr is accurate to a
-      few ulps of Φ plus the rounding of the log: each lᵢ is within
-      ``(|xᵢ| + 1 + e_x)·e_x + 16u(1 + |lᵢ|)`` of log Φ at the exact xᵢ;
-    * d is within ``e_d = e₁ + e₂ + 4u(ε + |l₁| + |l₂|)`` of its exact value, and
-      ``log(−expm1(·))`` decreases in d, so ``l₁ + e₁ + log(−expm1(d − e_d))`` bounds log δ
-      from above, up to the rounding of that last evaluation (``+ 8u(|l₁| + |log(…)| + 1)``).
-
-    If ``d − e_d ≥ 0`` the exact d is ≥ 0 and δ ≤ 0 (−inf). Floating-point error can only make
-    the returned value larger, i.e. only add noise to a calibration that uses it.
-    """
-    from scipy import special  # here, not at import (start-up of the run path)
-
-    u = U
-    a = 0.5 / s
-    b = epsilon * s
-    x1, x2 = a - b, -a - b
-    ex = 5.0 * u * (abs(a) + abs(b))
-    l1 = float(special.log_ndtr(x1))
-    if l1 == -math.inf:  # δ ≤ Φ(a − b) = 0 (σ/Δ = inf); also keeps −inf − −inf out below
-        return -math.inf
-    l2 = float(special.log_ndtr(x2))
-    e1 = (abs(x1) + 1.0 + ex) * ex + 16.0 * u * (1.0 + abs(l1))
-    e2 = (abs(x2) + 1.0 + ex) * ex + 16.0 * u * (1.0 + abs(l2))
-    d = epsilon + l2 - l1  # log of the ratio of the two terms; δ > 0 iff d < 0
-    ed = e1 + e2 + 4.0 * u * (epsilon + abs(l1) + abs(l2))
-    d_low = d - ed
-    if not d_low < 0:
-        return -math.inf
-    tail = math.log(-math.expm1(d_low))
-    return l1 + e1 + tail + 8.0 * u * (abs(l1) + abs(tail) + 1.0)
-
-
-def gaussian_log_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
-    """Natural log of :func:`gaussian_delta` (−inf if the δ is 0 to working precision)."""
-    eps = positive_number("epsilon", epsilon, PrivacyError)
-    sig = positive_number("sigma", sigma, PrivacyError)
-    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-    return _log_delta_unit(eps, sig / sens)
-
-
-def gaussian_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
-    """Smallest δ for which ``N(0, σ²I)`` noise on an L2-sensitivity-Δ query is (ε, δ)-DP.
-
-    The left-hand side of Balle & Wang 2018, Thm. 8:
-    ``Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ)``, evaluated in log space (see
-    :func:`gaussian_log_delta`). Exact characterisation: the mechanism is (ε, δ)-DP iff
-    ``gaussian_delta(ε, σ, Δ) ≤ δ``.
-    """
-    ld = gaussian_log_delta(epsilon, sigma, l2_sensitivity)
-    return 0.0 if ld == -math.inf else math.exp(ld)
-
-
-def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
-    """Smallest σ making the Gaussian mechanism (ε, δ)-DP (Balle & Wang 2018, analytic).
-
-    Solves ``δ(σ) = δ`` (see :func:`gaussian_delta`) for ``s = σ/Δ`` by bracketing and
-    ``brentq`` on ``log s`` with relative tolerance ~1e-13, in log space for δ. The root is then
-    rounded *up* (by ≈ 1e-11 relative) and the result re-checked with :func:`gaussian_delta`;
-    if the check fails σ is increased further, so the returned σ always satisfies
-    ``gaussian_delta(ε, σ, Δ) ≤ δ``, while ``σ·(1 − 1e-9)`` does not. Valid for every ε > 0.
-
-    The planner's calibration (and the local randomizer's): scipy's root finder, imported here
-    only. The verifier does not call it: it evaluates the condition itself
-    (:func:`gaussian_approx_dp_holds`, :func:`gaussian_sigma_threshold`), so the run path
-    imports no scipy.optimize.
-    """
-    eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
-    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-    # margin in log δ covering the evaluation error of log δ(σ) (log_ndtr is accurate to a
-    # few ulps; 1e-9 is six orders above that): the returned σ is valid for the exact δ(σ)
-    target = math.log(dlt) - _LOG_SAFETY
-
-    def f(log_s: float) -> float:
-        return _log_delta_unit(eps, math.exp(log_s)) - target
-
-    # δ(s) → 1 as s → 0 and → 0 as s → ∞, strictly decreasing: bracket around log s = 0.
-    lo, hi = 0.0, 0.0
-    while f(lo) <= 0:
-        lo -= 1.0
-        if lo < -800:
-            raise PrivacyError("analytic Gaussian: cannot bracket the root (delta too close to 1?)")
-    while f(hi) > 0:
-        hi += 1.0
-        if hi > 800:
-            raise PrivacyError("analytic Gaussian: cannot bracket the root")
-    # f may be -inf at hi (δ underflows); brentq needs finite values, so tighten the bracket.
-    while f(hi) == -math.inf:
-        mid = 0.5 * (lo + hi)
-        if f(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-15:
-            break
-    if f(hi) == -math.inf:
-        log_s = hi
-    else:
-        from scipy import optimize  # here, not at import (start-up of the run path)
-
-        log_s = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4e-15, maxiter=500)
-    s = math.exp(log_s) * (1.0 + 1e-11)
-    sigma = s * sens
-    # Re-verify with the public evaluator (includes the division σ/Δ) and round up if needed.
-    for _ in range(200):
-        if gaussian_approx_dp_holds(eps, dlt, sigma, sens, discrete=False):
-            return sigma
-        sigma *= 1.0 + 1e-12
-    raise PrivacyError("analytic Gaussian: verification of the calibrated sigma failed")
-
-
-def _bisect_boundary(feasible: Any, lo: float, hi: float) -> float:
-    """The feasible end of a bracket ``[lo, hi]`` (``feasible(lo)`` false, ``feasible(hi)``
-    true, feasibility monotone) bisected until no float lies between its ends: the smallest
-    feasible float up to the evaluation's own noise. Deterministic (about 60 evaluations)."""
-    for _ in range(2100):  # every step halves the bracket or stops: far more than needed
-        mid = 0.5 * (lo + hi)
-        if not lo < mid < hi:
-            break
-        if feasible(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def gaussian_approx_dp_holds(epsilon: float, delta: float, sigma: float, l2_sensitivity: float,
-                             *, discrete: bool) -> bool:
-    """Whether Gaussian noise of scale σ on a query of L2 sensitivity Δ is (ε, δ)-DP by the
-    accounting :func:`calibrate` uses, certified with the log-δ margin ``_LOG_SAFETY``: the
-    acceptance test of :func:`analytic_gaussian_sigma` (``discrete=False``: Balle & Wang's exact
-    characterisation, ``log δ(σ) ≤ log δ − margin``) and of :func:`discrete_gaussian_sigma`
-    (``discrete=True``: ρ = Δ²/(2σ²)-zCDP (CKS20 Thm. 14) and the CKS20 Cor. 13 bound, at the
-    best α found, ``≤ log δ − margin`` — every α gives a valid bound, so a search that misses
-    the optimum can only refuse, never wrongly accept).
-
-    The calibrations return a σ that passes this very test (the same floating-point
-    evaluation), and the verifier decides with it: the stated σ must pass (privacy) and
-    ``σ·(1 − 1e-9)`` must not (the plan states the calibrated noise, not more). No root
-    finder or optimiser of scipy is needed (start-up of the run path).
-    """
-    eps = positive_number("epsilon", epsilon, PrivacyError)
-    target = math.log(_delta(delta)) - _LOG_SAFETY
-    sig = positive_number("sigma", sigma, PrivacyError)
-    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-    if not discrete:
-        if not sig / sens > 0:
-            return False  # σ/Δ underflows: no noise to speak of
-        return gaussian_log_delta(eps, sig, sens) <= target
-    rho = (sens / sig) ** 2 / 2.0
-    if not math.isfinite(rho):
-        return False  # σ/Δ so small that ρ overflows: far from private
-    return _zcdp_log_delta(rho, eps)[0] <= target
-
-
-def gaussian_sigma_threshold(epsilon: float, delta: float, l2_sensitivity: float, *,
-                             discrete: bool, near: float | None = None) -> float:
-    """The smallest σ passing :func:`gaussian_approx_dp_holds`, to adjacent floats: bracketed
-    by halving / doubling from ``near`` (default Δ), then bisected on σ itself. The verifier's
-    reference scale for (ε, δ) Gaussian noise — deterministic, no scipy root finder; the
-    returned σ passes the test. The planner's calibrated σ (:func:`analytic_gaussian_sigma`,
-    :func:`discrete_gaussian_sigma`) lies above it by its own round-up (about 1e-11, relative).
-    """
-    eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
-    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-
-    def holds(sigma: float) -> bool:
-        return gaussian_approx_dp_holds(eps, dlt, sigma, sens, discrete=discrete)
-
-    if near is not None:
-        hi = positive_number("near", near, PrivacyError)
-        lo = hi * (1.0 - 1e-9)
-        if holds(hi) and not holds(lo):  # the verifier's case: a stated σ at the threshold
-            return _bisect_boundary(holds, lo, hi)
-    lo = hi = sens
-    if holds(hi):
-        lo = hi * 0.5
-        while holds(lo):
-            hi, lo = lo, lo * 0.5
-            if not lo > 0:
-                raise PrivacyError("Gaussian threshold: every scale passes (cannot bracket)")
-    else:
-        while not holds(hi):
-            lo, hi = hi, hi * 2.0
-            if not math.isfinite(hi):
-                raise PrivacyError("Gaussian threshold: no finite scale passes (cannot bracket)")
-    return _bisect_boundary(holds, lo, hi)
-
-
-def classical_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
-    """Classical ``σ = Δ √(2 ln(1.25/δ)) / ε`` (Dwork & Roth 2014, Thm. A.1) -- for comparison.
-
-    Looser than :func:`analytic_gaussian_sigma` and valid only for ε < 1 (raises otherwise).
-    """
-    eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
-    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-    if not eps < 1:
-        raise PrivacyError("the classical Gaussian bound is only valid for epsilon < 1")
-    return sens * math.sqrt(2.0 * math.log(1.25 / dlt)) / eps
-
-
-# --------------------------------------------------------------------------------------------
-# zCDP
-
-
-def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float) -> float:
-    """``σ = Δ/√(2ρ)``: ``N(0, σ²I)`` on an L2-sensitivity-Δ query is ρ-zCDP (Bun & Steinke 2016).
-
-    Also valid for the discrete Gaussian on Z^m with integer-valued query (CKS20, Thm. 14).
-    """
-    return _up(positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / math.sqrt(2.0 * positive_number("rho", rho, PrivacyError)), 2)
-
-
-def zcdp_to_approx_dp(rho: float, delta: float) -> float:
-    """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016)."""
-    r = positive_number("rho", rho, PrivacyError)
-    d = _delta(delta)
-    return _up(r + 2.0 * math.sqrt(r * math.log(1.0 / d)) * (1.0 + 1e-12), 8)
-
-
-def _log_conv(alpha_minus_1: float, rho: float, epsilon: float) -> float:
-    """log of exp((α−1)(αρ−ε))/(α−1) · (1−1/α)^α at α = 1 + a (CKS20 Cor. 13 integrand)."""
-    a = alpha_minus_1
-    alpha = 1.0 + a
-    # (1 − 1/α)^α = (a/α)^α ; log = α (log a − log1p(a)) = −α log1p(1/a). The last form has
-    # no cancellation: log a − log1p(a) loses ~α·ulp(log a) (≈ 2e-9 at α = 1e6, more than the
-    # certified log-δ margin), −α log1p(1/a) is accurate to a few ulps of α/a ≈ 1.
-    return a * (alpha * rho - epsilon) - math.log(a) - alpha * math.log1p(1.0 / a)
-
-
-_ALPHA_GRID = np.logspace(-8, 12, 161)
-
-
-def _zcdp_log_delta(rho: float, epsilon: float) -> tuple[float, float]:
-    """(min over α of the log-δ bound, the minimising α − 1). Any α gives a valid bound."""
-    # Coarse log-grid over a = α − 1 ∈ [1e-8, 1e12], then golden-section search on log a
-    # between the best point's neighbours (deterministic; no scipy.optimize on the run path).
-    grid = _ALPHA_GRID
-    alpha = 1.0 + grid
-    log_a = np.log(grid)
-    vals = grid * (alpha * rho - epsilon) - log_a - alpha * np.log1p(1.0 / grid)  # _log_conv
-    k = int(np.argmin(vals))
-    best_a, best_v = float(grid[k]), float(vals[k])
-    if not math.isfinite(best_v):
-        return best_v, best_a
-    lo = math.log(grid[max(k - 1, 0)])
-    hi = math.log(grid[min(k + 1, grid.size - 1)])
-    u, v = _golden_min(lambda t: _log_conv(math.exp(t), rho, epsilon), lo, hi, 1e-11)
-    if v < best_v:
-        best_a, best_v = math.exp(u), v
-    return best_v, best_a
-
-
-#: 1/φ, the golden-section ratio.
-_INV_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
-
-
-def _golden_min(f: Any, lo: float, hi: float, xtol: float) -> tuple[float, float]:
-    """Golden-section search for the minimum of ``f`` on ``[lo, hi]`` (unimodal there) until
-    the bracket is narrower than ``xtol``: ``(x, f(x))`` of the best point evaluated (a NaN
-    value is never the best). Deterministic; about 50 evaluations for the α search."""
-    c = hi - _INV_GOLDEN * (hi - lo)
-    d = lo + _INV_GOLDEN * (hi - lo)
-    fc, fd = f(c), f(d)
-    best_x, best_f = (c, fc) if not fd < fc else (d, fd)
-    for _ in range(200):
-        if not hi - lo > xtol:
-            break
-        if not fd < fc:  # the minimum lies in [lo, d]; NaN at d moves there too
-            hi, d, fd = d, c, fc
-            c = hi - _INV_GOLDEN * (hi - lo)
-            fc = f(c)
-            if fc < best_f:
-                best_x, best_f = c, fc
-        else:  # in [c, hi]
-            lo, c, fc = c, d, fd
-            d = lo + _INV_GOLDEN * (hi - lo)
-            fd = f(d)
-            if fd < best_f:
-                best_x, best_f = d, fd
-    return best_x, best_f
-
-
-def zcdp_delta(rho: float, epsilon: float) -> float:
-    """δ such that ρ-zCDP implies (ε, δ)-DP, by the conversion of CKS20 Cor. 13:
-
-    ``δ = inf_{α>1} exp((α−1)(αρ−ε))/(α−1) · (1−1/α)^α`` (infimum found numerically; every α
-    gives a valid bound, so the returned value is always a valid δ). Tighter than
-    :func:`zcdp_to_approx_dp`.
-    """
-    r = positive_number("rho", rho, PrivacyError)
-    e = positive_number("epsilon", epsilon, PrivacyError)
-    v, _ = _zcdp_log_delta(r, e)
-    return min(1.0, _up(math.exp(v + _LOG_SAFETY), 2))
-
-
-def zcdp_epsilon(rho: float, delta: float) -> float:
-    """Smallest ε (to ~1e-12 relative, rounded up) with ``zcdp_delta(ρ, ε) ≤ δ``."""
-    r = positive_number("rho", rho, PrivacyError)
-    d = _delta(delta)
-    target = math.log(d)
-    hi = zcdp_to_approx_dp(r, d)  # valid, so the tight conversion satisfies δ there
-    lo = 0.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid <= lo or mid >= hi:
-            break
-        if _zcdp_log_delta(r, mid)[0] <= target:
-            hi = mid
-        else:
-            lo = mid
-        if hi - lo <= 1e-13 * hi:
-            break
-    return hi
-
-
-
-
-def discrete_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
-    """σ for the (multivariate) discrete Gaussian to be (ε, δ)-DP, via zCDP (CKS20).
-
-    By CKS20 Thm. 14 the discrete Gaussian with parameter σ on an integer-valued query of L2
-    sensitivity Δ is ρ-zCDP with ``ρ = Δ²/(2σ²)``; by CKS20 Cor. 13 that implies (ε, δ)-DP with
-    ``δ = inf_α exp((α−1)(αρ−ε))/(α−1)(1−1/α)^α``. We bisect on log ρ for the largest ρ whose
-    bound is ≤ δ·e^{−1e-9}, return ``σ = Δ/√(2ρ)`` rounded up, and re-verify (at the α found) that
-    the returned σ satisfies the bound. ``Δ`` must already include any rounding inflation
-    (:func:`discretized_sensitivity`). The same σ is also valid for the continuous Gaussian.
-    """
-    eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
-    sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-    target = math.log(dlt) - _LOG_SAFETY
-
-    def ok(rho: float) -> bool:
-        return _zcdp_log_delta(rho, eps)[0] <= target
-
-    # Feasible start: the simple conversion ρ + 2√(ρ L) = ε  ⇒  √ρ = √(L + ε) − √L.
-    L = math.log(1.0 / dlt)
-    rho_lo = (math.sqrt(L + eps) - math.sqrt(L)) ** 2 * (1 - 1e-6)
-    while not ok(rho_lo):  # pragma: no cover - the simple conversion is valid; guard anyway
-        rho_lo *= 0.5
-        if rho_lo < 1e-300:
-            raise PrivacyError("discrete Gaussian calibration failed to find a feasible rho")
-    rho_hi = rho_lo * 2.0
-    while ok(rho_hi):
-        rho_lo = rho_hi
-        rho_hi *= 2.0
-        if rho_hi > 1e300:
-            raise PrivacyError("discrete Gaussian calibration failed to bracket rho")
-    for _ in range(200):
-        mid = math.sqrt(rho_lo * rho_hi)
-        if not (rho_lo < mid < rho_hi):
-            break
-        if ok(mid):
-            rho_lo = mid
-        else:
-            rho_hi = mid
-        if rho_hi / rho_lo - 1.0 <= 1e-12:
-            break
-    sigma = sens / math.sqrt(2.0 * rho_lo) * (1.0 + 1e-12)
-    for _ in range(200):
-        if gaussian_approx_dp_holds(eps, dlt, sigma, sens, discrete=True):
-            return sigma
-        sigma *= 1.0 + 1e-12
-    raise PrivacyError("discrete Gaussian: verification of the calibrated sigma failed")
 
 
 # --------------------------------------------------------------------------------------------
