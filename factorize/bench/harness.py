@@ -84,6 +84,11 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def value_or_dash(x: Any, fmt: str = ".2f") -> str:
+    """``format(x, fmt)``, or "—" for a value the run did not produce (None)."""
+    return "—" if x is None else format(x, fmt)
+
+
 def format_load(la: Sequence[float] | None) -> str:
     return "unknown" if la is None else ", ".join(f"{x:.2f}" for x in la)
 

@@ -83,6 +83,17 @@ def check_counts(h: np.ndarray, where: str) -> int:
     return int(s[0])
 
 
+def _column_parts(columns: list[tuple[str, tuple[tuple[int, str], ...]]]) -> list[str]:
+    """``column 'name': 3 rows missing …, 1 row not an integer`` for every column with a nonzero
+    count: each column given as its name and its ``(count, what)`` pairs, in order."""
+    parts = []
+    for name, kinds in columns:
+        said = [f"{rows(n)} {what}" for n, what in kinds if n]
+        if said:
+            parts.append(f"column {name!r}: " + ", ".join(said))
+    return parts
+
+
 def format_problems(
     names: list[str],
     sizes: list[int],
@@ -90,17 +101,9 @@ def format_problems(
     n_rows: int,
 ) -> str | None:
     """Message for per-column counts ``(missing, non_integer, out_of_range)``, or None if all zero."""
-    parts = []
-    for name, size, (missing, nonint, oor) in zip(names, sizes, counts):
-        kinds = []
-        if missing:
-            kinds.append(f"{rows(missing)} missing (NULL/empty/NaN)")
-        if nonint:
-            kinds.append(f"{rows(nonint)} not an integer")
-        if oor:
-            kinds.append(f"{rows(oor)} outside 0..{size - 1}")
-        if kinds:
-            parts.append(f"column {name!r}: " + ", ".join(kinds))
+    parts = _column_parts([(name, ((missing, "missing (NULL/empty/NaN)"), (nonint, "not an integer"),
+                                   (oor, f"outside 0..{size - 1}")))
+                           for name, size, (missing, nonint, oor) in zip(names, sizes, counts)])
     if not parts:
         return None
     hint = f" ({RAW_VALUES_HINT})" if any(c[1] for c in counts) else ""
@@ -123,17 +126,9 @@ def format_schema_problems(schema: Any, counts: list[tuple[int, int, int]], n_ro
     """Message for per-column counts ``(missing, unparsed, outside)`` of raw values mapped by
     a :class:`workloads.schema.DomainSchema`, or None if all zero (names the rule each broke,
     from the public schema; never a value)."""
-    parts = []
-    for attr, (missing, unparsed, outside) in zip(schema.attributes, counts):
-        kinds = []
-        if missing:
-            kinds.append(f"{rows(missing)} missing (NULL/empty/NaN)")
-        if unparsed:
-            kinds.append(f"{rows(unparsed)} {attr.unparsed_text()}")
-        if outside:
-            kinds.append(f"{rows(outside)} {attr.rule_text()}")
-        if kinds:
-            parts.append(f"column {attr.name!r}: " + ", ".join(kinds))
+    parts = _column_parts([(attr.name, ((missing, "missing (NULL/empty/NaN)"),
+                                        (unparsed, attr.unparsed_text()), (outside, attr.rule_text())))
+                           for attr, (missing, unparsed, outside) in zip(schema.attributes, counts)])
     if not parts:
         return None
     return (

@@ -71,6 +71,19 @@ def subsample(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     return pool[rng.choice(pool.shape[0], n, replace=n > pool.shape[0])]
 
 
+def _summarise(res: dict, se: dict, bnd: dict, names: list, factorization_bound: float) -> None:
+    """One n's row: the measured RMSE of every mechanism over the repetitions (√ of the mean
+    squared error) and its stated bound (the factorization's exact one; the mean of the
+    projections' per-release bounds)."""
+    import numpy as np
+
+    res[names[0]]["rmse"].append(math.sqrt(np.mean(se[names[0]])))
+    res[names[0]]["bound"].append(factorization_bound)
+    for m in names[1:]:
+        res[m]["rmse"].append(math.sqrt(np.mean(se[m])))
+        res[m]["bound"].append(float(np.mean(bnd[m])))
+
+
 def synthetic_pool(d: int, types: int, seed: int) -> np.ndarray:
     """A sparse population: ``types`` random record types over {0,1}^d, Zipf-weighted."""
     import numpy as np
@@ -203,11 +216,7 @@ def experiment_moments(reps: int, ns: list[int], d: int = 10) -> dict:
                     rel = release_projection(plan, v, n, TestRandom(3000 * n + rep), workload=W)
                     se[m].append(float(np.mean((rel.estimate - v) ** 2)))
                     bnd[m].append(rel.metadata["rmse_bound"])
-            res["factorization"]["rmse"].append(math.sqrt(np.mean(se["factorization"])))
-            res["factorization"]["bound"].append(fact.expected_error["rmse"])
-            for m in names[1:]:
-                res[m]["rmse"].append(math.sqrt(np.mean(se[m])))
-                res[m]["bound"].append(float(np.mean(bnd[m])))
+            _summarise(res, se, bnd, names, fact.expected_error["rmse"])
         out["data"][dname] = res
     return out
 
@@ -256,11 +265,7 @@ def experiment_marginals_replace(reps: int, ns: list[int]) -> dict:
                     rel = release_projection(plan, v, n, TestRandom(seed), workload=W)
                     se[m].append(float(np.mean((rel.estimate - y) ** 2)))
                     bnd[m].append(rel.metadata["rmse_bound"])
-            res["factorization"]["rmse"].append(math.sqrt(np.mean(se["factorization"])))
-            res["factorization"]["bound"].append(fact.expected_error["rmse"])
-            for m in names[1:]:
-                res[m]["rmse"].append(math.sqrt(np.mean(se[m])))
-                res[m]["bound"].append(float(np.mean(bnd[m])))
+            _summarise(res, se, bnd, names, fact.expected_error["rmse"])
         out["data"][dname] = res
     return out
 

@@ -35,6 +35,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from factorize.bench.harness import value_or_dash
 from factorize.bench.suites.marginals import phase_load, timed  # the same fresh-process timer
 
 NAME = "hdmm_suite"
@@ -247,9 +248,6 @@ def run(args, harness):
     return Report(TITLE, render(report), report)
 
 
-def _f(x, fmt: str = ".2f") -> str:
-    return "—" if x is None else format(x, fmt)
-
 
 TITLE = "HDMM's suite: pure-DP (Laplace) and Gaussian plans, unions at census scale (issue 15)"
 
@@ -279,8 +277,8 @@ def render(report: dict) -> str:
         if lap.get("kind", "").startswith("structured") and lap.get("chosen"):
             chosen = f"structured {lap['chosen']}"
         lines.append(
-            f"| {r['name']} | {lap['N']:,} | {lap['rmse']:.4f} | {_f(r['hdmm'], 'g')} | {ratio} | "
-            f"{_f(lap.get('laplace_bound'), '.4f')} | {gap} | {lap['plan_s']:.1f} | "
+            f"| {r['name']} | {lap['N']:,} | {lap['rmse']:.4f} | {value_or_dash(r['hdmm'], 'g')} | {ratio} | "
+            f"{value_or_dash(lap.get('laplace_bound'), '.4f')} | {gap} | {lap['plan_s']:.1f} | "
             f"{lap['verify_s']:.1f} | {gau['lower']:.4f} ≤ {gau['value']:.4f} | "
             f"{gau['plan_s']:.1f} | {chosen} |")
     runs_of = {}
@@ -322,5 +320,5 @@ def render(report: dict) -> str:
                   f"{d['value']:.4f}. The union strategy is {u['value'] / d['lower']:.3f}× the "
                   "certified optimum.",
                   f"- Laplace ε = 1 RMSE: union {ul['rmse']:.4f}, dense route (best candidate) "
-                  f"{dl['rmse']:.4f}; Laplace factorization bound {_f(dl.get('laplace_bound'), '.4f')}."]
+                  f"{dl['rmse']:.4f}; Laplace factorization bound {value_or_dash(dl.get('laplace_bound'), '.4f')}."]
     return "\n".join(lines) + "\n"

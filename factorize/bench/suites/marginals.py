@@ -27,7 +27,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from factorize.bench.harness import ADULT_DIR, run_factorize
+from factorize.bench.harness import ADULT_DIR, run_factorize, value_or_dash
 
 NAME = "marginals"
 SUMMARY = ("structured marginal plans at scale: plan, verify and run times, sizes and peak memory "
@@ -150,9 +150,6 @@ def run(args, harness):
     return Report(TITLE, render(report), report)
 
 
-def _f(x: float | None, fmt: str = ".2f") -> str:
-    return "—" if x is None else format(x, fmt)
-
 
 TITLE = "Structured marginal plans: plan, verify, run at scale (issue 14)"
 
@@ -172,11 +169,11 @@ def render(report: dict) -> str:
     for r in report["rows"]:
         size = r["plan_bytes"]
         size_txt = f"{size / 2**20:.2f} MiB" if size >= 2**20 else f"{size / 1024:.0f} KiB"
-        mems = "/".join(_f(r.get(k), ".0f") for k in ("plan_mib", "verify_mib", "run_mib"))
+        mems = "/".join(value_or_dash(r.get(k), ".0f") for k in ("plan_mib", "verify_mib", "run_mib"))
         route = "residual" if r["strategy"] in ("auto", "residual") else r["strategy"]  # auto = residual here
         lines.append(
             f"| {r['case']} | {r['norm']} | {route} | {r['k']} | {r.get('blocks', '—')} | {r['m']} | "
-            f"{_f(r['plan_s'])} | {_f(r['verify_s'])} | {_f(r.get('run_s'))} | {mems} | {size_txt} | "
+            f"{value_or_dash(r['plan_s'])} | {value_or_dash(r['verify_s'])} | {value_or_dash(r.get('run_s'))} | {mems} | {size_txt} | "
             f"{r['rmse']:.4g} | {r['max_std']:.4g} | "
             f"{r['lower']:.6g} ≤ {r.get('achieved', r['upper']):.6g} |")
     lines += [
