@@ -140,6 +140,47 @@ def test_one_quick_scan_when_every_value_has_its_code_else_the_full_mapping(tmp_
     assert "column 'age': 1 row missing (NULL/empty/NaN)" in str(info.value)
 
 
+def test_integer_columns_are_grouped_by_raw_value_when_duckdb_keeps_its_perfect_hash(tmp_path, monkeypatch):
+    """An integer column (age) is grouped by its raw value when its Parquet statistics give
+    DuckDB a small range (the plan keeps the perfect-hash aggregate), then mapped, clamped
+    and checked on the grouped table: one scan, the reference's histogram, and its refusals
+    counted without a second scan. A wide range (statistics up to 2**40) or a CSV (text)
+    is mapped per row instead; the same histograms."""
+    rng = np.random.default_rng(12)
+    n = 1500
+    sex = [["Female", "Male"][i] for i in rng.integers(0, 2, n)]
+    age = [int(x) for x in rng.integers(10, 30, n)]
+    pay = [float(x) for x in rng.uniform(-5, 200, n)]
+    types = {"sex": "text", "age": "integer", "pay": "float"}
+    seen = _scans(monkeypatch)
+    pq.write_table(pa.table({"sex": sex, "age": age, "pay": pay}), tmp_path / "narrow.parquet")
+    want = reference(DOM, {"sex": sex, "age": age, "pay": pay}, types)
+    np.testing.assert_array_equal(histogram_duckdb(tmp_path / "narrow.parquet", DOM), want)
+    assert len(seen) == 1 and '"age" AS "r1"' in seen[0]
+    wide = age[:-1] + [2**40]  # clamped to 20, like the ages above 20
+    pq.write_table(pa.table({"sex": sex, "age": wide, "pay": pay}), tmp_path / "wide.parquet")
+    seen.clear()
+    np.testing.assert_array_equal(histogram_duckdb(tmp_path / "wide.parquet", DOM),
+                                  reference(DOM, {"sex": sex, "age": wide, "pay": pay}, types))
+    assert len(seen) == 1 and '"r1"' not in seen[0]
+    write_csv(tmp_path / "narrow.csv", ["sex", "age", "pay"], zip(sex, age, pay))
+    seen.clear()
+    np.testing.assert_array_equal(histogram_duckdb(tmp_path / "narrow.csv", DOM), want)
+    assert len(seen) == 1 and '"r1"' not in seen[0]
+    m = marginals_duckdb(tmp_path / "narrow.parquet", DOM, [(1,), (0, 1)])
+    np.testing.assert_array_equal(m[(0, 1)], want.reshape(DOM.sizes).sum(axis=2).ravel())
+    refusing = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
+        {"name": "sex", "kind": "categorical", "values": ["Female", "Male"]},
+        {"name": "age", "kind": "integer", "min": 12, "max": 27}]}).domain()
+    pq.write_table(pa.table({"sex": sex, "age": pa.array(age[:-1] + [None])}), tmp_path / "bad.parquet")
+    seen.clear()
+    with pytest.raises(DataError) as info:
+        histogram_duckdb(tmp_path / "bad.parquet", refusing)
+    outside = sum(not 12 <= a <= 27 for a in age[:-1])
+    assert f"column 'age': 1 row missing (NULL/empty/NaN), {outside} rows outside" in str(info.value), info.value
+    assert len(seen) == 1 and '"age" AS "r1"' in seen[0]
+
+
 def test_table_input_errors(tmp_path):
     db = tmp_path / "w.duckdb"
     con = duckdb.connect(str(db))

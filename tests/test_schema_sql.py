@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from workloads.schema import DomainSchema
-from workloads.schema_sql import code_sql, prepare_sql, quick_code_sql
+from workloads.schema_sql import code_sql, prepare_sql, quick_code_sql, quick_key_code
 
 ATTRIBUTES = [
     {"name": "cat_str", "kind": "categorical", "values": ["a", "B", "long value", "1", "true", "x'y\\z"]},
@@ -35,6 +35,7 @@ ATTRIBUTES = [
     {"name": "step_right", "kind": "numeric", "edges": [-20, -18, -16, -14], "closed": "right", "outside": "clamp"},
     {"name": "step_big", "kind": "numeric", "edges": [-(2**53), 0, 2**52, 2**53], "closed": "left",
      "outside": "catch_all"},
+    {"name": "step_first", "kind": "numeric", "edges": [0, 25, 50, 75, 10**6], "closed": "left", "outside": "clamp"},
     {"name": "step_one", "kind": "numeric", "edges": [3, 1000], "closed": "right", "outside": "catch_all"},
     {"name": "step_two", "kind": "numeric", "edges": [0.0, 1.0, 50.0], "closed": "left", "outside": "clamp"},
 ]
@@ -149,7 +150,7 @@ def _duckdb_codes(attr, type_class: str, values: pa.Array, code_of) -> list:
 @pytest.mark.parametrize("name,type_class", cases())
 def test_duckdb_refused_as_null_and_quick_codes(name, type_class):
     """``code_sql(refused_as_null=True)`` is the reference's code, NULL where it refuses;
-    ``quick_code_sql`` is the same, except that it may also be NULL (never another code) where
+    ``quick_code_sql``'s key, as a code (``quick_key_code``), is the same, except that it may also be NULL (never another code) where
     only trimming finds the value (text of a categorical attribute that refuses, trim=False)."""
     attr = SCHEMA[name]
     rng = np.random.default_rng(abs(hash((name, type_class, "quick"))) % 2**32)
@@ -158,9 +159,11 @@ def test_duckdb_refused_as_null_and_quick_codes(name, type_class):
     nulled = _duckdb_codes(attr, type_class, values,
                            lambda n: code_sql(attr, n, type_class, "duckdb", refused_as_null=True))
     assert nulled == want
-    quick = _duckdb_codes(attr, type_class, values, lambda n: quick_code_sql(attr, n, type_class))
+    quick = _duckdb_codes(attr, type_class, values,
+                          lambda n: quick_key_code(attr, type_class, quick_code_sql(attr, n, type_class)))
     assert quick == want
-    exact = _duckdb_codes(attr, type_class, values, lambda n: quick_code_sql(attr, n, type_class, trim=False))
+    exact = _duckdb_codes(attr, type_class, values,
+                          lambda n: quick_key_code(attr, type_class, quick_code_sql(attr, n, type_class, trim=False)))
     bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), exact, want) if g is not None and g != w]
     assert not bad, bad[:10]
     unsettled = [v for v, g, w in zip(values.to_pylist(), exact, want) if g is None and w is not None]
@@ -193,11 +196,12 @@ def test_quick_codes_have_a_range_duckdb_can_use_for_a_perfect_hash_group_by():
 
 def test_integer_edges_equally_spaced_inside_are_binned_by_arithmetic():
     """quick_code_sql bins by integer arithmetic where the edges allow it (its exactness is
-    tested above, values on and next to every edge included), else by the search."""
-    for name in ("step_left", "step_right", "step_big", "step_one", "step_two", "num_clamp"):
+    tested above, values on and next to every edge included), else by the search -- also
+    with one or two bins, which have no inner bins to compute (the search is two levels)."""
+    for name in ("step_left", "step_right", "step_big", "step_first", "num_clamp"):
         sql = quick_code_sql(SCHEMA[name], ['"p0"'], "float")
         assert "floor(" in sql or "ceil(" in sql, name
-    for name in ("num_left", "num_right", "num_other"):
+    for name in ("num_left", "num_right", "num_other", "step_one", "step_two"):
         sql = quick_code_sql(SCHEMA[name], ['"p0"'], "float")
         assert "floor(" not in sql and "ceil(" not in sql, name
     bumpy = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [

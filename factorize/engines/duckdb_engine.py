@@ -27,9 +27,11 @@ distinct tuples themselves.
 :class:`~workloads.schema.DomainSchema`, the scan maps every raw column to its code in SQL
 with the schema's rules and groups the rows by their codes. The scan uses the schema's quick
 mapping (:func:`workloads.schema_sql.quick_code_sql`: an ENUM cast per text value, the integer
-offset, integer arithmetic or a binary search for numeric bins), whose codes have a range
+offset, integer arithmetic or a binary search for numeric bins), whose keys have a range
 DuckDB knows, so that it groups them with its perfect-hash aggregate as it groups integer
-codes (a refused value, or text that only matches after trimming, is NULL there). Only when
+codes (a refused value, or text that only matches after trimming, is NULL there). An integer
+column is grouped by its raw value instead, and mapped on the grouped table, when DuckDB's plan
+still uses the perfect-hash aggregate (its statistics give a small range). Only when
 some value is NULL is the data mapped again, by the full mapping (``prepare_sql`` /
 ``code_sql``), in one scan that alone gives the checks and the histogram: a value outside
 the schema gets a negative status, counted per column (never shown), or the catch-all code /
@@ -346,15 +348,16 @@ def _signed_type(size: int) -> str:
 
 
 def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool = False,
-                trim: bool = True) -> tuple[list[str], list[str]]:
-    """Stage-1 expressions (aliased ``p{j}_{i}``) and the code expression of every attribute of
-    a domain with a schema, over the source columns ``refs`` of SQL types ``types``: the
-    schema's ``schema_sql.code_sql`` (codes and negative statuses), or with ``quick`` its
-    ``quick_code_sql`` (codes of a range DuckDB knows, NULL where refused or unsettled)."""
+                trim: bool = True) -> tuple[list[list[str]], list[str]]:
+    """Stage-1 expressions (aliased ``p{j}_{i}``, a list per attribute) and the code
+    expression of every attribute of a domain with a schema, over the source columns
+    ``refs`` of SQL types ``types``: the schema's ``schema_sql.code_sql`` (codes and
+    negative statuses), or with ``quick`` its ``quick_code_sql`` (keys of a range DuckDB
+    knows, NULL where refused or unsettled; ``quick_key_code`` gives their codes)."""
     from workloads.schema import SchemaTypeError
     from workloads.schema_sql import code_sql, prepare_sql, quick_code_sql
 
-    preps: list[str] = []
+    preps: list[list[str]] = []
     codes: list[str] = []
     for j, attr in enumerate(domain.schema.attributes):
         tc = type_class(types[j])
@@ -371,8 +374,49 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool =
                 codes.append(f"CAST({code_sql(attr, names, tc, 'duckdb')} AS {_signed_type(attr.size)})")
         except SchemaTypeError as exc:
             raise DataError(f"column {attr.name!r} has type {types[j]}: it {exc}") from None
-        preps += [f"{e} AS {n}" for e, n in zip(exprs, names)]
+        preps.append([f"{e} AS {n}" for e, n in zip(exprs, names)])
     return preps, codes
+
+
+def _quick_scan(con: Any, domain: Domain, refs: list[str], types: list[str], source: str,
+                trim: bool) -> tuple[str, frozenset[int]]:
+    """The first scan of raw data (a ``SELECT`` grouping the rows into ``v0 … v{d-1}`` with
+    counts) and the attributes it groups by their raw values.
+
+    Every attribute is mapped by the schema's quick SQL (:func:`_schema_sql` with ``quick``),
+    except those read from an integer column: these are grouped by the raw integer itself
+    and mapped afterwards on the grouped table (:func:`_raw_status_code`), which saves the
+    mapping's per-row work. DuckDB groups a raw integer column with its perfect-hash
+    aggregate only when the column's statistics (Parquet or DuckDB storage) give it a small
+    range; so the raw variant is kept only when DuckDB's plan for it uses that aggregate
+    (``EXPLAIN``), else every attribute is mapped per row. Either way the result is the same
+    (the mapping is the schema's); only the time differs."""
+    preps, codes = _schema_sql(domain, refs, types, quick=True, trim=trim)
+    vs = [_ident(f"v{j}") for j in range(len(refs))]
+    counted = f"count(*) AS {_COUNT}"
+    quick = (f"SELECT {', '.join(f'{c} AS {v}' for c, v in zip(codes, vs))}, {counted} FROM "
+             f"(SELECT {', '.join(e for p in preps for e in p)} FROM {source}) GROUP BY ALL")
+    raw = frozenset(j for j, t in enumerate(types) if type_class(t) == "integer")
+    if not raw:
+        return quick, raw
+    keys = [f"{_ident(f'r{j}')} AS {v}" if j in raw else f"{c} AS {v}" for j, (c, v) in enumerate(zip(codes, vs))]
+    inner = ", ".join(f"{refs[j]} AS {_ident(f'r{j}')}" if j in raw else ", ".join(p) for j, p in enumerate(preps))
+    candidate = f"SELECT {', '.join(keys)}, {counted} FROM (SELECT {inner} FROM {source}) GROUP BY ALL"
+    plan = con.execute(f"EXPLAIN (FORMAT json) {candidate}").fetchall()
+    if any("PERFECT_HASH_GROUP_BY" in str(row[-1]) for row in plan):
+        return candidate, raw
+    return quick, frozenset()
+
+
+def _raw_status_code(attr: Any, v: str, sql_type: str) -> tuple[str, str]:
+    """``(status, code)`` SQL over the grouped table's raw integer column ``v``: the schema's
+    full mapping (``code_sql``: the code, or a negative status after the ``outside`` rule),
+    as the second scan computes it per row."""
+    from workloads.schema_sql import code_sql, prepare_sql
+
+    tc = type_class(sql_type)
+    c = f"CAST({code_sql(attr, prepare_sql(attr, v, tc, 'duckdb'), tc, 'duckdb')} AS BIGINT)"
+    return f"CASE WHEN {c} >= 0 THEN 0 ELSE -{c} END", c
 
 
 def _perfect_ht_bits(domain: Domain) -> int:
@@ -627,15 +671,21 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         # 1. One scan: every raw value mapped to its code by the schema's quick SQL (NULL where
         # refused, or text that needs trimming, see schema_sql.quick_code_sql), rows
         # grouped by their code tuples (in memory only) -- with DuckDB's perfect-hash
-        # aggregate, as for integer codes.
+        # aggregate, as for integer codes. Integer columns are grouped by their raw values
+        # instead, and mapped on the grouped table, when DuckDB still groups by a perfect
+        # hash (their statistics give a small range: _quick_scan).
+        from workloads.schema_sql import quick_key_code
+
         vs = [_ident(f"v{j}") for j in range(d)]
-        preps, codes = _schema_sql(domain, refs, types, quick=True, trim=fmt == "csv")
-        select = ", ".join(f"{c} AS {v}" for c, v in zip(codes, vs))
-        con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM "
-                    f"(SELECT {', '.join(preps)} FROM {source}) GROUP BY ALL")
-        unsettled = con.execute(f"SELECT count(*) FROM g WHERE {' OR '.join(f'{v} IS NULL' for v in vs)}").fetchone()
+        scan, raw = _quick_scan(con, domain, refs, types, source, trim=fmt == "csv")
+        con.execute(f"CREATE TEMP TABLE g AS {scan}")
+        quick = [v for j, v in enumerate(vs) if j not in raw]
+        unsettled = (con.execute(f"SELECT count(*) FROM g WHERE {' OR '.join(f'{v} IS NULL' for v in quick)}")
+                     .fetchone() if quick else (0,))
         if not unsettled[0]:
-            status_code = [("0", f"CAST({v} AS BIGINT)") for v in vs]
+            status_code = [_raw_status_code(attr, v, types[j]) if j in raw
+                           else ("0", quick_key_code(attr, type_class(types[j]), v))
+                           for j, (attr, v) in enumerate(zip(domain.schema.attributes, vs))]
         else:
             # 1'. Some value is refused or needs trimming: map the data again, by the full
             # SQL (codes, or a negative status per reason), in one scan that decides alone
@@ -645,7 +695,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
             preps, codes = _schema_sql(domain, refs, types)
             select = ", ".join(f"{c} AS {v}" for c, v in zip(codes, vs))
             con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM "
-                        f"(SELECT {', '.join(preps)} FROM {source}) GROUP BY ALL")
+                        f"(SELECT {', '.join(e for p in preps for e in p)} FROM {source}) GROUP BY ALL")
             status_code = [(f"CASE WHEN {v} >= 0 THEN 0 ELSE -{v} END", f"CAST({v} AS BIGINT)") for v in vs]
     else:
         if fmt != "csv":  # a typed store: text there is labels, or codes saved as strings
