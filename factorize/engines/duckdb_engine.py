@@ -710,16 +710,18 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         select = ", ".join(f"{r} AS {_ident(f'v{j}')}" for j, r in enumerate(refs))
         con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM {source} GROUP BY ALL")
 
-    # 2. Checks: one aggregate query, per-column counts weighted by the group counts.
-    statuses = ", ".join(f"{st} AS {_ident(f's{j}')}" for j, (st, _) in enumerate(status_code))
-    aggs = ", ".join(
-        f"sum({_COUNT}) FILTER (WHERE {_ident(f's{j}')} = {k})" for j in range(d) for k in (1, 2, 3)
-    )
-    row = con.execute(f"SELECT sum({_COUNT}), {aggs} FROM (SELECT {_COUNT}, {statuses} FROM g)").fetchone()
+    # 2. Checks: one aggregate query, per-column counts weighted by the group counts (a
+    # column whose status is the constant 0, settled by the quick scan, needs none).
+    checked = [j for j, (st, _) in enumerate(status_code) if st != "0"]
+    statuses = "".join(f", {status_code[j][0]} AS {_ident(f's{j}')}" for j in checked)
+    aggs = "".join(f", sum({_COUNT}) FILTER (WHERE {_ident(f's{j}')} = {k})" for j in checked for k in (1, 2, 3))
+    row = con.execute(f"SELECT sum({_COUNT}){aggs} FROM (SELECT {_COUNT}{statuses} FROM g)").fetchone()
     n_rows = int(row[0] or 0)
     if n_rows == 0:
         raise DataError(f"{subject} has no records (0 rows): refusing to build an empty histogram")
-    counts = [tuple(int(row[1 + 3 * j + k] or 0) for k in range(3)) for j in range(d)]
+    counts = [(0, 0, 0)] * d
+    for i, j in enumerate(checked):
+        counts[j] = tuple(int(row[1 + 3 * i + k] or 0) for k in range(3))
     if domain.schema is not None:
         msg = format_schema_problems(domain.schema, counts, n_rows)  # type: ignore[arg-type]
     else:
