@@ -194,6 +194,30 @@ def test_quick_codes_have_a_range_duckdb_can_use_for_a_perfect_hash_group_by():
     assert "PERFECT_HASH_GROUP_BY" in plan.upper().replace(" ", "_"), plan
 
 
+@pytest.mark.parametrize("closed", ["left", "right"])
+@pytest.mark.parametrize("step,first", [(1, 0), (3, 0), (7, 14), (2500, 0), (2500, 5000), (3 * 2**40, 0),
+                                        (2**48, 2**48)])
+def test_step_bins_at_every_multiple_and_its_neighbours(step, first, closed):
+    """The step bins' arithmetic (double division where the inner bins are non-negative,
+    integer division elsewhere: schema_sql._step_bins_sql) equals the reference on every
+    multiple of the step, the doubles next to it, the smallest subnormal and random values."""
+    edges = [first + i * step for i in range(6)] + [first + 5 * step + 3 * step + 1]
+    attr = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
+        {"name": "x", "kind": "numeric", "edges": edges, "closed": closed, "outside": "clamp"}]})["x"]
+    xs = [5e-324, -5e-324, 0.0, 1.0, float(edges[-1]) * 2]
+    for n in range(-2, 12):
+        e = float(first + n * step)
+        xs += [np.nextafter(e, -np.inf), e, np.nextafter(e, np.inf)]
+    xs += list(np.random.default_rng(step % 1000).uniform(first - step, edges[-1] + step, 300))
+    values = pa.array(xs, pa.float64())
+    want = python_codes(attr, values, "float")
+    got = _duckdb_codes(attr, "float", values, lambda n: quick_key_code(attr, "float", quick_code_sql(attr, n, "float")))
+    assert got == want
+    sql = quick_code_sql(attr, ['"p0"'], "float")
+    division = first >= (0 if closed == "left" else 1)
+    assert (" / CAST(" in sql) == division, sql
+
+
 def test_integer_edges_equally_spaced_inside_are_binned_by_arithmetic():
     """quick_code_sql bins by integer arithmetic where the edges allow it (its exactness is
     tested above, values on and next to every edge included), else by the search -- also

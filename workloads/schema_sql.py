@@ -306,9 +306,26 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
     bins, values outside the range, NaN and NULL are decided by comparisons only, as in
     :func:`_bins_sql`. The inner bins come first in the CASE, so most rows take two
     comparisons (fewer where DuckDB's statistics of the column decide one) and three integer
-    operations;
-    the search runs ``⌈log₂(m + 2)⌉`` nested CASE levels, and the same arithmetic with
-    ``least`` / ``greatest`` for the outer bins costs DuckDB about 30 % more."""
+    operations.
+
+    When the inner bins hold only ``x >= 0`` (on the right: ``x > 1``) and ``g`` divides
+    ``b >= 0``, the bin is ``floor(x / g) - b/g`` (``ceil(x / g) - 1 - b/g`` on the right)
+    with one rounded double division, which is exact: for a double ``x >= 0``, an integer
+    ``g >= 1`` and an integer
+    ``n`` with ``n·g`` a double (``<= 2**53``), rounding is monotone and ``n`` is a double, so
+    ``x >= n·g`` gives ``fl(x/g) >= n``; and ``x < n·g`` gives ``n·g - x`` at least the
+    spacing of the doubles just below ``n·g``, which is more than ``g`` times half the
+    spacing just below ``n`` (the exponent of ``n·g`` is at least that of ``n`` plus
+    ``⌊log₂ g⌋``, and ``2^⌊log₂ g⌋ > g/2``; if ``n·g`` is a power of two, so are ``n``
+    and ``g``, and both spacings halve), so ``fl(x/g) < n``. So ``floor(fl(x/g)) =
+    floor(x/g) = floor(floor(x)/g)``, the integer path's bin; likewise ``x > n·g`` gives
+    ``fl(x/g) > n`` for ``n >= 1`` (the spacing just above ``n·g``), and for ``n = 0`` as
+    long as ``x/g`` does not round to 0 -- the reason for ``x > 1`` on the right, where a
+    subnormal ``x`` would otherwise fall in bin -1 (tested: every multiple of several steps
+    and its neighbouring doubles, and the smallest subnormal). About 40 % cheaper in DuckDB
+    than ``floor``, a BIGINT cast and an integer division. (The search runs
+    ``⌈log₂(m + 2)⌉`` nested CASE levels, and the arithmetic with ``least`` / ``greatest``
+    for the outer bins instead of comparisons costs DuckDB about 30 % more.)"""
     e = attr.edges or ()
     m = len(e) - 1
     if m < 3 or not all(float(v).is_integer() and abs(v) <= MAX_ABS_INTEGER for v in e):
@@ -329,11 +346,17 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
         ge, lt = ">", "<="
         f = f"(TRY_CAST(ceil({x}) AS BIGINT) - 1)"
     base = ints[1] - g
-    k = f"({f} - ({base})) // {g}" if base else f"{f} // {g}"
-    nan = f"WHEN isnan({x}) THEN {miss} " if type_class == "float" else ""
     # a first (last) bin of width g is an inner bin too: the arithmetic gives it 0 (m - 1)
     first = ints[1] - ints[0] == g
     last = ints[m] - ints[m - 1] == g
+    if (ints[0] if first else ints[1]) >= (0 if attr.closed == "left" else 1) and base >= 0 and base % g == 0:
+        # x >= 0 in the inner bins: one double division instead (exact, see the docstring)
+        q = f"{x} / {d.double(g)}"
+        k = f"TRY_CAST(floor({q}) AS BIGINT)" if attr.closed == "left" else f"(TRY_CAST(ceil({q}) AS BIGINT) - 1)"
+        k = f"({k} - {base // g})" if base else k
+    else:
+        k = f"({f} - ({base})) // {g}" if base else f"{f} // {g}"
+    nan = f"WHEN isnan({x}) THEN {miss} " if type_class == "float" else ""
     inner = f"WHEN {x} {ge} {e0 if first else e1} AND {x} {lt} {e_m if last else e_last} THEN {k} "
     outer = ("" if first else f"WHEN {x} {ge} {e0} AND {x} {lt} {e1} THEN 0 ") + (
         "" if last else f"WHEN {x} {ge} {e_last} AND {x} {lt} {e_m} THEN {m - 1} ")

@@ -93,28 +93,74 @@ def group_raw_sql(path: Path, names: list[str]) -> int:
 
 def minimal_mapping_sql(path: Path, sizes: tuple[int, ...]):
     """The floor of mapping these raw columns in DuckDB SQL: the fewest operations that turn
-    them into codes DuckDB can group with its perfect-hash aggregate, with no checks at all
+    them into keys DuckDB can group with its perfect-hash aggregate, with no checks at all
     (valid only for this data: every value is listed, every age in range, every salary
-    finite): one ENUM cast per text value (``enum_code % n``: the range DuckDB needs), the
-    boolean as an integer, ``age - 17``, the salary bin by one integer division (the inner
-    edges are 2500 apart). Returns the histogram."""
+    finite and non-negative): one ENUM cast per text value (an ENUM's range is known), the
+    boolean as an integer (``% 2``: the range DuckDB needs), the raw age (its Parquet
+    statistics give the range), the salary bin by one division (``floor(x / 2500)``, exact
+    here: ``schema_sql._step_bins_sql``) with the open top bin in a CASE. Returns the
+    histogram."""
     import numpy as np
 
     def enum(col: str, values: list[str]) -> str:
-        listed = ", ".join("'" + v + "'" for v in values)
-        return f"enum_code(TRY_CAST({col} AS ENUM({listed}))) % {len(values)}"
+        return f"TRY_CAST({col} AS ENUM({', '.join(repr(v) for v in values)}))"
 
-    codes = [enum("sex", SEX), enum("race", RACE), enum("relationship", REL), 'CAST("income>50K" AS UTINYINT) % 2',
-             "age - 17", "least(CAST(floor(salary) AS BIGINT) // 2500, 19)"]
+    keys = [enum("sex", SEX), enum("race", RACE), enum("relationship", REL), 'CAST("income>50K" AS UTINYINT) % 2',
+            "age", "CAST(CASE WHEN salary < 47500 THEN CAST(floor(salary / 2500.0) AS BIGINT) ELSE 19 END AS UTINYINT) % 20"]
+    codes = ["enum_code(k0)", "enum_code(k1)", "enum_code(k2)", "k3", "k4 - 17", "k5"]
     con = _bench_con()
     try:
-        select = ", ".join(f"{c} AS k{j}" for j, c in enumerate(codes))
+        select = ", ".join(f"{c} AS k{j}" for j, c in enumerate(keys))
         con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS n FROM read_parquet('{path}') GROUP BY ALL")
-        res = con.execute("SELECT * FROM g").fetchnumpy()
+        res = con.execute(f"SELECT {', '.join(f'{c} AS c{j}' for j, c in enumerate(codes))}, n FROM g").fetchnumpy()
     finally:
         con.close()
-    cells = np.ravel_multi_index(tuple(np.asarray(res[f"k{j}"], dtype=np.int64) for j in range(6)), sizes)
+    cells = np.ravel_multi_index(tuple(np.asarray(res[f"c{j}"], dtype=np.int64) for j in range(6)), sizes)
     return np.bincount(cells, weights=np.asarray(res["n"], dtype=np.int64), minlength=int(np.prod(sizes))).astype(np.int64)
+
+
+def numpy_floor(path: Path, sizes: tuple[int, ...], raw: bool, threads: int):
+    """The same-engine cross-check, outside DuckDB: the histogram of the file by pyarrow and
+    NumPy, row groups on ``threads`` threads, with no checks at all (valid only for this
+    data). Coded: the int32 codes, one combined cell index, ``bincount``. Raw: text read as
+    its Parquet dictionary and mapped once per dictionary entry, the boolean and
+    ``age - 17`` as integers, the salary bin by ``min(floor(x) // 2500, 19)``. Its raw /
+    coded ratio says how much of the DuckDB ratio comes from the data (a float64 column of
+    10⁷ distinct values against a 5-bit code) rather than from the engine."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    text = {"sex": SEX, "race": RACE, "relationship": REL}
+    n_cells = int(np.prod(sizes))
+
+    def text_codes(col, values: list[str]):
+        lut = {v: i for i, v in enumerate(values)}
+        parts = []
+        for chunk in col.chunks:
+            m = np.array([lut[x] for x in chunk.dictionary.to_pylist()], dtype=np.int32)
+            parts.append(m[chunk.indices.to_numpy(zero_copy_only=False)])
+        return np.concatenate(parts)
+
+    def group(i: int):
+        f = pq.ParquetFile(path, read_dictionary=list(text) if raw else None)
+        t = f.read_row_group(i, use_threads=False)
+        if raw:
+            x = t.column("salary").to_numpy()
+            cols = [text_codes(t.column(a), text[a]) for a in text] + [
+                t.column("income>50K").to_numpy().astype(np.int32), t.column("age").to_numpy() - 17,
+                np.minimum(np.floor(x).astype(np.int64) // 2500, 19)]
+        else:
+            cols = [t.column(j).to_numpy() for j in range(t.num_columns)]
+        idx = cols[0].astype(np.int64)
+        for c, s in zip(cols[1:], sizes[1:]):
+            idx = idx * s + c
+        return np.bincount(idx, minlength=n_cells)
+
+    n_groups = pq.ParquetFile(path).num_row_groups
+    with ThreadPoolExecutor(threads) as ex:
+        return sum(ex.map(group, range(n_groups)))
 
 
 def generate(n: int, tmp: Path, rng) -> dict[str, Any]:
@@ -243,6 +289,7 @@ def run(args, harness):
                 raise SystemExit(f"{name}: result differs from the generated records")
 
         pairs = [(i, j) for i in range(6) for j in range(i + 1, 6)]
+        threads = int(duckdb_threads())
         cases = {
             "histogram coded (6 attr)": lambda: histogram_duckdb(tmp / "coded.parquet", coded_dom),
             "histogram raw (6 attr)": lambda: histogram_duckdb(tmp / "raw.parquet", raw_dom),
@@ -252,6 +299,10 @@ def run(args, harness):
                 tmp / "raw5.parquet", list(schema.names[:5])),
             "floor: raw (6 attr), minimal mapping, no checks": lambda: minimal_mapping_sql(
                 tmp / "raw.parquet", raw_dom.sizes),
+            "NumPy floor: coded (6 attr), no checks": lambda: numpy_floor(
+                tmp / "coded.parquet", raw_dom.sizes, False, threads),
+            "NumPy floor: raw (6 attr), no checks": lambda: numpy_floor(
+                tmp / "raw.parquet", raw_dom.sizes, True, threads),
             "2-way marginals coded": lambda: marginals_duckdb(tmp / "coded.parquet", coded_dom, pairs),
             "2-way marginals raw": lambda: marginals_duckdb(tmp / "raw.parquet", raw_dom, pairs),
         }
@@ -310,6 +361,13 @@ def ratio(rows: dict[str, Any], raw: str, coded: str, key: str) -> float:
     return rows[raw][key] / rows[coded][key]
 
 
+def paired(raw: dict[str, Any], coded: dict[str, Any]) -> dict[str, float]:
+    """The raw / coded wall ratio of each round (the two runs of a round are close in time, so
+    a change of the machine's load hits both): median, lowest and highest."""
+    r = [a / b for a, b in zip(raw["times"], coded["times"])]
+    return {"paired_median": statistics.median(r), "paired_min": min(r), "paired_max": max(r)}
+
+
 def duckdb_threads() -> str:
     import duckdb
 
@@ -331,9 +389,11 @@ def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
              ("2-way marginals raw", "2-way marginals coded")]
     pairs.append(("raw (5 attr) grouped by raw values, no mapping", "histogram coded (5 attr, no float)"))
     pairs.append(("floor: raw (6 attr), minimal mapping, no checks", "histogram coded (6 attr)"))
+    pairs.append(("NumPy floor: raw (6 attr), no checks", "NumPy floor: coded (6 attr), no checks"))
     summary = {raw: {"median_ratio": ratio(P, raw, coded, "median_s"), "best_ratio": ratio(P, raw, coded, "best_s"),
-                     "cpu_ratio": ratio(P, raw, coded, "median_cpu_s")} for raw, coded in pairs}
-    target = summary["histogram raw (6 attr)"]["median_ratio"] <= 1.5
+                     "cpu_ratio": ratio(P, raw, coded, "median_cpu_s"), **paired(P[raw], P[coded])}
+               for raw, coded in pairs}
+    target = summary["histogram raw (6 attr)"]["paired_median"] <= 1.5
     adult = results["adult"]
     payload = {"n": args.n, "seed": SEED, "schema": SCHEMA_DOC, "cells": dom.size, "files_mib": files,
                "duckdb_threads": duck_threads, "results": results, "ratios": summary,
@@ -364,14 +424,20 @@ def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
         "|---|---:|---:|---:|---:|---:|---|",
         *[row(k, v) for k, v in P.items()],
         "",
-        "| raw / coded (same attributes) | median wall ratio | best wall ratio | median CPU ratio |",
-        "|---|---:|---:|---:|",
-        *[f"| {k} | {v['median_ratio']:.2f}× | {v['best_ratio']:.2f}× | {v['cpu_ratio']:.2f}× |"
+        ("Ratios: of the medians, of the best times and of the median CPU times, and the median "
+         "(lowest–highest) of the ratios round by round, each round's raw run next to its coded run."),
+        "",
+        "| raw / coded (same attributes) | median wall ratio | best wall ratio | median CPU ratio | "
+        "per round: median (range) |",
+        "|---|---:|---:|---:|---:|",
+        *[f"| {k} | {v['median_ratio']:.2f}× | {v['best_ratio']:.2f}× | {v['cpu_ratio']:.2f}× | "
+          f"{v['paired_median']:.2f}× ({v['paired_min']:.2f}–{v['paired_max']:.2f}) |"
           for k, v in summary.items()],
         "",
         (f"**Target raw ≤ 1.5× coded on {args.n:,} Parquet records: "
-         f"{'MET' if target else 'NOT MET'}** (histogram, 6 attributes, median ratio "
-         f"{summary['histogram raw (6 attr)']['median_ratio']:.2f}×)."),
+         f"{'MET' if target else 'NOT MET'}** (histogram, 6 attributes, median of the per-round ratios "
+         f"{summary['histogram raw (6 attr)']['paired_median']:.2f}×; median CPU ratio "
+         f"{summary['histogram raw (6 attr)']['cpu_ratio']:.2f}×)."),
         "",
     ]
     if "csv" in results:
@@ -418,6 +484,8 @@ def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
         ]
     fl = summary["floor: raw (6 attr), minimal mapping, no checks"]
     by_raw = summary["raw (5 attr) grouped by raw values, no mapping"]
+    npf = summary["NumPy floor: raw (6 attr), no checks"]
+    five = summary["histogram raw (5 attr, no float)"]
     lines += [
         "## Where the time goes",
         "",
@@ -425,35 +493,36 @@ def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
          "groups them with its *perfect-hash* aggregate: an array indexed by the codes, no hashing, "
          "possible because it knows every column's minimum and maximum (Parquet statistics) and "
          "their bits add up to at most 22. The raw path reads text, booleans, int64 and float64 and "
-         "must compute every row's codes before grouping them. It does so with the schema's *quick* "
-         "mapping (`schema_sql.quick_code_sql`): an ENUM cast per text value, the boolean as an "
-         "integer, the clamped integer offset, and the salary bin by integer arithmetic "
-         "(`floor(x) // 2500`, exact for integer edges; other edges take a binary search, nested "
-         "CASE of depth ⌈log₂(m + 2)⌉), each code typed and reduced `% size` so that DuckDB knows "
-         "its range and uses the same perfect-hash aggregate; a refused value is NULL there, and only "
-         "when some value is NULL (refused, or text that matches only after trimming its spaces) is "
-         "the file mapped again by the full SQL, which counts the reasons per column (never showing a "
-         "value). Before this change the raw codes carried negative statuses (missing / malformed / "
-         "outside) that hid or widened their ranges, so DuckDB grouped them in a hash table, several "
-         "times slower than the perfect-hash array, and grouping the raw values themselves (the "
-         f"*grouped by raw values* row, {by_raw['median_ratio']:.2f}× the coded 5 attributes) has "
-         "the same problem: text cannot be grouped by the perfect-hash aggregate."),
+         "must turn every row into keys of a known range before grouping them. Text is cast to an "
+         "ENUM of the schema's values (an ENUM's range is its number of values); the boolean becomes "
+         "an integer `% 2`; an integer column (age) is grouped by its raw value when its Parquet "
+         "statistics let DuckDB keep the perfect-hash aggregate (checked on the plan with `EXPLAIN`, "
+         "else it is mapped per row), and mapped, clamped and checked afterwards on the grouped "
+         "table; the salary bin is arithmetic (`floor(x / 2500)` for the inner bins and the first, "
+         "exact for integer edges, first in a CASE; the top bin, the range and NaN by comparisons; "
+         "other edges take a binary search, nested CASE of depth ⌈log₂(m + 2)⌉) reduced `% 20`. "
+         "A refused value is NULL "
+         "there, and only when some key is NULL (refused, or text that matches only after trimming "
+         "its spaces) is the file mapped again by the full SQL, which counts the reasons per column "
+         "(never showing a value). Grouping the raw text itself (the *grouped by raw values* row, "
+         f"{by_raw['median_ratio']:.2f}× the coded 5 attributes) is slower: text cannot be grouped "
+         "by the perfect-hash aggregate."),
         "",
-        ("The *floor* row is the cheapest DuckDB mapping of these raw columns to codes it can "
-         "group that way that we found, with no checks at all (valid only because every generated "
-         "value is listed and in range): one ENUM cast per text column, the boolean as an integer, "
-         "`age - 17`, one integer division for the salary. It runs at "
-         f"{fl['median_ratio']:.2f}× the coded path (median; CPU {fl['cpu_ratio']:.2f}×): each "
-         "vectorised operation over 10⁷ values costs DuckDB about as much as the coded path's whole "
-         "read-and-cast of a column, and a raw column needs a few of them (and the float64 column is "
-         "an 80 MB read the coded path does not have). "
-         + ("So on this data a mapping done in DuckDB SQL after reading the raw columns is above "
-            "1.5× even before it checks anything; " if fl["median_ratio"] > 1.5 else
-            "The floor is within 1.5× here; ")
-         + "the raw path's checks (NULL, NaN, range, trimming, clamping, and the count of values "
-         "left unsettled) make the difference between the floor and the raw histogram row. The CPU "
-         "column is the process's CPU time (all threads), less sensitive to the other work on the "
-         "machine than the wall time."),
+        ("The *floor* row is the cheapest DuckDB mapping of these raw columns to such keys that we "
+         "found, with no checks at all (valid only because every generated value is listed, in "
+         "range and non-negative): the ENUM casts, the boolean `% 2`, the raw age, one "
+         f"division in a two-branch CASE for the salary. It runs at {fl['paired_median']:.2f}× the "
+         f"coded path (per round; CPU {fl['cpu_ratio']:.2f}×). Without the float column the raw path "
+         f"runs at {five['paired_median']:.2f}× (CPU {five['cpu_ratio']:.2f}×): the ratio above that "
+         "comes from the salary, 80 MB of float64 with 10⁷ distinct values, each read and binned, "
+         "where the coded file holds a 5-bit code. The *NumPy floor* rows are the same-engine "
+         "cross-check outside DuckDB (pyarrow row groups on as many threads as DuckDB uses, text "
+         "mapped once per Parquet dictionary entry, `bincount`, no checks): NumPy's raw / coded "
+         f"ratio on the same files is {npf['paired_median']:.2f}× (CPU {npf['cpu_ratio']:.2f}×). So "
+         "the ratio is a property of the data more than of the engine: a faster engine for raw "
+         "data only would meet a 1.5× ratio against DuckDB's coded path, but not against itself. "
+         "The CPU column is the process's CPU time (all threads), less sensitive to the other work "
+         "on the machine than the wall time."),
         "",
     ]
     return Report("Raw data in the engines: schema mapping vs the coded path", "\n".join(lines), payload)
