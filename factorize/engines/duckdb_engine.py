@@ -402,7 +402,12 @@ def _quick_scan(con: Any, domain: Domain, refs: list[str], types: list[str], sou
     keys = [f"{_ident(f'r{j}')} AS {v}" if j in raw else f"{c} AS {v}" for j, (c, v) in enumerate(zip(codes, vs))]
     inner = ", ".join(f"{refs[j]} AS {_ident(f'r{j}')}" if j in raw else ", ".join(p) for j, p in enumerate(preps))
     candidate = f"SELECT {', '.join(keys)}, {counted} FROM (SELECT {inner} FROM {source}) GROUP BY ALL"
-    plan = con.execute(f"EXPLAIN (FORMAT json) {candidate}").fetchall()
+    import duckdb
+
+    try:
+        plan = con.execute(f"EXPLAIN (FORMAT json) {candidate}").fetchall()
+    except duckdb.Error:  # a plan DuckDB cannot show this way: map every column per row
+        return quick, frozenset()
     if any("PERFECT_HASH_GROUP_BY" in str(row[-1]) for row in plan):
         return candidate, raw
     return quick, frozenset()
