@@ -46,30 +46,44 @@ def _parts(label: str) -> list[str]:
     return [p.strip() for p in re.findall(rf'(?:{_STRING}|[^",])+', label)]
 
 
+def _term(text: str, attrs: list[str], vals: list[list[str]]) -> tuple[int, int]:
+    """``a=v`` → (attribute index, code)."""
+    a, v = text.split("=", 1)
+    j = attrs.index(a)
+    return j, vals[j].index(_value(v))
+
+
 def _cells_of(label: str, domain: Domain) -> np.ndarray:
-    """The indicator over the domain's cells of the query a label describes."""
+    """The weights over the domain's cells of the query a label describes: the product over
+    its parts of each part's weights on its attribute (an indicator for ``a=v`` and
+    ``a in lo..hi``, ±1 per term for ``a=v minus a=w``)."""
     attrs = list(domain.attributes)
     vals = value_labels(domain)
-    keep = np.ones(tuple(domain.sizes), dtype=bool)
+    keep = np.ones(tuple(domain.sizes))
     if label == "total":
         return keep.reshape(-1)
     for part in _parts(label):
-        if " in " in part:
+        if " in " in part and not part.startswith('"'):
             a, rng = part.split(" in ", 1)
             m = re.fullmatch(rf'({_STRING}|[^".]+)\.\.({_STRING}|[^".]+)', rng)
             lo, hi = _value(m.group(1)), _value(m.group(2))
             j = attrs.index(a)
             lo_i, hi_i = vals[j].index(lo), vals[j].index(hi)
-            allowed = np.zeros(domain.sizes[j], dtype=bool)
-            allowed[lo_i:hi_i + 1] = True
+            weight = np.zeros(domain.sizes[j])
+            weight[lo_i:hi_i + 1] = 1.0
         else:
-            a, v = part.split("=", 1)
-            j = attrs.index(a)
-            allowed = np.zeros(domain.sizes[j], dtype=bool)
-            allowed[vals[j].index(_value(v))] = True
+            tokens = re.findall(rf'(?:^|(?<= ))(minus |plus )?((?:{_STRING}|[^" ])+)', part)
+            j = None
+            weight = None
+            for sign, term in tokens:
+                jj, code = _term(term, attrs, vals)
+                if weight is None:
+                    j, weight = jj, np.zeros(domain.sizes[jj])
+                assert jj == j, part
+                weight[code] += -1.0 if sign == "minus " else 1.0
         shape = [1] * len(attrs)
         shape[j] = domain.sizes[j]
-        keep &= allowed.reshape(shape)
+        keep = keep * weight.reshape(shape)
     return keep.reshape(-1)
 
 
@@ -80,7 +94,29 @@ def test_every_label_describes_its_row(spec):
     D = W.dense()
     assert len(labels) == D.shape[0]
     for i, lab in enumerate(labels):
-        assert np.array_equal(_cells_of(lab, DOMAIN), D[i] == 1.0), (i, lab)
+        assert np.array_equal(_cells_of(lab, DOMAIN), D[i]), (i, lab)
+
+
+def test_parity_queries_are_labelled_by_their_signed_parts():
+    """A parity query is a Kronecker product of ±1 characters: each part reads ``a=0 minus
+    a=1`` (value labels quoted when they hold `` minus ``), and the product of the parts'
+    weights is the query's row."""
+    d = 6
+    W = parse_workload(f"parity:{d}:2")
+    for dom in (Domain([f"a{i}" for i in range(d)], [2] * d), _binary_schema_domain(d)):
+        labels = query_labels(W, dom).to_pylist()
+        D = W.dense()
+        assert len(labels) == D.shape[0] == 15
+        for i, lab in enumerate(labels):
+            assert np.array_equal(_cells_of(lab, dom), D[i]), (i, lab)
+    assert labels[0] == 'a0=no minus a0="yes minus"' + ', a1=no minus a1="yes minus"'
+
+
+def _binary_schema_domain(d: int) -> Domain:
+    from workloads.schema import DomainSchema
+
+    return DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
+        {"name": f"a{i}", "kind": "categorical", "values": ["no", "yes minus"]} for i in range(d)]}).domain()
 
 
 def test_schema_value_labels_are_used():

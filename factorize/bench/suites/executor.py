@@ -152,6 +152,18 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
         row("exact discrete-Gaussian release (exact Ã h, noise, R ỹ, se, CI with the n bound), SecureRandom",
             "m = 10^6 coordinates", f"{1e6 / rel.best:,.0f} coordinates/s", timing=rel)
 
+        # 2b. answer labels of stacks of Kronecker products (executor/labels.py)
+        from factorize.executor.labels import query_labels
+        from workloads.spec import parse_workload
+
+        d = 100
+        W = parse_workload(f"parity:{d}:2")
+        dom = Domain([f"a{i}" for i in range(d)], [2] * d)
+        lab = harness.measure(lambda: query_labels(W, dom), 3)
+        row("answer labels of a stack of Kronecker products (each factor's labels read once per "
+            "attribute, one-row products joined as strings)", f"parity:{d}:2, {W.shape[0]:,} queries "
+            f"of {d} factors", f"{lab.best:.2f} s", timing=lab)
+
         # 3. whole run on Adult
         if (ADULT / "adult.csv").is_file():
             dom = Domain.from_json(ADULT / "adult-domain.json")
