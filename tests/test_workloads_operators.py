@@ -435,3 +435,29 @@ def test_random_compositions(w, m, data):
     np.testing.assert_allclose(w.gram().dense(), truth.T @ truth, atol=1e-8)
     assert w.fingerprint() == w.fingerprint()
     assert math.prod(w.shape) == truth.size
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1025, 2048, 7072])
+def test_identity_fingerprint_without_building_the_identity(n):
+    """The marginal fingerprint's identity digests are computed without scipy
+    (``_hashing.identity_fingerprint``): equal to the sparse identity's own fingerprint, on
+    both sides of the dense-streaming limit (7072² > DEFAULT_MAX_DENSE_ENTRIES)."""
+    from workloads import _hashing, identity
+    from workloads.base import DEFAULT_MAX_DENSE_ENTRIES
+
+    assert (n * n > DEFAULT_MAX_DENSE_ENTRIES) == (n == 7072)
+    assert _hashing.identity_fingerprint(n, DEFAULT_MAX_DENSE_ENTRIES) == identity(n).fingerprint()
+
+
+def test_the_run_path_imports_no_scipy_for_dense_workloads():
+    """Building, fingerprinting and applying a dense workload and a marginal stack load no
+    scipy (about 0.1 s of a `run`'s start-up): a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from workloads.spec import parse_workload; import numpy as np\n"
+            "for s in ('prefix:8', 'marginals:3x2x4x2:2', 'parity:5:2', 'kron(prefix:4,total:2)'):\n"
+            "    W = parse_workload(s); W.fingerprint(); W.matvec(np.ones(W.shape[1]))\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["hash_header", "hash_dense_chunks", "hash_combine", "combine_hasher", "hash_csr", "blocks",
            "csr_block"]
@@ -85,6 +87,28 @@ def csr_block(csr: sp.csr_array, r0: int, r1: int, c0: int, c1: int) -> np.ndarr
         a, b = np.searchsorted(idx, [c0, c1])
         out[r - r0, idx[a:b] - c0] = csr.data[lo + a:lo + b]
     return out
+
+
+def identity_fingerprint(n: int, max_dense_entries: int) -> str:
+    """The fingerprint of the sparse identity ``I_n`` (:func:`workloads.identity`), computed
+    without building it (nor importing scipy): its dense blocks, as
+    :meth:`SparseWorkload._compute_fingerprint` streams them when ``n² <= max_dense_entries``,
+    else its canonical CSR arrays (:func:`hash_csr`). Equal to ``identity(n).fingerprint()``
+    (tested, on both sides of the limit)."""
+    if n * n <= max_dense_entries:
+        def chunks() -> Iterator[np.ndarray]:
+            for r0, r1, c0, c1 in blocks(n, n):
+                out = np.zeros((r1 - r0, c1 - c0))
+                diag = np.arange(max(r0, c0), min(r1, c1))
+                out[diag - r0, diag - c0] = 1.0
+                yield out
+
+        return hash_dense_chunks((n, n), chunks())
+    h = hash_header("csr", (n, n))
+    h.update(np.arange(n + 1, dtype="<i8").tobytes())
+    h.update(np.arange(n, dtype="<i8").tobytes())
+    h.update(np.ones(n, dtype="<f8").tobytes())
+    return h.hexdigest()
 
 
 def hash_csr(shape: tuple[int, int], csr: sp.csr_array) -> str:

@@ -20,7 +20,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from . import _hashing
-from .builders import identity, total
+from .base import DEFAULT_MAX_DENSE_ENTRIES
+from .builders import total
 from .explicit import DenseWorkload
 
 __all__ = ["block_fingerprints", "stack_fingerprint"]
@@ -45,7 +46,7 @@ def block_fingerprints(sizes: Sequence[int], subsets: Sequence[tuple[int, ...]],
     def ident(j: int) -> bytes:
         s = sizes[j]
         if s not in ident_fp:
-            ident_fp[s] = _part(identity(s).fingerprint())
+            ident_fp[s] = _part(_hashing.identity_fingerprint(s, DEFAULT_MAX_DENSE_ENTRIES))
         idents[j] = ident_fp[s]
         return idents[j]
 

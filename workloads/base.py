@@ -10,11 +10,11 @@ stable across runs and machines). Shapes are Python ``int`` tuples.
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from factorize.numerics import integer
 
@@ -45,9 +45,17 @@ def check_dense_size(shape: tuple[int, int], max_entries: int) -> None:
         )
 
 
+def issparse(x: Any) -> bool:
+    """``scipy.sparse.issparse(x)``, without importing scipy: a sparse matrix exists only
+    once its module is loaded (so the run path, which has no sparse input, never loads
+    scipy for this test: about 0.1 s of its start-up)."""
+    mod = sys.modules.get("scipy.sparse")
+    return mod is not None and bool(mod.issparse(x))
+
+
 def _as_operand(x: Any, rows: int, op: str, what: str) -> np.ndarray:
     """Validate the right-hand side of ``matvec``/``rmatvec`` and return it as float64."""
-    if sp.issparse(x):
+    if issparse(x):
         raise WorkloadError(f"{op}: expected a dense numpy array, got a scipy.sparse matrix")
     arr = np.asarray(x)
     if np.iscomplexobj(arr):

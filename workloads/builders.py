@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 from factorize.numerics import integer
 
@@ -67,6 +66,8 @@ def identity(n: int) -> SparseWorkload:
     """Identity workload ``I_n``: query ``i`` counts cell ``i``. Shape ``(n, n)``, sparse."""
     n = integer("identity size n", n, 1, WorkloadError)
     _check_entries(1, n, "identity(n)")
+    import scipy.sparse as sp  # deferred: the run path loads scipy only when a workload needs it
+
     return SparseWorkload(sp.identity(n, dtype=np.float64, format="csr"))
 
 

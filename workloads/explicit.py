@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from . import _hashing
-from .base import DEFAULT_MAX_DENSE_ENTRIES, GramWorkload, Workload
+from .base import DEFAULT_MAX_DENSE_ENTRIES, GramWorkload, Workload, issparse
 from .errors import WorkloadError
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["DenseWorkload", "SparseWorkload"]
 
@@ -25,7 +27,7 @@ class DenseWorkload(Workload):
         super().__init__(spec)
         if isinstance(matrix, Workload):
             raise WorkloadError("DenseWorkload expects an array, got a Workload; use .dense() first")
-        if sp.issparse(matrix):
+        if issparse(matrix):
             raise WorkloadError("DenseWorkload expects a dense array; use SparseWorkload for scipy.sparse input")
         arr = np.asarray(matrix)
         if np.iscomplexobj(arr):
@@ -93,7 +95,7 @@ class SparseWorkload(Workload):
 
     def __init__(self, matrix: Any, spec: str | None = None) -> None:
         super().__init__(spec)
-        if not sp.issparse(matrix):
+        if not issparse(matrix):
             raise WorkloadError(
                 f"SparseWorkload expects a scipy.sparse matrix, got {type(matrix).__name__}; "
                 f"use DenseWorkload for dense arrays"
@@ -102,6 +104,8 @@ class SparseWorkload(Workload):
             raise WorkloadError(f"workload matrix must be 2-D, got {matrix.ndim}-D")
         if matrix.dtype.kind not in "biuf":
             raise WorkloadError(f"workload matrix must be real numeric, got dtype {matrix.dtype}")
+        import scipy.sparse as sp
+
         csr = sp.csr_array(matrix).astype(np.float64, copy=True)
         csr.sum_duplicates()
         csr.sort_indices()

@@ -18,9 +18,8 @@ import os
 import warnings
 
 import numpy as np
-import scipy.io
-import scipy.sparse as sp
 
+from .base import issparse
 from .errors import WorkloadError
 from .operators import DenseWorkload, SparseWorkload, Workload
 
@@ -79,10 +78,12 @@ def from_file(path: str | os.PathLike[str]) -> Workload:
                 f"(a cell is not a number, or the rows differ in length; {type(exc).__name__})"
             ) from None
         return DenseWorkload(arr)
+    import scipy.io  # deferred: only a .mtx file needs it
+
     try:
         mat = scipy.io.mmread(p)
     except (ValueError, OSError, RuntimeError, IndexError) as exc:
         raise WorkloadError(f"cannot read {p!r} as a Matrix Market file ({type(exc).__name__})") from None
-    if sp.issparse(mat):
+    if issparse(mat):
         return SparseWorkload(mat)
     return DenseWorkload(np.asarray(mat))

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from . import _hashing
-from .base import Workload
+from .base import Workload, issparse
 from .errors import WorkloadError
 from .explicit import DenseWorkload, SparseWorkload
 
@@ -28,7 +27,7 @@ def as_operator(obj: Any, name: str = "workload") -> Workload:
     """Return ``obj`` as a :class:`Workload`, wrapping numpy arrays / scipy.sparse matrices."""
     if isinstance(obj, Workload):
         return obj
-    if sp.issparse(obj):
+    if issparse(obj):
         return SparseWorkload(obj)
     if isinstance(obj, (np.ndarray, list, tuple)):
         return DenseWorkload(obj)
@@ -56,7 +55,7 @@ def kron_leaves(workload: Any) -> list[Any]:
 
 
 def _coerce_sequence(items: Any, name: str) -> tuple[Workload, ...]:
-    if isinstance(items, (Workload, np.ndarray, str)) or sp.issparse(items):
+    if isinstance(items, (Workload, np.ndarray, str)) or issparse(items):
         raise WorkloadError(f"{name} must be a sequence of workloads, got a single {type(items).__name__}")
     try:
         seq = list(items)

@@ -384,9 +384,11 @@ def _row_runs(W: Any) -> list[tuple[int, int]] | None:
     ``(-1, -1)`` otherwise; None when the factor is too large to read."""
     k, n = (int(x) for x in W.shape)
     M = getattr(W, "matrix", None)
-    import scipy.sparse as sp
+    from workloads.base import issparse
 
-    if M is not None and sp.issparse(M):
+    if M is not None and issparse(M):
+        import scipy.sparse as sp
+
         M = sp.csr_array(M)
         out = []
         for r in range(k):

@@ -64,8 +64,6 @@ def split_arrays(arrays: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], 
 def read_embedded(listing: Any, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     """Rebuild the custom matrices (fingerprint → workload), each checked against its digest;
     PlanError on any inconsistency."""
-    import scipy.sparse as sp
-
     from workloads import DenseWorkload, SparseWorkload
 
     if listing is None:
@@ -90,6 +88,8 @@ def read_embedded(listing: Any, arrays: dict[str, np.ndarray]) -> dict[str, Any]
                     raise PlanError(f"embedded matrix {i} has shape {M.shape}, listed {(k, N)}")
                 w = DenseWorkload(M)
             else:
+                import scipy.sparse as sp  # only for a sparse (coo) matrix
+
                 names = [f"{PREFIX}{i}.{part}" for part in ("rows", "cols", "vals")]
                 expected.update(names)
                 rows, cols, vals = (arrays[n] for n in names)

@@ -52,7 +52,6 @@ from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
 from workloads import (
     DenseWorkload,
@@ -61,6 +60,7 @@ from workloads import (
     VStackWorkload,
     Workload,
 )
+from workloads.base import issparse
 
 __all__ = [
     "MAX_ALGEBRA_TERMS",
@@ -457,7 +457,7 @@ def _scalar_of(f: Workload) -> float | None:
         if isinstance(f, SparseWorkload):
             return float(f.matrix.sum())
         M = f.dense()
-        if sp.issparse(M):  # pragma: no cover - dense() returns ndarrays
+        if issparse(M):  # pragma: no cover - dense() returns ndarrays
             M = M.toarray()
         return float(np.asarray(M).reshape(-1)[0])
     except Exception:  # noqa: BLE001 - any failure to look at the value means "not recognised"
@@ -504,7 +504,7 @@ def _classify_factor(f: Workload) -> tuple[str, float] | None:
         M = f.dense()
     except Exception:  # noqa: BLE001 - any failure to look at the values means "not recognised"
         return None
-    if sp.issparse(M):  # pragma: no cover - dense() returns ndarrays
+    if issparse(M):  # pragma: no cover - dense() returns ndarrays
         M = M.toarray()
     if k == 1:
         return ("1", 1.0) if bool(np.all(M == 1.0)) else None

@@ -93,9 +93,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from factorize.choices import Method, Norm
 from factorize.numerics import U as _U
@@ -109,6 +109,9 @@ from factorize.planner.marginal_algebra import (
 )
 from solvers.errors import CertificateGapError, CertificateInvalidError
 from workloads import Workload, parse_workload
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = [
     "MARGINAL_NORMS",
@@ -373,6 +376,8 @@ def _gamma2_matrix(family: MarginalFamily) -> tuple[np.ndarray, sp.csr_array]:
     keep = col_of[inc.pair_s] >= 0
     t, s = inc.pair_t[keep], inc.pair_s[keep]
     vals = arr.max_weight[s] ** 2 * (arr.dims[t] / arr.rows[s]) ** 2
+    import scipy.sparse as sp  # here, not at import: the run path's certificate check has no use for it
+
     Q = sp.csr_array((vals, (t, col_of[s])), shape=(inc.num_subsets, len(cols)))
     Q.sum_duplicates()
     Q.sort_indices()
@@ -432,6 +437,8 @@ class _NewtonSystem:
         self.dense_steps = 0
 
     def solve(self, w: np.ndarray, h: np.ndarray, mu: float, rhs: np.ndarray) -> np.ndarray:
+        import scipy.sparse as sp
+
         B, m2 = self.B, self.m2
         D = mu + w * w * np.bincount(self.p_col, weights=h[self.p_row] * self.p_val2, minlength=B)
         if m2 == 0:
@@ -479,6 +486,8 @@ class _NewtonSystem:
 
     def _solve_dense(self, D: np.ndarray, g: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """The B×B matrix ``D + GᵀG`` itself (few blocks, many shared subsets)."""
+        import scipy.sparse as sp
+
         G = sp.csr_array((g, self.indices, self.indptr), shape=(self.m2, self.B))
         M = (G.T @ G).toarray()
         M[np.diag_indices(self.B)] += D
@@ -515,6 +524,8 @@ def _maximise_dual(Q: sp.csr_array | np.ndarray, target: float = 1e-13, max_oute
     ω is ``2 FW / φ``. Stops when ``FW ≤ target · φ``, or when FW has not halved in four
     rounds (the rounding floor). Returns the best ω seen and counts.
     """
+    import scipy.sparse as sp
+
     Q = sp.csr_array(Q)
     B = Q.shape[1]
     if B == 1:

@@ -131,13 +131,10 @@ def _check_norm(norm: str) -> str:
 
 def _dense(A: Any) -> np.ndarray:
     """Dense float64 2-D array (a scipy.sparse matrix is densified), finite."""
-    try:
-        import scipy.sparse as sp
+    from workloads.base import issparse
 
-        if sp.issparse(A):
-            A = A.toarray()
-    except ImportError:  # pragma: no cover - scipy is a dependency
-        pass
+    if issparse(A):
+        A = A.toarray()
     arr = np.asarray(A, dtype=np.float64)
     if arr.ndim != 2:
         raise PrivacyError(f"strategy matrix must be 2-D, got shape {arr.shape}")
