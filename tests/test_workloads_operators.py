@@ -242,7 +242,8 @@ class TestVStack:
         np.testing.assert_allclose(g.dense(), d.T @ d)
 
     def test_sparse_gram(self):
-        w = VStackWorkload([identity(4), identity(4)])
+        eye = SparseWorkload(sp.identity(4, format="csr"))
+        w = VStackWorkload([eye, eye])
         g = w.gram()
         assert isinstance(g, SparseWorkload)
         np.testing.assert_array_equal(g.dense(), 2 * np.eye(4))
@@ -376,7 +377,8 @@ def test_repr():
     w = parse_workload("kron(prefix:2,identity:3)")
     r = repr(w)
     assert r.startswith("KronWorkload(shape=(6, 6)") and "spec='kron(prefix:2,identity:3)'" in r
-    assert "DenseWorkload(shape=(2, 2)" in r and "SparseWorkload" in r
+    assert "DenseWorkload(shape=(2, 2)" in r and "DenseWorkload(shape=(3, 3), spec='identity:3')" in r
+    assert "SparseWorkload(shape=(65, 65)" in repr(identity(65))  # above DENSE_IDENTITY_MAX
     assert "blocks" in repr(VStackWorkload([prefix(2)] * 5))
 
 

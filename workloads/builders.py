@@ -62,10 +62,19 @@ def sizes_of(domain_or_sizes: Domain | Sequence[int], name: str = "sizes") -> tu
     return tuple(integer(f"{name}[{i}]", s, 1, WorkloadError) for i, s in enumerate(raw))
 
 
-def identity(n: int) -> SparseWorkload:
-    """Identity workload ``I_n``: query ``i`` counts cell ``i``. Shape ``(n, n)``, sparse."""
+#: Up to this size an identity is held densely (at most 4,096 entries): no scipy on the run
+#: path of plans with small identity factors; larger identities are sparse.
+DENSE_IDENTITY_MAX = 64
+
+
+def identity(n: int) -> DenseWorkload | SparseWorkload:
+    """Identity workload ``I_n``: query ``i`` counts cell ``i``. Shape ``(n, n)``; dense up to
+    ``n = DENSE_IDENTITY_MAX``, sparse above (the fingerprint is the same either way: a small
+    sparse matrix hashes as its dense copy)."""
     n = integer("identity size n", n, 1, WorkloadError)
     _check_entries(1, n, "identity(n)")
+    if n <= DENSE_IDENTITY_MAX:
+        return DenseWorkload(np.eye(n))
     import scipy.sparse as sp  # deferred: the run path loads scipy only when a workload needs it
 
     return SparseWorkload(sp.identity(n, dtype=np.float64, format="csr"))
