@@ -414,3 +414,15 @@ def test_bad_inputs():
         rz[0].output_density(np.ones((2, m + 1)), u)
     with pytest.raises(ValueError):
         rz[0].noise_covariance_trace(2 * u)
+
+
+def test_log_gamma_half_ratio_against_mpmath():
+    """The ℓ2 randomizer's Γ ratio (math.lgamma below m = 64, the asymptotic series above)
+    within 2e-14 relative of a 50-digit evaluation, for every m up to 200."""
+    mpmath = pytest.importorskip("mpmath")
+    from factorize.local.randomizer import _log_gamma_half_ratio
+
+    mpmath.mp.dps = 50
+    for m in range(1, 201):
+        want = mpmath.loggamma(mpmath.mpf(m + 1) / 2) - mpmath.loggamma(mpmath.mpf(m) / 2)
+        assert abs(_log_gamma_half_ratio(m) - float(want)) <= 2e-14 * abs(float(want)), m
