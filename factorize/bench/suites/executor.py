@@ -392,7 +392,8 @@ def startup_section(quick: bool, harness) -> tuple[list[str], dict[str, Any]]:
     for top, ms in profile[:14]:
         lines.append(f"| {top} | {ms:.0f} | {kron.get(top, 0.0):.0f} |")
     lines.append(f"| total | {sum(v for _, v in profile):.0f} | {sum(kron.values()):.0f} |")
-    heavy = ("scipy.optimize", "scipy.special", "scipy.stats", "scipy.linalg", "duckdb", "pyarrow",
+    heavy = ("scipy", "scipy.sparse", "scipy.optimize", "scipy.special", "scipy.stats", "scipy.linalg", "duckdb",
+             "pyarrow",
              "pyarrow.parquet", "matplotlib", "pandas", "factorize.planner.routes")
     loaded = {"dense (ε, δ)": [h for h in heavy if h in names], "Kronecker zCDP": [h for h in heavy if h in kron_names],
               "covariance (ε, δ)": [h for h in heavy if h in cov_names]}
@@ -402,12 +403,13 @@ def startup_section(quick: bool, harness) -> tuple[list[str], dict[str, Any]]:
               + "; ".join(f"{k}: {', '.join(v) or 'none'}" for k, v in loaded.items())
               + ". The verifier checks (ε, δ) Gaussian noise by evaluating the calibration's "
               "condition at the stated σ and 1e-9 below it (`privacy.gaussian_approx_dp_holds`), "
-              "with no scipy.optimize; scipy.linalg comes with the any-mechanism bound's module "
-              "(`geometry.column_subset_search`, whose QR search the verifier does not run); "
-              "pyarrow writes the CSV (`executor/output.py`), duckdb reads record CSVs. "
-              "charset_normalizer, email, unittest and pydoc are scipy "
-              "1.17's: its array-API layer clones numpy's namespace, which imports numpy.f2py and "
-              "numpy.testing (about 0.1 s of every scipy import on this machine).", ""]
+              "with no scipy.optimize; pyarrow writes the CSV (`executor/output.py`), duckdb reads "
+              "record CSVs. No run above loads scipy unless its plan needs a sparse matrix (an "
+              "identity factor above 64, a custom sparse workload): `workloads` imports "
+              "scipy.sparse only to build one, and tests sparseness without importing it. That "
+              "saves about 0.1 s of every start: scipy 1.17's array-API layer clones numpy's "
+              "namespace, which imports numpy.f2py and numpy.testing (charset_normalizer, email, "
+              "unittest, pydoc).", ""]
     data = {"measured": date, "rounds": reps, "cached": {k: t.as_dict() for k, t in timed.items()},
             "uncached": {k: t.as_dict() for k, t in nocache.items()},
             "import_ms": {first_name: dict(profile), commands[1][0]: kron},
