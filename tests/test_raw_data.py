@@ -181,6 +181,33 @@ def test_integer_columns_are_grouped_by_raw_value_when_duckdb_keeps_its_perfect_
     assert len(seen) == 1 and '"age" AS "r1"' in seen[0]
 
 
+def test_raw_grouped_integer_columns_under_every_outside_rule(tmp_path, monkeypatch):
+    """Random integer columns for a categorical attribute of integer values (catch-all), an
+    integer range (clamp, catch-all) and numeric bins (clamp): grouped by their raw values
+    (the plan keeps the perfect hash) and mapped on the grouped table, every histogram equals
+    the reference's."""
+    schema = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
+        {"name": "ci", "kind": "categorical", "values": [0, 1, 2, 5], "outside": "catch_all"},
+        {"name": "ic", "kind": "integer", "min": -3, "max": 9, "outside": "clamp"},
+        {"name": "io", "kind": "integer", "min": 0, "max": 4, "outside": "catch_all"},
+        {"name": "nb", "kind": "numeric", "edges": [0, 2, 4, 6], "closed": "right", "outside": "clamp"}]})
+    dom = schema.domain()
+    rng = np.random.default_rng(21)
+    seen = _scans(monkeypatch)
+    for trial in range(8):
+        n = int(rng.integers(1, 300))
+        cols = {"ci": [int(x) for x in rng.choice([0, 1, 2, 5, 3, 4], n)],
+                "ic": [int(x) for x in rng.integers(-4, 11, n)],
+                "io": [int(x) for x in rng.integers(0, 6, n)],
+                "nb": [int(x) for x in rng.integers(-1, 8, n)]}
+        path = tmp_path / f"t{trial}.parquet"
+        pq.write_table(pa.table({k: pa.array(v, pa.int64()) for k, v in cols.items()}), path)
+        seen.clear()
+        want = reference(dom, cols, dict.fromkeys(cols, "integer"))
+        np.testing.assert_array_equal(histogram_duckdb(path, dom), want)
+        assert len(seen) == 1 and all(f'AS "r{j}"' in seen[0] for j in range(4)), seen
+
+
 def test_table_input_errors(tmp_path):
     db = tmp_path / "w.duckdb"
     con = duckdb.connect(str(db))
