@@ -339,12 +339,7 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
     miss, below, above = (fin(s) for s in (MISSING, _BELOW, _ABOVE))
     miss, below, above = (str(v) if v >= 0 else "NULL" for v in (miss, below, above))
     e0, e1, e_last, e_m = (d.double(ints[i]) for i in (0, 1, m - 1, m))
-    if attr.closed == "left":
-        ge, lt = ">=", "<"
-        f = f"TRY_CAST(floor({x}) AS BIGINT)"
-    else:
-        ge, lt = ">", "<="
-        f = f"(TRY_CAST(ceil({x}) AS BIGINT) - 1)"
+    ge, lt = (">=", "<") if attr.closed == "left" else (">", "<=")
     base = ints[1] - g
     # a first (last) bin of width g is an inner bin too: the arithmetic gives it 0 (m - 1)
     first = ints[1] - ints[0] == g
@@ -355,6 +350,7 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
         k = f"TRY_CAST(floor({q}) AS BIGINT)" if attr.closed == "left" else f"(TRY_CAST(ceil({q}) AS BIGINT) - 1)"
         k = f"({k} - {base // g})" if base else k
     else:
+        f = f"TRY_CAST(floor({x}) AS BIGINT)" if attr.closed == "left" else f"(TRY_CAST(ceil({x}) AS BIGINT) - 1)"
         k = f"({f} - ({base})) // {g}" if base else f"{f} // {g}"
     nan = f"WHEN isnan({x}) THEN {miss} " if type_class == "float" else ""
     inner = f"WHEN {x} {ge} {e0 if first else e1} AND {x} {lt} {e_m if last else e_last} THEN {k} "

@@ -420,8 +420,13 @@ def _raw_status_code(attr: Any, v: str, sql_type: str) -> tuple[str, str]:
     from workloads.schema_sql import code_sql, prepare_sql
 
     tc = type_class(sql_type)
-    c = f"CAST({code_sql(attr, prepare_sql(attr, v, tc, 'duckdb'), tc, 'duckdb')} AS BIGINT)"
-    return f"CASE WHEN {c} >= 0 THEN 0 ELSE -{c} END", c
+    return _status_code(code_sql(attr, prepare_sql(attr, v, tc, 'duckdb'), tc, 'duckdb'))
+
+
+def _status_code(c: str) -> tuple[str, str]:
+    """``(status, code)`` SQL of a code-or-negative-status expression ``c`` (``code_sql``):
+    status 0 for a code, else the reason (1 missing, 2 malformed, 3 outside)."""
+    return f"CASE WHEN {c} >= 0 THEN 0 ELSE -{c} END", f"CAST({c} AS BIGINT)"
 
 
 def _perfect_ht_bits(domain: Domain) -> int:
@@ -701,7 +706,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
             select = ", ".join(f"{c} AS {v}" for c, v in zip(codes, vs))
             con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM "
                         f"(SELECT {', '.join(e for p in preps for e in p)} FROM {source}) GROUP BY ALL")
-            status_code = [(f"CASE WHEN {v} >= 0 THEN 0 ELSE -{v} END", f"CAST({v} AS BIGINT)") for v in vs]
+            status_code = [_status_code(v) for v in vs]
     else:
         if fmt != "csv":  # a typed store: text there is labels, or codes saved as strings
             text = [domain.attributes[j] for j, t in enumerate(types)

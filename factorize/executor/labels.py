@@ -315,7 +315,11 @@ def _leaf(W: Any, axes: list[int], attrs: list[str], sizes: list[int], vals: lis
     spec = getattr(W, "spec", None) or "the factor"
     if not axes:
         return None
-    rows = _row_runs(W)
+    from workloads.base import issparse
+
+    sparse = issparse(getattr(W, "matrix", None))
+    D = None if sparse else _dense_rows(W)  # read once, for the runs and the signed rows
+    rows = _row_runs(W, D)
     if len(axes) > 1:
         if rows is not None and all(lo == 0 and hi == n - 1 for lo, hi in rows):
             return None  # totals over every attribute
@@ -328,7 +332,10 @@ def _leaf(W: Any, axes: list[int], attrs: list[str], sizes: list[int], vals: lis
     a, v = attrs[j], vals[j]
     if rows is None:
         return pa.array([f"{a}: row {r} of {spec}" for r in range(k)], type=pa.string())
-    signed = _signed_rows(W) if any(lo < 0 for lo, _ in rows) else None
+    signed = None
+    if any(lo < 0 for lo, _ in rows):
+        D = _dense_rows(W) if sparse else D
+        signed = _signed_rows(D) if D is not None else None
     out: list[str | None] = []
     for r, (lo, hi) in enumerate(rows):
         terms = signed[r] if lo < 0 and signed is not None else None
@@ -362,15 +369,10 @@ def _cells(codes: np.ndarray, axes: list[int], attrs: list[str], sizes: list[int
 MAX_SIGNED_TERMS = 8
 
 
-def _signed_rows(W: Any) -> list[list[tuple[int, int]] | None]:
-    """Per row whose entries are all -1, 0 or 1 (at most :data:`MAX_SIGNED_TERMS` non-zero):
-    its terms ``(sign, code)`` in code order -- ``a=v minus a=w`` counts v minus w, as the
-    ±1 character of a parity query does; None for any other row (and for every row of a
-    factor too large to read, as :func:`_row_runs`)."""
-    k, n = (int(x) for x in W.shape)
-    if k * n > MAX_FACTOR_ENTRIES:
-        return [None] * k
-    D = np.asarray(W.dense(max_entries=MAX_FACTOR_ENTRIES), dtype=np.float64)
+def _signed_rows(D: np.ndarray) -> list[list[tuple[int, int]] | None]:
+    """Per row of ``D`` whose entries are all -1, 0 or 1 (at most :data:`MAX_SIGNED_TERMS`
+    non-zero): its terms ``(sign, code)`` in code order -- ``a=v minus a=w`` counts v minus
+    w, as the ±1 character of a parity query does; None for any other row."""
     out: list[list[tuple[int, int]] | None] = []
     for row in D:
         nz = np.flatnonzero(row)
@@ -379,14 +381,23 @@ def _signed_rows(W: Any) -> list[list[tuple[int, int]] | None]:
     return out
 
 
-def _row_runs(W: Any) -> list[tuple[int, int]] | None:
+def _dense_rows(W: Any) -> np.ndarray | None:
+    """W as a float64 array, or None when it has more than :data:`MAX_FACTOR_ENTRIES`."""
+    k, n = (int(x) for x in W.shape)
+    if k * n > MAX_FACTOR_ENTRIES:
+        return None
+    return np.asarray(W.dense(max_entries=MAX_FACTOR_ENTRIES), dtype=np.float64)
+
+
+def _row_runs(W: Any, D: np.ndarray | None) -> list[tuple[int, int]] | None:
     """Per row, ``(lo, hi)`` when the row is the 0/1 indicator of the contiguous cells lo..hi,
-    ``(-1, -1)`` otherwise; None when the factor is too large to read."""
+    ``(-1, -1)`` otherwise; read from W's sparse matrix when it has one, else from its dense
+    form ``D`` (:func:`_dense_rows`; None: the factor is too large to read)."""
     k, n = (int(x) for x in W.shape)
     M = getattr(W, "matrix", None)
     from workloads.base import issparse
 
-    if M is not None and issparse(M):
+    if issparse(M):
         import scipy.sparse as sp
 
         M = sp.csr_array(M)
@@ -399,9 +410,8 @@ def _row_runs(W: Any) -> list[tuple[int, int]] | None:
             else:
                 out.append((-1, -1))
         return out
-    if k * n > MAX_FACTOR_ENTRIES:
+    if D is None:
         return None
-    D = np.asarray(W.dense(max_entries=MAX_FACTOR_ENTRIES), dtype=np.float64)
     ones = D == 1.0
     binary = ones | (D == 0.0)
     cnt = ones.sum(axis=1)
