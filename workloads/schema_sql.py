@@ -323,10 +323,7 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
     long as ``x/g`` does not round to 0 -- the reason for ``x > 1`` on the right, where a
     subnormal ``x`` would otherwise fall in bin -1 (tested: every multiple of several steps
     and its neighbouring doubles, and the smallest subnormal). About 40 % cheaper in DuckDB
-    than ``floor``, a BIGINT cast and an integer division. That bin stays a DOUBLE (an
-    integer of at most 2**53, so exact), cast once by :func:`quick_code_sql` to the key's
-    unsigned type: a BIGINT cast in the CASE and that cast after it cost DuckDB about 5 %
-    more of the whole scan (10⁷ rows, `reports/bench_raw.md`'s schema). (The search runs
+    than ``floor``, a BIGINT cast and an integer division. (The search runs
     ``⌈log₂(m + 2)⌉`` nested CASE levels, and the arithmetic with ``least`` / ``greatest``
     for the outer bins instead of comparisons costs DuckDB about 30 % more.)"""
     e = attr.edges or ()
@@ -349,10 +346,9 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
     last = ints[m] - ints[m - 1] == g
     if (ints[0] if first else ints[1]) >= (0 if attr.closed == "left" else 1) and base >= 0 and base % g == 0:
         # x >= 0 in the inner bins: one double division instead (exact, see the docstring)
-        # the bin stays a DOUBLE (exact, see the docstring) for the caller's one cast
         q = f"{x} / {d.double(g)}"
-        k = f"floor({q})" if attr.closed == "left" else f"(ceil({q}) - 1.0)"
-        k = f"({k} - {d.double(base // g)})" if base else k
+        k = f"TRY_CAST(floor({q}) AS BIGINT)" if attr.closed == "left" else f"(TRY_CAST(ceil({q}) AS BIGINT) - 1)"
+        k = f"({k} - {base // g})" if base else k
     else:
         f = f"TRY_CAST(floor({x}) AS BIGINT)" if attr.closed == "left" else f"(TRY_CAST(ceil({x}) AS BIGINT) - 1)"
         k = f"({f} - ({base})) // {g}" if base else f"{f} // {g}"
