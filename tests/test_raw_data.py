@@ -208,6 +208,46 @@ def test_raw_grouped_integer_columns_under_every_outside_rule(tmp_path, monkeypa
         assert len(seen) == 1 and all(f'AS "r{j}"' in seen[0] for j in range(4)), seen
 
 
+def test_integer_keys_are_packed_into_one_key_and_unpacked_exactly(tmp_path, monkeypatch):
+    """The quick scan packs the keys that are integers ``% size`` (two booleans, bins, an
+    integer range read from a float column) into one mixed-radix key ``vk`` when that needs
+    fewer perfect-hash bits (sizes 2, 2, 3, 5: 5 bits instead of 2 + 2 + 2 + 3 = 9), keeps the
+    text's ENUM key apart, and unpacks it on the grouped table: the reference's histogram and
+    marginals, on random data with every bin edge; a NULL or refused value in a packed
+    column makes the key NULL and the full mapping counts the refusal per column, in the
+    second scan."""
+    schema = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
+        {"name": "t", "kind": "categorical", "values": ["a", "b", "c"]},
+        {"name": "b1", "kind": "categorical", "values": [False, True]},
+        {"name": "b2", "kind": "categorical", "values": [True, False]},
+        {"name": "nb", "kind": "numeric", "edges": [0, 10, 20, 1000], "closed": "left", "outside": "clamp"},
+        {"name": "ir", "kind": "integer", "min": 1, "max": 5}]})
+    dom = schema.domain()
+    rng = np.random.default_rng(22)
+    n = 2500
+    cols = {"t": [["a", "b", "c"][i] for i in rng.integers(0, 3, n)],
+            "b1": [bool(x) for x in rng.integers(0, 2, n)], "b2": [bool(x) for x in rng.integers(0, 2, n)],
+            "nb": [float(x) for x in rng.choice([-1.0, 0.0, 9.999, 10.0, 19.5, 20.0, 999.9, 1000.0, 5e6], n)],
+            "ir": [float(x) for x in rng.integers(1, 6, n)]}
+    types = {"t": "text", "b1": "boolean", "b2": "boolean", "nb": "float", "ir": "float"}
+    seen = _scans(monkeypatch)
+    pq.write_table(pa.table(cols), tmp_path / "p.parquet")
+    want = reference(dom, cols, types)
+    np.testing.assert_array_equal(histogram_duckdb(tmp_path / "p.parquet", dom), want)
+    assert len(seen) == 1 and ' AS "vk"' in seen[0] and ' AS "v0"' in seen[0]
+    assert not any(f' AS "v{j}"' in seen[0] for j in range(1, 5)), seen[0]
+    m = marginals_duckdb(tmp_path / "p.parquet", dom, [(1, 3), (0, 4)])
+    np.testing.assert_array_equal(m[(1, 3)], want.reshape(dom.sizes).sum(axis=(0, 2, 4)).ravel())
+    np.testing.assert_array_equal(m[(0, 4)], want.reshape(dom.sizes).sum(axis=(1, 2, 3)).ravel())
+    bad = dict(cols, b2=pa.array(cols["b2"][:-1] + [None]), ir=cols["ir"][:-2] + [7.0, 2.5])
+    pq.write_table(pa.table(bad), tmp_path / "bad.parquet")
+    seen.clear()
+    with pytest.raises(DataError) as info:
+        histogram_duckdb(tmp_path / "bad.parquet", dom)
+    assert "column 'b2': 1 row missing (NULL/empty/NaN)" in str(info.value), info.value
+    assert "column 'ir':" in str(info.value) and len(seen) == 2, (info.value, seen)
+
+
 def test_table_input_errors(tmp_path):
     db = tmp_path / "w.duckdb"
     con = duckdb.connect(str(db))

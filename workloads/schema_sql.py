@@ -278,6 +278,12 @@ def quick_key_code(attr: AttributeSchema, type_class: str, key: str) -> str:
     return f"CAST({key} AS BIGINT)"
 
 
+def quick_is_enum(attr: AttributeSchema, type_class: str) -> bool:
+    """Whether :func:`quick_code_sql`'s key is an ENUM value (else an unsigned integer in
+    ``0 .. size-1``, or NULL: the code itself)."""
+    return _quick_enum(attr, type_class) is not None
+
+
 def _quick_enum(attr: AttributeSchema, type_class: str) -> str | None:
     """The DuckDB ENUM type of :func:`quick_code_sql`'s key, where the key is an ENUM value:
     text of a categorical attribute of string values that refuses unlisted values (a
