@@ -273,7 +273,7 @@ def quick_key_code(attr: AttributeSchema, type_class: str, key: str) -> str:
     """The code (BIGINT) of a key ``key`` that :func:`quick_code_sql` computed (and the
     engine grouped by): the key itself, or for text of a categorical attribute that refuses
     unlisted values, the position of its ENUM value (``enum_code``, the schema's order)."""
-    if _quick_enum(attr, type_class) is not None:
+    if quick_is_enum(attr, type_class):
         return f"CAST(enum_code({key}) AS BIGINT)"
     return f"CAST({key} AS BIGINT)"
 

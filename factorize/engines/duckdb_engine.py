@@ -393,12 +393,11 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool =
 class QuickScan(NamedTuple):
     """The first scan of raw data (:func:`_quick_scan`): the ``SELECT`` grouping the rows,
     the attributes it groups by their raw integers (``raw``), and those whose keys it packs
-    into the one column ``vk`` (``packed``, with their mixed-radix ``strides``)."""
+    into the one column ``vk`` (``packed``: each one's mixed-radix stride)."""
 
     sql: str
     raw: frozenset[int]
-    packed: tuple[int, ...]
-    strides: tuple[int, ...]
+    packed: dict[int, int]
 
 
 _PACKED = "vk"
@@ -444,17 +443,17 @@ def _quick_scan(con: Any, domain: Domain, refs: list[str], types: list[str], sou
         cells = math.prod(int(sizes[j]) for j in pack)
         if len(pack) < 2 or cells > 2**62 or cells.bit_length() >= sum(int(sizes[j]).bit_length() for j in pack):
             pack = []
-        strides = row_major_strides([sizes[j] for j in pack]) if pack else []
-        ty = _code_type(cells)
+        packed = dict(zip(pack, row_major_strides([sizes[j] for j in pack])))
         keys = [f"{_ident(f'r{j}')} AS {_ident(f'v{j}')}" if j in raw else f"{codes[j]} AS {_ident(f'v{j}')}"
-                for j in range(len(refs)) if j not in pack]
-        if pack:
+                for j in range(len(refs)) if j not in packed]
+        if packed:
+            ty = _code_type(cells)
             keys.append(" + ".join(f"CAST({codes[j]} AS {ty})" + (f" * {st}" if st != 1 else "")
-                                   for j, st in zip(pack, strides)) + f" AS {_ident(_PACKED)}")
+                                   for j, st in packed.items()) + f" AS {_ident(_PACKED)}")
         inner = ", ".join(f"{refs[j]} AS {_ident(f'r{j}')}" if j in raw else ", ".join(p)
                           for j, p in enumerate(preps))
         sql = f"SELECT {', '.join(keys)}, {counted} FROM (SELECT {inner} FROM {source}) GROUP BY ALL"
-        return QuickScan(sql, raw, tuple(pack), tuple(strides))
+        return QuickScan(sql, raw, packed)
 
     quick = scan(frozenset())
     raw = frozenset(j for j, t in enumerate(types) if type_class(t) == "integer")
@@ -748,17 +747,20 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         vs = [_ident(f"v{j}") for j in range(d)]
         qs = _quick_scan(con, domain, refs, types, source, trim=fmt == "csv")
         con.execute(f"CREATE TEMP TABLE g AS {qs.sql}")
-        packed = dict(zip(qs.packed, qs.strides))
-        quick = [v for j, v in enumerate(vs) if j not in qs.raw and j not in packed]
-        quick += [_ident(_PACKED)] if packed else []
+        quick = [v for j, v in enumerate(vs) if j not in qs.raw and j not in qs.packed]
+        quick += [_ident(_PACKED)] if qs.packed else []
         unsettled = (con.execute(f"SELECT count(*) FROM g WHERE {' OR '.join(f'{v} IS NULL' for v in quick)}")
                      .fetchone() if quick else (0,))
         if not unsettled[0]:
-            status_code = [_raw_status_code(attr, v, types[j]) if j in qs.raw
-                           else ("0", f"CAST(({_ident(_PACKED)} // {packed[j]}) % {domain.sizes[j]} AS BIGINT)")
-                           if j in packed
-                           else ("0", quick_key_code(attr, type_class(types[j]), v))
-                           for j, (attr, v) in enumerate(zip(domain.schema.attributes, vs))]
+            status_code = []
+            for j, (attr, v) in enumerate(zip(domain.schema.attributes, vs)):
+                if j in qs.raw:
+                    status_code.append(_raw_status_code(attr, v, types[j]))
+                elif j in qs.packed:
+                    unpacked = f"({_ident(_PACKED)} // {qs.packed[j]}) % {domain.sizes[j]}"
+                    status_code.append(("0", f"CAST({unpacked} AS BIGINT)"))
+                else:
+                    status_code.append(("0", quick_key_code(attr, type_class(types[j]), v)))
         else:
             # 1'. Some value is refused or needs trimming: map the data again, by the full
             # SQL (codes, or a negative status per reason), in one scan that decides alone
