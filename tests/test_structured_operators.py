@@ -145,9 +145,13 @@ def test_sensitivity_bound_route_is_an_upper_bound(case, relation, norm, monkeyp
     dense = sensitivity(m.dense(), norm, relation).value
     monkeypatch.setattr(ssens, "EXACT_ADD_REMOVE_CELLS", 0)
     monkeypatch.setattr(ssens, "EXACT_REPLACE_CELLS", 0)
+    monkeypatch.setattr(ssens, "PRODUCT_MAX_BUDGET", 0)  # the search's root bound
     got = ssens.strategy_sensitivity(m, norm, relation)
-    assert not got.exact
     assert got.value >= dense * (1 - 1e-12)
+    if got.exact:  # one column-norm tuple per attribute: the product maximum needs no search
+        assert got.value <= dense * (1 + 1e-12)
+    stats = {n: ssens._stats(a, relation == "replace" and norm == "l2") for n, a in m.arrays.items()}
+    assert ssens._bound(m, stats, norm, relation == "replace") >= dense * (1 - 1e-12)
     if relation == "add_remove":  # equal column norms per factor: the bound is tight
         assert got.value <= dense * (1 + 1e-10)
 

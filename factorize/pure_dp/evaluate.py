@@ -129,17 +129,21 @@ def evaluate_union(P: ProductWorkload, weights: Sequence[float],
                    terms: Sequence[Sequence[np.ndarray]]) -> LaplaceError:
     """Error of ``A = [α_b ⊗_i terms[b][i]]_b`` when workload block b is answered from term b
     alone (R block-diagonal; least squares over all terms can only do better). The L1
-    sensitivity is bounded by ``Σ_b α_b Δ(⊗ terms[b])`` (exact when every term's columns have
-    equal norms, as p-Identity factors do); replace by twice that."""
+    sensitivity ``max_x Σ_b α_b Π_i ‖terms[b][i][:, x_i]‖₁`` is maximised over the product
+    domain from the factors' column norms (``structured.product_max``: exact unless its work
+    budget runs out, then the sum of per-block maxima or better); replace by twice that."""
+    from factorize.structured.product_max import product_max
+
     if len(weights) != len(P.blocks) or len(terms) != len(P.blocks):
         raise ValueError("one weighted term per workload block")
-    sens = [kron_sensitivity(list(t), "l1", Neighbouring.ADD_REMOVE).value for t in terms]
-    delta = math.fsum(a * s for a, s in zip(weights, sens))
+    tables = [np.stack([np.abs(np.asarray(t[i], dtype=np.float64)).sum(axis=0) for t in terms], axis=1)
+              for i in range(len(P.sizes))]
+    pm = product_max([abs(float(a)) for a in weights], tables)
     # block b's noise is scaled by 1/α_b relative to a unit-weight measurement
     trace = math.fsum(_block_trace(b.factors, b.weight, t) / (a * a)
                       for b, a, t in zip(P.blocks, weights, terms))
-    ar = Sensitivity(delta, "l1", Neighbouring.ADD_REMOVE, True)
-    rp = Sensitivity(2.0 * delta, "l1", Neighbouring.REPLACE, False)
+    ar = Sensitivity(pm.value, "l1", Neighbouring.ADD_REMOVE, pm.exact)
+    rp = Sensitivity(2.0 * pm.value, "l1", Neighbouring.REPLACE, False)
     return LaplaceError(trace, P.k, ar, rp)
 
 

@@ -18,16 +18,24 @@ the bounds are (each block maximised separately, so a sum of maxima ≥ the maxi
 For the residual strategy (orthonormal bases of 1^⊥: F = 1 − 1/n, O = 1/n, every column of
 equal norm) the add/remove bound is the exact sensitivity up to rounding.
 
-Exact values where the domain allows (the maximum over cells of the sum over blocks):
+Exact values from the structure (the maximum over cells of the sum over blocks):
 
 * add/remove: a column p-norm of a Kronecker block is the product of its factors' column
-  p-norms, so ``‖a_c‖_p^p`` over all cells is a sum over blocks of Kronecker products of
-  per-factor norm vectors — computed for N ≤ ``EXACT_ADD_REMOVE_CELLS`` and
-  (blocks)·N ≤ ``EXACT_ADD_REMOVE_WORK`` (cost O(blocks·N));
-* replace, L2: per block ``‖x_c − x_{c'}‖² = P_c + P_{c'} − 2Q_{cc'}`` with P and Q the
-  Kronecker products of the factors' Gram diagonals and Gram matrices (1ᵀ's Gram is J),
-  summed over blocks for N ≤ ``EXACT_REPLACE_CELLS`` (allowance of
-  ``privacy.sensitivity._kron_replace_l2_gram``: ``κ(P_c + P_{c'})(1 + c)`` per block).
+  p-norms, so ``max_c Σ_b ‖a_{b,c}‖_p^p`` is a maximum of a sum of products over the product
+  domain, found exactly by ``product_max`` (distinct per-attribute tuples, dominance, branch
+  and bound; any N). Past its work budget (``PRODUCT_MAX_BUDGET``) the Kronecker-vector route
+  over all cells is used for N ≤ ``EXACT_ADD_REMOVE_CELLS`` and (blocks)·N ≤
+  ``EXACT_ADD_REMOVE_WORK`` (cost O(blocks·N)), else the search's open-bound fallback (never
+  above the sum of per-block maxima), ``exact = False``;
+* replace, L2, N ≤ ``EXACT_REPLACE_CELLS``: per block ``‖x_c − x_{c'}‖² = P_c + P_{c'} − 2Q_{cc'}``
+  with P and Q the Kronecker products of the factors' Gram diagonals and Gram matrices (1ᵀ's
+  Gram is J), summed over blocks (allowance of ``privacy.sensitivity._kron_replace_l2_gram``:
+  ``κ(P_c + P_{c'})(1 + c)`` per block);
+* replace otherwise (:func:`_replace`): ``Δ₁ ≤ 2·max_c Σ_{b: supp≠∅} ‖a_{b,c}‖₁`` and
+  ``Δ₂² ≤ 2·max_c Σ_{b: supp≠∅} ‖a_{b,c}‖₂² + 2Σ_b cross_b`` (cross_b = 0 for a block of
+  entrywise non-negative factors), by ``product_max``, and never above the per-block bounds
+  above; exact when a partner cell attains it (disjoint supports from the maximiser in every
+  block, equal column norms), which identity, grouping and prefix-like factors usually give.
 
 Soundness (``factorize.numerics``, issue 13): every factor is unit-scaled by a power of two
 (exact) before its statistics are formed, so no square underflows; the statistics are
@@ -57,6 +65,7 @@ from factorize.numerics import (
 from factorize.privacy.guarantees import Neighbouring, PrivacyError
 from factorize.privacy.sensitivity import Sensitivity, scale_back
 
+from .product_max import WORK_BUDGET, ProductMax, product_max
 from .strategy import StructuredStrategy
 
 #: Exact add/remove sensitivity (a length-N vector per block) up to this many cells ...
@@ -66,6 +75,10 @@ EXACT_ADD_REMOVE_CELLS = 1 << 22
 EXACT_ADD_REMOVE_WORK = 1 << 25
 #: Exact replace L2 sensitivity (an N×N matrix) up to this many cells.
 EXACT_REPLACE_CELLS = 1 << 10
+#: Work budget of the exact product maximisation (``product_max.WORK_BUDGET``).
+PRODUCT_MAX_BUDGET = WORK_BUDGET
+#: Nodes of the search for a replace witness (``_separating_partner``).
+PARTNER_BUDGET = 1 << 16
 _TINY = 2.0 ** -1022
 #: Absolute allowance for products of unit-scaled numbers that underflow (each ≤ 1).
 _ABS_UNDERFLOW = 2.0 ** -1000
@@ -106,7 +119,7 @@ def _ldexp_up_array(values: np.ndarray, e: int) -> np.ndarray:
 def strategy_sensitivity(strategy: StructuredStrategy, norm: str,
                          relation: Neighbouring | str) -> Sensitivity:
     """Certified ``norm`` sensitivity of the (measured) strategy under ``relation``
-    (module docstring); ``exact`` when the exact route applied."""
+    (module docstring); ``exact`` when the value is the maximum itself (up to rounding)."""
     relation = Neighbouring.parse(relation)
     if norm not in ("l1", "l2"):
         raise PrivacyError(f"norm must be 'l1' or 'l2', got {norm!r}")
@@ -116,11 +129,136 @@ def strategy_sensitivity(strategy: StructuredStrategy, norm: str,
         raise PrivacyError("a strategy block's scale is not a finite nonzero number")
     stats = {name: _stats(a, replace and norm == "l2") for name, a in strategy.arrays.items()}
     N = strategy.N
-    if not replace and N <= EXACT_ADD_REMOVE_CELLS and N * len(strategy.blocks) <= EXACT_ADD_REMOVE_WORK:
-        return Sensitivity(_exact_add_remove(strategy, stats, norm), norm, relation, True)
-    if replace and norm == "l2" and N <= EXACT_REPLACE_CELLS:
+    if not replace:
+        every = list(range(len(strategy.blocks)))
+        pm = _product_max(strategy, stats, every, norm)
+        value = pm.value if norm == "l1" else round_up(math.sqrt(pm.value), 1)
+        if pm.exact:
+            return Sensitivity(value, norm, relation, True)
+        if N <= EXACT_ADD_REMOVE_CELLS and N * len(strategy.blocks) <= EXACT_ADD_REMOVE_WORK:
+            return Sensitivity(_exact_add_remove(strategy, stats, norm), norm, relation, True)
+        return Sensitivity(min(value, _bound(strategy, stats, norm, False)), norm, relation, False)
+    if norm == "l2" and N <= EXACT_REPLACE_CELLS:
         return Sensitivity(_exact_replace_l2(strategy, stats), norm, relation, True)
-    return Sensitivity(_bound(strategy, stats, norm, replace), norm, relation, False)
+    return _replace(strategy, stats, norm, relation)
+
+
+def _product_max(strategy: StructuredStrategy, stats: dict[str, _FactorStats],
+                 which: list[int], norm: str) -> ProductMax:
+    """``max_c Σ_{b ∈ which} ‖a_{b,c}‖_p^p`` (p = 1: norms, p = 2: squared norms) by
+    ``product_max``: block weight ``|s_b|^p·2^{p·e_b}`` (the unit scalings restored, exact
+    unless below the normal range, where 2⁻¹⁰²² bounds it), table column of block b on
+    attribute j the certified column p-norms^p of its unit-scaled factor, 1 off its support."""
+    weights = []
+    for b in which:
+        blk = strategy.blocks[b]
+        f, e = _block_scale(blk.scale)
+        e += sum(stats[n].e for n in blk.names)
+        core = f if norm == "l1" else round_up(f * f, 1)
+        weights.append(scale_back(core, e if norm == "l1" else 2 * e, 0))
+    tables = []
+    for j, n in enumerate(strategy.sizes):
+        T = np.ones((n, len(which)))
+        for i, b in enumerate(which):
+            blk = strategy.blocks[b]
+            if j in blk.support:
+                st = stats[blk.names[blk.support.index(j)]]
+                T[:, i] = st.col1 if norm == "l1" else st.col2
+        tables.append(T)
+    try:
+        return product_max(weights, tables, budget=PRODUCT_MAX_BUDGET)
+    except ValueError as exc:
+        raise PrivacyError(f"the sensitivity search failed: {exc}") from None
+
+
+def _replace(strategy: StructuredStrategy, stats: dict[str, _FactorStats], norm: str,
+             relation: Neighbouring) -> Sensitivity:
+    """Replace neighbours from the product maximum over the blocks with a support (a block
+    summing every attribute out gives c and c' the same column). Per block, L1:
+    ``‖u − v‖₁ ≤ ‖u‖₁ + ‖v‖₁``; L2: ``‖u − v‖² ≤ ‖u‖² + ‖v‖² + 2|⟨u, v⟩|``, where
+    ``⟨u, v⟩ ≥ 0`` drops for a block whose factors are all entrywise non-negative, and is at
+    most ``s² max_j O_j Π_{i≠j} F_i`` otherwise (module docstring). Summed over the blocks:
+    ``Δ₁ ≤ 2M₁``, ``Δ₂² ≤ 2M₂ + 2Σ_b cross_b`` with ``M_p = max_c Σ_b ‖a_{b,c}‖_p^p``. Exact when
+    the search completed, no cross term is left, and a cell c' ≠ c* exists whose columns have
+    the same norms as the maximiser c* and disjoint supports from it in every block
+    (:func:`_separating_partner`): then ``‖a_{c*} − a_{c'}‖`` equals the bound."""
+    which = [b for b, blk in enumerate(strategy.blocks) if blk.support]
+    old = _bound(strategy, stats, norm, True)
+    if not which or strategy.N < 2:
+        return Sensitivity(old, norm, relation, False)
+    pm = _product_max(strategy, stats, which, norm)
+    if norm == "l1":
+        value, cross = round_up(2.0 * pm.value, 1), 0.0
+    else:
+        cross = math.fsum(_cross(strategy, stats, b) for b in which)
+        value = round_up(math.sqrt(round_up(2.0 * pm.value + 2.0 * round_up(cross, len(which)), 2)), 1)
+    exact = pm.exact and cross == 0.0 and _separating_partner(strategy, stats, which, pm.argmax, norm)
+    if exact:
+        return Sensitivity(value, norm, relation, True)
+    return Sensitivity(min(value, old), norm, relation, False)
+
+
+def _cross(strategy: StructuredStrategy, stats: dict[str, _FactorStats], b: int) -> float:
+    """An upper bound on ``max_{c≠c'} |⟨x_{b,c}, x_{b,c'}⟩|`` for block b: 0 when every factor
+    is entrywise non-negative (the inner product is then ≥ 0 and only helps), else
+    ``s² max_j O_j Π_{i≠j} F_i`` (scaled back)."""
+    blk = strategy.blocks[b]
+    st = [stats[n] for n in blk.names]
+    if all(bool(np.all(x.S >= 0)) for x in st):
+        return 0.0
+    f, es = _block_scale(blk.scale)
+    e = es + sum(x.e for x in st)
+    F = [float(x.col2.max()) for x in st]
+    cross = 0.0
+    for j in range(len(st)):
+        cross = max(cross, product_upper([f, f, st[j].O] + F[:j] + F[j + 1:]))
+    return scale_back(round_up(cross + _ABS_UNDERFLOW, 1), 2 * e, 0)
+
+
+def _separating_partner(strategy: StructuredStrategy, stats: dict[str, _FactorStats],
+                        which: list[int], cell: tuple[int, ...], norm: str) -> bool:
+    """Whether a cell c' ≠ ``cell`` exists with, on every attribute j, a column-norm tuple equal
+    to ``cell``'s (so ‖a_{b,c'}‖ = ‖a_{b,c}‖ for every block) and, for every block b in
+    ``which``, an attribute j of its support where the factor's columns c_j and c'_j have
+    disjoint supports (then the block's columns do too: ‖u − v‖₁ = ‖u‖₁ + ‖v‖₁ and
+    ‖u − v‖² = ‖u‖² + ‖v‖²). A depth-first search over the attributes' distinct options
+    (blocks separated, value changed), at most ``PARTNER_BUDGET`` nodes."""
+    full = (1 << len(which)) - 1
+    options: list[list[tuple[int, bool]]] = []
+    for j, n in enumerate(strategy.sizes):
+        x = cell[j]
+        same = np.ones(n, dtype=bool)
+        masks = np.zeros(n, dtype=object)
+        for i, b in enumerate(which):
+            blk = strategy.blocks[b]
+            if j not in blk.support:
+                continue
+            st = stats[blk.names[blk.support.index(j)]]
+            col = st.col1 if norm == "l1" else st.col2
+            same &= col == col[x]
+            nz = st.S != 0
+            disjoint = ~np.any(nz & nz[:, [x]], axis=0)
+            masks[disjoint] += 1 << i
+        opts: dict[tuple[int, bool], None] = {}
+        for v in np.flatnonzero(same):
+            opts[(int(masks[v]), bool(v != x))] = None
+        # drop an option another one beats (covers a superset, changes the value if it does)
+        kept = [o for o in opts if not any(p != o and (p[0] | o[0]) == p[0] and p[1] >= o[1]
+                                           for p in opts)]
+        options.append(sorted(kept, key=lambda o: (-bin(o[0]).count("1"), not o[1])))
+    order = sorted(range(len(options)), key=lambda j: len(options[j]))
+    nodes = 0
+
+    def search(k: int, covered: int, changed: bool) -> bool:
+        nonlocal nodes
+        nodes += 1
+        if nodes > PARTNER_BUDGET:
+            return False
+        if k == len(order):
+            return covered == full and changed
+        return any(search(k + 1, covered | m, changed or c) for m, c in options[order[k]])
+
+    return search(0, 0, False)
 
 
 def _block_scale(s: float) -> tuple[float, int]:
