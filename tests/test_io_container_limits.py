@@ -334,7 +334,7 @@ def test_histogram_counts_summing_past_2_63_refused(tmp_path):
 
 
 @pytest.mark.parametrize("h,needle", [
-    (np.array([2.0**53, 1.0, 0.0]), "1 entry is at least 2**53"),      # one count (float file)
+    (np.array([2.0**53, 1.0, 0.0]), "one or more entries are at least 2**53"),  # one count (float file)
     (np.full(2048, 2**43, dtype=np.int64), "total count is at least 2**53"),  # total 2**54
     (np.array([2**52 + 1, 2**52], dtype=np.int64), "total count is at least 2**53"),
 ])

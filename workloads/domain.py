@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,13 +33,29 @@ from factorize.numerics import integer
 from .errors import DomainError
 from .operators import DEFAULT_MAX_DENSE_ENTRIES
 
-__all__ = ["Domain", "check_workload_axes", "workload_axes"]
+__all__ = ["Domain", "check_attribute_name", "check_workload_axes", "workload_axes"]
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
+#: Unicode categories refused in attribute names: control characters (Cc: tab, CR, LF, NUL,
+#: …) and the line and paragraph separators (Zl, Zp).
+_LINE_CONTROL = frozenset({"Cc", "Zl", "Zp"})
 
 
 def _rows(count: int) -> str:
     return f"{count} row" if count == 1 else f"{count} rows"
+
+
+def check_attribute_name(name: Any, error: type[DomainError] = DomainError) -> str:
+    """``name`` if it is a valid attribute name: a non-empty string without control characters
+    (Unicode Cc: tab, CR, LF, NUL, …) or line / paragraph separators (Zl, Zp), which a CSV
+    header, an answer's label or a table's file name could not carry faithfully; ``error``
+    (a :class:`DomainError` subclass, e.g. the schema's) otherwise."""
+    if not isinstance(name, str) or not name:
+        raise error(f"attribute names must be non-empty strings, got {name!r}")
+    if any(unicodedata.category(c) in _LINE_CONTROL for c in name):
+        raise error(f"attribute name {name!r} contains a control character or line break: a CSV "
+                    "header, a label or a table file name could not carry it faithfully")
+    return name
 
 
 class Domain:
@@ -71,8 +88,7 @@ class Domain:
         if not attrs:
             raise DomainError("a domain needs at least one attribute")
         for a in attrs:
-            if not isinstance(a, str) or not a:
-                raise DomainError(f"attribute names must be non-empty strings, got {a!r}")
+            check_attribute_name(a)
         seen: set[str] = set()
         dups = [a for a in attrs if a in seen or seen.add(a)]  # type: ignore[func-returns-value]
         if dups:

@@ -57,6 +57,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from .domain import check_attribute_name
 from .errors import DomainError
 
 __all__ = [
@@ -98,6 +99,14 @@ _BELOW, _ABOVE = -4, -5  # internal (and schema_sql): outside an ordered attribu
 #: Classes of column types the mapping reads (engines map their SQL types onto these).
 TYPE_CLASSES = ("text", "integer", "float", "decimal", "boolean", "null")
 
+#: The one character trimmed from both ends of a text value before it is matched or parsed:
+#: U+0020 SPACE, and nothing else -- not a tab, a line break, a no-break space (U+00A0), a thin
+#: space (U+2009), an ideographic space (U+3000) or any other Unicode space, which stay part of
+#: the value (so ``"Female\u00a0"`` is not ``"Female"``). Written out in every dialect
+#: (:func:`workloads.schema_sql.trim_sql`), never left to an engine's default ``trim``: DuckDB's
+#: strips Unicode spaces, Spark's only this one.
+TRIMMED = " "
+
 #: How an integer is written in text (after trimming spaces): the language of
 #: ``engines.INTEGER_PATTERN`` (``"3.0"`` is 3; ``"1e3"``, ``"0x10"``, ``"1_000"`` are not
 #: integers). Written without backslashes, so it is the same in DuckDB and Spark SQL.
@@ -135,6 +144,12 @@ def _number_text(x: int | float) -> str:
         return str(x)
     text = repr(float(x))
     return text[:-2] if text.endswith(".0") else text
+
+
+def _trim(text: str) -> str:
+    """``text`` without the :data:`TRIMMED` characters (U+0020 only) at either end; no other
+    change (no case folding, no Unicode normalisation)."""
+    return text.strip(TRIMMED)
 
 
 def _value_text(v: Any) -> str:
@@ -182,6 +197,7 @@ class AttributeSchema:
         name = obj.get("name")
         if not isinstance(name, str) or not name:
             raise SchemaError(f"{where}: \"name\" must be a non-empty string ({_DOC})")
+        check_attribute_name(name, SchemaError)
         where = f"{where} ({name!r})"
         kind = obj.get("kind")
         if kind not in KINDS:
@@ -346,7 +362,17 @@ class AttributeSchema:
         """The code of one raw ``value`` read from a column of ``type_class`` (``str`` or
         ``None`` for text, ``int``, ``float``, ``decimal.Decimal``, ``bool``), or
         :data:`MISSING` / :data:`UNPARSED` / :data:`OUTSIDE` after the schema's ``outside``
-        rule: exactly what :func:`workloads.schema_sql.code_sql` computes, in plain Python."""
+        rule: exactly what :func:`workloads.schema_sql.code_sql` computes, in plain Python.
+
+        Text (``docs/schema.md``, "How raw values are matched"): only U+0020 spaces are
+        trimmed from either end (:data:`TRIMMED`); an empty result is missing. What remains
+        is compared code point by code point -- no Unicode normalisation (an NFD ``"Café"``
+        is not the NFC one), no case folding, no look-alikes -- except that booleans are
+        ``true`` / ``false`` in any mix of ASCII case. Integers (:data:`INTEGER_TEXT`) and
+        numbers (:data:`NUMBER_TEXT`) are written with ASCII digits only (no Arabic-Indic or
+        fullwidth digits, no ``_``, ``inf`` or ``nan``); an integer of any length is read
+        exactly (beyond int64 only its sign matters), a number is rounded to the nearest
+        64-bit float (``"1e400"`` is ``inf``, ``"1e-400"`` is 0, ``"-0.0"`` is -0.0 = 0)."""
         self.check_type(type_class)
         return self._finish(self._raw(value, type_class))
 
@@ -366,8 +392,7 @@ class AttributeSchema:
         if self.kind == "numeric":
             return self._bin(self._number(value, tc))
         if self.kind == "categorical" and self.value_type == "string":
-            s = value if tc == "text" else _value_text(value)
-            s = s.strip(" ")
+            s = _trim(value if tc == "text" else _value_text(value))
             if s == "":
                 return MISSING
             try:
@@ -376,7 +401,8 @@ class AttributeSchema:
                 return OUTSIDE
         if self.kind == "categorical" and self.value_type == "boolean":
             if tc == "text":
-                s = value.strip(" ").lower()
+                s = _trim(value)
+                s = s.lower() if s.isascii() else s  # ASCII letters only change case
                 if s == "":
                     return MISSING
                 if s not in ("true", "false"):
@@ -400,12 +426,17 @@ class AttributeSchema:
     @staticmethod
     def _integer(value: Any, tc: str) -> Any:
         if tc == "text":
-            s = value.strip(" ")
+            s = _trim(value)
             if s == "":
                 return _Status(MISSING)
             if not _INTEGER_RE.fullmatch(s):
                 return _Status(UNPARSED)
-            return int(s.split(".")[0])
+            head = s.split(".")[0]
+            if len(head.lstrip("+-").lstrip("0")) > 19:
+                # beyond int64 (and every bound, |bound| <= 2**53): only its sign matters, and
+                # int() would refuse a text of more than 4300 digits
+                return -(1 << 64) if head.startswith("-") else 1 << 64
+            return int(head)
         if tc == "float":
             f = float(value)
             if math.isnan(f):
@@ -425,7 +456,7 @@ class AttributeSchema:
     @staticmethod
     def _number(value: Any, tc: str) -> Any:
         if tc == "text":
-            s = value.strip(" ")
+            s = _trim(value)
             if s == "":
                 return _Status(MISSING)
             if not _NUMBER_RE.fullmatch(s):
@@ -486,7 +517,7 @@ def _check_values(values: Any, where: str) -> list[Any]:
     kind = kinds.pop()
     if kind == "string":
         for v in values:
-            if v == "" or v != v.strip(" "):
+            if v == "" or v != _trim(v):
                 raise SchemaError(f"{where}: a value is empty or has leading/trailing spaces; spaces "
                                   "around raw values are trimmed before matching and an empty field "
                                   "is a missing value, so list values without them")

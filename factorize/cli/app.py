@@ -10,6 +10,8 @@
     factorize report                           plan / results reports (report.py)
     factorize local …                          local model (local.py)
     factorize budget create|show|verify        privacy-budget ledger (budget.py)
+    factorize schema draft|check               domain schemas (schema.py)
+    factorize data check                       the data holder's counts, NOT private (data.py)
 
 ``--threads N|max`` (top level or on any command but ``budget``; else ``FACTORIZE_THREADS``,
 else 1) sizes the BLAS / OpenMP pools before anything numerical is imported
@@ -195,6 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     from factorize.cli.schema import register as register_schema
 
     register_schema(sub)  # schema: draft (NOT public) / check a domain schema
+    from factorize.cli.data import register as register_data
+
+    register_data(sub)  # data check: the data holder's counts (NOT private)
     return parser
 
 

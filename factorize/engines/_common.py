@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -10,8 +10,8 @@ from workloads.domain import Domain
 
 from .errors import DataError
 
-__all__ = ["MAX_COUNT", "MAX_HISTOGRAM_CELLS", "RAW_VALUES_HINT", "check_counts", "check_domain",
-           "format_problems", "format_schema_problems", "rows", "row_major_strides"]
+__all__ = ["MAX_COUNT", "MAX_HISTOGRAM_CELLS", "RAW_VALUES_HINT", "Problems", "check_counts",
+           "check_domain", "format_problems", "format_schema_problems", "rows", "row_major_strides"]
 
 #: Added to a message about values that are not integer codes (a domain of sizes only).
 RAW_VALUES_HINT = ("if a column holds raw values (labels, numbers to bin) rather than integer codes, "
@@ -61,7 +61,8 @@ def check_domain(domain: Any) -> Domain:
 def check_counts(h: np.ndarray, where: str) -> int:
     """The exact total of the non-negative int64 counts ``h``; :class:`DataError` if a count
     or the total reaches :data:`MAX_COUNT` (2**53). Computed without int64 overflow (never
-    a wrapped-around sum); the message quotes the limit only, never a count."""
+    a wrapped-around sum); the message quotes the limit only, never a count (the number of
+    such entries is in the error's ``holder_message``)."""
     h = np.asarray(h)
     if h.dtype != np.int64 or h.ndim != 1:
         raise TypeError(f"check_counts needs a 1-D int64 array, got {h.dtype} {h.shape}")
@@ -69,9 +70,9 @@ def check_counts(h: np.ndarray, where: str) -> int:
         return 0
     big = int(np.count_nonzero(h >= MAX_COUNT))
     if big:
+        limit = f"at least 2**53 = {MAX_COUNT}, the largest count supported (counts must be exact in float64)"
         what = "1 entry is" if big == 1 else f"{big} entries are"
-        raise DataError(f"{where}: {what} at least 2**53 = {MAX_COUNT}, the largest count supported "
-                        f"(counts must be exact in float64)")
+        raise DataError(f"{where}: one or more entries are {limit}", holder_message=f"{where}: {what} {limit}")
     if int(h.max()) * h.size < MAX_COUNT:  # fast path: the int64 sum cannot overflow
         return int(h.sum())
     s = h
@@ -83,15 +84,50 @@ def check_counts(h: np.ndarray, where: str) -> int:
     return int(s[0])
 
 
-def _column_parts(columns: list[tuple[str, tuple[tuple[int, str], ...]]]) -> list[str]:
-    """``column 'name': 3 rows missing …, 1 row not an integer`` for every column with a nonzero
-    count: each column given as its name and its ``(count, what)`` pairs, in order."""
+class Problems(NamedTuple):
+    """One refusal of invalid values, rendered twice from the same counts: ``public`` names
+    the columns and the kinds of problem only (what ``run`` prints: the plan's author chose
+    the domain, so a count would be a free query on the records), ``counted`` adds the rows
+    per column and kind and the number of records (for the data holder's ``factorize data
+    check`` only; NOT differentially private)."""
+
+    public: str
+    counted: str
+
+    def error(self, subject: str) -> DataError:
+        """The :class:`DataError` of this refusal about ``subject`` (a file, a table)."""
+        return DataError(f"{subject}: {self.public}", holder_message=f"{subject}: {self.counted}")
+
+
+#: Said in every public refusal of invalid values: why no count is shown, and where it is.
+COUNTS_WITHHELD = ("values and counts are not shown: the records are private; the data holder "
+                   "gets the counts with `factorize data check`")
+
+
+def _column_parts(columns: list[tuple[str, tuple[tuple[int, str], ...]]], counted: bool) -> list[str]:
+    """``column 'name': 3 rows missing …, 1 row not an integer`` (``counted``) or ``column
+    'name': rows missing …, rows not an integer`` for every column with a nonzero count: each
+    column given as its name and its ``(count, what)`` pairs, in order."""
     parts = []
     for name, kinds in columns:
-        said = [f"{rows(n)} {what}" for n, what in kinds if n]
+        said = [f"{rows(n) if counted else 'rows'} {what}" for n, what in kinds if n]
         if said:
             parts.append(f"column {name!r}: " + ", ".join(said))
     return parts
+
+
+def _problems(columns: list[tuple[str, tuple[tuple[int, str], ...]]], n_rows: int, what: str,
+              hint: str) -> Problems | None:
+    """The two renderings (:class:`Problems`) of per-column counts, or None if all are zero."""
+    public = _column_parts(columns, counted=False)
+    if not public:
+        return None
+    counted = _column_parts(columns, counted=True)
+    return Problems(
+        public=f"{what} ({COUNTS_WITHHELD}): " + "; ".join(public) + hint,
+        counted=(f"{what} in {len(counted)} column(s) of {rows(n_rows)} (NOT differentially "
+                 f"private: for the data holder only): " + "; ".join(counted) + hint),
+    )
 
 
 def format_problems(
@@ -99,18 +135,15 @@ def format_problems(
     sizes: list[int],
     counts: list[tuple[int, int, int]],
     n_rows: int,
-) -> str | None:
-    """Message for per-column counts ``(missing, non_integer, out_of_range)``, or None if all zero."""
-    parts = _column_parts([(name, ((missing, "missing (NULL/empty/NaN)"), (nonint, "not an integer"),
-                                   (oor, f"outside 0..{size - 1}")))
-                           for name, size, (missing, nonint, oor) in zip(names, sizes, counts)])
-    if not parts:
-        return None
+) -> Problems | None:
+    """The refusal (:class:`Problems`) for per-column counts ``(missing, non_integer,
+    out_of_range)``, or None if all are zero. The public rendering depends on the data only
+    through which counts are nonzero."""
+    columns = [(name, ((missing, "missing (NULL/empty/NaN)"), (nonint, "not an integer"),
+                       (oor, f"outside 0..{size - 1}")))
+               for name, size, (missing, nonint, oor) in zip(names, sizes, counts)]
     hint = f" ({RAW_VALUES_HINT})" if any(c[1] for c in counts) else ""
-    return (
-        f"invalid values in {len(parts)} column(s) of {n_rows} rows (values are not shown, "
-        f"records are private): " + "; ".join(parts) + hint
-    )
+    return _problems(columns, n_rows, "invalid values", hint)
 
 
 def text_columns_error(columns: list[str], what: str) -> DataError:
@@ -122,16 +155,11 @@ def text_columns_error(columns: list[str], what: str) -> DataError:
         "give --domain a domain schema (docs/schema.md) that lists the column's values")
 
 
-def format_schema_problems(schema: Any, counts: list[tuple[int, int, int]], n_rows: int) -> str | None:
-    """Message for per-column counts ``(missing, unparsed, outside)`` of raw values mapped by
-    a :class:`workloads.schema.DomainSchema`, or None if all zero (names the rule each broke,
-    from the public schema; never a value)."""
-    parts = _column_parts([(attr.name, ((missing, "missing (NULL/empty/NaN)"),
-                                        (unparsed, attr.unparsed_text()), (outside, attr.rule_text())))
-                           for attr, (missing, unparsed, outside) in zip(schema.attributes, counts)])
-    if not parts:
-        return None
-    return (
-        f"values outside the domain schema in {len(parts)} column(s) of {n_rows} rows (values are "
-        f"not shown, records are private): " + "; ".join(parts) + f" ({SCHEMA_HINT})"
-    )
+def format_schema_problems(schema: Any, counts: list[tuple[int, int, int]], n_rows: int) -> Problems | None:
+    """The refusal (:class:`Problems`) for per-column counts ``(missing, unparsed, outside)``
+    of raw values mapped by a :class:`workloads.schema.DomainSchema`, or None if all are zero
+    (names the rule each broke, from the public schema; never a value)."""
+    columns = [(attr.name, ((missing, "missing (NULL/empty/NaN)"), (unparsed, attr.unparsed_text()),
+                            (outside, attr.rule_text())))
+               for attr, (missing, unparsed, outside) in zip(schema.attributes, counts)]
+    return _problems(columns, n_rows, "values outside the domain schema", f" ({SCHEMA_HINT})")

@@ -40,7 +40,7 @@ the schema gets a negative status, counted per column (never shown), or the catc
 a clamped code where the schema says so. Clean data costs one scan; data that is refused
 costs two (the refusal's counts come from the second).
 Inputs are CSV, Parquet, or a table or view of a DuckDB database file, named
-``"FILE.duckdb::TABLE"`` (or :class:`DuckDBTable`), attached read-only.
+``"FILE.duckdb::TABLE"`` (or :class:`DuckDBTable`), attached read-only and sealed (below).
 
 A CSV file may not contain blank lines (DuckDB would skip them silently; a blank line is no
 record, and in a one-column file it could be a record with a missing value): the first one is
@@ -55,10 +55,17 @@ such a file are not. A verifying scan (min/max with DuckDB's statistics optimize
 about 0.10 s per 10⁷ records of six integer columns, some 40 % of the coded path (measured
 against its 0.17 s grouping query); it is not done.
 
-Records are private: error messages name columns and count rows, never show values. DuckDB's
-own error messages can quote a CSV line, so they are replaced by a summary (line number and
-kind of problem). Spilling to disk is disabled (``temp_directory=''``): no intermediate
-result derived from the records is written outside memory.
+Records are private: error messages name columns and kinds of problem, never show values
+nor a number derived from the records (rows per column, the record count, a line number:
+those are in the error's ``holder_message``, printed by ``factorize data check`` only;
+``engines/errors.py``). DuckDB's own error messages can quote a CSV line, so they are replaced
+by a summary (the kind of problem). Spilling to disk is disabled (``temp_directory=''``): no
+intermediate result derived from the records is written outside memory.
+
+A DuckDB database file is attached read-only and the connection then sealed
+(:func:`attach_sealed`: external access off, configuration locked), so that a view of the
+file cannot read or list other files on this machine (``read_csv``, ``glob``): such a view is
+refused.
 """
 
 from __future__ import annotations
@@ -209,13 +216,17 @@ def _blank_line(p: Path) -> int | None:
 
 
 def check_blank_lines(p: Path, label: str | None = None) -> None:
-    """Refuse a CSV file with a blank line (:class:`DataError` with its line number)."""
+    """Refuse a CSV file with a blank line (:class:`DataError`; its line number, which
+    depends on the records, only in the error's ``holder_message``)."""
     line = _blank_line(p)
     if line is not None:
-        raise DataError(f"CSV file {label or str(p)!r}: line {line} is blank; a blank line is not a "
-                        "record (DuckDB and Spark would skip it silently, and in a one-column file it "
-                        "may be a record whose value is missing): remove blank lines, or write missing "
-                        "values as empty fields of a row")
+        why = ("a blank line is not a record (DuckDB and Spark would skip it silently, and in a "
+               "one-column file it may be a record whose value is missing): remove blank lines, or "
+               "write missing values as empty fields of a row")
+        name = label or str(p)
+        raise DataError(f"CSV file {name!r} has a blank line (its line number is not shown: it "
+                        f"depends on the records); {why}",
+                        holder_message=f"CSV file {name!r}: line {line} is blank; {why}")
 
 
 def _check_path(path: Any) -> tuple[Path, str]:
@@ -274,8 +285,9 @@ def _match_columns(
 ) -> list[int]:
     """Positions in ``file_names`` of the ``wanted`` columns; DataError on missing/extra/repeated.
 
-    If some wanted column is missing, the other header fields are counted but not named: the
-    "header" may in fact be a first record (a file without header row).
+    If some wanted column is missing, the other header fields are neither named nor counted
+    (counted in the error's ``holder_message`` only): the "header" may in fact be a first
+    record (a file without header row).
     """
     missing = [c for c in wanted if c not in file_names]
     others = [c for c in file_names if c not in wanted]
@@ -283,10 +295,11 @@ def _match_columns(
         hint = ""
         if len(missing) == len(wanted):
             hint = " -- none of the domain's columns were found; does the file start with a header row?"
+        lacks = f"{what} lacks column(s) {missing} needed by the domain"
         raise DataError(
-            f"{what} lacks column(s) {missing} needed by the domain (it has {len(file_names)} columns, "
-            f"{len(others)} of them not in the domain; their names are not shown){hint}"
-        )
+            f"{lacks} (the names and number of its other columns are not shown){hint}",
+            holder_message=(f"{lacks} (it has {len(file_names)} columns, {len(others)} of them not in "
+                            f"the domain; their names are not shown){hint}"))
     repeated = sorted({c for c in wanted if file_names.count(c) > 1})
     if repeated:
         raise DataError(f"{what} has more than one column named {repeated}")
@@ -322,7 +335,9 @@ def _column_sql(col: str, sql_type: str, size: int, name: str) -> tuple[str, str
         )
         return status, f"CAST({col} AS BIGINT)"
     if t == "VARCHAR" or t.startswith("VARCHAR("):
-        s = f"trim({col})"
+        from workloads.schema_sql import trim_sql
+
+        s = trim_sql(col)  # U+0020 only, as a schema's text (docs/schema.md)
         status = (
             f"CASE WHEN {col} IS NULL OR {s} = '' THEN 1 "
             f"WHEN NOT regexp_full_match({s}, {_literal(INTEGER_PATTERN)}) THEN 2 "
@@ -506,6 +521,12 @@ def _read_error(exc: Exception, p: Path, fmt: str, table: DuckDBTable | None = N
     if fmt == "table":
         name = table.table if table is not None else "?"
         last = name.rsplit(".", 1)[-1]
+        if "Permission" in kind or "Permission Error" in text:
+            return DataError(f"the view {name!r} of DuckDB database {str(p)!r} reads files or lists "
+                             "directories (read_csv, read_parquet, read_text, glob, …): refused. A "
+                             "--data FILE.duckdb::TABLE source is a table stored in the database, or a "
+                             "view over its tables only; file access is disabled once the database "
+                             "is attached (materialize the view as a table: CREATE TABLE … AS SELECT …)")
         if "does not exist" in text and f"name {last} does not exist" in text:
             return DataError(f"DuckDB database {str(p)!r} has no table or view {name!r} (--data "
                              f"FILE.duckdb::TABLE names one; the names are case-sensitive as written)")
@@ -527,10 +548,13 @@ def _read_error(exc: Exception, p: Path, fmt: str, table: DuckDBTable | None = N
             why = "invalid UTF-8"
         else:
             why = "malformed row"
+        public = ("a row has the wrong number of fields" if cols
+                  else "a malformed row" + ("" if why == "malformed row" else f" ({why})"))
+        withheld = "(DuckDB's message is withheld: it may quote record contents)"
         return DataError(
-            f"cannot parse CSV file {str(p)!r}: line {line.group(1)}: {why} "
-            f"(DuckDB's message is withheld: it may quote record contents)"
-        )
+            f"cannot parse CSV file {str(p)!r}: {public} (the line is not shown: its number depends "
+            f"on the records) {withheld}",
+            holder_message=f"cannot parse CSV file {str(p)!r}: line {line.group(1)}: {why} {withheld}")
     what = "CSV" if fmt == "csv" else "Parquet"
     return DataError(
         f"DuckDB cannot read {what} file {str(p)!r} ({kind}; its message is withheld: it may quote record contents)"
@@ -574,7 +598,8 @@ def histogram_duckdb(
     Without a schema, every value must be an integer in ``0 .. sizes[j]-1``: integer or boolean columns,
     integral float/decimal values, or text matching :data:`INTEGER_PATTERN`. NULL, empty
     and NaN values, non-integers (``1.5``, ``abc``) and out-of-range values are counted per
-    column and reported in one :class:`DataError` (no values shown); so are an empty file,
+    column and reported in one :class:`DataError` (no values; the counts only in its
+    ``holder_message``); so are an empty file,
     missing or unexpected columns, unparsable rows and unsupported column types.
     """
     domain = check_domain(domain)
@@ -624,7 +649,7 @@ def marginals_duckdb(
 
     The records are read and checked exactly as by :func:`histogram_duckdb` (same parameters,
     one scan into an in-memory table of distinct raw tuples with counts, the same
-    :class:`DataError` messages, which name columns and count rows but never show values;
+    :class:`DataError` messages, which name columns and kinds of problem, never values or counts;
     an empty file is refused). Every record is checked, also in columns that no requested
     subset uses. Then, in the same in-memory DuckDB (spilling to disk is disabled,
     ``temp_directory=''``: nothing derived from the records is written outside memory), the
@@ -701,6 +726,29 @@ def _run(path: Any, domain: Domain, columns: Sequence[str] | None, allow_extra_c
 _SOURCE_DB = "__factorize_source"
 
 
+def attach_sealed(con: Any, database: Path | str, alias: str) -> None:
+    """Attach a DuckDB database file read-only as ``alias``, then seal the connection: external
+    access off (``enable_external_access = false``: no table function may read or list a file
+    -- ``read_csv``, ``read_parquet``, ``read_text``, ``glob`` -- nor reach the network) and
+    the configuration locked (``lock_configuration = true``: no later ``SET`` or ``RESET``,
+    so nothing can turn access back on).
+
+    READ_ONLY alone does not stop a view of the file from running ``read_csv('/etc/…')`` or
+    ``glob('/home/*')`` on this machine when it is queried; sealed, querying such a view is a
+    DuckDB ``PermissionException``, which :func:`_read_error` turns into a refusal of the view.
+    The attached file itself stays readable (its handle is open). Call it once the inputs
+    are attached and before anything of the database is queried; the connection must not
+    need file access or a configuration change afterwards."""
+    con.execute(f"ATTACH {_literal(str(database))} AS {_ident(alias)} (READ_ONLY)")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _configuration_locked(con: Any) -> bool:
+    """Whether :func:`attach_sealed` locked this connection's configuration."""
+    return bool(con.execute("SELECT current_setting('lock_configuration')").fetchone()[0])
+
+
 def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
              strict: bool, table: DuckDBTable | None = None) -> tuple[list[tuple[str, str]], int]:
     """Steps 1–2: the temporary table g of distinct raw tuples with counts (or, with a domain
@@ -722,7 +770,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
     else:
         if fmt == "table":
             assert table is not None
-            con.execute(f"ATTACH {_literal(str(p))} AS {_ident(_SOURCE_DB)} (READ_ONLY)")
+            attach_sealed(con, p, _SOURCE_DB)
             source = ".".join(_ident(x) for x in [_SOURCE_DB, *_table_parts(table)])
             what = f"table {table.table!r} of DuckDB database {str(p)!r}"
             subject = what
@@ -793,16 +841,16 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
     row = con.execute(f"SELECT sum({_COUNT}){aggs} FROM (SELECT {_COUNT}{statuses} FROM g)").fetchone()
     n_rows = int(row[0] or 0)
     if n_rows == 0:
-        raise DataError(f"{subject} has no records (0 rows): refusing to build an empty histogram")
+        raise DataError(f"{subject} has no records: refusing to build an empty histogram")
     counts = [(0, 0, 0)] * d
     for i, j in enumerate(checked):
         counts[j] = tuple(int(row[1 + 3 * i + k] or 0) for k in range(3))
     if domain.schema is not None:
-        msg = format_schema_problems(domain.schema, counts, n_rows)  # type: ignore[arg-type]
+        problems = format_schema_problems(domain.schema, counts, n_rows)  # type: ignore[arg-type]
     else:
-        msg = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)  # type: ignore[arg-type]
-    if msg:
-        raise DataError(f"{subject}: {msg}")
+        problems = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)  # type: ignore[arg-type]
+    if problems:
+        raise problems.error(subject)
     return status_code, n_rows
 
 
@@ -870,8 +918,11 @@ def _marginals(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_r
     con.execute("DROP TABLE g")
     # Perfect-hash aggregation (an array indexed by the cell) up to tables of _SCAN_CELLS
     # cells; larger ones (few distinct tuples) use DuckDB's hash aggregate, sized by groups.
+    # (A sealed connection -- a DuckDB table source, attach_sealed -- keeps its initial
+    # threshold: its configuration is locked. Only the speed differs.)
     largest = min(max(subset_cells(domain.sizes, t) for t in plans), _SCAN_CELLS)
-    con.execute(f"SET perfect_ht_threshold = {max(12, min(_MAX_PERFECT_HT_BITS, largest.bit_length() + 1))}")
+    if not _configuration_locked(con):
+        con.execute(f"SET perfect_ht_threshold = {max(12, min(_MAX_PERFECT_HT_BITS, largest.bit_length() + 1))}")
     # 4. One grouped scan per planned table; the requested tables are summed out of it.
     for t in plans:
         builder.add_sparse(t, *_scan_table(con, domain, t), "the records' marginal")

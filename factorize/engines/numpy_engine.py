@@ -23,8 +23,11 @@ __all__ = ["histogram_from_npy", "histogram_numpy"]
 _INT64_MAX = int(np.iinfo(np.int64).max)
 
 
-def _entries(count: int) -> str:
-    return "1 entry is" if count == 1 else f"{count} entries are"
+def _entries_error(where: str, count: int, what: str) -> DataError:
+    """The refusal of ``count`` histogram entries that are ``what``: the count (data-dependent)
+    only in the error's ``holder_message``."""
+    counted = "1 entry is" if count == 1 else f"{count} entries are"
+    return DataError(f"{where}: one or more entries are {what}", holder_message=f"{where}: {counted} {what}")
 
 
 def _column_problems(col: np.ndarray, size: int) -> tuple[int, int, int]:
@@ -47,8 +50,8 @@ def histogram_numpy(records: Any, domain: Domain) -> np.ndarray:
 
     Column ``j`` holds attribute ``domain.attributes[j]``; values must be integers in
     ``0 .. sizes[j]-1`` (integer, boolean, or integral float dtype; NaN is missing).
-    Raises :class:`DataError` (counts per column, no values) on invalid records or when
-    there are no records.
+    Raises :class:`DataError` (the columns and kinds of problem; no values, the counts only in
+    its ``holder_message``) on invalid records or when there are no records.
     """
     domain = check_domain(domain)
     arr = np.asarray(records)
@@ -59,16 +62,16 @@ def histogram_numpy(records: Any, domain: Domain) -> np.ndarray:
             f"got shape {arr.shape}"
         )
     if arr.shape[0] == 0:
-        raise DataError("there are no records (0 rows): refusing to build an empty histogram")
+        raise DataError("there are no records: refusing to build an empty histogram")
     kind = arr.dtype.kind
     if kind == "b":
         arr = arr.astype(np.int64)
     elif kind not in "iuf":
         raise DataError(f"records must be a numeric (integer) array, got dtype {arr.dtype}")
     counts = [_column_problems(arr[:, j], s) for j, s in enumerate(domain.sizes)]
-    msg = format_problems(list(domain.attributes), list(domain.sizes), counts, arr.shape[0])
-    if msg:
-        raise DataError(msg)
+    problems = format_problems(list(domain.attributes), list(domain.sizes), counts, arr.shape[0])
+    if problems:
+        raise problems.error("records")
     try:
         cells = domain.index(arr)
     except DomainError as exc:  # not expected after the checks above; its messages hold no values
@@ -143,21 +146,21 @@ def histogram_from_npy(path: str | os.PathLike[str], domain: Domain | int) -> np
     if kind == "f":
         bad = int(np.count_nonzero(~np.isfinite(h)))
         if bad:
-            raise DataError(f"{where}: {_entries(bad)} not finite (NaN or infinite)")
+            raise _entries_error(where, bad, "not finite (NaN or infinite)")
         bad = int(np.count_nonzero(h != np.round(h)))
         if bad:
-            raise DataError(f"{where}: {_entries(bad)} not integral")
+            raise _entries_error(where, bad, "not integral")
         # 2**63 is exactly representable; anything >= it overflows int64
         bad = int(np.count_nonzero(h >= 2.0**63))
         if bad:
-            raise DataError(f"{where}: {_entries(bad)} too large for int64 counts")
+            raise _entries_error(where, bad, "too large for int64 counts")
     elif kind == "u":
         bad = int(np.count_nonzero(h > _INT64_MAX))
         if bad:
-            raise DataError(f"{where}: {_entries(bad)} too large for int64 counts")
+            raise _entries_error(where, bad, "too large for int64 counts")
     bad = int(np.count_nonzero(h < 0))
     if bad:
-        raise DataError(f"{where}: {_entries(bad)} negative (counts must be >= 0)")
+        raise _entries_error(where, bad, "negative (counts must be >= 0)")
     h = h.astype(np.int64)
     # every count and the total below 2**53, summed without int64 overflow: a wrapped sum
     # would otherwise reach the caller as "0 records" or a wrong n

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from workloads.schema import INTEGER_TEXT, NUMBER_TEXT, SCHEMA_FORMAT, SCHEMA_VERSION, DomainSchema
+from workloads.schema_sql import trim_sql
 
 from .errors import DataError
 
@@ -70,6 +71,7 @@ def draft_schema_dict(data: str | os.PathLike[str], *, columns: list[str] | None
         _check_path,
         _csv_header,
         _table_parts,
+        attach_sealed,
         check_blank_lines,
         parse_table_ref,
         type_class,
@@ -84,7 +86,7 @@ def draft_schema_dict(data: str | os.PathLike[str], *, columns: list[str] | None
     try:
         table = parse_table_ref(os.fspath(data))
         if table is not None:
-            con.execute(f"ATTACH {_literal(table.database)} AS src (READ_ONLY)")
+            attach_sealed(con, table.database, "src")  # a view may not read other files
             source = ".".join(_ident(x) for x in ["src", *_table_parts(table)])
             label = str(table)
         else:
@@ -131,7 +133,7 @@ def _draft_attribute(con: Any, source: str, col: str, tc: str | None, max_catego
     if tc == "boolean":
         return {"name": col, "kind": "categorical", "values": [False, True], "outside": "catch_all"}
     if tc == "text":
-        t = f"trim({c})"
+        t = trim_sql(c)  # the schema's rule: U+0020 only
         n, n_int, n_num, n_distinct = con.execute(
             f"SELECT count(*) FILTER (WHERE {t} <> ''), "
             f"count(*) FILTER (WHERE regexp_full_match({t}, {_literal(INTEGER_TEXT)})), "

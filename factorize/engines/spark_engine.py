@@ -18,7 +18,8 @@ One scan, one aggregation. Each row gets a LongType key computed inside Spark:
 ``groupBy(key).count()`` then gives, at the driver, the histogram (keys ``>= 0``) and the
 per-column counts of bad rows (keys ``< 0``), which are reported with
 :func:`engines._common.format_problems` in one :class:`DataError` with exactly the text of
-:func:`engines.histogram_duckdb`. Since the keys are computed before the shuffle, Spark's
+:func:`engines.histogram_duckdb` (columns and kinds of problem; the counts only in its
+``holder_message``, for ``factorize data check``). Since the keys are computed before the shuffle, Spark's
 shuffle files (the only data it writes to local disk) hold partial counts per key, no record
 values.
 
@@ -71,6 +72,7 @@ import numpy as np
 
 from factorize.errors import EnvironmentProblem
 from workloads.domain import Domain
+from workloads.schema import TRIMMED
 
 from ._common import (
     check_counts,
@@ -355,8 +357,9 @@ def _is_dataframe(obj: Any) -> bool:
 def _prepare(c: Any, dtype: Any, j: int) -> list[Any]:
     """Stage-1 columns for value column ``c`` (attribute ``j``).
 
-    Text: ``n{j}`` (NULL flag) and ``t{j}`` (trimmed: Spark's trim, like DuckDB's, removes
-    spaces only). Later stages add ``l{j}`` (``try_cast`` to long), ``f{j}`` (the fast path:
+    Text: ``n{j}`` (NULL flag) and ``t{j}`` (trimmed of U+0020 spaces only, the schema's
+    :data:`~workloads.schema.TRIMMED`, spelled out rather than Spark's default). Later
+    stages add ``l{j}`` (``try_cast`` to long), ``f{j}`` (the fast path:
     the text is the canonical decimal spelling of a non-negative long, e.g. ``"17"``) and
     ``d{j}`` (for other texts only: the digits matched by the integer pattern, ``''`` if it
     does not match). Spark does not inline an expression that a later stage uses several
@@ -365,7 +368,7 @@ def _prepare(c: Any, dtype: Any, j: int) -> list[Any]:
     from pyspark.sql import functions as F
 
     if _is_text(dtype):
-        return [c.isNull().alias(f"n{j}"), F.trim(c.cast("string")).alias(f"t{j}")]
+        return [c.isNull().alias(f"n{j}"), F.trim(c.cast("string"), F.lit(TRIMMED)).alias(f"t{j}")]
     return [c.alias(f"v{j}")]
 
 
@@ -728,12 +731,12 @@ def _raise_problems(domain: Domain, chunks: list[list[int]], bad_masks: list[np.
             for kind in (1, 2, 3):
                 counts[j][kind - 1] += int(bad_cnt[st == kind].sum())
     if domain.schema is not None:
-        msg = format_schema_problems(domain.schema, [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
+        problems = format_schema_problems(domain.schema, [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
     else:
-        msg = format_problems(list(domain.attributes), list(domain.sizes),
-                              [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
-    if msg:
-        raise DataError(f"{subject}: {msg}")
+        problems = format_problems(list(domain.attributes), list(domain.sizes),
+                                   [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
+    if problems:
+        raise problems.error(subject)
 
 
 def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], strict: bool,
@@ -771,7 +774,7 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
     n_rows = int(cnt.sum())
     subject = f"data file {label!r}" if fmt else label
     if n_rows == 0:
-        raise DataError(f"{subject} has no records (0 rows): refusing to build an empty histogram")
+        raise DataError(f"{subject} has no records: refusing to build an empty histogram")
 
     bad = k < 0
     if len(chunks) == 1:
@@ -828,7 +831,7 @@ def _marginals(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
     # then no count of any table can reach it either)
     n_rows = check_counts(cnt[sid == -1], subject)
     if n_rows == 0:
-        raise DataError(f"{subject} has no records (0 rows): refusing to build an empty histogram")
+        raise DataError(f"{subject} has no records: refusing to build an empty histogram")
     # Problems: the keys of chunk t with a non-zero mask (masks of the other chunks: 0 there).
     sels = [(sid == -1 - t) & (k != 0) for t in range(len(chunks))]
     bad_cnt = np.concatenate([cnt[sel] for sel in sels])

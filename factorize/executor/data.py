@@ -11,7 +11,11 @@ records hold raw values and the engine maps them to codes with the schema's rule
 :func:`load_histogram` gives the dense histogram (domains up to 2**40 cells);
 :func:`load_marginals` gives marginal tables on attribute subsets (records: domains of any
 size, memory proportional to the measured cells). Every problem raises
-``engines.DataError``, whose messages never contain record values.
+``engines.DataError``, whose messages never contain record values nor numbers derived from
+the records (rows per column, the record count, a line number: the plan's author chooses the
+domain they are checked against, so such a number would be a free query). The same errors
+carry those numbers in ``holder_message``; :func:`count_records` runs the same checks for the
+data holder's ``factorize data check``, which prints them (NOT differentially private).
 """
 
 from __future__ import annotations
@@ -154,3 +158,14 @@ def load_marginals(path: str | os.PathLike[str], domain: Domain, subsets: Sequen
     if m.n_records <= 0:  # defensive: the engines refuse empty data themselves
         raise DataError(f"data file {str(p)!r}: the dataset is empty")
     return m
+
+
+def count_records(path: str | os.PathLike[str], domain: Domain, *, allow_extra_columns: bool = False,
+                  engine: str = "duckdb") -> int:
+    """The exact number of records of ``path`` over ``domain``, after every check that
+    :func:`load_histogram` / :func:`load_marginals` (so ``factorize run``) makes -- the same
+    code path (marginal tables of the empty subset only). NOT differentially private: for
+    the data holder (``factorize data check``), never for a plan's author. A refusal is the
+    :class:`DataError` ``run`` would raise; its ``holder_message`` has the counts."""
+    return int(load_marginals(path, domain, [()], allow_extra_columns=allow_extra_columns,
+                              engine=engine).n_records)

@@ -125,8 +125,10 @@ def message_sums(plan: LocalPlan, path: str | Path, *, threads: int | None = Non
     n, bad = int(row[0]), int(row[1])
     if n == 0:
         raise DataError(f"messages file {str(p)!r} has no messages")
-    if bad:
-        raise DataError(f"messages file {str(p)!r}: {bad} messages have missing or non-finite values")
+    if bad:  # how many: in holder_message only (no data-dependent number in a refusal)
+        raise DataError(f"messages file {str(p)!r}: some messages have missing or non-finite values",
+                        holder_message=f"messages file {str(p)!r}: {bad} of {n} messages have missing "
+                                       "or non-finite values")
     return np.array(row[2:], dtype=np.float64), n, _message_info(p)
 
 

@@ -8,8 +8,18 @@ random record in full. The documented ceilings:
 * pure and approximate DP: ``ε ≤ EPSILON_CEILING = 10`` (e¹⁰ ≈ 22,026);
 * zCDP: ``ρ ≤ RHO_CEILING = 10`` (the (ε, 10⁻⁶)-DP it implies has ε ≈ 33.5);
 * approximate DP: ``δ ≤ DELTA_CEILING = 10⁻³`` when planning and verifying, and ``δ < 1/n``
-  for the data at hand when running (the one data-dependent refusal: it reveals only that n
-  is at least 1/δ, and it happens before any budget is charged or noise drawn).
+  for the data at hand when running.
+
+What the ``δ < 1/n`` refusal reveals. It is the one refusal of a valid plan that depends on
+the records, through their number n alone, and it is not private: it happens before any
+budget is charged or noise drawn, so it costs nothing, and whoever sees it learns one bit --
+whether ``δ·n ≥ 1``, i.e. ``n ≥ 1/δ``. Its message states δ (the plan's, public) and never n.
+One bit per run is not nothing: an author whose plans, with different δ, are all run on the
+same data can bisect n in about log₂ n runs. A data holder who must keep n from plans'
+authors should treat the check's outcome as public and run only plans whose δ is below
+``1/n_min`` for a public lower bound ``n_min`` on the size (then the check can never refuse,
+and refusals reveal nothing); ``factorize data check`` (for the data holder only, NOT
+private) prints n.
 
 ``factorize plan | verify | run`` and the local client apply them; ``--allow-weak-guarantee``
 (``allow_weak=True``) releases anyway, and says so in the output's metadata.
@@ -39,8 +49,9 @@ def guarantee_problems(guarantee: Any, n: int | None = None) -> list[str]:
         if guarantee.delta > DELTA_CEILING:
             out.append(f"δ = {guarantee.delta:g} is above the ceiling δ ≤ {DELTA_CEILING:g}")
         if n is not None and n > 0 and guarantee.delta * n >= 1.0:
+            # never n itself: the refusal is free, so it reveals one bit only (module docstring)
             out.append(f"δ = {guarantee.delta:g} is not below 1/n for this dataset (a δ ≥ 1/n "
-                       "allows publishing a record outright)")
+                       "allows publishing a record outright; n is not shown)")
     return out
 
 
