@@ -9,10 +9,11 @@ import importlib
 from typing import Any
 
 #: Where each public name lives; submodules are imported on first use, so that
-#: ``import solvers.errors`` (the executor's error mapping) never loads cvxpy.
+#: ``import solvers.errors`` (the executor's error mapping) and ``solvers.options`` (the
+#: planner's options and back-end check) never load cvxpy.
 _HOME = {
-    **dict.fromkeys(("BACKENDS", "SolveInfo", "SolverOptions", "available_backends",
-                     "mosek_available"), "solvers.backends"),
+    **dict.fromkeys(("BACKENDS", "SolveInfo", "SolverOptions", "require_backend"), "solvers.options"),
+    **dict.fromkeys(("available_backends", "mosek_available"), "solvers.backends"),
     **dict.fromkeys(("BackendUnavailableError", "CertificateGapError", "CertificateInvalidError",
                      "SolverError", "SolverFailedError", "SolverInaccurateError",
                      "SolverTimeLimitError"), "solvers.errors"),
@@ -33,7 +34,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "BACKENDS", "SolveInfo", "SolverOptions", "available_backends", "mosek_available",
+    "BACKENDS", "SolveInfo", "SolverOptions", "require_backend", "available_backends",
+    "mosek_available",
     "SolverError", "BackendUnavailableError", "SolverFailedError", "SolverInaccurateError",
     "SolverTimeLimitError", "CertificateGapError", "CertificateInvalidError",
     "solve_gamma_f_sdp", "GammaFSDPResult", "solve_gamma_2_sdp", "Gamma2SDPResult",

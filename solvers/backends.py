@@ -1,80 +1,33 @@
 """SDP back-ends through cvxpy: SCS (default), Clarabel, MOSEK (only when licensed).
 
-``SolverOptions`` carries the back-end, its tolerance, an iteration cap and a wall-clock
-limit; ``solve_cvxpy`` runs one cvxpy problem and turns every non-optimal outcome into a
-``solvers.errors`` exception that says which back-end, what status and why.
+``SolverOptions`` (the back-end, its tolerance, an iteration cap and a wall-clock limit) and
+``require_backend`` live in the cvxpy-free ``solvers.options`` (re-exported here); importing
+this module loads cvxpy, so the planner imports it only to solve an SDP. ``solve_cvxpy``
+runs one cvxpy problem and turns every non-optimal outcome into a ``solvers.errors`` exception that says which back-end, what status and why.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import time
 import warnings
-from dataclasses import dataclass
 
 import cvxpy as cp
 
-from factorize.choices import BACKENDS
 from solvers.errors import (
     BackendUnavailableError,
     SolverFailedError,
     SolverInaccurateError,
     SolverTimeLimitError,
 )
-
-#: Default stopping tolerance per back-end. SCS is first order: 1e-9 makes its dual
-#: multipliers accurate enough for a certified relative gap ≤ 1e-6 (reports/bench_core.md).
-DEFAULT_EPS = {"scs": 1e-9, "clarabel": 1e-8, "mosek": 1e-9}
-DEFAULT_MAX_ITERS = {"scs": 500_000, "clarabel": 500, "mosek": 10_000}
-
-
-@dataclass(frozen=True)
-class SolverOptions:
-    """How to run one SDP: back-end, tolerance, iteration cap, time limit (seconds)."""
-
-    backend: str = "scs"
-    eps: float | None = None
-    max_iters: int | None = None
-    time_limit: float | None = None
-    verbose: bool = False
-
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown solver back-end {self.backend!r}; expected one of {BACKENDS}")
-        if self.eps is not None and not (0 < self.eps < 1):
-            raise ValueError(f"eps must be in (0, 1), got {self.eps}")
-        if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
-            raise ValueError(f"time_limit must be a positive number of seconds, got {self.time_limit}")
-
-    @property
-    def tolerance(self) -> float:
-        return self.eps if self.eps is not None else DEFAULT_EPS[self.backend]
-
-    @property
-    def iteration_cap(self) -> int:
-        return self.max_iters if self.max_iters is not None else DEFAULT_MAX_ITERS[self.backend]
-
-    def remaining(self, elapsed: float) -> "SolverOptions":
-        """The same options with the time limit reduced by ``elapsed`` seconds."""
-        if self.time_limit is None:
-            return self
-        left = self.time_limit - elapsed
-        if left <= 0:
-            raise SolverTimeLimitError(
-                f"time limit of {self.time_limit:g} s used up before the next solve could start")
-        return SolverOptions(self.backend, self.eps, self.max_iters, left, self.verbose)
-
-
-@dataclass(frozen=True)
-class SolveInfo:
-    """What the back-end reported."""
-
-    backend: str
-    status: str
-    seconds: float
-    iterations: int | None
-    objective: float
+from solvers.options import (  # noqa: F401 - re-exported: the cvxpy-free half lives there
+    BACKENDS,
+    DEFAULT_EPS,
+    DEFAULT_MAX_ITERS,
+    SolveInfo,
+    SolverOptions,
+    require_backend,
+)
 
 
 @functools.cache
@@ -120,12 +73,9 @@ def _solver_kwargs(opts: SolverOptions) -> dict:
     return dict(solver=cp.MOSEK, mosek_params=params)
 
 
-def require_backend(opts: SolverOptions) -> None:
-    """Raise ``BackendUnavailableError`` unless ``opts.backend`` can run here."""
-    if opts.backend == "mosek" and not mosek_available():
-        raise BackendUnavailableError(
-            "MOSEK was requested but is not usable here (not installed, or no license found); "
-            "use --solver scs or --solver clarabel")
+def _require_in_cvxpy(opts: SolverOptions) -> None:
+    """``require_backend`` plus cvxpy's own view: the back-end's interface imports."""
+    require_backend(opts)
     if opts.backend.upper() not in cp.installed_solvers():
         raise BackendUnavailableError(f"back-end {opts.backend} is not installed in cvxpy")
 
@@ -135,7 +85,7 @@ def solve_cvxpy(problem: cp.Problem, opts: SolverOptions, what: str) -> SolveInf
 
     ``what`` names the problem in error messages (e.g. "γ_F SDP of a 64×64 workload").
     """
-    require_backend(opts)
+    _require_in_cvxpy(opts)
     start = time.perf_counter()
     try:
         with warnings.catch_warnings():  # cvxpy warns on inaccurate status; we raise instead

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -92,8 +93,11 @@ class SafeguardedAnderson:
         self.target_gap = target_gap
         self.stall_iters = stall_iters
         self.deadline = deadline
-        self.lower, self.lower_at, self._lower_plain = -math.inf, None, None
-        self.upper, self.upper_at, self.route = math.inf, None, None
+        self.lower, self.upper = -math.inf, math.inf
+        self.lower_at: Any = None  # the point of the best dual / primal value
+        self.upper_at: Any = None
+        self._lower_plain: Any = None
+        self.route: str | None = None
         self.history: list[tuple[int, float, float]] = []
         self._since_improvement = 0
 
@@ -108,14 +112,14 @@ class SafeguardedAnderson:
     def record(self, it: int, lower: float, plain: np.ndarray, primal: dict[str, float],
                point) -> bool:
         """Record iteration ``it`` at ``point`` (dual value, plain image T(x), primal values
-        by route); True when the loop should stop."""
+        by route, possibly none); True when the loop should stop."""
         improved = False
         self._last_lower = lower
         if lower > self.lower:
             self.lower, self.lower_at, self._lower_plain = lower, point, plain
             improved = True
-        route = min(primal, key=primal.get)
-        if primal[route] < self.upper:
+        route = min(primal, key=primal.__getitem__) if primal else None  # {}: no valid primal
+        if route is not None and primal[route] < self.upper:
             self.upper, self.upper_at, self.route = primal[route], point, route
             improved = True
         self.history.append((it, self.lower, self.upper))

@@ -21,12 +21,24 @@ Two feasible strategies (``diag X ≤ 1``) are read off it:
 * ``"balanced"``: X = D_r^{-1/2} X_q D_r^{-1/2} (unit diagonal),
   k·γ_F² ≤ tr(G X⁻¹) = f · Σ_ab (λ_a/√λ_b) C_ab²,  C = Vᵀ D_{√r} V,  M_q = V Λ Vᵀ.
   At the optimum r = 1 and X is stationary on {diag X = 1}, so this bound is *second*
-  order in ||q − q*||: a q accurate to 1e-3 certifies a gap near 1e-6. It reproduces W
-  only when its rows span W's row space — always when G is non-singular; the planner's
-  residual check decides otherwise.
+  order in ||q − q*||: a q accurate to 1e-3 certifies a gap near 1e-6. Used only when G is
+  non-singular: its range ``D_r^{-1/2} range(G)`` contains W's rows only then (or at r = 1).
+* ``"projected"`` (G singular, rank ρ < N, range basis U_G with ``G = U_G Σ U_Gᵀ``, projector
+  ``P = U_G U_Gᵀ``): X_q = U_G Y_q U_Gᵀ already has range(G); it is corrected inside that
+  range, ``X = (X_q − P diag(y) P) / s`` with ``(P∘P) y = r − 1`` (least squares; P∘P is
+  constant, its pseudo-inverse computed once) and s the largest diagonal entry. The gradient
+  of tr(G X⁺) at X_q is ``−f² D``, so the first-order change ``f² Σ q_j (r_j − 1)`` is 0 and
+  the bound ``s · tr(Σ Y⁻¹)`` is second order, like "balanced"; A = Y^{1/2} U_Gᵀ/√s has
+  exactly W's row space, so ``R = W A⁺`` reproduces W. Skipped when the corrected Y is
+  not positive definite (far from the optimum).
+
+Every primal bound above assumes ``R = W A⁺`` reproduces W, i.e. ``rank M_q = rank G``;
+at a q whose tiny weights drop a direction of M_q (rank below ρ) no bound is recorded — the
+value ``f² max r`` there would be a bound for a *different* workload and can lie below the
+true γ_F (a failed certificate, not a plan).
 
 The strategies are ``A = Λ^{1/4} Vᵀ D^{-1/2} (D_r^{-1/2}) / √f`` (rows for the positive
-eigenvalues), so ``AᵀA = X``.
+eigenvalues), so ``AᵀA = X``, and the "projected" one above.
 """
 
 from __future__ import annotations
@@ -36,6 +48,7 @@ import math
 import numpy as np
 
 from solvers.dual_common import (
+    REL_EIG_TOL,
     Deadline,
     DualSolveResult,
     SafeguardedAnderson,
@@ -45,6 +58,10 @@ from solvers.dual_common import (
     square_finite,
 )
 from solvers.errors import SolverFailedError
+
+#: "projected" primal: a column whose diagonal r_j is below 1 − INACTIVE is treated as having
+#: a slack constraint (weight → 0 at the optimum) and is not corrected.
+INACTIVE = 0.05
 
 
 def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memory: int = 5,
@@ -65,7 +82,9 @@ def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memor
         raise SolverFailedError("the workload is zero: γ_F(0) = 0 has nothing to plan")
     Gs = G[np.ix_(support, support)]
     n = Gs.shape[0]
-    full_rank = None
+    # the rank of G on its support, and for singular G its range (the "projected" primal)
+    sigma, U = positive_eigenpairs(Gs)
+    span = None if sigma.size == n else _Range(sigma, U)
 
     x = np.full(n, -math.log(n))
     loop = SafeguardedAnderson(memory, target_gap, stall_iters, deadline)
@@ -73,11 +92,12 @@ def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memor
     for it in range(1, max_iters + 1):
         q = simplex_from_log(x)
         lam, V, f, diag_root = _eval(Gs, q)
-        if full_rank is None:
-            full_rank = lam.size == n
-        r = diag_root / (q * f)
-        bounds = {"scaled": f * f * float(np.max(r))}  # k·γ_F² ≤ this, see the module doc
-        if full_rank:
+        bounds: dict[str, float] = {}
+        if span is not None:  # range(A) = range(G) by construction, whatever rank M_q has
+            bounds.update({route: b for route, (b, _) in span.primals(q).items()})
+        elif lam.size == n:  # else A's rows miss part of W's row space: no bound
+            r = diag_root / (q * f)
+            bounds["scaled"] = f * f * float(np.max(r))  # k·γ_F² ≤ this, see the module doc
             C = V.T @ (np.sqrt(r)[:, None] * V)
             bounds["balanced"] = f * float(np.sum((lam[:, None] / np.sqrt(lam)[None, :]) * C * C))
         plain = log_weights(diag_root, f)
@@ -92,12 +112,64 @@ def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memor
                                 "(entries spanning many orders of magnitude); use the SDP")
     q_full = np.zeros(N)
     q_full[support] = loop.lower_at[0]
-    strategies = _strategies(*loop.upper_at, support)
+    strategies = _strategies(loop.upper_at[0], loop.upper_at[1], support, span)
     if loop.lower_at is not loop.upper_at:
-        strategies.update({f"{name}@dual": A for name, A in _strategies(*loop.lower_at, support).items()})
+        strategies.update({f"{name}@dual": A
+                           for name, A in _strategies(loop.lower_at[0], loop.lower_at[1], support, span).items()})
     return DualSolveResult(q=q_full, p=None, strategies=strategies, lower_estimate=loop.lower,
                            upper_estimate=loop.upper, iterations=it, seconds=deadline.elapsed(),
                            converged=loop.converged, history=tuple(loop.history))
+
+
+class _Range:
+    """range(G) for a singular G = U diag(σ) Uᵀ and the "projected" primal inside it
+    (module doc), computed in the ρ-dimensional coordinates of U: with S = Uᵀ D U,
+    ``X_q = U Y_q Uᵀ``, ``Y_q = S^{-1/2} (S^{1/2} Σ S^{1/2})^{1/2} S^{-1/2} / f`` — no division
+    by √q_j, so weights that vanish at the optimum (inactive columns) cost no accuracy."""
+
+    def __init__(self, sigma: np.ndarray, U: np.ndarray) -> None:
+        self.sigma, self.U = sigma, U
+        P = U @ U.T
+        w, E = np.linalg.eigh(P * P)  # P∘P is PSD (Schur product theorem)
+        keep = w > 1e-10 * float(w[-1])
+        self.K_pinv = (E[:, keep] / w[keep][None, :]) @ E[:, keep].T
+
+    def primals(self, q: np.ndarray) -> dict[str, tuple[float, np.ndarray]]:
+        """``{route: (k·γ_F² bound, A)}`` for "scaled" (X_q / max r) and "projected" (the
+        corrected X); a route is missing where its Y is not numerically positive definite.
+
+        Columns with ``r_j < 1 − INACTIVE`` are treated as inactive (their weight tends to 0:
+        the constraint holds with slack) and left uncorrected; their cost is nil at first
+        order and forcing them to 1 would make the correction large."""
+        U, sigma = self.U, self.sigma
+        e, E = np.linalg.eigh(U.T @ (q[:, None] * U))
+        if not e[0] > REL_EIG_TOL * e[-1]:
+            return {}
+        half = (E * np.sqrt(e)[None, :]) @ E.T  # S^{1/2}
+        inv_half = (E / np.sqrt(e)[None, :]) @ E.T  # S^{-1/2}
+        t, F = np.linalg.eigh(half @ (sigma[:, None] * half))
+        t = np.maximum(t, 0.0)
+        f = float(np.sum(np.sqrt(t)))
+        Yq = inv_half @ ((F * np.sqrt(t)[None, :]) @ F.T) @ inv_half / f
+        r = np.einsum("ja,ab,jb->j", U, Yq, U)  # diag X_q
+        c = np.where(r >= 1.0 - INACTIVE, r - 1.0, 0.0)
+        out = {}
+        for route, Y in (("scaled", Yq), ("projected", Yq - (U.T * (self.K_pinv @ c)[None, :]) @ U)):
+            found = self._strategy(Y)
+            if found is not None:
+                out[route] = found
+        return out
+
+    def _strategy(self, Y: np.ndarray) -> tuple[float, np.ndarray] | None:
+        """``(s·tr(Σ Y⁻¹), Y^{1/2} Uᵀ/√s)`` with s = max diag(U Y Uᵀ), or None."""
+        U, sigma = self.U, self.sigma
+        w, Q = np.linalg.eigh(0.5 * (Y + Y.T))
+        if not (np.all(np.isfinite(w)) and w[0] > REL_EIG_TOL * w[-1]):
+            return None
+        root = Q * np.sqrt(w)[None, :]  # Y = root rootᵀ
+        scale = float(np.max(np.sum((U @ root) ** 2, axis=1)))  # max diag(U Y Uᵀ)
+        bound = scale * float(np.sum(sigma[:, None] * (Q / np.sqrt(w)[None, :]) ** 2))
+        return bound, (root.T @ U.T) / math.sqrt(scale)
 
 
 def _check_gram(G: np.ndarray) -> np.ndarray:
@@ -114,15 +186,19 @@ def _eval(G: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, 
     return lam, V, float(np.sum(sig)), diag_root
 
 
-def _strategies(q: np.ndarray, evaluation: tuple, support: np.ndarray) -> dict[str, np.ndarray]:
-    """The "scaled" and (when G is non-singular) "balanced" strategies of q, as m×N matrices,
-    from q's evaluation ``_eval(G, q)`` made by the iteration."""
-    lam, V, f, diag_root = evaluation
-    base = (lam ** 0.25)[:, None] * V.T / np.sqrt(q)[None, :] / math.sqrt(f)  # AᵀA = X_q
-    r = diag_root / (q * f)
-    out = {"scaled": base / math.sqrt(float(np.max(r)))}
-    if lam.size == q.size:
-        out["balanced"] = base / np.sqrt(r)[None, :]
+def _strategies(q: np.ndarray, evaluation: tuple, support: np.ndarray,
+                span: _Range | None) -> dict[str, np.ndarray]:
+    """The "scaled" and "balanced" (G non-singular) or "scaled" and "projected" (G singular)
+    strategies of q, as m×N matrices, from q's evaluation ``_eval(G, q)`` made by the iteration."""
+    if span is not None:
+        out = {route: A for route, (_, A) in span.primals(q).items()}
+    else:
+        lam, V, f, diag_root = evaluation
+        base = (lam ** 0.25)[:, None] * V.T / np.sqrt(q)[None, :] / math.sqrt(f)  # AᵀA = X_q
+        r = diag_root / (q * f)
+        out = {"scaled": base / math.sqrt(float(np.max(r)))}
+        if lam.size == q.size:
+            out["balanced"] = base / np.sqrt(r)[None, :]
     N = support.size
     full = {}
     for name, A in out.items():

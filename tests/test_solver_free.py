@@ -250,7 +250,90 @@ def test_python_m_factorize_run_with_the_solvers_unimportable(plans, tmp_path):
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode == 0 and "BLOCKED IMPORT" not in r.stderr, r.stderr
     assert "released    8 answers" in r.stdout
-    # and the blocker does block: the planner cannot be imported in that process
-    r = subprocess.run([sys.executable, "-c", "import factorize.planner.routes"], capture_output=True,
+    # and the blocker does block: the SDP back-ends cannot be imported in that process
+    r = subprocess.run([sys.executable, "-c", "import solvers.backends"], capture_output=True,
                        text=True, env=env, cwd=tmp_path, timeout=120)
     assert r.returncode != 0 and "BLOCKED IMPORT cvxpy" in r.stderr
+
+
+# ------------------------------------------------- planning without an SDP loads no back-end
+
+#: What planning loads only when it solves an SDP.
+SDP_ONLY = ("cvxpy", "scs", "clarabel", "mosek", "solvers.backends", "solvers.sdp_gamma_f",
+            "solvers.sdp_gamma_2", "solvers.sdp_approx_gamma_2")
+
+PLAN_DRIVER = textwrap.dedent("""
+    import contextlib, io, json, sys
+    from factorize.cli import main
+
+    results = []
+    for argv in json.loads(sys.argv[1]):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            results.append({"rc": main(argv), "stdout": out.getvalue()})
+    json.dump({"results": results, "modules": sorted(sys.modules)}, sys.__stdout__)
+""")
+
+
+def _fresh(code: str, *args: str, cwd: Path) -> dict:
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                       cwd=cwd, env=_env(), timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def test_pure_dp_and_dual_plans_load_no_sdp_backend(tmp_path):
+    """planner.routes.solve checks the back-end (SolverOptions, require_backend) without cvxpy
+    and imports the SDP modules only to solve an SDP: a pure-DP plan and a zCDP plan whose
+    dual solver certifies load none of them, and both plans verify."""
+    commands = [["plan", "--workload", "prefix:16", "--privacy", "epsilon=1",
+                 "--out", str(tmp_path / "pure.plan")],
+                ["plan", "--workload", "prefix:16", "--privacy", "rho=0.5",
+                 "--out", str(tmp_path / "zcdp.plan")]]
+    out = _fresh(PLAN_DRIVER, json.dumps(commands), cwd=tmp_path)
+    assert [r["rc"] for r in out["results"]] == [0, 0], out["results"]
+    assert not set(out["modules"]) & set(SDP_ONLY), sorted(set(out["modules"]) & set(SDP_ONLY))
+    assert "factorize.planner.routes" in out["modules"]  # the planner did run
+    from factorize.plan.checks import verify_any
+    from factorize.plan.registry import load_any_plan
+
+    for name in ("pure.plan", "zcdp.plan"):
+        assert verify_any(load_any_plan(str(tmp_path / name))) == []
+
+
+def test_sdp_route_still_loads_its_backend(tmp_path):
+    """The lazy import is no dead end: an explicit SDP solve loads cvxpy and certifies."""
+    code = textwrap.dedent("""
+        import json, sys
+        from factorize.planner.routes import solve
+        r = solve("prefix:4", "gamma_f", method="sdp")
+        json.dump({"gap": r.gap, "modules": sorted(sys.modules)}, sys.stdout)
+    """)
+    out = _fresh(code, cwd=tmp_path)
+    assert out["gap"] <= 1e-6 and "cvxpy" in out["modules"]
+
+
+def test_require_backend_checks_without_cvxpy(tmp_path, monkeypatch):
+    """The availability check finds the back-ends' modules without importing them, and
+    refuses a back-end whose module is missing (as cvxpy's installed_solvers would)."""
+    code = textwrap.dedent("""
+        import json, sys
+        from solvers.options import SolverOptions, require_backend
+        for b in ("scs", "clarabel"):
+            require_backend(SolverOptions(backend=b))
+        json.dump({"modules": sorted(sys.modules)}, sys.stdout)
+    """)
+    out = _fresh(code, cwd=tmp_path)
+    assert not set(out["modules"]) & {"cvxpy", "scs", "clarabel"}
+
+    import importlib.util
+
+    from solvers import options
+    from solvers.errors import BackendUnavailableError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "clarabel" else real(name, *a))
+    options.require_backend(options.SolverOptions(backend="scs"))
+    with pytest.raises(BackendUnavailableError, match="clarabel is not installed"):
+        options.require_backend(options.SolverOptions(backend="clarabel"))

@@ -276,7 +276,7 @@ def test_run_path_imports_no_scipy_optimize(tmp_path):
         listing = tmp_path / f"{name}.modules.json"
         wrapper = ("import atexit, json, runpy, sys\n"
                    f"atexit.register(lambda: open({str(listing)!r}, 'w').write(json.dumps(sorted(sys.modules))))\n"
-                   f"sys.argv = ['factorize', 'run', {name!r}, '--data', {data!r}, '--out', 'a.csv', '--seed', '1']\n"
+                   f"sys.argv = ['factorize', 'run', {name!r}, '--data', {data!r}, '--out', {name + '.csv'!r}, '--seed', '1']\n"
                    "runpy.run_module('factorize', run_name='__main__', alter_sys=True)\n")
         r = subprocess.run([sys.executable, "-c", wrapper], capture_output=True, text=True, env=env,
                            cwd=tmp_path, timeout=300)

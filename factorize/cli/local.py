@@ -8,6 +8,7 @@
     factorize local client FILE.lplan --record "sex=1,race=0,…" [--max-epsilon 10]  (one message, JSON)
     factorize local simulate FILE.lplan --data RECORDS.{csv,parquet} --out MESSAGES.parquet [--seed S]
     factorize local aggregate FILE.lplan --messages MESSAGES.parquet --out ANSWERS.{csv,json,parquet}
+                              [--overwrite]
 
 ``simulate`` plays every client of a records file (for tests and benchmarks); ``--seed`` makes
 the messages reproducible and marks them NOT PRIVATE. Exit codes: 0 ok, 2 bad input.
@@ -68,21 +69,25 @@ def register(subparsers: Any) -> None:
     a.add_argument("plan")
     a.add_argument("--messages", required=True)
     a.add_argument("--out", required=True)
+    a.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file (refused otherwise, before anything is read)")
     add_threads_option(a)
     a.set_defaults(func=_aggregate)
 
 
 def _client_plan(path: str, max_epsilon: float | None) -> Any:
-    """The plan a client randomizes with, verified for privacy first (guarantee within the
-    ceilings and ``--max-epsilon``, randomizer re-derived, columns in the unit ball); its
-    guarantee is shown on stderr before any message is produced."""
+    """The plan a client randomizes with, verified first exactly as ``local verify`` does
+    (randomizer re-derived, columns in the unit ball, the workload rebuilt, η bounded and
+    |W − RA| ≤ η certified, certificate and stated bounds re-derived), the ε ceiling being the
+    client's ``--max-epsilon`` and δ the documented ceiling: a client never sends a message
+    for a plan the verifier refuses. Its guarantee is shown on stderr before any message."""
     from factorize.local.plan import load_local_plan, verify_local_plan
     from factorize.plan.model import guarantee_text
     from factorize.privacy.policy import DELTA_CEILING, EPSILON_CEILING
 
     plan = load_local_plan(path)
     # the ε ceiling is the client's own --max-epsilon; everything else as verify
-    failures = verify_local_plan(plan, claims=False, allow_weak_guarantee=True)
+    failures = verify_local_plan(plan, allow_weak_guarantee=True)
     if failures:
         raise ValueError("plan refused: " + "; ".join(failures))
     eps = float(plan.guarantee.epsilon)
@@ -182,7 +187,7 @@ def _aggregate(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
         from factorize.executor.pipeline import run as release
 
-        rel = release(args.plan, args.messages, args.out, expect="local")
+        rel = release(args.plan, args.messages, args.out, expect="local", overwrite=args.overwrite)
         meta = rel.metadata
         print(f"aggregated  {meta['n']} messages → {meta['n_queries']} answers of "
               f"{meta['workload']} → {args.out}")

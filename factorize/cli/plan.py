@@ -9,6 +9,7 @@
                    [--solver scs|clarabel|mosek] [--eps E] [--time-limit S] [--gap-tol G]
                    --out FILE.plan [--json]
     factorize run FILE.plan --data DATA.{npy,csv,parquet} --out ANSWERS.{csv,json,parquet}
+                  [--tables FOLDER] [--overwrite]
                   [--seed N] [--allow-float-noise] [--ignore-extra-columns] [--json]
                   [--engine duckdb|spark] [--ledger LEDGER.db --dataset NAME]
     factorize verify FILE.plan [--no-certificate] [--allow-weak-guarantee] [--json]
@@ -33,8 +34,16 @@ from factorize.cli.common import EXIT_INPUT, EXIT_OK, add_solver_options, gap_to
 #: ``--strategy auto`` plans a non-marginal union of Kronecker products as a structured union
 #: plan when the dense route would densify more than this many entries (k·N) ...
 DENSE_AUTO_ENTRIES = 50_000_000
-#: ... or a Kronecker product whose histogram (N cells) it would have to materialise.
+#: ... or a Kronecker product whose histogram (N cells) it would have to materialise,
 DENSE_AUTO_CELLS = 1 << 27
+#: ... or, for a union of several Kronecker products under Gaussian noise, when the dense
+#: route's work on the k×N matrix — its SVDs, solves and pivoted QR, O(k·N·min(k, N)) each —
+#: exceeds this many multiply-adds: it also stores R as k×m. (vstack(scale(3,kron(total:16,
+#: allrange:32)),kron(allrange:16,allrange:32)), k = 72 336, N = 512: over a minute and a
+#: 300 MB plan dense, a second and 170 kB as a union within 14% of the certified optimum.)
+#: Not under Laplace noise: there the union's L1 block weights are an order of magnitude
+#: worse than the dense pure-DP strategies on such workloads.
+DENSE_AUTO_WORK = 1 << 31
 #: The structured route under Laplace noise with the family left to the planner.
 LAPLACE_AUTO = "laplace-auto"
 
@@ -65,13 +74,15 @@ def register(subparsers: Any) -> None:
                         "structured residual plan (measured per attribute subset, any domain "
                         "size), a union of Kronecker products too large to densify (or a "
                         "product over more than 2^27 cells) a structured plan — under Laplace "
-                        "noise the better of the union plan and, for a workload made of "
-                        "marginals, the optimised marginal weights —, every other "
+                        "noise the best of the union plan, one shared Kronecker strategy "
+                        "(kron) and, for a workload made of marginals, the optimised "
+                        "marginal weights —, every other "
                         "workload dense / Kronecker factors; residual: "
                         "marginal workloads; union: one Kronecker block per block of a union of "
                         "Kronecker products; marginal_weights: Laplace noise, a workload made of "
                         "marginals (any row order, e.g. kron(vstack(identity:n,total:n),…)); "
-                        "dense: dense / Kronecker factors (N must fit)")
+                        "kron: one Kronecker product of p-Identity factors shared by every "
+                        "block, optimised for Laplace noise (HDMM's OPT_⊗); dense: dense / Kronecker factors (N must fit)")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
@@ -99,11 +110,16 @@ def register(subparsers: Any) -> None:
     r.add_argument("plan")
     r.add_argument("--data", required=True,
                    help="histogram .npy, records .csv/.parquet, or a DuckDB table FILE.duckdb::TABLE")
-    r.add_argument("--out", required=True, help="answers .csv, .json or .parquet")
+    r.add_argument("--out", required=True,
+                   help="answers .csv, .json or .parquet (a new file: an existing one is refused "
+                        "before anything is read or charged, unless --overwrite)")
     r.add_argument("--tables", default=None, metavar="FOLDER",
                    help="also write one tidy CSV per marginal table into FOLDER (an existing "
                         "folder): the table's attributes as columns (value labels), then "
                         "estimate, std_error, ci_low, ci_high; marginal workloads only")
+    r.add_argument("--overwrite", action="store_true",
+                   help="replace an existing --out file and existing --tables files (without it "
+                        "they are refused: a previous release is never replaced silently)")
     r.add_argument("--seed", type=int, default=None,
                    help="TEST MODE: reproducible noise; the output is NOT PRIVATE")
     r.add_argument("--allow-float-noise", action="store_true",
@@ -207,7 +223,7 @@ def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | 
     under Gaussian noise with the factorization mechanism), or None for dense factors."""
     if args.strategy == "dense":
         return None
-    if args.strategy in ("residual", "union", "marginal_weights"):
+    if args.strategy in STRUCTURED_FAMILIES:
         if args.mechanism != "factorization" or args.postprocess != "none" or args.norm == "approx_gamma_2":
             raise ValueError(f"--strategy {args.strategy} plans the factorization mechanism for "
                              "gamma_f or gamma_2, without --postprocess")
@@ -242,9 +258,10 @@ def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | 
 
         if marginal_structure_of(W) is not None:  # marginals in Kronecker row order
             return LAPLACE_AUTO
-    # a union too large to densify, or a Kronecker product whose histogram is too large to
-    # materialise: measured per block from marginal tables
-    if len(blocks) > 1 and k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS:
+    # a union too large (or too slow) to densify, or a Kronecker product whose histogram is
+    # too large to materialise: measured per block from marginal tables
+    slow = not laplace and k * N * min(k, N) > DENSE_AUTO_WORK
+    if len(blocks) > 1 and (k * N > DENSE_AUTO_ENTRIES or slow) or N > DENSE_AUTO_CELLS:
         return LAPLACE_AUTO if laplace else "union"
     return None
 
@@ -303,7 +320,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
               allow_extra_columns=args.ignore_extra_columns, engine=args.engine,
               ledger=args.ledger, dataset=args.dataset,
               allow_weak_guarantee=args.allow_weak_guarantee,
-              postprocess_seconds=args.postprocess_time_limit, tables=args.tables)
+              postprocess_seconds=args.postprocess_time_limit, tables=args.tables,
+              overwrite=args.overwrite)
     meta = rel.metadata
     projection = "decode" in meta
     if args.json:

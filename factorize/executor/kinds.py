@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.plan.files import PlanBytes
 from factorize.plan.registry import Measurement
 
 from .session import ExecutionError
@@ -31,7 +32,8 @@ class _Kind:
     central = True
     _load = _save = _verify = ""
 
-    def load(self, path: str | Path) -> Any:
+    def load(self, path: str | Path | PlanBytes) -> Any:
+        """The plan in ``path``, or in the bytes of a plan file read once (``PlanBytes``)."""
         return _call(self._load, path)
 
     def save(self, plan: Any, path: str | Path) -> None:

@@ -10,8 +10,21 @@ CI method, ``test_mode``) goes in ``# key: value`` comment lines at the top of a
 written through ``io.atomic.AtomicOutput``: an unnamed file in the destination folder,
 moved into place whole (a failure or a kill leaves no partial or complete copy elsewhere).
 ``open_output`` opens it before anything irreversible happens (a release checks that it can
-write its answers before it charges a privacy budget) and refuses a destination that is the
-private data, the plan or a ledger file.
+write its answers before it charges a privacy budget) and refuses, there, every destination
+the final move could fail on or that would lose something: one that is the private data, the
+plan or a ledger file, a folder, a name too long for the file system, and an existing file
+unless ``overwrite`` (a previous release is never replaced silently).
+
+**Safe to open in a spreadsheet** (OWASP, "CSV Injection"): in every CSV written here — the
+answers and the ``--tables`` files — a text cell (labels, value labels, attribute names in the
+header) that begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is written with
+a single quote ``'`` in front, and quoted, so a spreadsheet shows it as text instead of
+evaluating it as a formula; a text cell that begins with ``'`` gets one too, so that reading
+back (:func:`read_answers`) removes exactly one leading quote and returns every label as it
+was. Numeric columns keep their numbers (``-3.2`` in a float column is a number, not a
+formula). In the ``#`` metadata lines, where a spreadsheet also splits cells at commas, an
+= + - @ that begins a JSON string or follows a comma inside one is written as its
+``\\uXXXX`` escape (the same JSON). JSON and Parquet are not spreadsheet formats and are left as they are.
 """
 
 from __future__ import annotations
@@ -19,12 +32,20 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from factorize.errors import InputError
 from factorize.io.atomic import AtomicOutput, MissingFolderError
+
+
+class OutputError(InputError):
+    """An output destination refused before anything irreversible (``open_output``,
+    ``open_marginal_tables``): a ``ValueError`` too, exit code 2."""
+
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
 #: Text columns that label answers (kept as strings when read back).
@@ -34,7 +55,7 @@ LABEL_COLUMNS = ("label", "marginal", "cell")
 def output_format(path: str | os.PathLike[str]) -> str:
     fmt = FORMATS.get(Path(os.fspath(path)).suffix.lower())
     if fmt is None:
-        raise ValueError(f"output {os.fspath(path)!r}: unknown suffix; use .csv, .json or .parquet")
+        raise OutputError(f"output {os.fspath(path)!r}: unknown suffix; use .csv, .json or .parquet")
     return fmt
 
 
@@ -49,21 +70,41 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return False
 
 
-def open_output(path: str | os.PathLike[str], *, protected: dict[str, Any] | None = None) -> AtomicOutput:
-    """The answers file, opened for an all-or-nothing write (module docstring). ``protected``
-    maps a role (``"--data"``, ``"the plan"``, ``"the ledger"``) to paths the output must not
-    overwrite; a suffix other than .csv/.json/.parquet is refused too."""
+def open_output(path: str | os.PathLike[str], *, protected: dict[str, Any] | None = None,
+                overwrite: bool = False, option: str = "--out") -> AtomicOutput:
+    """The answers file, opened for an all-or-nothing write (module docstring). Refused here,
+    before anything irreversible: a suffix other than .csv/.json/.parquet; a path that is one
+    of ``protected`` (a role such as ``"--data"``, ``"the plan"``, ``"a ledger file"`` → its
+    paths); a folder; an existing file unless ``overwrite``; a name the file system cannot hold
+    (with the hidden name it is written under first); a missing or unwritable folder.
+    ``option`` names the destination in messages."""
+    from factorize.io.atomic import _hidden_name
+
+    shown = f"{option} {os.fspath(path)!r}"
     output_format(path)
     for role, other in (protected or {}).items():
         for p in (other if isinstance(other, (list, tuple)) else [other]):
             if p is not None and same_file(path, p):
-                raise ValueError(f"--out {os.fspath(path)!r} is {role}: refusing to overwrite it")
+                raise OutputError(f"{shown} is {role}: refusing to overwrite it")
+    target = Path(os.fspath(path))
+    if target.is_dir():
+        raise OutputError(f"{shown} is a folder: name the file to write")
+    if os.path.lexists(target) and not overwrite:
+        raise OutputError(f"{shown} exists (a previous release?): refusing to replace it; pass "
+                         "--overwrite to replace it, or choose another name")
+    try:
+        name_max = os.pathconf(target.parent if str(target.parent) else ".", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if len(os.fsencode(_hidden_name(target).name)) > name_max:
+        raise OutputError(f"{shown}: the file name is too long for the file system (at most "
+                         f"{name_max} bytes, with the hidden name it is written under first)")
     try:
         return AtomicOutput(path)
     except MissingFolderError as exc:
-        raise ValueError(f"--out {os.fspath(path)!r}: {exc}") from None
+        raise OutputError(f"{shown}: {exc}") from None
     except OSError as exc:
-        raise ValueError(f"cannot write the answers to {os.fspath(path)!r} ({exc.strerror or type(exc).__name__})") from None
+        raise OutputError(f"{shown}: cannot write there ({exc.strerror or type(exc).__name__})") from None
 
 
 def json_safe(value: Any) -> Any:
@@ -102,8 +143,9 @@ def write_prepared(out: AtomicOutput, columns: dict[str, np.ndarray], metadata: 
 
 def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
                   metadata: dict[str, Any], *, on_partial: Any = None) -> None:
-    """Write atomically (open, write, commit)."""
-    with open_output(path) as out:
+    """Write atomically (open, write, commit), replacing an existing file (not a release:
+    releases open their outputs with ``open_output`` before the charge)."""
+    with open_output(path, overwrite=True) as out:
         write_prepared(out, columns, metadata, on_partial=on_partial)
 
 
@@ -115,23 +157,41 @@ def check_tables_folder(folder: str | os.PathLike[str]) -> Path:
     """``--tables``: an existing folder (checked before anything irreversible happens)."""
     p = Path(os.fspath(folder))
     if not p.is_dir():
-        raise ValueError(f"--tables {os.fspath(folder)!r}: the folder does not exist; create it "
+        raise OutputError(f"--tables {os.fspath(folder)!r}: the folder does not exist; create it "
                          "first (factorize does not create folders)")
     return p
 
 
+def table_file_name(attributes: list[str]) -> str:
+    """The file of one marginal table: its attribute names, each with every character but
+    letters, digits, ``-``, ``_`` and ``.`` replaced by ``_``, joined by ``__``, then ``.csv``
+    (``total.csv`` for the empty marginal)."""
+    stem = "__".join("".join(c if c.isalnum() or c in "-_." else "_" for c in a) for a in attributes)
+    return f"{stem or 'total'}.csv"
+
+
 def open_marginal_tables(folder: str | os.PathLike[str], tables: list, *,
-                         protected: dict[str, Any] | None = None) -> list[tuple[Any, AtomicOutput]]:
+                         protected: dict[str, Any] | None = None,
+                         overwrite: bool = False) -> list[tuple[Any, AtomicOutput]]:
     """Open one output per marginal table (``executor.labels.marginal_tables``) in ``folder``
-    before anything irreversible happens: ``<attributes joined by __>.csv`` (``total.csv``
-    for the empty marginal)."""
+    before anything irreversible happens (:func:`table_file_name`; each refused as
+    :func:`open_output` refuses ``--out``). Two tables whose file names coincide — exactly or
+    but for case, which a case-insensitive file system does not tell apart (``a>b``, ``a_b``
+    and ``a b`` are all ``a_b.csv``) — are refused: one would replace the other."""
     folder = check_tables_folder(folder)
+    names = [table_file_name(list(t[1])) for t in tables]
+    seen: dict[str, str] = {}
+    for t, name in zip(tables, names):
+        first = seen.setdefault(name.casefold(), t[0])
+        if first != t[0]:
+            raise OutputError(f"--tables: the marginals {first!r} and {t[0]!r} would both be written "
+                             f"to {name!r} (file names keep letters, digits, - _ . only); rename "
+                             "the attributes in the domain, or leave out --tables")
     opened: list[tuple[Any, AtomicOutput]] = []
     try:
-        for t in tables:
-            stem = "__".join("".join(c if c.isalnum() or c in "-_." else "_" for c in a)
-                             for a in t[0].split(",")) or "total"
-            opened.append((t, open_output(folder / f"{stem}.csv", protected=protected)))
+        for t, name in zip(tables, names):
+            opened.append((t, open_output(folder / name, protected=protected, overwrite=overwrite,
+                                          option="--tables file")))
     except BaseException:
         for _, out in opened:
             out.abort()
@@ -157,16 +217,72 @@ def write_marginal_tables(opened: list[tuple[Any, AtomicOutput]], columns: dict[
     return written
 
 
+#: The first characters that make a spreadsheet read a cell as a formula (OWASP), and ``'``,
+#: which the neutralisation itself puts in front (so that it can be undone exactly).
+_FORMULA_START = "=+-@\t\r'"
+_BARE_NAME = re.compile(r"[A-Za-z0-9_.]+")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_TRIGGER = re.compile(r'(^"|,\s*)([=+\-@])')
+
+
+def neutralise_text(value: str) -> str:
+    """One text cell made safe to open in a spreadsheet (module docstring): ``'`` in front of
+    a value that begins with = + - @ TAB CR (or ')."""
+    return "'" + value if value[:1] and value[0] in _FORMULA_START else value
+
+
+def neutralise_column(arr: Any) -> Any:
+    """:func:`neutralise_text` on every value of an Arrow string column (plain, large,
+    dictionary-encoded or chunked); any other column is returned as it is (numbers stay
+    numbers)."""
+    import pyarrow as pa
+    from pyarrow._compute import ReplaceSubstringOptions
+
+    from .labels import arrow_call  # Arrow's kernels without importing pyarrow.compute
+
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([neutralise_column(c) for c in arr.chunks], type=arr.type)
+    if pa.types.is_dictionary(arr.type):
+        return pa.DictionaryArray.from_arrays(arr.indices, neutralise_column(arr.dictionary))
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return arrow_call("replace_substring_regex", [arr],
+                          ReplaceSubstringOptions(r"^([=+\-@\t\r'])", r"'\1"))
+    return arr
+
+
+def _csv_name(name: str) -> str:
+    """A header cell: bare when it is letters, digits, ``_`` and ``.`` only (every answers
+    column), else neutralised and quoted (attribute names of a ``--tables`` file)."""
+    if _BARE_NAME.fullmatch(name):
+        return name
+    return '"' + neutralise_text(name).replace('"', '""') + '"'
+
+
+def _metadata_line(key: str, value: Any) -> str:
+    """``# key: json`` with every = + - @ that begins a JSON string, or follows a comma (and
+    spaces) inside one, written as its ``\\uXXXX`` escape: the same JSON, and no cell a
+    spreadsheet splits off at a comma starts a formula (tabs and CRs are escaped by JSON
+    already; outside strings a comma is followed by a space and JSON, never a formula)."""
+    text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+
+    def escape(m: re.Match[str]) -> str:
+        return _JSON_TRIGGER.sub(lambda c: f"{c.group(1)}\\u{ord(c.group(2)):04x}", m.group(0))
+
+    return f"# {key}: {_JSON_STRING.sub(escape, text)}\n"
+
+
 def _csv(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:
-    """``# key: json`` metadata lines, the header, then the rows (Arrow's CSV writer: labels
-    quoted, floats in their shortest round-trip form, vectorised)."""
+    """``# key: json`` metadata lines, the header, then the rows (Arrow's CSV writer: text
+    quoted, floats in their shortest round-trip form, vectorised); every text cell neutralised
+    for spreadsheets (module docstring)."""
+    import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    names = list(columns)
-    head = "".join(f"# {key}: {json.dumps(value, allow_nan=False, ensure_ascii=False)}\n"
-                   for key, value in metadata.items())
-    fh.write((head + ",".join(names) + "\n").encode("utf-8"))
-    pacsv.write_csv(_arrow_table(columns), fh, write_options=pacsv.WriteOptions(include_header=False))
+    head = "".join(_metadata_line(key, value) for key, value in metadata.items())
+    fh.write((head + ",".join(_csv_name(n) for n in columns) + "\n").encode("utf-8"))
+    table = _arrow_table(columns)
+    safe = pa.table({n: neutralise_column(table.column(n)) for n in table.column_names})
+    pacsv.write_csv(safe, fh, write_options=pacsv.WriteOptions(include_header=False))
 
 
 def _arrow_table(columns: dict[str, Any]) -> Any:
@@ -216,7 +332,7 @@ def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], d
     try:
         if fmt == "csv":
             meta: dict[str, Any] = {}
-            with open(p, encoding="utf-8") as fh:
+            with open(p, encoding="utf-8", newline="") as fh:  # a CR inside a quoted label stays
                 line = fh.readline()
                 while line.startswith("# "):
                     key, _, value = line[2:].rstrip("\n").partition(": ")
@@ -224,7 +340,8 @@ def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], d
                     line = fh.readline()
                 names = line.strip().split(",")
                 rows = [r for r in csv.reader(fh) if r]
-            cols = {n: _column(n, [r[j] for r in rows]) for j, n in enumerate(names)}
+            cols = {n: _column(n, [_unneutralised(r[j]) if n in LABEL_COLUMNS else r[j] for r in rows])
+                    for j, n in enumerate(names)}
         elif fmt == "json":
             with open(p, encoding="utf-8") as fh:
                 doc = json.load(fh)
@@ -244,6 +361,12 @@ def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], d
         raise ValueError(f"{p}: not a factorize answers file (no query/estimate columns)")
     cols["query"] = cols["query"].astype(np.int64)
     return cols, meta
+
+
+def _unneutralised(cell: str) -> str:
+    """A CSV text cell as it was before :func:`neutralise_text` (one leading ``'`` removed
+    where the writer put one)."""
+    return cell[1:] if cell[:2] and cell[0] == "'" and cell[1] in _FORMULA_START else cell
 
 
 def _column(name: str, values: list[Any]) -> np.ndarray:

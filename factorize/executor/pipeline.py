@@ -3,20 +3,50 @@
 The privacy-critical order (``executor.session`` frames it: nothing is charged that is not
 released, nothing released that is not charged):
 
-1. the answers file is opened for an all-or-nothing write, ``--seed`` with ``--ledger``
+1. the plan file is read once, into memory (``plan.files.read_plan_bytes``: one ``open``, a
+   size limit); its kind, the plan, its verification and the digest the ledger records all
+   come from those bytes (a file replaced meanwhile changes nothing);
+2. the answers file is opened for an all-or-nothing write, ``--seed`` with ``--ledger``
    refused, the ledger opened and verified (``ReleaseSession.start``);
-2. the plan is read by its kind (``plan.registry``: format, schema, digests) and verified from
-   first principles — an under-noised, inconsistent or over-claiming plan is refused here;
-3. a plan whose noise is not an exact sampler is refused unless ``allow_float_noise``;
-4. the answers' labels built from the workload and the public schema
-   (``executor.labels``); the data is read and the exact measurement taken (the kind's ``measure``: a histogram, the
-   marginal tables or the messages), δ < 1/n checked for a central release — every
-   deterministic check that can fail happens before the charge;
-5. the charge (central kinds; a local aggregation releases already-randomized messages);
-6. the kind's ``release``: noise drawn once from the OS (``SecureRandom``) — or
+3. the plan is loaded from the bytes by its kind (``plan.registry``: format, schema, digests);
+   with ``tables``, the workload is rebuilt from the plan's spec and one file per marginal
+   table opened — at once, before the verification;
+4. the plan is verified from first principles (given that workload, whose fingerprint it
+   checks) — an under-noised, inconsistent or over-claiming plan is refused here; a plan
+   whose noise is not an exact sampler is refused unless ``allow_float_noise``;
+5. the answers' labels built from the workload and the public schema (``executor.labels``);
+   the data is read and the exact measurement taken (the kind's ``measure``: a histogram,
+   the marginal tables or the messages), δ < 1/n checked for a central release;
+6. the charge (central kinds; a local aggregation releases already-randomized messages) of
+   the guarantee the verification established (``check.derived["guarantee"]``: the one the
+   noise was shown to give, never the manifest's word alone), with the SHA-256 of the bytes
+   of step 1;
+7. the kind's ``release``: noise drawn once from the OS (``SecureRandom``) — or
    ``TestRandom(seed)`` in test mode, whose every output says NOT PRIVATE — then the
    reconstruction / decoding / post-processing, bounded in wall-clock time;
-7. the answers written whole, then the release recorded in the ledger.
+8. the answers (and tables) written whole, then the release recorded in the ledger.
+
+Every check that can fail deterministically runs before the charge (step 6); the test
+``tests/test_release_frame_security.py`` runs each with a ledger and finds nothing charged:
+
+* step 1: the plan file missing, not a regular file, above the size limit, not a plan, of
+  another kind than ``expect``; ``--ledger``/``--seed`` with a local plan;
+* step 2: ``--ledger`` without ``--dataset`` (or the reverse); ``--seed`` with ``--ledger``;
+  ``--out`` with an unknown suffix, in a missing or unwritable folder, that is a folder, that
+  exists (without ``overwrite``), whose name is too long, that is the data, the plan or a
+  ledger file; the ledger missing or failing its verification;
+* step 3: the plan file corrupt, tampered (digests) or of an unknown version; ``--tables``:
+  the folder missing, the workload not a stack of marginals (or not rebuildable), two tables
+  whose file names collide, a table file that exists (without ``overwrite``), is a folder, is
+  ``--out``, the data, the plan or a ledger file;
+* step 4: the plan refused by its verification (weak guarantee, under-noised, inconsistent,
+  over-claiming); float noise without ``allow_float_noise``;
+* step 5: the data unreadable, with the wrong columns, a value outside its domain or schema,
+  an engine the kind does not support, a projection plan's public n not the data's; δ ≥ 1/n
+  without ``allow_weak_guarantee``;
+* step 6 itself: an unknown dataset, a guarantee the budget cannot take, another
+  neighbouring relation, a budget exceeded — refused by the ledger in the charge's own
+  transaction, nothing charged.
 """
 
 from __future__ import annotations
@@ -31,39 +61,47 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         allow_float_noise: bool = False, allow_extra_columns: bool = False,
         engine: str = "duckdb", ledger: str | None = None, dataset: str | None = None,
         allow_weak_guarantee: bool = False, postprocess_seconds: float = POSTPROCESS_SECONDS,
-        expect: str | None = None, tables: str | None = None) -> Any:
+        expect: str | None = None, tables: str | None = None, overwrite: bool = False) -> Any:
     """Run any plan (module docstring); ``expect``: refuse a plan of another kind; ``tables``:
     a folder for one tidy CSV per marginal table (a stack-of-marginals workload), opened with
-    the answers file before the charge."""
+    the answers file before the verification; ``overwrite``: replace existing output files
+    (refused otherwise, before anything else happens)."""
+    from factorize.plan.files import read_plan_bytes
     from factorize.plan.registry import kind_of_file
 
     from .release import make_rng
 
-    kind = kind_of_file(plan_path)
+    source = read_plan_bytes(plan_path)  # the one read of the plan file
+    kind = kind_of_file(source)
     if expect is not None and kind.name != expect:
         raise ExecutionError(f"{plan_path}: a {kind.name} plan, expected a {expect} plan")
     if not kind.central and (ledger is not None or seed is not None):
         raise ExecutionError(f"a {kind.name} plan aggregates already-randomized messages: it takes "
                              "neither --ledger (nothing is charged) nor --seed (no noise is drawn)")
-    with ReleaseSession.start(plan_path, data_path, out_path, seed=seed, ledger=ledger,
-                              dataset=dataset) as session:
-        plan = kind.load(plan_path)
-        check = kind.verify(plan, allow_weak_guarantee=allow_weak_guarantee)
-        if not check.passed:
-            from factorize.plan.checks import PlanRefused
-
-            raise PlanRefused("plan refused: " + "; ".join(check.failures))
-        if kind.sampler(plan) == "float" and not allow_float_noise:
-            raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                                 "(pass --allow-float-noise to accept it)")
-        labels, label_note = _labels(plan, check)  # public: from the workload and the schema
-        opened = _open_tables(tables, plan, check, plan_path, data_path, ledger)
+    with ReleaseSession.start(source, data_path, out_path, seed=seed, ledger=ledger,
+                              dataset=dataset, overwrite=overwrite) as session:
+        plan = kind.load(source)
+        opened: list = []
         try:
+            workload = None
+            if tables is not None:
+                protected = {**session.protected, "--out": out_path}
+                workload, opened = _open_tables(tables, plan, protected, overwrite)
+            check = kind.verify(plan, allow_weak_guarantee=allow_weak_guarantee, workload=workload)
+            if not check.passed:
+                from factorize.plan.checks import PlanRefused
+
+                raise PlanRefused("plan refused: " + "; ".join(check.failures))
+            if kind.sampler(plan) == "float" and not allow_float_noise:
+                raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
+                                     "(pass --allow-float-noise to accept it)")
+            labels, label_note = _labels(plan, check)  # public: from the workload and the schema
             measurement = kind.measure(plan, check, data_path, engine=engine,
                                        allow_extra_columns=allow_extra_columns)
             if kind.central:
-                check_record_count(kind.guarantee(plan), measurement.n_records, allow_weak_guarantee)
-                session.charge(kind.guarantee(plan), kind.relation(plan))
+                guarantee = _verified_guarantee(check)
+                check_record_count(guarantee, measurement.n_records, allow_weak_guarantee)
+                session.charge(guarantee, kind.relation(plan))
             else:
                 session.record_plan()
             meta = dict(session.metadata)
@@ -88,19 +126,40 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         return rel
 
 
-def _open_tables(tables: str | None, plan: Any, check: Any, plan_path: str, data_path: str,
-                 ledger: str | None) -> list:
-    if tables is None:
-        return []
-    from .labels import marginal_tables
-    from .output import open_marginal_tables
+def _verified_guarantee(check: Any) -> Any:
+    """The guarantee the verification established for the plan's noise (``plan.checks.
+    rederive_noise``): what a central release is charged. A passed check without one is a
+    verifier that did not look at the noise: refused, nothing charged."""
+    guarantee = check.derived.get("guarantee")
+    if guarantee is None:
+        raise ExecutionError("the verification established no guarantee for this plan's noise; "
+                             "refusing to charge or release it")
+    return guarantee
 
-    spec = marginal_tables(check.workload, plan.domain) if hasattr(plan, "domain") else []
+
+def _open_tables(tables: str, plan: Any, protected: dict[str, Any], overwrite: bool
+                 ) -> tuple[Any, list]:
+    """``--tables``: the workload rebuilt from the plan's spec (public; the verification then
+    checks its fingerprint) and one output per marginal table opened in ``tables``
+    (``output.open_marginal_tables``) — before the verification, so a plan the option cannot
+    serve is refused at once. Returns the workload and the opened outputs."""
+    from factorize.plan.checks import PlanRefused, rebuild_workload
+
+    from .labels import marginal_tables
+    from .output import check_tables_folder, open_marginal_tables
+
+    check_tables_folder(tables)
+    problems: list[str] = []
+    W = rebuild_workload(plan.workload, None,
+                         lambda name, ok, detail: problems.append(f"{name}: {detail}") if not ok else None,
+                         getattr(plan, "embedded", None))
+    if W is None:
+        raise PlanRefused("plan refused: " + "; ".join(problems))
+    spec = marginal_tables(W, plan.domain) if hasattr(plan, "domain") else []
     if not spec:
         raise ExecutionError("--tables writes one table per marginal: this plan's workload is "
                              "not a stack of marginals (use a marginals: spec)")
-    return open_marginal_tables(tables, spec, protected={"--data": data_path, "the plan": plan_path,
-                                                         "the ledger": ledger})
+    return W, open_marginal_tables(tables, spec, protected=protected, overwrite=overwrite)
 
 
 def _labels(plan: Any, check: Any) -> tuple[dict[str, Any], str | None]:

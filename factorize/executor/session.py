@@ -4,14 +4,17 @@ released that is not charged.
 Order (``ReleaseSession``), shared by every runner:
 
 1. **before anything irreversible** — the answers file is opened for an all-or-nothing write
-   (a destination that cannot be written, has an unknown suffix, or is the data, the plan or
-   a ledger file is refused here); ``--seed`` with ``--ledger`` is refused (seeded noise is
-   invertible: a search over seeds recovers the exact data, so a seeded release may never be
-   charged as if it were private); the ledger is opened and verified;
+   (a destination that cannot be written, has an unknown suffix, is a folder, exists without
+   ``overwrite`` or is the data, the plan or a ledger file is refused here: ``output.open_output``);
+   ``--seed`` with ``--ledger`` is refused (seeded noise is invertible: a search over seeds
+   recovers the exact data, so a seeded release may never be charged as if it were private);
+   the ledger is opened and verified. The plan arrives as the bytes read once
+   (``plan.files.PlanBytes``): the digest recorded and charged is theirs;
 2. the runner verifies the plan, reads the data and computes the exact measurement — every
    deterministic check that can fail happens here, before the charge;
-3. ``charge()`` commits the plan's guarantee to the dataset's budget (fault checkpoints
-   ``before_charge`` / ``after_charge``);
+3. ``charge()`` commits the guarantee the verification established (the runner passes it) to
+   the dataset's budget, with the SHA-256 of the plan bytes that were verified (fault
+   checkpoints ``before_charge`` / ``after_charge``);
 4. the runner draws the noise once and post-processes the released values (bounded in
    iterations and wall-clock time, so it cannot hang after the charge);
 5. ``write()`` writes the answers and moves them into place (``during_write``,
@@ -51,27 +54,33 @@ class ReleaseSession:
     plan_sha: str | None = None
     charge_id: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: role → paths no output of this release may replace (data, plan, ledger files)
+    protected: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, plan_path: str, data_path: str | None, out_path: str | None, *,
-              seed: int | None, ledger: str | None, dataset: str | None) -> "ReleaseSession":
-        """Step 1 of the module docstring."""
+    def start(cls, plan: Any, data_path: str | None, out_path: str | None, *,
+              seed: int | None, ledger: str | None, dataset: str | None,
+              overwrite: bool = False) -> "ReleaseSession":
+        """Step 1 of the module docstring. ``plan``: the plan file's bytes, read once
+        (``plan.files.PlanBytes``); ``overwrite``: replace an existing answers file."""
         if (ledger is None) != (dataset is None):
             raise ExecutionError("--ledger and --dataset go together")
         if seed is not None and ledger is not None:
             raise ExecutionError("--seed (test mode: reproducible, NOT PRIVATE noise) cannot be "
                                  "combined with --ledger: a seeded release is invertible and is "
                                  "never charged as a private one")
-        session = cls(plan_path=plan_path, out_path=out_path, seed=seed, dataset=dataset)
-        protected: dict[str, Any] = {"--data": data_path, "the plan": plan_path}
+        session = cls(plan_path=plan.name, out_path=out_path, seed=seed, dataset=dataset,
+                      plan_sha=plan.sha256)
+        protected: dict[str, Any] = {"--data": data_path, "the plan": plan.name}
         if ledger is not None:
             from factorize.ledger.ledger import ledger_files
 
             protected["a ledger file"] = ledger_files(ledger)
+        session.protected = protected
         if out_path is not None:
             from .output import open_output
 
-            session.output = open_output(out_path, protected=protected)
+            session.output = open_output(out_path, protected=protected, overwrite=overwrite)
         try:
             if ledger is not None:
                 from factorize.ledger import Ledger
@@ -83,16 +92,15 @@ class ReleaseSession:
         return session
 
     def record_plan(self) -> None:
-        """The plan file's digest in the answers' metadata."""
-        from factorize.plan.files import file_sha256
-
-        self.plan_sha = file_sha256(self.plan_path)
+        """The digest of the plan bytes that were read (once) and verified, in the answers'
+        metadata."""
         self.metadata["plan_sha256"] = self.plan_sha
 
     def charge(self, guarantee: Any, relation: str) -> None:
-        """Step 3: commit the plan's guarantee (a ``privacy.Guarantee``; the ledger stores its
-        JSON form) under its neighbouring relation (nothing in test mode or without a
-        ledger)."""
+        """Step 3: commit ``guarantee`` — the one the verification established (a
+        ``privacy.Guarantee``; the ledger stores its JSON form) — under its neighbouring
+        relation, with the digest of the verified plan bytes (nothing in test mode or without
+        a ledger)."""
         from factorize.ledger.faults import checkpoint
 
         self.record_plan()

@@ -22,6 +22,7 @@ reading to refuse, whatever it declares. The arrays are then read from the same 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -226,10 +227,14 @@ def _tensor(path: Path, name: str, entry: Any) -> TensorInfo:
 def _read_header(fh: BinaryIO, path: Path, cap: int) -> Header:
     """Read and validate the header from the open file ``fh`` (positioned at 0); reads at
     most 8 + MAX_HEADER_BYTES bytes and no array data."""
-    st = os.fstat(fh.fileno())
-    if not stat.S_ISREG(st.st_mode):
-        raise ContainerError(f"{path}: not a regular file")
-    size = st.st_size
+    if isinstance(fh, io.BytesIO):  # the file's bytes, read once by the caller (``data=``)
+        with fh.getbuffer() as view:
+            size = view.nbytes
+    else:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ContainerError(f"{path}: not a regular file")
+        size = st.st_size
     prefix = fh.read(8)
     if len(prefix) != 8:
         raise ContainerError(f"{path}: not a readable factorize file (shorter than the 8-byte "
@@ -276,12 +281,14 @@ def _read_header(fh: BinaryIO, path: Path, cap: int) -> Header:
     return Header(raw=raw, header=header, tensors=tuple(tensors), data_start=8 + n, file_size=size)
 
 
-def read_header(path: str | Path, *, max_total_bytes: int | None = None) -> Header:
+def read_header(path: str | Path, *, max_total_bytes: int | None = None,
+                data: bytes | None = None) -> Header:
     """The validated header of a container (see the module docstring); reads no array data.
-    Raises :class:`ContainerError` for any malformed file."""
+    Raises :class:`ContainerError` for any malformed file. ``data``: the file's bytes, already
+    read (``path`` then only names them in messages; nothing is opened)."""
     path = Path(path)
     cap = _cap(max_total_bytes)
-    return _guard(path, lambda: _open_and(path, lambda fh: _read_header(fh, path, cap)))
+    return _guard(path, lambda: _open_and(path, lambda fh: _read_header(fh, path, cap), data))
 
 
 def parse_manifest(path: str | Path, header: dict[str, Any]) -> Any:
@@ -300,7 +307,9 @@ def parse_manifest(path: str | Path, header: dict[str, Any]) -> Any:
 # read
 
 
-def _open_and(path: Path, fn: Any) -> Any:
+def _open_and(path: Path, fn: Any, data: bytes | None = None) -> Any:
+    if data is not None:
+        return fn(io.BytesIO(data))
     if not path.is_file():
         raise ContainerError(f"{path}: no such file")
     with open(path, "rb") as fh:
@@ -381,10 +390,11 @@ def read(path: str | Path, fmt: str, max_version: int, *,
 
 
 def read_with_header(path: str | Path, fmt: str, max_version: int, *,
-                     max_total_bytes: int | None = None
+                     max_total_bytes: int | None = None, data: bytes | None = None
                      ) -> tuple[dict[str, Any], dict[str, np.ndarray], Header]:
     """:func:`read`, also returning the validated :class:`Header` the arrays were read with
-    (one open file, one read: checks on the header bytes see the bytes that were loaded)."""
+    (one open file, one read: checks on the header bytes see the bytes that were loaded).
+    ``data``: the file's bytes, already read (``path`` only names them; nothing is opened)."""
     path = Path(path)
     cap = _cap(max_total_bytes)
 
@@ -398,4 +408,4 @@ def read_with_header(path: str | Path, fmt: str, max_version: int, *,
                 raise ContainerError(f"{path}: array {name!r} fails its SHA-256 check (tampered or corrupt)")
         return manifest, arrays, head
 
-    return _guard(path, lambda: _open_and(path, run))
+    return _guard(path, lambda: _open_and(path, run, data))

@@ -335,13 +335,12 @@ def _load(path: Path) -> LocalPlan:
 # verification
 
 
-def verify_local_plan(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
+def verify_local_plan(plan: LocalPlan, *, workload: Any = None,
                       allow_weak_guarantee: bool = False) -> list[str]:
     """Failures (empty = pass): :func:`_verify_local`, any unexpected error a failure (a forged
     plan may break any assumption; verification refuses it instead of crashing)."""
     try:
-        return _verify_local(plan, workload=workload, claims=claims,
-                             allow_weak_guarantee=allow_weak_guarantee)
+        return _verify_local(plan, workload=workload, allow_weak_guarantee=allow_weak_guarantee)
     except MemoryError:
         return ["out of memory while verifying"]
     except RecursionError:
@@ -350,16 +349,17 @@ def verify_local_plan(plan: LocalPlan, *, workload: Any = None, claims: bool = T
         return [f"cannot verify: {exc}"]
 
 
-def _verify_local(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
+def _verify_local(plan: LocalPlan, *, workload: Any = None,
                   allow_weak_guarantee: bool = False) -> list[str]:
-    """Failures (empty = pass).
+    """Failures (empty = pass). One verification for every reader — ``local verify``, the
+    aggregator and the clients (``client``/``simulate``): a client randomizes with no plan the
+    verifier refuses.
 
-    Privacy (what a client needs before randomizing, ``claims=False``): the guarantee is valid
-    and within the documented ceilings (``privacy.policy``), the randomizer's kind, dimension
-    and scale are re-derived from it, and every column ‖a_x‖ ≤ 1 (a certified upper bound,
-    ``numerics.column_norms_upper``: the randomizer's privacy argument covers the unit ball).
-    Claims (``claims=True``, the aggregator and ``verify``): the workload rebuilt from the plan
-    alone (fingerprint, domain axes), η ≤ ``build.ETA_MAX_FRACTION``·max|W| and a certified
+    Privacy: the guarantee is valid and within the documented ceilings (``privacy.policy``),
+    the randomizer's kind, dimension and scale are re-derived from it, and every column
+    ‖a_x‖ ≤ 1 (a certified upper bound, ``numerics.column_norms_upper``: the randomizer's
+    privacy argument covers the unit ball). Claims: the workload rebuilt from the plan alone
+    (fingerprint, domain axes), η ≤ ``build.ETA_MAX_FRACTION``·max|W| and a certified
     |W − RA| ≤ η, the certificate re-checked, and every stated error and sample size recomputed.
     """
     from factorize.numerics import NumericRangeError, column_norms_upper
@@ -395,7 +395,7 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None, claims: bool = True,
                f"max_x ‖a_x‖ ≤ {cn!r} > 1 + {NORM_TOLERANCE:g} (the randomizer needs the unit ball)")
     except NumericRangeError as exc:
         record("columns", False, str(exc))
-    if not claims or failures:
+    if failures:
         return failures
     W = rebuild_workload(plan.workload, workload, record, plan.embedded, plan.domain)
     if W is None or failures:

@@ -355,7 +355,7 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
         len(fact.R_factors) == len(cert.factorization.R_factors)
     witness = cert.witness if same_layout else _dense_witness(cert.witness)
     new = Certificate(norm=cert.norm, factorization=fact, witness=witness)
-    v = verify(new, W if fact.is_kron else W.dense())
+    v = verify(new, W)  # the workload itself: verify densifies it, or uses its structure
     if not v.passed:  # never ship an unverified plan: keep the optimum
         choice["chosen"] = "optimal factorization"
         choice["rejected"] = f"{best}: " + "; ".join(v.failures)

@@ -8,8 +8,11 @@
    workload block with per-factor optimal factorizations and optimal block weights
    (``structured.union``); under Laplace noise, for a workload whose rows are marginals (in
    any row order), also the L1-optimised marginal weights of ``pure_dp.marginals`` with their
-   least-squares reconstruction (``structured.marginal_weights``) — the lower RMSE of the two
-   is kept and the other recorded as the runner-up (``provenance.strategy_choice``);
+   least-squares reconstruction (``structured.marginal_weights``), and for every union of
+   Kronecker products one shared Kronecker strategy with p-Identity factors
+   (``structured.shared_kron``, HDMM's OPT_⊗) — the lowest RMSE is kept and the others
+   recorded as runners-up, each family with its score and planning seconds
+   (``provenance.strategy_choice``);
 2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
    chosen relation, L2 for Gaussian noise, L1 for Laplace;
 3. the noise (``privacy.calibrate``) on the lattice γZ, γ the largest power of two with
@@ -36,7 +39,7 @@ from workloads import Domain, Workload
 from .model import PlanError
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
-STRATEGIES = ("residual", "union", "marginal_weights")
+STRATEGIES = ("residual", "union", "marginal_weights", "kron")
 #: A marginal-weights strategy measures every cell of each chosen table: at most this many.
 MAX_WEIGHTED_TABLE = 1 << 24
 RESIDUAL_CERTIFICATE = ("marginal-algebra (MATH.md §2.3): upper from the coefficients x, lower "
@@ -51,8 +54,9 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
                           options: Any = None, search_seed: int = 0) -> StructuredPlan:
     """A verified structured plan (module docstring); ``strategy``: ``residual`` (marginal
     workloads), ``union`` (unions of Kronecker products), ``marginal_weights`` (Laplace noise,
-    workloads made of marginals) or None (Gaussian: residual when the workload is a marginal
-    family, else union; Laplace: the better of union and marginal weights).
+    workloads made of marginals), ``kron`` (one shared Kronecker strategy, ``_kron``) or None
+    (Gaussian: residual when the workload is a marginal family, else union; Laplace: the best
+    of union, marginal weights and kron).
     ``search_seed``: the base seed of the marginal-weights search's random starts (recorded)."""
     from factorize.structured.workload_blocks import workload_blocks
     from workloads.spec import embedded_files
@@ -83,6 +87,15 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
             choice = {"chosen": "marginal_weights",
                       "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
                       "search_seed": int(search_seed), "search": record, "runners_up": []}
+        elif strategy == "kron":
+            t_kron = time.perf_counter()
+            union_parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
+            parts, record = _kron(dom, wblocks, union_parts, search_seed)
+            from .structured_plan import laplace_rmse
+
+            choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
+                      "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
+                      "search": record, "runners_up": []}
         else:
             parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
     strat, recon, (structure, encoding), cert, cert_arrays = parts
@@ -221,6 +234,25 @@ def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, option
                                   W=W), record
 
 
+def _kron(dom: Domain, wblocks: list, union_parts: tuple, seed: int) -> tuple[tuple, dict[str, Any]]:
+    """One shared Kronecker strategy ``⊗_j A_j`` with p-Identity factors for the whole union
+    (``pure_dp.kron.optimize_kron``, HDMM's OPT_⊗) as a structured plan
+    (``structured.shared_kron``), certified by the union plan's lower bound (it depends on W
+    alone: ``union_parts``, the union family's build for the same workload); and the
+    search's record."""
+    from factorize.pure_dp.kron import optimize_kron
+    from factorize.structured import shared_kron
+
+    P = shared_kron.product_workload(dom.sizes, wblocks)
+    ks = optimize_kron(P, seed=seed)
+    record = {"family": "shared kronecker", "seed": int(seed), "init": ks.init,
+              "sweeps": ks.sweeps, "objective": ks.value,
+              "objective_rmse": math.sqrt(2.0 * ks.value / P.k), "seconds": ks.seconds,
+              "factor_rows": [int(F.shape[0]) for F in ks.factors]}
+    _, _, _, cert, cert_arrays = union_parts
+    return shared_kron.build(dom.sizes, wblocks, ks.factors, cert, cert_arrays), record
+
+
 def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
                     rel: Any, seed: int) -> tuple[tuple, str, dict[str, Any]]:
     """The union plan and, for a workload made of marginals, the marginal-weights plan; the
@@ -228,23 +260,39 @@ def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options:
     √2·Δ₁·‖R‖_F/√k, the RMSE at ε = 1; the verifier recomputes the chosen one's)."""
     from factorize.pure_dp.structure import marginal_structure_of
 
-    cands: list[tuple[str, tuple, dict[str, Any] | None]] = [
-        ("union", _union(dom, wblocks, norm, options, "l1"), None)]
+    t = time.perf_counter()
+    union_parts = _union(dom, wblocks, norm, options, "l1")
+    cands: list[tuple[str, tuple | None, dict[str, Any] | None, float]] = [
+        ("union", union_parts, None, time.perf_counter() - t)]
     fam = marginal_structure_of(W)
     if fam is not None:
+        t = time.perf_counter()
         try:
             parts, record = _marginal_weights(W, dom, wblocks, norm, options, seed, fam)
-            cands.append(("marginal_weights", parts, record))
+            cands.append(("marginal_weights", parts, record, time.perf_counter() - t))
         except (PlanError, ValueError) as exc:  # StructureError is a ValueError
-            cands.append(("marginal_weights", None, {"refused": str(exc)[:200]}))
+            cands.append(("marginal_weights", None, {"refused": str(exc)[:200]},
+                          time.perf_counter() - t))
+    t = time.perf_counter()
+    from factorize.pure_dp.api import MAX_KRON_BLOCKS_FOR_MARGINALS
+
+    try:
+        if fam is not None and len(wblocks) > MAX_KRON_BLOCKS_FOR_MARGINALS:
+            # as pure_dp.plan_pure_dp: many marginals are the marginal weights' family
+            raise PlanError(f"a shared Kronecker strategy is tried on marginal families of at most "
+                            f"{MAX_KRON_BLOCKS_FOR_MARGINALS} blocks, this one has {len(wblocks)}")
+        parts, record = _kron(dom, wblocks, union_parts, seed)
+        cands.append(("kron", parts, record, time.perf_counter() - t))
+    except (PlanError, ValueError) as exc:  # StructureError is a ValueError
+        cands.append(("kron", None, {"refused": str(exc)[:200]}, time.perf_counter() - t))
     from .structured_plan import laplace_rmse
 
     scored = [(name, parts, rec, laplace_rmse(parts[0], parts[1], rel)
-               if parts is not None else math.inf) for name, parts, rec in cands]
-    best = min(scored, key=lambda c: c[3])
-    choice = {"chosen": best[0], "rmse_at_epsilon_1": best[3], "search_seed": int(seed),
-              "search": best[2],
+               if parts is not None else math.inf, sec) for name, parts, rec, sec in cands]
+    best = min(scored, key=lambda c: c[3])  # ties: the earlier family (union first)
+    choice = {"chosen": best[0], "rmse_at_epsilon_1": best[3], "seconds": best[4],
+              "search_seed": int(seed), "search": best[2],
               "runners_up": [{"family": n, "rmse_at_epsilon_1": v if math.isfinite(v) else None,
-                              **({"search": r} if r else {})}
-                             for n, _, r, v in scored if n != best[0]]}
+                              "seconds": sec, **({"search": r} if r else {})}
+                             for n, _, r, v, sec in scored if n != best[0]]}
     return best[1], best[0], choice

@@ -170,6 +170,18 @@ def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any,
     return W
 
 
+def check_sensitivity_exact(out: PlanCheck, stated: Any, exact: bool) -> None:
+    """Record ``out.derived['sensitivity_exact']`` and the ``sensitivity exact`` check: a plan
+    that states whether its sensitivity is exact (``True``) or a certified upper bound
+    (``False``) states what the verifier re-derives; a plan that states nothing (``None``,
+    older files) passes."""
+    out.derived["sensitivity_exact"] = exact
+    if stated is not None:
+        out.record("sensitivity exact", stated is exact,
+                   f"the plan states sensitivity_exact={stated!r}, the re-derived sensitivity is "
+                   + ("exact" if exact else "a certified upper bound, not exact"))
+
+
 def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
                    sensitivity: float, dim: int, spread: int | None = None) -> Any:
     """Record the ``noise`` check: the scale re-derived from the guarantee at the recomputed
@@ -235,6 +247,8 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
         else:
             private, tight = scale >= req.scale, same_number(scale, req.scale)
         ok = private and tight
+        if private:  # the guarantee the noise was shown to give: what a release is charged
+            out.derived["guarantee"] = guarantee
         out.record("noise", ok,
                    f"{family} scale {scale:.12g} vs {req.scale:.12g} required by {guarantee} at "
                    f"{snorm} sensitivity {req.sensitivity:.12g}"
@@ -316,7 +330,7 @@ def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool 
             out, "sensitivity", lambda: kron_sensitivity(measured, snorm, relation))
         if sens is not None:
             out.recomputed_sensitivity = sens.value
-            out.derived["sensitivity_exact"] = sens.exact
+            check_sensitivity_exact(out, plan.sensitivity_exact, sens.exact)
             measured_spread = kron_spread(measured, relation, plan.noise.grid) if plan.noise.spread is not None \
                 else None
             rederive_noise(out, plan.noise, g, relation, sens.value, m, measured_spread)

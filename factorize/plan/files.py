@@ -20,6 +20,12 @@ the same for all of them:
   noise spec parsed into ``workloads.Domain``, ``privacy.Neighbouring``, ``privacy.Guarantee``
   and ``privacy.NoiseSpec`` — plans hold these, never their JSON.
 
+* **one read** (:func:`read_plan_bytes`): a release reads its plan file once, into memory
+  (a regular file of at most :data:`MAX_PLAN_BYTES`), and derives the kind, loads, verifies
+  and hashes those bytes (:class:`PlanBytes`): every reader here accepts them in place of a
+  path, so a file replaced between two reads can never be verified in one version and run or
+  charged in another.
+
 Every failure is a :class:`PlanFormatError` (:func:`guarded_load`), never anything else.
 """
 
@@ -28,6 +34,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -46,6 +55,69 @@ _CONTAINER_KEYS = ("format", "schema_version", "arrays", "content_sha256")
 
 class PlanFormatError(PlanError):
     """The plan file is missing, truncated, corrupt, tampered with, or of an unknown version."""
+
+
+#: Largest plan file :func:`read_plan_bytes` reads: the container's own bounds (the 8-byte
+#: length, a header of at most ``MAX_HEADER_BYTES``, at most ``MAX_TOTAL_BYTES`` of arrays).
+MAX_PLAN_BYTES = 8 + container.MAX_HEADER_BYTES + container.MAX_TOTAL_BYTES
+
+
+@dataclass(frozen=True)
+class PlanBytes:
+    """A plan file read once (:func:`read_plan_bytes`): ``data``, its bytes, and ``name``, the
+    path it was read from — used in messages only, never opened again. Every plan reader
+    (:func:`plan_header`, :func:`read_plan_container`, each kind's ``load``) accepts one in
+    place of a path; :attr:`sha256` is the digest of exactly these bytes."""
+
+    name: str
+    data: bytes = field(repr=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of :attr:`data` (hex)."""
+        return hashlib.sha256(self.data).hexdigest()
+
+
+
+def read_plan_bytes(path: str | os.PathLike[str], *, limit: int = MAX_PLAN_BYTES) -> PlanBytes:
+    """Read the plan file at ``path`` once: one ``open`` (non-blocking: a FIFO in the plan's
+    place is refused, not waited on), a regular file of at most ``limit`` bytes (checked on
+    the open file, and again on what was read: a file growing while it is read is refused,
+    never truncated). :class:`PlanFormatError` otherwise."""
+    name = os.fspath(path)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise PlanFormatError(f"{name}: no such file") from None
+    except OSError as exc:
+        raise PlanFormatError(f"{name}: cannot read the plan file "
+                              f"({exc.strerror or type(exc).__name__})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PlanFormatError(f"{name}: not a valid plan file (not a regular file)")
+        if st.st_size > limit:
+            raise PlanFormatError(f"{name}: the plan file has {st.st_size} bytes, more than the "
+                                  f"limit of {limit}")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise PlanFormatError(f"{name}: cannot read the plan file "
+                              f"({exc.strerror or type(exc).__name__})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise PlanFormatError(f"{name}: the plan file grew past the limit of {limit} bytes while "
+                              "it was read")
+    return PlanBytes(name, data)
+
+
+def _bytes_of(source: Any) -> bytes | None:
+    """The bytes of a :class:`PlanBytes` (None for a path: the reader opens it)."""
+    return source.data if isinstance(source, PlanBytes) else None
 
 
 def content_digest(manifest: dict[str, Any]) -> str:
@@ -76,13 +148,15 @@ def plan_version(version: int, manifest: dict[str, Any]) -> int:
     return version + SCHEMA_BUMP if isinstance(dom, dict) and "schema" in dom else version
 
 
-def read_plan_container(path: Path, fmt: str, version: int
+def read_plan_container(path: Path | PlanBytes, fmt: str, version: int
                         ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """``container.read`` (format, version ≤ ``version`` — one more for a plan carrying a value
     schema, :data:`SCHEMA_BUMP` —, array list, digests), the canonical header and the manifest
-    digest — the checks every plan format shares."""
+    digest — the checks every plan format shares. ``path``: a file, or the bytes of one
+    (:class:`PlanBytes`: nothing is opened)."""
     try:
-        manifest, arrays, head = container.read_with_header(path, fmt, version + SCHEMA_BUMP)
+        manifest, arrays, head = container.read_with_header(str(path), fmt, version + SCHEMA_BUMP,
+                                                            data=_bytes_of(path))
     except container.ContainerError as exc:
         raise PlanFormatError(str(exc)) from None
     check_canonical_header(path, head)
@@ -119,10 +193,11 @@ def check_canonical_header(path: Path, head: Any = None) -> None:
                               f"describes {head.data_start + end} (truncated or data appended)")
 
 
-def guarded_load(loader: Callable[[Path], Any], path: str | Path, what: str) -> Any:
-    """``loader(path)``, every failure but PlanFormatError turned into one."""
+def guarded_load(loader: Callable[[Any], Any], path: str | Path | PlanBytes, what: str) -> Any:
+    """``loader(path)``, every failure but PlanFormatError turned into one (a
+    :class:`PlanBytes` is passed on as it is: the loader reads those bytes)."""
     try:
-        return loader(Path(path))
+        return loader(path if isinstance(path, PlanBytes) else Path(path))
     except PlanFormatError:
         raise
     except (KeyboardInterrupt, SystemExit, MemoryError):
@@ -134,12 +209,12 @@ def guarded_load(loader: Callable[[Path], Any], path: str | Path, what: str) -> 
                               f"{str(exc)[:200]})") from None
 
 
-def plan_header(path: str | Path) -> dict[str, Any]:
-    """The manifest of a plan file from its bounded header alone (no array data is read, no
-    unbounded or deeply nested JSON is parsed)."""
+def plan_header(path: str | Path | PlanBytes) -> dict[str, Any]:
+    """The manifest of a plan file (or of its bytes, :class:`PlanBytes`) from its bounded
+    header alone (no array data is read, no unbounded or deeply nested JSON is parsed)."""
     try:
-        head = container.read_header(path)
-        manifest = container.parse_manifest(path, head.header)
+        head = container.read_header(str(path), data=_bytes_of(path))
+        manifest = container.parse_manifest(str(path), head.header)
     except container.ContainerError as exc:
         raise PlanFormatError(f"{path}: not a valid plan file ({exc})") from None
     if not isinstance(manifest, dict):

@@ -9,7 +9,9 @@ bound on *every* mechanism satisfying the plan's guarantee, from ``geometry.lowe
 * pure ε-DP: the spectral bound at δ = 10⁻⁹ (an ε-DP mechanism is (ε, δ)-DP for every δ) and
   the packing bound (Nikolov 2023, Lemma 7) when n is known; the larger is reported.
 
-Only for workloads small enough to densify (N ≤ ``MAX_CELLS``); the subset search is the
+Only for workloads small enough to densify (N ≤ ``MAX_CELLS`` and k·N within
+``workloads.DEFAULT_MAX_DENSE_ENTRIES``: a Kronecker product of a few thousand cells may have
+millions of queries, and its plan is built factor by factor); the subset search is the
 module's heuristic below ``SEARCH_ENTRIES`` entries, pivoted QR above. Returns a JSON-ready
 dict (value, measure, binds, bound, and for the spectral bound its ``witness``: the column
 subset S and the anchor) or None. The verifier re-evaluates the bound at the stored witness
@@ -33,9 +35,10 @@ def any_mechanism_lower_bound(W: Any, guarantee: Any, relation: str,
                               n: int | None = None, witness: Any = None) -> dict[str, Any] | None:
     """See the module docstring."""
     from factorize.geometry.lower_bounds import packing_lower_bound, spectral_lower_bound
+    from workloads import DEFAULT_MAX_DENSE_ENTRIES
 
     k, N = W.shape
-    if N > MAX_CELLS:
+    if N > MAX_CELLS or k * N > DEFAULT_MAX_DENSE_ENTRIES:
         return None
     Wd = W.dense()
     method = "auto" if k * N <= SEARCH_ENTRIES else "qr"

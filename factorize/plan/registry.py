@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .files import PlanFormatError, plan_header
+from .files import PlanBytes, PlanFormatError, plan_header, read_plan_bytes
 
 #: kind name → "module:Class" (imported on first use: inspecting a plan imports no solver).
 KINDS = {
@@ -49,7 +49,7 @@ class PlanKind(Protocol):
     #: a central-model release: charged to the ledger, δ < 1/n checked on the data
     central: bool
 
-    def load(self, path: str | Path) -> Any: ...
+    def load(self, path: str | Path | PlanBytes) -> Any: ...  # a path, or its bytes read once
 
     def save(self, plan: Any, path: str | Path) -> None: ...
 
@@ -98,8 +98,9 @@ def kind_name(manifest: dict[str, Any]) -> str:
     raise PlanFormatError(f"not a plan file: unknown format {fmt!r}")
 
 
-def kind_of_file(path: str | Path) -> PlanKind:
-    """The kind of the plan in ``path`` (its bounded header only)."""
+def kind_of_file(path: str | Path | PlanBytes) -> PlanKind:
+    """The kind of the plan in ``path`` — a file, or its bytes read once
+    (``files.read_plan_bytes``) — from its bounded header only."""
     return kind(kind_name(plan_header(path)))
 
 
@@ -114,8 +115,10 @@ def kind_of_plan(plan: Any) -> PlanKind:
 
 
 def load_any_plan(path: str | Path) -> Any:
-    """Any plan, read by its kind."""
-    return kind_of_file(path).load(path)
+    """Any plan, read by its kind (the file read once: the kind and the plan come from the
+    same bytes)."""
+    source = read_plan_bytes(path)
+    return kind_of_file(source).load(source)
 
 
 def save_any_plan(plan: Any, path: str | Path) -> None:

@@ -35,7 +35,15 @@ from typing import Any
 
 from factorize.numerics import is_number
 
-from .checks import PlanCheck, check_guarantee_policy, guard, rebuild_workload, rederive_noise, same_number
+from .checks import (
+    PlanCheck,
+    check_guarantee_policy,
+    check_sensitivity_exact,
+    guard,
+    rebuild_workload,
+    rederive_noise,
+    same_number,
+)
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
 
@@ -67,7 +75,7 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
     sens = guard(out, "sensitivity", lambda: strategy_sensitivity(measured, snorm, plan.relation))
     if sens is not None and g is not None:
         out.recomputed_sensitivity = sens.value
-        out.derived["sensitivity_exact"] = sens.exact
+        check_sensitivity_exact(out, plan.provenance.get("sensitivity_exact"), sens.exact)
         spread = (strategy_spread(measured, plan.relation, plan.noise.grid) if plan.noise.spread is not None
                   else None)  # plans written before the spread inflate over all m
         req = rederive_noise(out, plan.noise, g, plan.relation, sens.value, measured.m, spread)
@@ -178,6 +186,7 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
 
     methods = {"residual": (RESIDUAL_CERTIFICATE,),
                "union": (union.CERTIFICATE, union.CERTIFICATE_GRAM),
+               "kron": (union.CERTIFICATE, union.CERTIFICATE_GRAM),  # W's bound, structured.shared_kron
                "marginal_weights": (marginal_weights.CERTIFICATE,
                                     marginal_weights.CERTIFICATE_GRAM,
                                     marginal_weights.CERTIFICATE_MARGINAL)}[plan.family]
@@ -257,6 +266,10 @@ def _certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
         from factorize.structured.marginal_weights import verify_certificate
 
         return verify_certificate(plan, W)
+    if plan.family == "kron":
+        from factorize.structured.shared_kron import verify_certificate as verify_kron
+
+        return verify_kron(plan, W)
     from factorize.structured.union import verify_union_certificate
 
     return verify_union_certificate(plan, W)

@@ -105,6 +105,7 @@ class StructuredPlan:
         grid = f", grid γ={n.grid:.6g}" if n.grid else ""
         fam = {"residual": "residual bases per attribute subset (orthonormal, Helmert)",
                "union": "union of Kronecker products",
+               "kron": "one shared Kronecker product (p-Identity factors)",
                "marginal_weights": "weighted marginals (least-squares reconstruction)"}[self.family]
         lines = [
             f"workload    {self.workload['spec'][:120]}  ({k} queries × {N} cells)",
@@ -209,6 +210,7 @@ def choice_lines(choice: Any) -> list[str]:
     score = choice.get("rmse_at_epsilon_1")
     line = f"chosen      {choice.get('chosen')}" + (
         f" (Laplace RMSE at ε=1 {score:.6g}, re-checked)" if isinstance(score, (int, float)) else "")
+    line += _seconds(choice)
     search = choice.get("search")
     if isinstance(search, dict) and "winner" in search:
         line += (f"; search seed {choice.get('search_seed')}, winning start "
@@ -220,8 +222,15 @@ def choice_lines(choice: Any) -> list[str]:
             why = r.get("search", {}).get("refused") if isinstance(r.get("search"), dict) else None
             lines.append(f"runner-up   {r.get('family')}: "
                          + (f"RMSE at ε=1 {v:.6g} (checked no better)" if isinstance(v, (int, float))
-                            else f"not applicable ({why})" if why else "not scored"))
+                            else f"not applicable ({why})" if why else "not scored")
+                         + _seconds(r))
     return lines
+
+
+def _seconds(entry: dict) -> str:
+    """``", planned in 1.2 s"`` where the choice states a family's planning time."""
+    s = entry.get("seconds")
+    return f", planned in {s:.3g} s" if isinstance(s, (int, float)) and not isinstance(s, bool) else ""
 
 
 # ---------------------------------------------------------------------------------------

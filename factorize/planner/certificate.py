@@ -134,6 +134,69 @@ def gamma_f_lower(W: np.ndarray, q: np.ndarray) -> float:
     return tr / math.sqrt(W.shape[0] * s) * _sum_factor(W.shape[1])
 
 
+def gamma_f_lower_structured(workload, q: np.ndarray) -> float | None:
+    """:func:`gamma_f_lower` of a stack of Kronecker products without an SVD of the k×N
+    matrix: ``‖W diag(√q)‖_tr`` from QRs of the small factors
+    (``norms.kron_stack_trace_norm_lower_bound``); None when ``workload`` has no such
+    structure whose dense matrix is its exact Kronecker products, or when the reduction does
+    not pay (the caller then uses :func:`gamma_f_lower` on the dense matrix).
+
+    The value agrees with :func:`gamma_f_lower` of ``workload.dense()`` up to rounding of the
+    singular values (measured ≤ 2e-15 relative), so both may re-check the same certificate.
+    """
+    blocks = stacked_kron_blocks(workload)
+    if blocks is None:
+        return None
+    k, N = workload.shape
+    _check_weights(q, N, "q")
+    tr = norms.kron_stack_trace_norm_lower_bound(blocks, np.sqrt(q))
+    if tr is None:
+        return None
+    return tr / math.sqrt(k * float(np.sum(q))) * _sum_factor(N)
+
+
+def stacked_kron_blocks(workload) -> list[list[np.ndarray]] | None:
+    """``workload`` as ``[[F_11, F_12, …], [F_21, …], …]`` with ``W = [⊗_j F_1j; ⊗_j F_2j; …]``
+    (a Kronecker product, or a stack of blocks of which at least one is a Kronecker product;
+    any other block is its own single factor), when every Kronecker product is exact in
+    binary64 — each factor is an integer matrix times a power of two and the integer parts'
+    bits add up to at most 53 per product — so that ``workload.dense()`` *is* the product of
+    the dense factors; None otherwise."""
+    parts: list = []
+    stack = [workload]
+    while stack:
+        w = stack.pop()
+        sub = getattr(w, "blocks", None)
+        if sub is not None and not hasattr(w, "factors"):
+            stack.extend(reversed(tuple(sub)))
+        else:
+            parts.append(w)
+    if not any(getattr(p, "factors", None) is not None for p in parts):
+        return None  # no Kronecker product to exploit
+    out = []
+    for part in parts:
+        factors = [np.asarray(f.dense(), dtype=np.float64) for f in kron_leaves(part)]
+        if len(factors) > 1 and sum(_dyadic_bits(F) for F in factors) > 53:
+            return None
+        out.append(factors)
+    return out
+
+
+def _dyadic_bits(F: np.ndarray) -> int:
+    """Bits of the integer matrix ``F·2^t`` (smallest t ≥ 0 making it integral, up to 64);
+    a number above 53 when there is none (a non-dyadic or non-finite entry)."""
+    if F.size == 0 or not np.all(np.isfinite(F)):
+        return 99
+    big = float(np.max(np.abs(F)))
+    if big == 0.0:
+        return 0
+    for t in range(65):
+        G = np.ldexp(F, t)
+        if np.all(G == np.round(G)):
+            return max(1, math.ceil(math.log2(float(np.max(np.abs(G))) + 1.0)))
+    return 99
+
+
 def gamma_2_lower(W: np.ndarray, p: np.ndarray, q: np.ndarray) -> float:
     """``||diag(√p) W diag(√q)||_tr / sqrt(Σp Σq)``, certified against rounding."""
     _check_weights(p, W.shape[0], "p")
@@ -178,7 +241,8 @@ def _check_weights(w: np.ndarray, n: int, name: str) -> None:
 # ---------------------------------------------------------------------------------
 # verify
 # ---------------------------------------------------------------------------------
-def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_TOL) -> Verification:
+def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_TOL, *,
+           dense: np.ndarray | None = None) -> Verification:
     """Recompute the certificate's bounds and residual from its matrices alone.
 
     ``workload`` is a ``workloads.Workload`` (Kronecker structure is used factor by
@@ -187,10 +251,20 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
     for approximate γ₂); the witness is valid (non-negative weights; for approximate γ₂
     the certified λ_min of ``diag(d) − ½ M_U`` is ≥ 0); the lower bound is positive and
     not above the upper bound.
+
+    ``dense``: the caller's ``workload.dense()``, when it has one (not computed again). The
+    γ_F lower bound of a dense certificate for a stack of Kronecker products is taken from
+    the structure (:func:`gamma_f_lower_structured`: QRs of the small factors, no SVD of the
+    k×N matrix).
     """
     fact = cert.factorization
     failures: list[str] = []
-    W_factors = _workload_factors(workload, fact)
+    if dense is not None and not isinstance(workload, np.ndarray) and not fact.is_kron:
+        if dense.shape != tuple(workload.shape):
+            raise ValueError(f"dense has shape {dense.shape}, the workload {workload.shape}")
+        W_factors = [np.asarray(dense, dtype=np.float64)]
+    else:
+        W_factors = _workload_factors(workload, fact)
     details: dict[str, float] = {}
 
     shape = (math.prod(W.shape[0] for W in W_factors), math.prod(W.shape[1] for W in W_factors))
@@ -211,7 +285,10 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
     w = cert.witness
     if isinstance(w, GammaFWitness):
         _match_factor_count(w.q, W_factors, "q")
-        lower = math.prod(gamma_f_lower(W, q) for W, q in zip(W_factors, w.q))
+        structured = (gamma_f_lower_structured(workload, w.q[0])
+                      if len(W_factors) == 1 and not isinstance(workload, np.ndarray) else None)
+        lower = (structured if structured is not None
+                 else math.prod(gamma_f_lower(W, q) for W, q in zip(W_factors, w.q)))
     elif isinstance(w, Gamma2Witness):
         _match_factor_count(w.q, W_factors, "q")
         _match_factor_count(w.p, W_factors, "p")

@@ -41,21 +41,16 @@ from factorize.planner.certificate import (
     Verification,
     verify,
 )
-from solvers import (
-    CertificateGapError,
-    CertificateInvalidError,
-    SolveInfo,
-    SolverError,
-    SolverInaccurateError,
-    SolverOptions,
-    SolverTimeLimitError,
-    solve_approx_gamma_2_sdp,
-    solve_gamma_2_sdp,
-    solve_gamma_f_sdp,
-)
-from solvers.backends import require_backend
 from solvers.dual_gamma_2 import solve_gamma_2_dual
 from solvers.dual_gamma_f import solve_gamma_f_dual
+from solvers.errors import (
+    CertificateGapError,
+    CertificateInvalidError,
+    SolverError,
+    SolverInaccurateError,
+    SolverTimeLimitError,
+)
+from solvers.options import SolveInfo, SolverOptions, require_backend
 from workloads import Workload, parse_workload
 from workloads.structured import kron_leaves
 
@@ -217,7 +212,8 @@ def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None
             continue
         opts = options.remaining(time.perf_counter() - start)
         by_fingerprint[fp] = _solve_leaf(leaf.dense(), norm, eta, method, opts, residual_tol,
-                                         gap_target=_leaf_gap_target(gap_tol, len(leaves)))
+                                         gap_target=_leaf_gap_target(gap_tol, len(leaves)),
+                                         structure=leaf)
 
     fact = kron_compose([by_fingerprint[fp][0] for fp in order])
     parts = [by_fingerprint[fp][1] for fp in order]
@@ -256,7 +252,8 @@ def _describe(s: FactorSolve) -> str:
 
 
 def _solve_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Method, opts: SolverOptions,
-                residual_tol: float, gap_target: float) -> _LeafResult:
+                residual_tol: float, gap_target: float,
+                structure: Workload | None = None) -> _LeafResult:
     """One dense factor by the chosen method (``_solve_unit_leaf``), solved at unit scale.
 
     The norms are homogeneous — ``ν(cW) = c ν(W)``, and ``W = R·A`` iff ``cW = (cR)·A`` with
@@ -265,22 +262,40 @@ def _solve_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Method, op
     ``max|W·2^(−e)| ∈ [½, 1)`` (an exact scaling), R is scaled back by ``2^e`` (exact) and the
     certificate re-checked against W itself. (A random 6×5 workload of entries up to 30 missed
     the gap target by 4% unscaled and reaches 2e-7 scaled.)
+
+    ``structure``: the workload W is the dense matrix of, when there is one; the checks then
+    take its γ_F lower bound from the structure (``certificate.verify``).
     """
     from factorize.numerics import binade
 
     e = binade(W)
     if e == 0:
-        return _solve_unit_leaf(W, norm, eta, method, opts, residual_tol, gap_target)
+        return _solve_unit_leaf(W, norm, eta, method, opts, residual_tol, gap_target, structure)
     fact, parts, report, _ = _solve_unit_leaf(
         np.ldexp(W, -e), norm, None if eta is None else math.ldexp(eta, -e), method, opts,
-        residual_tol, gap_target)
+        residual_tol, gap_target, _scaled_structure(structure, -e))
     fact = Factorization(tuple(np.ldexp(R, e) for R in fact.R_factors), fact.A_factors)
-    check = _leaf_check(W, norm, eta, fact, parts, residual_tol)
+    check = _leaf_check(W, norm, eta, fact, parts, residual_tol, structure)
     return fact, parts, FactorSolve(**{**report.__dict__, "gap": _gap_of(check)}), check
 
 
+def _scaled_structure(structure: Workload | None, e: int) -> Workload | None:
+    """``2^e · structure`` as a workload (exact: a power of two), None when there is none or
+    the weight is outside what ``workloads.compose`` accepts."""
+    if structure is None:
+        return None
+    from workloads.compose import scale_workload
+    from workloads.errors import WorkloadError
+
+    try:
+        return scale_workload(math.ldexp(1.0, e), structure)
+    except WorkloadError:
+        return None
+
+
 def _solve_unit_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Method, opts: SolverOptions,
-                     residual_tol: float, gap_target: float) -> _LeafResult:
+                     residual_tol: float, gap_target: float,
+                     structure: Workload | None = None) -> _LeafResult:
     """One dense factor by the chosen method; ``auto`` tries the dual solver, then the SDP.
 
     The dual solvers handle γ_F and γ₂; approximate γ₂ goes to the SDP. In ``auto`` mode a
@@ -291,10 +306,10 @@ def _solve_unit_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Metho
                                      (method == "auto" and sum(W.shape) >= LOWRANK_MIN_SIZE)):
         return _solve_dense_lowrank(W, eta, opts, residual_tol, gap_target)
     if norm == "approx_gamma_2" or method == "sdp":
-        return _solve_dense(W, norm, eta, opts, residual_tol, gap_target)
+        return _solve_dense(W, norm, eta, opts, residual_tol, gap_target, structure)
     start = time.perf_counter()
     try:
-        result = _solve_dense_dual(W, norm, opts, residual_tol, gap_target)
+        result = _solve_dense_dual(W, norm, opts, residual_tol, gap_target, structure)
     except (SolverError, CertificateInvalidError):
         if method == "dual":
             raise
@@ -303,7 +318,7 @@ def _solve_unit_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Metho
         return result
     remaining = opts.remaining(time.perf_counter() - start)
     try:
-        fallback = _solve_dense(W, norm, eta, remaining, residual_tol, gap_target)
+        fallback = _solve_dense(W, norm, eta, remaining, residual_tol, gap_target, structure)
     except SolverError:
         if result is None:
             raise
@@ -312,7 +327,7 @@ def _solve_unit_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Metho
 
 
 def _solve_dense_dual(W: np.ndarray, norm: Norm, opts: SolverOptions, residual_tol: float,
-                      gap_target: float) -> _LeafResult:
+                      gap_target: float, structure: Workload | None = None) -> _LeafResult:
     """The specialised dual solver on one dense factor, its best primal and its witness.
 
     The solver's own gap estimate aims at half the factor's target; the certified gap
@@ -329,7 +344,7 @@ def _solve_dense_dual(W: np.ndarray, norm: Norm, opts: SolverOptions, residual_t
     candidates = {name: (lambda A=A: recovery.factorization_from_strategy(W, A))
                   for name, A in res.strategies.items()}
     route, fact = _best_candidate(W, candidates, norm, residual_tol)
-    check = _leaf_check(W, norm, None, fact, parts, residual_tol)
+    check = _leaf_check(W, norm, None, fact, parts, residual_tol, structure)
     gap = _gap_of(check)
     if opts.time_limit is not None and not gap <= gap_target and res.seconds >= opts.time_limit:
         raise SolverTimeLimitError(
@@ -359,7 +374,8 @@ def _solve_dense_lowrank(W: np.ndarray, eta: float, opts: SolverOptions, residua
 
 
 def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptions,
-                 residual_tol: float, gap_target: float) -> _LeafResult:
+                 residual_tol: float, gap_target: float,
+                 structure: Workload | None = None) -> _LeafResult:
     """Solve one dense factor: (factorization, witness parts, report).
 
     With an explicit ``opts.eps`` this is one solve. Otherwise the back-end tolerance is
@@ -379,14 +395,14 @@ def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptio
             if best is None and opts.eps is None:
                 # stalled at the first tolerance: a looser one may still certify (its gap is
                 # re-checked below and enforced by the caller); if none solves, the stall stands
-                best = _first_looser(W, norm, eta, opts, residual_tol, start)
+                best = _first_looser(W, norm, eta, opts, residual_tol, start, structure)
                 if best is None:
                     raise
                 break
             if best is None or i == len(schedule) - 1:
                 raise
             break  # the back-end cannot go tighter: keep the best certificate so far
-        check = _leaf_check(W, norm, eta, fact, parts, residual_tol)
+        check = _leaf_check(W, norm, eta, fact, parts, residual_tol, structure)
         gap = _gap_of(check)
         if best is None or gap < best[4]:
             best = (fact, parts, route, info, gap, eps, check)
@@ -401,7 +417,8 @@ def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptio
 
 
 def _first_looser(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptions,
-                  residual_tol: float, start: float) -> tuple | None:
+                  residual_tol: float, start: float,
+                  structure: Workload | None = None) -> tuple | None:
     """The first of ``LOOSER_ON_STALL[backend]`` at which the back-end solves (the best-so-far
     tuple of :func:`_solve_dense`), or None if it stalls at every one."""
     for eps in LOOSER_ON_STALL[opts.backend]:
@@ -411,7 +428,7 @@ def _first_looser(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOpti
             fact, parts, route, info = _solve_dense_once(W, norm, eta, step, residual_tol)
         except SolverInaccurateError:
             continue
-        check = _leaf_check(W, norm, eta, fact, parts, residual_tol)
+        check = _leaf_check(W, norm, eta, fact, parts, residual_tol, structure)
         return (fact, parts, route, info, _gap_of(check), eps, check)
     return None
 
@@ -426,13 +443,17 @@ def _leaf_gap_target(gap_tol: float, n_leaves: int) -> float:
 
 
 def _leaf_check(W: np.ndarray, norm: Norm, eta: float | None, fact: Factorization, parts: tuple,
-                residual_tol: float) -> Verification:
-    """``verify`` of one factor's certificate (for a one-leaf workload it is the final one)."""
+                residual_tol: float, structure: Workload | None = None) -> Verification:
+    """``verify`` of one factor's certificate (for a one-leaf workload it is the final one);
+    with ``structure`` (the workload W is the dense matrix of) verify sees the workload, so a
+    stack of Kronecker products gets its γ_F lower bound without an SVD of W."""
     witness = {"gamma_f": lambda: GammaFWitness(q=(parts[0],)),
                "gamma_2": lambda: Gamma2Witness(p=(parts[0],), q=(parts[1],)),
                "approx_gamma_2": lambda: parts[0]}[norm]()
-    return verify(Certificate(norm=norm, factorization=fact, witness=witness, eta=eta), W,
-                  residual_tol=residual_tol)
+    cert = Certificate(norm=norm, factorization=fact, witness=witness, eta=eta)
+    if structure is not None and norm == "gamma_f" and tuple(structure.shape) == W.shape:
+        return verify(cert, structure, residual_tol=residual_tol, dense=W)
+    return verify(cert, W, residual_tol=residual_tol)
 
 
 def _gap_of(check: Verification) -> float:
@@ -442,7 +463,14 @@ def _gap_of(check: Verification) -> float:
 
 def _solve_dense_once(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptions,
                       residual_tol: float) -> tuple[Factorization, tuple, str, SolveInfo]:
-    """One SDP solve of a dense factor and the recovery of its primal and dual."""
+    """One SDP solve of a dense factor and the recovery of its primal and dual.
+
+    The SDP modules (and with them cvxpy, seconds to import) are loaded here, on the first
+    SDP actually solved: pure-DP and dual-solver plans never load them."""
+    from solvers.sdp_approx_gamma_2 import solve_approx_gamma_2_sdp
+    from solvers.sdp_gamma_2 import solve_gamma_2_sdp
+    from solvers.sdp_gamma_f import solve_gamma_f_sdp
+
     if norm == "gamma_f":
         res = solve_gamma_f_sdp(W, opts)
         q = recovery.normalized_weights(res.diag_multipliers)

@@ -148,7 +148,8 @@ def _kron_summary(ks) -> dict:
     return {"value": ks.value, "sweeps": ks.sweeps, "history": list(ks.history),
             "factors": [None if s is None else {"winner": s.search.winner, "p": int(s.theta.shape[0]),
                                                 "seeds": list(s.search.seeds),
-                                                "runners_up": list(s.search.runners_up)}
+                                                "runners_up": list(s.search.runners_up),
+                                                "work_budget": s.search.work_budget}
                         for s in ks.searches]}
 
 
@@ -238,7 +239,7 @@ def plan_pure_dp(W: Workload | str, *, seed: int = 0, flat: bool = True,
                                   optimizer=_kron_summary(ks), seconds=time.perf_counter() - t0))
         if len(P.blocks) > 1:
             out.append(plan_union_kron(W, seed=seed, one_d=one_d))
-        if flat and N <= MAX_FLAT_CELLS:
+        if flat and N <= MAX_FLAT_CELLS and len(P.sizes) > 1:  # one attribute: the same problem
             try:
                 out.append(plan_kron_flat(W, seed=seed, kron=ks))
             except StructureError:

@@ -91,17 +91,36 @@ RESIDUAL_TOL = 1e-10
 
 
 def _dense_factorization(W: np.ndarray, A: np.ndarray) -> Factorization | None:
+    """``R = W A⁺`` when W's rows lie in A's row space: ``max|W(A⁺A − I)| ≤ RESIDUAL_TOL·max|W|``
+    (first by Cauchy–Schwarz from the rows' and columns' 2-norms, O(kN + N²); the k×N product
+    only when that bound does not already settle it)."""
     A = np.asarray(A, dtype=np.float64)
-    R = _reconstruction(W, A)
-    if not np.max(np.abs(R @ A - W)) <= RESIDUAL_TOL * max(1.0, float(np.max(np.abs(W)))):
+    pinv = _pseudo_inverse(A)
+    P = pinv @ A
+    P[np.diag_indices_from(P)] -= 1.0  # A⁺A − I: W·P = R·A − W
+    limit = RESIDUAL_TOL * max(1.0, float(np.max(np.abs(W))))
+    cs = float(np.sqrt(np.einsum("ij,ij->i", W, W).max() * np.einsum("ij,ij->j", P, P).max()))
+    if not cs <= limit and not np.max(np.abs(W @ P)) <= limit:
         return None  # W's rows are not in A's row space
-    return Factorization.dense(R, A)
+    return Factorization.dense(W @ pinv, A)
+
+
+def _pseudo_inverse(A: np.ndarray) -> np.ndarray:
+    """``A⁺`` (N×m) from one SVD of A, singular values below ``lstsq``'s default cutoff
+    (``eps·max(m, N)·σ_max``) dropped: ``W A⁺`` is then the minimum-norm least-squares
+    solution ``numpy.linalg.lstsq(Aᵀ, Wᵀ)`` gives, without a factorization per right-hand
+    side (W may have tens of thousands of rows)."""
+    U_, s, Vt = np.linalg.svd(A, full_matrices=False)
+    if s.size == 0 or s[0] == 0:
+        return np.zeros(A.T.shape)
+    keep = s > np.finfo(np.float64).eps * max(A.shape) * s[0]
+    return (Vt[keep].T / s[keep]) @ U_[:, keep].T
 
 
 def _reconstruction(W: np.ndarray, A: np.ndarray) -> np.ndarray:
     """``R = W A⁺`` (minimum-norm least squares: the best linear unbiased reconstruction for
     i.i.d. noise when W's rows lie in A's row space)."""
-    return np.linalg.lstsq(A.T, W.T, rcond=None)[0].T
+    return W @ _pseudo_inverse(np.asarray(A, dtype=np.float64))
 
 
 def _record(s: PureDPStrategy, seed: int) -> dict[str, Any]:
@@ -115,10 +134,14 @@ def _record(s: PureDPStrategy, seed: int) -> dict[str, Any]:
         rec["seeds"] = [int(x) for x in opt["seeds"]]
     if "runners_up" in opt:
         rec["runners_up"] = [float(x) for x in opt["runners_up"][:5]]
+    if opt.get("work_budget") is not None:  # the deterministic budget the search ran under
+        rec["work_budget"] = float(opt["work_budget"])
     if "factors" in opt:  # a Kronecker search: one record per factor
-        rec["factors"] = [None if f is None else {"winner": f["winner"], "seeds": f["seeds"],
-                                                  "runners_up": [float(x) for x in f["runners_up"][:5]]}
-                          for f in opt["factors"]]
+        rec["factors"] = [None if f is None else {
+            "winner": f["winner"], "seeds": f["seeds"],
+            "runners_up": [float(x) for x in f["runners_up"][:5]],
+            **({"work_budget": float(f["work_budget"])} if f.get("work_budget") is not None else {})}
+            for f in opt["factors"]]
     if "kronecker" in opt:  # a flat refinement of a Kronecker start
         rec["from_kronecker_value"] = float(opt["kronecker"]["value"])
     return rec

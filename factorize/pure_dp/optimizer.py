@@ -61,6 +61,11 @@ class MultiStartResult:
     best: StartOutcome
     outcomes: tuple[StartOutcome, ...]
     seeds: tuple[int, ...]
+    #: the deterministic budget the search ran under (None: none) and the work it spent, in
+    #: the units of ``multistart``'s ``cost`` (work spent before it, e.g. on weighting the
+    #: starts, included)
+    work_budget: float | None = None
+    work_spent: float = 0.0
 
     @property
     def value(self) -> float:
@@ -79,7 +84,8 @@ class MultiStartResult:
 
     def summary(self) -> dict:
         return {"winner": self.winner, "value": self.value, "seeds": list(self.seeds),
-                "runners_up": list(self.runners_up),
+                "runners_up": list(self.runners_up), "work_budget": self.work_budget,
+                "work_spent": self.work_spent,
                 "starts": [{"label": o.label, "seed": o.seed, "value": o.value,
                             "iterations": o.iterations, "seconds": round(o.seconds, 4),
                             "polished": o.polished} for o in self.outcomes]}
@@ -99,16 +105,20 @@ def lbfgsb(fun: ValueAndGrad, x0: np.ndarray, *, maxiter: int, ftol: float = 1e-
                    options={"maxiter": int(maxiter), "ftol": ftol, "gtol": gtol, "maxcor": maxcor})
     x = np.maximum(res.x, 0.0)
     value = float(fun(x)[0])
+    # scipy ≥ 1.17 leaves ``nit`` out of the result when L-BFGS-B stops before its first
+    # iteration (a start that already meets the tolerances): zero iterations were taken
+    iterations = int(res.get("nit", 0))
     if not np.isfinite(value) or value > f0:  # never worse than where it started
-        return x0, float(f0), int(res.nit)
-    return x, value, int(res.nit)
+        return x0, float(f0), iterations
+    return x, value, iterations
 
 
 def multistart(fun_for: Callable[[Start], ValueAndGrad], starts: Sequence[Start], *,
                stage1_iters: int = 100, polish_top: int = 2, polish_iters: int = 2000,
                work_budget: float | None = None, cost: Callable[[Start], float] | None = None,
                time_budget: float | None = None, stage1_share: float = 0.4,
-               ftol: float = 1e-13, gtol: float = 1e-11, maxcor: int = 20) -> MultiStartResult:
+               ftol: float = 1e-13, gtol: float = 1e-11, maxcor: int = 20,
+               spent: float = 0.0, min_starts: int = 1) -> MultiStartResult:
     """Run every start for ``stage1_iters`` L-BFGS-B iterations, then continue the best
     ``polish_top`` for up to ``polish_iters`` more; return all outcomes, best first.
 
@@ -117,23 +127,26 @@ def multistart(fun_for: Callable[[Start], ValueAndGrad], starts: Sequence[Start]
 
     Budgets. ``work_budget`` is counted in the units of ``cost(start)`` per iteration (e.g.
     the multiply-adds of one objective evaluation), so it is *deterministic*: the same inputs
-    and seeds give the same iterations on any machine. No new first-stage run starts once
-    ``stage1_share`` of it is spent (the first start always runs: put the deterministic
-    starts first); the rest is shared by the starts being polished, with weights 1, 1/2,
-    1/4, … by rank. ``time_budget`` (seconds) is an optional wall-clock cap applied the same
-    way (then the result depends on the machine's speed).
+    and seeds give the same iterations on any machine. ``spent``: work already done for this
+    search (e.g. weighting the starts), counted against the budget. No new first-stage run
+    starts once ``stage1_share`` of the budget is spent, except the first ``min_starts``
+    (at least one), which always run: put the deterministic starts first; the rest is shared
+    by the starts being polished, with weights 1, 1/2, 1/4, … by rank. ``time_budget``
+    (seconds) is an optional wall-clock cap applied the same way (then the result depends on
+    the machine's speed).
     """
     if not starts:
         raise ValueError("multistart needs at least one start")
     cost = cost or (lambda st: 1.0)
     t_begin = time.perf_counter()
-    spent = 0.0
+    spent = float(spent)
     stage1: list[StartOutcome] = []
     ran: list[Start] = []
     for st in starts:
-        if stage1 and ((work_budget is not None and spent > stage1_share * work_budget)
-                       or (time_budget is not None
-                           and time.perf_counter() - t_begin > stage1_share * time_budget)):
+        over = ((work_budget is not None and spent > stage1_share * work_budget)
+                or (time_budget is not None
+                    and time.perf_counter() - t_begin > stage1_share * time_budget))
+        if over and len(stage1) >= max(min_starts, 1):
             break
         t0 = time.perf_counter()
         x, value, it = lbfgsb(fun_for(st), st.x0, maxiter=stage1_iters, ftol=ftol, gtol=gtol,
@@ -169,7 +182,7 @@ def multistart(fun_for: Callable[[Start], ValueAndGrad], starts: Sequence[Start]
                                      o.seconds + time.perf_counter() - t0, True, x, st.key))
     outcomes.sort(key=lambda o: o.value)
     seeds = tuple(s.seed for s in ran if s.seed is not None)
-    return MultiStartResult(outcomes[0], tuple(outcomes), seeds)
+    return MultiStartResult(outcomes[0], tuple(outcomes), seeds, work_budget, spent)
 
 
 def _keyed(o: StartOutcome, st: Start) -> StartOutcome:

@@ -1,15 +1,22 @@
 """A plan → :class:`~factorize.report.model.Report` (``factorize report FILE.plan``).
 
-Every number quoted is read from the plan (its ``expected_error``, ``bounds``, ``noise``) or
-derived from its stored arrays by the plan's own functions (per-query standard deviations
-``√v·‖r_i‖`` from ``Factorization.row_norms_R`` and ``model.variance_bound``) — never re-solved —
-so the report cannot drift from the plan. New quantities (error at other dataset sizes,
-baselines) are computed on the spot and labelled as such.
+Every plan kind has its report: dense / Kronecker factorization plans and structured plans
+(``residual``, ``union``, ``marginal_weights``) share one (:func:`_factorization_report`, read
+through :class:`_Accuracy`), projection plans and local plans have their own. Every number
+quoted is read from the plan (its ``expected_error``, certificate — ``bounds`` of a dense
+plan, ``certificate`` of a structured one —, ``noise``) or derived from its stored arrays by
+the plan's own functions (per-query standard deviations ``√v·‖r_i‖``: ``Factorization.row_norms_R``
+and ``model.variance_bound`` for a dense plan, the reconstruction's exact row norms and the
+sampled noise variance for a structured one) — never re-solved — so the report cannot drift
+from the plan; what a kind does not carry (a structured plan has no stored residual or
+post-processing) is not shown. New quantities (error at other dataset sizes, baselines) are
+computed on the spot and labelled as such.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -83,15 +90,67 @@ def _marginal_groups(W: Any, attributes: list[str]) -> list[tuple[str, int, int]
 
 
 def plan_report(plan: Any, *, baselines: bool = True) -> Report:
-    """The report of a factorization plan or a projection plan (module docstring)."""
+    """The report of any plan kind: factorization (dense or structured), projection, local."""
     from factorize.local.plan import LocalPlan
     from factorize.plan.projection_plan import ProjectionPlan
+    from factorize.plan.structured_plan import StructuredPlan
 
     if isinstance(plan, ProjectionPlan):
         return _projection_report(plan)
     if isinstance(plan, LocalPlan):
         return _local_report(plan)
-    return _factorization_report(plan, baselines=baselines)
+    if isinstance(plan, StructuredPlan):
+        return _factorization_report(plan, _structured_accuracy(plan), baselines=baselines)
+    return _factorization_report(plan, _dense_accuracy(plan), baselines=baselines)
+
+
+#: The structured families in words (``StructuredPlan.family``).
+_FAMILY_WORDS = {"residual": "residual bases per attribute subset",
+                 "union": "a union of Kronecker products, one per workload block",
+                 "kron": "one Kronecker product of p-Identity factors shared by every workload block",
+                 "marginal_weights": "weighted marginal tables with a least-squares reconstruction"}
+
+
+@dataclass(frozen=True)
+class _Accuracy:
+    """What the factorization report reads from a dense or a structured plan.
+
+    ``bounds``: the certificate (``norm``, ``upper`` — at least the value this plan achieves —,
+    ``lower``, ``gap``, and where the kind has them ``residual``, ``laplace_factorization``,
+    ``any_mechanism``); ``m``: the number of measurements; ``std``: each answer's standard
+    deviation; ``eta``: the approximate factorization's η (None: exact up to rounding);
+    ``witness``: how the lower bound is certified; ``strategy``: a sentence on the strategy
+    (structured plans), ``postprocess``: the dense plan's post-processing."""
+
+    bounds: dict[str, Any]
+    m: int
+    std: np.ndarray
+    eta: float | None
+    witness: str
+    strategy: str | None = None
+    postprocess: dict[str, Any] = field(default_factory=dict)
+
+
+def _dense_accuracy(plan: Any) -> _Accuracy:
+    """A dense / Kronecker plan: ``bounds``, std ``√v·‖r_i‖`` with v the noise's variance bound."""
+    std = math.sqrt(plan.noise.variance_bound) * plan.factorization.row_norms_R()
+    return _Accuracy(bounds=plan.bounds, m=plan.strategy_rows, std=std, eta=plan.certificate.eta,
+                     witness="a witness re-checked by one SVD per Kronecker factor",
+                     postprocess=plan.postprocess or {})
+
+
+def _structured_accuracy(plan: Any) -> _Accuracy:
+    """A structured plan: its ``certificate`` (upper ≥ the value the plan achieves), std
+    ``√v·‖r_i‖`` from the reconstruction's exact row norms, v the variance of the noise the
+    sampler draws (the plan's ``expected_error.noise_variance``, as its own statements)."""
+    c = plan.certificate
+    std = np.sqrt(float(plan.expected_error["noise_variance"]) * plan.reconstruction.row_sq_norms())
+    s = plan.strategy
+    strategy = (f"The strategy is {_FAMILY_WORDS[plan.family]}: {len(s.blocks)} Kronecker blocks, "
+                f"m = {s.m} measurements computed from {len(s.supports())} marginal tables of the "
+                "records — the histogram over all cells is never formed.")
+    return _Accuracy(bounds=dict(c), m=int(s.m), std=std, eta=None,
+                     witness=f"re-checked by `factorize verify`: {c['method']}", strategy=strategy)
 
 
 def _header(plan: Any, mechanism: str) -> tuple[str, str]:
@@ -102,31 +161,31 @@ def _header(plan: Any, mechanism: str) -> tuple[str, str]:
             f"workload fingerprint {plan.workload['fingerprint'][:16]}…")
 
 
-def _factorization_report(plan: Any, *, baselines: bool) -> Report:
+def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Report:
+    """A factorization plan, dense or structured (``acc``: what the kind carries)."""
     from workloads import parse_workload
 
     from . import plots
 
     k, N = plan.shape
     mech = plan.provenance.get("mechanism", "factorization")
-    title, subtitle = _header(plan, mech)
+    title, subtitle = _header(plan, mech if acc.strategy is None else f"structured {mech} ({plan.family})")
     W = parse_workload(plan.workload["spec"])
-    e, b, n = plan.expected_error, plan.bounds, plan.noise
-    sd = math.sqrt(n.variance_bound)
-    std = sd * plan.factorization.row_norms_R()
+    e, b, n = plan.expected_error, acc.bounds, plan.noise
+    std = acc.std
     numbers: dict[str, Any] = {
         "rmse": e["rmse"], "per_query_std_max": e["per_query_std_max"],
         "per_query_std_min": e["per_query_std_min"], "expected_max_bound": e["expected_max_bound"],
         "upper": b["upper"], "lower": b["lower"], "gap": b["gap"], "noise_scale": n.scale,
-        "sensitivity": n.sensitivity, "strategy_rows": plan.strategy_rows,
+        "sensitivity": n.sensitivity, "strategy_rows": acc.m,
     }
     sections = [Section("Privacy guarantee and noise", [
         guarantee_words(plan.guarantee, plan.relation.key),
-        noise_words(n, plan.strategy_rows),
+        noise_words(n, acc.m), *([acc.strategy] if acc.strategy else []),
         (f"The answers are R·(A·h + noise): an estimate of every query with the per-query "
          f"standard deviations below and a bias of at most {e['bias_per_record']:.3g}·n (n the "
          f"number of records): |W − R·A| ≤ {e['bias_per_record']:.3g} entrywise, certified by "
-         f"`factorize verify`" + (" — the approximate factorization's η" if plan.certificate.eta
+         f"`factorize verify`" + (" — the approximate factorization's η" if acc.eta
                                   else ", rounding level") + "."
          if e.get("bias_per_record") is not None else
          f"The answers are R·(A·h + noise): an unbiased estimate of every query, with the "
@@ -150,8 +209,7 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
         cert = [
             f"Upper bound {b['upper']:.10g}, lower bound {b['lower']:.10g}, relative gap "
             f"{b['gap']:.3g} on {sym}, which is {what} per unit of noise.",
-            f"What it means: the lower bound is a dual certificate (a witness re-checked by one "
-            f"SVD per Kronecker factor). No factorization mechanism W = R·A with noise calibrated "
+            f"What it means: the lower bound is a dual certificate ({acc.witness}). No factorization mechanism W = R·A with noise calibrated "
             f"to the same privacy guarantee can have a smaller {sym}: {what} is at least "
             f"{best:.6g}, and this plan achieves {value:.6g}"
             + (" — it is optimal to within the gap." if mech == "factorization" else
@@ -194,10 +252,13 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
         figs.append(Figure(plots.per_query_std_plot(std, grid_shape=grid, labels=groups,
                                                     title="Standard deviation of each answer"),
                            "per-query standard deviation", "per_query_std"))
+    emax_method = e.get("expected_max_method") or (
+        "Gaussian tails: √v·max‖r_i‖·√(2 ln 2k) plus the rounding bias" if n.family == "gaussian"
+        else "Jensen: √v·‖R‖_F plus the rounding bias")  # structured plans' rule (structured_plan)
     err = [f"Per-query standard deviation from {e['per_query_std_min']:.6g} to "
            f"{e['per_query_std_max']:.6g} (mean {e['per_query_std_mean']:.6g}); RMSE over all "
            f"queries {e['rmse']:.6g}; expected largest error over all {k} queries ≤ "
-           f"{e['expected_max_bound']:.6g} ({e['expected_max_method']}).",
+           f"{e['expected_max_bound']:.6g} ({emax_method}).",
            f"95% intervals: estimate ± {e['ci_multiplier']:.4g}·std ({e['ci_method']})"
            + (f" + rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
            + (f" + bias ≤ {e['bias_per_record']:.3g}·n⁺, n⁺ a bound on n taken from the release "
@@ -213,7 +274,7 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
         series["RMSE + bias β·n (bound)"] = np.sqrt(e["rmse"] ** 2 + (beta * NS) ** 2)
         scaling.append(f"The reconstruction has a bias of at most β·n, β = {beta:.3g} per record: "
                        "it grows with n, so relative to n the error tends to β, not to 0.")
-    post = plan.postprocess or {}
+    post = acc.postprocess
     if post.get("method") == "least_squares" and post.get("bound_coefficient") is not None:
         from factorize.plan.model import least_squares_rmse_bound
 
@@ -229,11 +290,11 @@ def _factorization_report(plan: Any, *, baselines: bool) -> Report:
         "error vs dataset size", "error_vs_n")]))
 
     if baselines:
-        sections.append(_baseline_section(plan, W, numbers))
+        sections.append(_baseline_section(plan, W, numbers, b.get("norm")))
     return Report(title, subtitle, sections, numbers)
 
 
-def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any]) -> Section:
+def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any], norm: str | None) -> Section:
     from . import plots
     from .baselines import baselines as compute
 
@@ -258,7 +319,7 @@ def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any]) -> Section:
     if skipped:
         paras.append("Not applicable: " + "; ".join(skipped) + ".")
     worse = [(nm, m) for nm, m in zip(names[1:], mx[1:]) if m < e["per_query_std_max"] * (1 - 1e-9)]
-    if worse and plan.bounds.get("norm") == "gamma_f":
+    if worse and norm == "gamma_f":
         nm, m = min(worse, key=lambda z: z[1])
         paras.append(f"On the worst query, {nm} beats this plan ({m:.6g} against "
                      f"{e['per_query_std_max']:.6g}): this plan minimises the RMSE over all queries "

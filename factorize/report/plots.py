@@ -10,6 +10,15 @@ date stamp: identical inputs give byte-identical PNGs.
 Sizes: 8 × 4 inches at 100 dpi (800 × 400 pixels; 11 × 4 for the two-panel
 :func:`error_vs_n_plot`, taller for :func:`comparison_plot` with many rows).
 
+Layout. The two figures of every plan report (:func:`per_query_std_plot`,
+:func:`error_vs_n_plot`) are laid out once, before drawing, by :func:`_fixed_layout`: margins
+in inches computed from what the figure holds (title lines, the widest tick label as the
+axis formatter writes it, group names on the top axis, a colour bar) — not by matplotlib's
+constrained layout, which measures every text artist again at draw time and was about 40%
+of their cost. Log axes spanning more than two decades get no minor ticks (a minor grid
+there adds nothing but ink and tick objects). The other figures (with legends outside the
+axes, long row names) keep the constrained layout.
+
 - :func:`per_query_std_plot` — standard deviation of each answer of a plan (step plot, or a
   heat map for a 2-D grid of queries), optional group bands (one per marginal table);
 - :func:`error_vs_n_plot` — RMSE against dataset size n, log–log, optionally also RMSE / n;
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -71,11 +81,83 @@ _RC = {
 
 # ------------------------------------------------------------------------------------ helpers
 
-def _new_figure(figsize: tuple[float, float] = FIGSIZE, ncols: int = 1) -> tuple[Figure, list[Any]]:
-    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
+def _new_figure(figsize: tuple[float, float] = FIGSIZE, ncols: int = 1, *,
+                constrained: bool = True) -> tuple[Figure, list[Any]]:
+    """A figure with ``ncols`` axes in a row; ``constrained=False``: no layout engine (the
+    caller places the axes with :func:`_fixed_layout`)."""
+    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained" if constrained else None)
     FigureCanvasAgg(fig)
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     return fig, axes
+
+
+#: Width of one character of a tick label, in ems (DejaVu Sans digits are 0.636 em wide).
+_CHAR_EM = 0.64
+#: Height of one line of text, in ems (matplotlib's default line spacing 1.2).
+_LINE_EM = 1.2
+#: Mathtext markup that takes no width in a tick label.
+_MATHTEXT_MARKUP = re.compile(r"\$|\\mathdefault|[{}^_]")
+#: The colour bar of a heat map: its gap from the axes and its width (inches).
+_CBAR_GAP, _CBAR_WIDTH = 0.12, 0.16
+
+
+def _pt(points: float) -> float:
+    """Points → inches."""
+    return points / 72.0
+
+
+def _rc_points(key: str) -> float:
+    """A font size setting in points (``"medium"`` etc. resolved against ``font.size``)."""
+    from matplotlib.font_manager import FontProperties
+
+    return float(FontProperties(size=matplotlib.rcParams[key]).get_size_in_points())
+
+
+def _tick_label_width(axis: Any) -> float:
+    """Width (inches) of the widest tick label ``axis`` will draw, estimated from the strings
+    its formatters write for the major and minor ticks inside the view (no drawing):
+    characters × ``_CHAR_EM`` ems, mathtext markup (``$\\mathdefault{10^{4}}$``) not
+    counted."""
+    lo, hi = sorted(axis.get_view_interval())
+    size = _rc_points(f"{axis.axis_name}tick.labelsize")
+    chars = 0
+    for locs, fmt in ((axis.get_majorticklocs(), axis.get_major_formatter()),
+                      (axis.get_minorticklocs(), axis.get_minor_formatter())):
+        locs = [v for v in locs if lo <= v <= hi]
+        if locs:
+            chars = max(chars, *(len(_MATHTEXT_MARKUP.sub("", t).replace("\\times", "x"))
+                                 for t in fmt.format_ticks(locs)))
+    return chars * _CHAR_EM * _pt(size)
+
+
+def _fixed_layout(fig: Figure, *, left: float, right: float, top: float, bottom: float = 0.55,
+                  wspace: float = 0.0) -> None:
+    """Place the axes with margins given in inches (``wspace``: the gap between columns, in
+    inches too): one ``subplots_adjust`` instead of a layout engine."""
+    w, h = fig.get_size_inches()
+    ncols = len(fig.axes) if wspace else 1
+    width = (w - left - right - wspace * (ncols - 1)) / max(ncols, 1)
+    fig.subplots_adjust(left=left / w, right=1.0 - right / w, top=1.0 - top / h,
+                        bottom=bottom / h, wspace=wspace / width if wspace else 0.2)
+
+
+def _ylabel_margin(ax: Any) -> float:
+    """Left margin (inches) for ``ax``'s y tick labels and y label: pads, the widest tick
+    label, one line of the label's font, a small outer gap."""
+    label = _rc_points("axes.labelsize")
+    return 0.05 + _tick_label_width(ax.yaxis) + _pt(3.5 + 4.0 + _LINE_EM * label) + 0.05
+
+
+def _no_minor_ticks_beyond(axis: Any, decades: float = 2.0) -> bool:
+    """Drop a log axis's minor ticks when its view spans more than ``decades`` decades
+    (there the major ticks already mark every decade); True when they were dropped."""
+    from matplotlib.ticker import NullLocator
+
+    lo, hi = sorted(axis.get_view_interval())
+    if axis.get_scale() == "log" and lo > 0 and np.log10(hi / lo) > decades:
+        axis.set_minor_locator(NullLocator())
+        return True
+    return False
 
 
 def _png(fig: Figure) -> bytes:
@@ -161,10 +243,13 @@ def _groups(groups: Any, k: int, name: str) -> list[tuple[str, int, int]] | None
 
 
 def _draw_groups(ax: Any, groups: list[tuple[str, int, int]], *, shade: bool = True,
-                 separators: bool = True) -> None:
+                 separators: bool = True) -> float:
     """Alternating shaded bands (x in query-index units, cell j spans [j-½, j+½]), dotted
     separators and the group names as ticks on a top axis (these two only up to
-    ``MAX_GROUP_NAMES`` groups; beyond, the bands alone)."""
+    ``MAX_GROUP_NAMES`` groups; beyond, the bands alone). Returns the height (inches) the
+    names take above the axes (0 without names): a line of 7.5 pt text, or the longest
+    name's width × sin(rotation) when they are rotated."""
+    height = 0.0
     for j, (_, start, stop) in enumerate(groups):
         if shade and j % 2 == 0:
             ax.axvspan(start - 0.5, stop - 0.5, color="0.5", alpha=0.12, lw=0, zorder=0)
@@ -179,6 +264,21 @@ def _draw_groups(ax: Any, groups: list[tuple[str, int, int]], *, shade: bool = T
         top.set_xticks(centres, labels=names, rotation=rot,
                        ha="left" if rot == 45 else "center", fontsize=7.5)
         top.tick_params(axis="x", length=0, pad=2)
+        text = longest * _CHAR_EM * _pt(7.5) * np.sin(np.radians(rot))
+        height = _pt(2.0) + max(_pt(_LINE_EM * 7.5), text + _pt(7.5) * np.cos(np.radians(rot)))
+    return height
+
+
+def _group_names_overhang(groups: list[tuple[str, int, int]]) -> float:
+    """How far (inches) the last group name may reach right of its centre: names written at
+    45° start at the centre (``_draw_groups``), so the last one's full width × cos 45°;
+    upright ones half their width (a bound: the axes' right edge is at least that far)."""
+    if len(groups) > MAX_GROUP_NAMES:
+        return 0.0
+    longest = max(len(g[0]) for g in groups)
+    rot = 0 if len(groups) * max(longest, 3) <= 90 else (45 if len(groups) <= 20 else 90)
+    last = len(groups[-1][0]) * _CHAR_EM * _pt(7.5)
+    return last * np.cos(np.radians(45)) if rot == 45 else (last / 2 if rot == 0 else _pt(7.5))
 
 
 def _subsample(k: int, limit: int) -> np.ndarray:
@@ -230,19 +330,25 @@ def per_query_std_plot(std: Any, *, grid_shape: tuple[int, int] | None = None,
     full_title = f"{title}\nmax {s.max():.4g} {unit}, RMSE {rmse:.4g} {unit} over {k:,} queries"
 
     def draw() -> Figure:
-        fig, (ax,) = _new_figure()
+        fig, (ax,) = _new_figure(constrained=False)
+        names_height = 0.0
+        right = 0.15
         if grid is not None:
             r, c = grid
             im = ax.imshow(s.reshape(r, c), origin="lower", aspect="auto", cmap="viridis",
                            interpolation="nearest", extent=(-0.5, c - 0.5, -0.5, r - 0.5))
-            cb = fig.colorbar(im, ax=ax, pad=0.02)
+            cax = fig.add_axes((0.0, 0.0, 1.0, 1.0))  # placed once the margins are known
+            cb = fig.colorbar(im, cax=cax)
             cb.set_label(f"standard deviation ({unit})")
             ax.set_xlabel(f"query index along the second factor (column, 0…{c - 1})")
             ax.set_ylabel(f"first factor (row, 0…{r - 1})")
+            # gap, bar, then the bar's tick labels and label (the y-label margin, mirrored)
+            right = _CBAR_GAP + _CBAR_WIDTH + _ylabel_margin(cax)
         else:
             x = np.arange(k)
             if groups:
-                _draw_groups(ax, groups)
+                names_height = _draw_groups(ax, groups)
+                right = max(right, _group_names_overhang(groups) + 0.05)
             ax.step(x, s, where="mid", color="C0", lw=1.2, label="std of each answer",
                     marker="o" if k <= 60 else None, ms=3)
             ax.axhline(rmse, color="C3", ls="--", lw=1.2, zorder=3, label=f"RMSE = {rmse:.4g}")
@@ -253,6 +359,13 @@ def per_query_std_plot(std: Any, *, grid_shape: tuple[int, int] | None = None,
             ax.grid(True, axis="y", alpha=0.3)
             ax.legend(loc="upper right", ncols=2, framealpha=0.9)
         ax.set_title(full_title)
+        title = _rc_points("axes.titlesize")
+        _fixed_layout(fig, left=_ylabel_margin(ax), right=right,
+                      top=names_height + _pt(6.0 + 2 * _LINE_EM * title) + 0.08)
+        if grid is not None:
+            box = ax.get_position()
+            w = fig.get_size_inches()[0]
+            cax.set_position((box.x1 + _CBAR_GAP / w, box.y0, _CBAR_WIDTH / w, box.height))
         return fig
 
     return _render(draw)
@@ -297,7 +410,8 @@ def error_vs_n_plot(ns: Any, series: Mapping[str, Any], *, title: str, relative:
         return colours[name.rstrip()[: -len("(bound)")].strip() if _is_bound(name) else name.strip()]
 
     def draw() -> Figure:
-        fig, axes = _new_figure((11.0, 4.0) if relative else FIGSIZE, ncols=2 if relative else 1)
+        fig, axes = _new_figure((11.0, 4.0) if relative else FIGSIZE, ncols=2 if relative else 1,
+                                constrained=False)
         panels = [(axes[0], 1.0, "RMSE per query (counts)", "absolute error")]
         if relative:
             panels.append((axes[1], None, "RMSE / n (fraction of the records)", "relative to n"))
@@ -313,14 +427,25 @@ def error_vs_n_plot(ns: Any, series: Mapping[str, Any], *, title: str, relative:
             ax.set_yscale("log")
             ax.set_xlabel("dataset size n (records)")
             ax.set_ylabel(ylabel)
-            ax.grid(True, which="both", alpha=0.3)
+            _no_minor_ticks_beyond(ax.xaxis)
+            # a narrow y range keeps its minor grid: there it is what the value is read from
+            minor_y = not _no_minor_ticks_beyond(ax.yaxis)
+            ax.grid(True, which="major", alpha=0.3)
+            if minor_y:
+                ax.grid(True, axis="y", which="minor", alpha=0.3)
             ax.legend(loc="best", framealpha=0.9)
             if relative:
                 ax.set_title(sub, fontsize=9.5)
+        line = _LINE_EM * _rc_points("axes.titlesize")
         if relative:
-            fig.suptitle(title, fontsize=11)
+            fig.suptitle(title, fontsize=11, y=1.0 - 0.06 / fig.get_size_inches()[1], va="top")
+            top = 0.06 + _pt(line + 4.0 + _LINE_EM * 9.5 + 6.0) + 0.04
         else:
             axes[0].set_title(title)
+            top = _pt(6.0 + line) + 0.08
+        margins = [_ylabel_margin(ax) for ax in axes]
+        _fixed_layout(fig, left=margins[0], right=0.15, top=top,
+                      wspace=max(margins[1:], default=0.0) + 0.15)
         return fig
 
     return _render(draw)

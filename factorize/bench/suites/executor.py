@@ -182,7 +182,8 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
                 pp = tmp / "adult.plan"
                 save_plan(pl, pp)
                 cmd = [sys.executable, "-m", "factorize.cli.plan", "run", str(pp), "--data",
-                       str(ADULT / "adult.csv"), "--out", str(tmp / "a.csv"), "--ignore-extra-columns"]
+                       str(ADULT / "adult.csv"), "--out", str(tmp / "a.csv"), "--overwrite",
+                       "--ignore-extra-columns"]
 
                 def ok(r) -> None:
                     assert r.returncode == 0, r.stderr
@@ -274,7 +275,7 @@ def _tiny_plans(d: Path) -> list[tuple[str, list[str]]]:
     subprocess.run([sys.executable, "-m", "factorize", "budget", "create", str(d / "ledger.db"), "--new",
                     "--dataset", "d", "--budget", "epsilon=1"], check=True, capture_output=True,
                    env=factorize_env())
-    out = "--out", str(d / "answers.csv")
+    out = "--out", str(d / "answers.csv"), "--overwrite"  # every command, every repeat, one file
     return [
         ("run, dense prefix:8, (ε=1, δ=1e-6) Gaussian, histogram .npy → CSV",
          ["run", "dense.plan", "--data", "h8.npy", *out, "--seed", "1"]),

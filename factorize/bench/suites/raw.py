@@ -265,7 +265,7 @@ def adult_section(tmp: Path, repeats: int) -> dict[str, Any]:
         for label, plan, data in (("raw CSV", plans["raw"], raw_csv), ("raw Parquet", plans["raw"], raw_pq),
                                   ("coded CSV", plans["coded"], raw_adult.ADULT_CSV)):
             ans = tmp / "answers.csv"
-            p = cli("run", str(plan), "--data", str(data), "--out", str(ans), "--seed", "1")
+            p = cli("run", str(plan), "--data", str(data), "--out", str(ans), "--overwrite", "--seed", "1")
             rec = out["runs"].setdefault(label, {"times": [], "load_before": [], "cpu": [], "peak_rss_mib": []})
             rec["times"].append(p.wall_s)
             rec["load_before"].append(p.load_before)
