@@ -24,16 +24,21 @@ Two feasible strategies (``diag X ≤ 1``) are read off it:
   order in ||q − q*||: a q accurate to 1e-3 certifies a gap near 1e-6. Used only when G is
   non-singular: its range ``D_r^{-1/2} range(G)`` contains W's rows only then (or at r = 1).
 * ``"projected"`` (G singular, rank ρ < N, range basis U_G with ``G = U_G Σ U_Gᵀ``, projector
-  ``P = U_G U_Gᵀ``): X_q = U_G Y_q U_Gᵀ already has range(G); it is corrected inside that
-  range, ``X = (X_q − P diag(y) P) / s`` with ``(P∘P) y = r − 1`` (least squares; P∘P is
-  constant, its pseudo-inverse computed once) and s the largest diagonal entry. The gradient
+  ``P = U_G U_Gᵀ``): X_q = U_G Y_q U_Gᵀ already has range(G) (Y_q is computed from
+  S = U_Gᵀ D U_G, never dividing by √q_j: weights that vanish at the optimum are common
+  here); it is corrected inside that range, ``X = (X_q − P diag(y) P) / s`` with
+  ``(P∘P) y = c``, ``c_j = r_j − 1`` on the active columns (r_j ≥ 1 − INACTIVE) and 0 on
+  the slack ones (least squares; P∘P is constant, its pseudo-inverse computed once) and s
+  the largest diagonal entry. For singular G the "scaled" strategy is X_q / max r in the same
+  coordinates, so both have exactly W's row space. The gradient
   of tr(G X⁺) at X_q is ``−f² D``, so the first-order change ``f² Σ q_j (r_j − 1)`` is 0 and
   the bound ``s · tr(Σ Y⁻¹)`` is second order, like "balanced"; A = Y^{1/2} U_Gᵀ/√s has
   exactly W's row space, so ``R = W A⁺`` reproduces W. Skipped when the corrected Y is
   not positive definite (far from the optimum).
 
-Every primal bound above assumes ``R = W A⁺`` reproduces W, i.e. ``rank M_q = rank G``;
-at a q whose tiny weights drop a direction of M_q (rank below ρ) no bound is recorded — the
+Every primal bound above assumes ``R = W A⁺`` reproduces W. For non-singular G the
+D^{-1/2}-form bounds are recorded only where ``rank M_q = N``; at a q whose tiny weights
+drop a direction of M_q no bound is recorded there — the
 value ``f² max r`` there would be a bound for a *different* workload and can lie below the
 true γ_F (a failed certificate, not a plan).
 
