@@ -32,3 +32,18 @@ def adult() -> tuple[Path, Path]:
     if not (ADULT_CSV.is_file() and ADULT_DOMAIN.is_file()):
         pytest.skip(f"Adult data not found at {ADULT_CSV.parent} (../shared/data/adult)")
     return ADULT_CSV, ADULT_DOMAIN
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_blas_thread_per_xdist_worker():
+    """Under pytest-xdist (``-n 2`` in the default run, one worker per core) each worker's BLAS
+    and OpenMP pools run one thread: two workers of two threads each on two cores measured the
+    dense linear-algebra tests several times slower than one thread each. Without xdist the
+    pools are left as they are."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    from factorize.threads import limited
+
+    with limited(1):
+        yield

@@ -101,3 +101,18 @@ def test_union_with_many_more_queries_than_cells_goes_structured(tmp_path):
     assert p.stat().st_size < 2_000_000
     assert main(["verify", str(p)]) == 0
 
+
+
+@pytest.mark.parametrize("privacy", ["epsilon=1", "rho=0.1", "epsilon=1,delta=1e-6"])
+def test_a_workload_invariant_under_replace_neighbours_is_refused_with_its_reason(privacy, tmp_path):
+    # total:16 under replace neighbours: the plan was built under pure DP and then refused by
+    # its own verifier ("math domain error"), and refused as "zero sensitivity" under zCDP
+    from factorize.cli import main
+
+    out = tmp_path / "t.plan"
+    assert main(["plan", "--workload", "total:16", "--privacy", privacy, "--neighbouring",
+                 "replace", "--out", str(out)]) == 2
+    assert not out.exists()
+    assert main(["plan", "--workload", "vstack(total:8,prefix:8)", "--privacy", privacy,
+                 "--neighbouring", "replace", "--out", str(out)]) == 0
+    assert main(["verify", str(out)]) == 0

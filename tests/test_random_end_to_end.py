@@ -1,12 +1,15 @@
 """Random workloads through the whole command line: plan → inspect → verify → report → run.
 
 Each case (``tests/random_specs.py``: unions of Kronecker products of identity / total /
-prefix / allrange / width factors over 1–4 attributes, marginal families, weights; N ≤ 1024;
+prefix / allrange / width factors over 1–4 attributes, marginal families, weights; N ≤ 256
+in the default run, N ≤ 1024 in the marked one;
 every guarantee and neighbouring relation) goes through every command a user runs, in
 process, on small random records. The invariants, for every case:
 
 1. no command raises (a traceback is a failure; exit code 2 is an input refusal);
-2. ``plan`` does not refuse the workload for its structure (every spec here is plannable);
+2. ``plan`` does not refuse the workload (every spec here is plannable), except one whose
+   every query is invariant under replace neighbours (all columns equal, e.g. ``total:n``:
+   nothing to protect), which is refused with that reason;
 3. ``verify`` accepts the plan ``plan`` wrote;
 4. ``inspect --json`` states the domain the records are drawn from; ``report`` writes its
    file; ``run`` releases one answer per query, each finite, with a positive standard error.
@@ -33,6 +36,12 @@ from factorize.cli import main
 from tests.random_specs import Case, draw
 
 CASES = 200
+#: Cells of the default run's workloads (the marked run draws up to 1,024, as the standalone
+#: ``../shared/tools/random_workloads.py`` does): 200 cases of up to 1,024 cells take about
+#: 400 s of CPU on this 2-core machine, mostly pure-DP searches over the flat domain, which
+#: would push the default test run past its 5-minute limit.
+DEFAULT_MAX_CELLS = 256
+FRESH_MAX_CELLS = 1024
 SEEDS = tuple(range(20261127, 20261127 + 10))  # 10 seeds × 20 cases each
 PER_SEED = CASES // len(SEEDS)
 
@@ -64,6 +73,8 @@ def check_case(case: Case, rng: random.Random, tmp: Path) -> None:
     plan = tmp / "w.plan"
     rc, out = _cli("plan", "--workload", case.spec, "--privacy", case.privacy,
                    "--neighbouring", case.neighbouring, "--out", str(plan))
+    if rc == 2 and case.neighbouring == "replace" and "nothing to protect" in out:
+        return  # every query is invariant under replace neighbours (e.g. total:n): refused, input
     assert rc == 0, f"plan refused {case}: {out.strip()[-400:]}"
     rc, out = _cli("inspect", str(plan), "--json")
     assert rc == 0, f"inspect failed after {case}: {out[-400:]}"
@@ -91,7 +102,7 @@ def check_case(case: Case, rng: random.Random, tmp: Path) -> None:
 def test_random_workloads_end_to_end(seed: int, tmp_path: Path) -> None:
     rng = random.Random(seed)
     for i in range(PER_SEED):
-        case = draw(rng)
+        case = draw(rng, DEFAULT_MAX_CELLS)
         case_dir = tmp_path / str(i)
         case_dir.mkdir()
         check_case(case, rng, case_dir)
@@ -103,7 +114,7 @@ def test_random_workloads_end_to_end_fresh_seeds(tmp_path: Path) -> None:
     print(f"random end-to-end seed {seed} (replay: FACTORIZE_E2E_SEED={seed})")
     rng = random.Random(seed)
     for i in range(CASES):
-        case = draw(rng)
+        case = draw(rng, FRESH_MAX_CELLS)
         case_dir = tmp_path / str(i)
         case_dir.mkdir()
         try:

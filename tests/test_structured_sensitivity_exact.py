@@ -324,7 +324,7 @@ def test_census_union_laplace_plan_is_calibrated_to_its_exact_sensitivity(tmp_pa
 
     spec = _census_spec(tmp_path)
     out = tmp_path / "census.plan"
-    assert main(["plan", "--workload", spec, "--privacy", "epsilon=1", "--out", str(out)]) == 0
+    assert main(["plan", "--workload", spec, "--privacy", "epsilon=1", "--strategy", "union", "--out", str(out)]) == 0
     plan = load_any_plan(out)
     assert plan.noise.family == "laplace" and plan.strategy.N == 1_501_440
     # beyond the old exact route's reach (blocks × cells > 2^25): the structure decides

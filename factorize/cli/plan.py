@@ -199,6 +199,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from workloads.spec import resolve_workload_spec
 
     args.workload, domain = resolve_workload_spec(args.workload, domain)  # attribute-named specs
+    if args.neighbouring == "replace":
+        _refuse_replace_invariant(args.workload)
     options = None
     if args.solver is not None or args.eps is not None or args.time_limit is not None:
         options = solver_options(args)
@@ -216,6 +218,30 @@ def _cmd_plan(args: argparse.Namespace) -> int:
                       allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed)
     save_plan(plan, args.out)
     return _print_written(plan, args)
+
+
+def _refuse_replace_invariant(spec: str) -> None:
+    """Refuse a workload whose every query has the same answer on replace neighbours: all of
+    W's columns equal, so W·(e_x − e_y) = 0 for every pair of records x, y (e.g. ``total:n``,
+    the record count, which replace neighbours keep public). No mechanism adds noise to it and
+    no plan of noise can be calibrated (sensitivity 0). Checked on the dense matrix where it
+    fits (``workloads.DEFAULT_MAX_DENSE_ENTRIES``); a larger such workload is refused by the
+    builder's own zero-sensitivity check."""
+    import numpy as np
+
+    from workloads import DEFAULT_MAX_DENSE_ENTRIES, parse_workload
+
+    W = parse_workload(spec)
+    k, N = W.shape
+    if N < 2 or k * N > DEFAULT_MAX_DENSE_ENTRIES:
+        return
+    D = np.asarray(W.dense())
+    if np.array_equal(D, np.broadcast_to(D[:, :1], D.shape)):
+        raise ValueError("under replace neighbours every query of this workload has the same "
+                         "answer on neighbouring datasets (all its columns are equal, e.g. the "
+                         "total count, which replace neighbours keep public): there is nothing "
+                         "to protect and no noise to calibrate; compute it directly, or plan it "
+                         "with --neighbouring add_remove")
 
 
 def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | None:
