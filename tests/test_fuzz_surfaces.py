@@ -341,21 +341,6 @@ def _mostly_valid_attribute(rng: np.random.Generator) -> dict[str, Any]:
     return a
 
 
-def _mostly_valid_attribute(rng: np.random.Generator) -> dict[str, Any]:
-    """A hostile attribute; three times in four one the parser accepts alone (drawn again up
-    to 8 times), so that most documents reach a run."""
-    a = _hostile_attribute(rng)
-    if rng.random() < 0.25:
-        return a
-    for _ in range(8):
-        try:
-            _schema([a])
-            return a
-        except SchemaError:
-            a = _hostile_attribute(rng)
-    return a
-
-
 def _hostile_schema(rng: np.random.Generator) -> dict[str, Any]:
     doc: dict[str, Any] = dict(_SCHEMA)
     if rng.random() < 0.04:

@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from factorize.io import container
 from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.files import write_plan_container
-from factorize.plan.model import PlanError
 from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import FORMAT, SCHEMA_VERSION, load_structured_plan, save_structured_plan
+from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
 from factorize.pure_dp.kron import factor_trace, gram_inverse
 from factorize.pure_dp.p_identity import p_identity_strategy
+from tests.plan_fixtures import forge_structured_plan, structured_refusal
 from workloads import parse_workload
 
 #: a union with a summed-out attribute in some blocks and matrix factors on both attributes
@@ -121,22 +118,6 @@ def test_kron_wins_where_the_union_pays_per_block():
 # forgeries
 
 
-def _forge(src: Path, dst: Path, edit) -> None:
-    manifest, arrays = container.read(src, FORMAT, SCHEMA_VERSION)
-    body = {k: v for k, v in manifest.items()
-            if k not in ("format", "schema_version", "arrays", "content_sha256", "compatibility")}
-    edit(body, arrays)
-    write_plan_container(dst, FORMAT, SCHEMA_VERSION, body, arrays)
-
-
-def _refusal(path: Path) -> str:
-    try:
-        plan = load_structured_plan(path)
-    except PlanError as exc:
-        return f"load: {exc}"
-    check = verify_structured_plan(plan)
-    assert not check.passed, "the forged plan passed verification"
-    return "; ".join(check.failures)
 
 
 def _factor_name(arrays) -> str:
@@ -160,8 +141,8 @@ def test_forged_factor_is_refused(tmp_path, edit, words):
     save_structured_plan(plan, src)
     assert verify_structured_plan(load_structured_plan(src)).passed
     dst = tmp_path / "forged.fzp"
-    _forge(src, dst, edit)
-    assert words in _refusal(dst)
+    forge_structured_plan(src, dst, edit)
+    assert words in structured_refusal(dst)
 
 
 def test_forged_consistent_factor_is_refused_as_under_noised(tmp_path):
@@ -178,8 +159,8 @@ def test_forged_consistent_factor_is_refused_as_under_noised(tmp_path):
         for r in {t["factors"][pos] for t in body["strategy"]["terms"]}:
             arrays[r] = arrays[r] * 0.5
 
-    _forge(src, dst, edit)
-    text = _refusal(dst)
+    forge_structured_plan(src, dst, edit)
+    text = structured_refusal(dst)
     assert "noise" in text or "sensitivity" in text, text
 
 

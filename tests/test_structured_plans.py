@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from factorize.io import container
 from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.files import write_plan_container
 from factorize.plan.model import PlanError
 from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import FORMAT, SCHEMA_VERSION, load_structured_plan, save_structured_plan
+from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
+from tests.plan_fixtures import forge_structured_plan, structured_refusal
 from workloads import Domain
 
 SIZES = (3, 2, 4, 2)
@@ -165,22 +164,6 @@ def test_monte_carlo_per_cell_variance_matches_the_claim(plans):
 # forgeries: written with valid digests, refused by verification with the numbers
 
 
-def _forge(src: Path, dst: Path, edit) -> None:
-    manifest, arrays = container.read(src, FORMAT, SCHEMA_VERSION)
-    body = {k: v for k, v in manifest.items()
-            if k not in ("format", "schema_version", "arrays", "content_sha256", "compatibility")}
-    edit(body, arrays)
-    write_plan_container(dst, FORMAT, SCHEMA_VERSION, body, arrays)
-
-
-def _refusal(path: Path) -> str:
-    try:
-        plan = load_structured_plan(path)
-    except PlanError as exc:
-        return f"load: {exc}"
-    check = verify_structured_plan(plan)
-    assert not check.passed, "the forged plan passed verification"
-    return "; ".join(check.failures)
 
 
 def _scale_block(body, arrays):
@@ -268,8 +251,8 @@ def test_forged_structured_plans_are_refused(plans, tmp_path, what):
     edit, pattern = FORGERIES[what]
     src = paths["g2"] if what == "subset outside the closure" else paths["gf"]
     dst = tmp_path / "forged.plan"
-    _forge(src, dst, edit)
-    why = _refusal(dst)
+    forge_structured_plan(src, dst, edit)
+    why = structured_refusal(dst)
     assert re.search(pattern, why), why
 
 
@@ -279,7 +262,7 @@ def test_forged_plan_is_not_run_and_nothing_is_charged(plans, tmp_path):
 
     paths, data, _ = plans
     dst = tmp_path / "forged.plan"
-    _forge(paths["gf"], dst, _under_noised)
+    forge_structured_plan(paths["gf"], dst, _under_noised)
     L = tmp_path / "L.db"
     Ledger.create(L).create_dataset("d", {"type": "zcdp", "rho": 10.0})
     with pytest.raises(PlanError, match="UNDER-NOISED"):
