@@ -108,3 +108,21 @@ def test_one_attribute_union_is_not_refined_flat_again() -> None:
     assert "kronecker" in families and not any(f.startswith("p-identity (flat") for f in families)
     best = min(found, key=lambda s: s.rmse)
     assert math.isfinite(best.rmse)
+
+
+def test_no_flat_refinement_above_the_row_limit():
+    # marginals:8x2x32:1 under pure DP: the flattened Kronecker strategy has 487 extra rows; its
+    # refinement ran 312 L-BFGS-B iterations for 86 s (several evaluations per iteration) and
+    # lost to the marginal weights by 2x. Above MAX_FLAT_ROWS it is not attempted.
+    from factorize.pure_dp.api import plan_kron, plan_pure_dp
+    from factorize.pure_dp.flat import MAX_FLAT_ROWS
+
+    W = "marginals:8x2x32:1"
+    best, candidates = plan_pure_dp(W)
+    families = [c.family for c in candidates]
+    assert not any("flat" in f for f in families), families
+    thetas = [f["p"] for f in plan_kron(W).optimizer["factors"] if f is not None]
+    rows = (8 + thetas[0]) * (2 + thetas[1]) * (32 + thetas[2]) - 512
+    assert rows > MAX_FLAT_ROWS
+    kron = next(c for c in candidates if c.family == "kronecker")
+    assert best.error.rmse < kron.error.rmse

@@ -234,22 +234,32 @@ def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, option
                                   W=W), record
 
 
-def _kron(dom: Domain, wblocks: list, union_parts: tuple, seed: int) -> tuple[tuple, dict[str, Any]]:
-    """One shared Kronecker strategy ``⊗_j A_j`` with p-Identity factors for the whole union
-    (``pure_dp.kron.optimize_kron``, HDMM's OPT_⊗) as a structured plan
+def _kron(dom: Domain, wblocks: list, union_parts: tuple, seed: int,
+          noise: str = "laplace") -> tuple[tuple, dict[str, Any]]:
+    """One shared Kronecker strategy ``⊗_j A_j`` for the whole union — p-Identity factors
+    (``pure_dp.kron.optimize_kron``, HDMM's OPT_⊗) for Laplace noise, L2-optimal factors
+    (``structured.shared_kron_gaussian``) for Gaussian noise — as a structured plan
     (``structured.shared_kron``), certified by the union plan's lower bound (it depends on W
     alone: ``union_parts``, the union family's build for the same workload); and the
     search's record."""
     from factorize.pure_dp.kron import optimize_kron
     from factorize.structured import shared_kron
 
-    P = shared_kron.product_workload(dom.sizes, wblocks)
+    P = shared_kron.product_workload(dom.sizes, wblocks)  # the size checks, before any search
+    _, _, _, cert, cert_arrays = union_parts
+    if noise == "gaussian":
+        from factorize.structured.shared_kron_gaussian import optimize_kron_l2
+
+        kg = optimize_kron_l2(dom.sizes, wblocks)
+        record = {"family": "shared kronecker (L2)", "sweeps": kg.sweeps, "objective": kg.value,
+                  "objective_history": kg.history, "seconds": kg.seconds,
+                  "factor_rows": [int(F.shape[0]) for F in kg.factors]}
+        return shared_kron.build(dom.sizes, wblocks, kg.factors, cert, cert_arrays), record
     ks = optimize_kron(P, seed=seed)
     record = {"family": "shared kronecker", "seed": int(seed), "init": ks.init,
               "sweeps": ks.sweeps, "objective": ks.value,
               "objective_rmse": math.sqrt(2.0 * ks.value / P.k), "seconds": ks.seconds,
               "factor_rows": [int(F.shape[0]) for F in ks.factors]}
-    _, _, _, cert, cert_arrays = union_parts
     return shared_kron.build(dom.sizes, wblocks, ks.factors, cert, cert_arrays), record
 
 
