@@ -96,7 +96,8 @@ def test_union_with_many_more_queries_than_cells_goes_structured(tmp_path):
     spec = "vstack(scale(3,kron(total:16,allrange:32)),kron(allrange:16,allrange:32))"
     p = _plan(tmp_path, spec, "epsilon=1,delta=1e-6")
     plan = load_any_plan(p)
-    assert type(plan).__name__ == "StructuredPlan" and plan.family == "union"
+    # Gaussian auto keeps the better of the union family and one shared Kronecker strategy
+    assert type(plan).__name__ == "StructuredPlan" and plan.family in ("union", "kron")
     assert plan.shape == (528 + 136 * 528, 512)
     assert p.stat().st_size < 2_000_000
     assert main(["verify", str(p)]) == 0

@@ -294,7 +294,8 @@ def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | 
     # too large to materialise: measured per block from marginal tables
     slow = N > DENSE_AUTO_LAPLACE_CELLS if laplace else k * N * min(k, N) > DENSE_AUTO_WORK
     if len(blocks) > 1 and (k * N > DENSE_AUTO_ENTRIES or slow) or N > DENSE_AUTO_CELLS:
-        return LAPLACE_AUTO if laplace else "union"
+        # Gaussian too: the builder's own choice, union or one shared Kronecker strategy
+        return LAPLACE_AUTO
     return None
 
 

@@ -12,7 +12,9 @@
    Kronecker products one shared Kronecker strategy with p-Identity factors
    (``structured.shared_kron``, HDMM's OPT_⊗) — the lowest RMSE is kept and the others
    recorded as runners-up, each family with its score and planning seconds
-   (``provenance.strategy_choice``);
+   (``provenance.strategy_choice``); under Gaussian noise a union (not made of marginals) is
+   planned as the union family or one shared Kronecker strategy with L2-optimal factors
+   (``structured.shared_kron_gaussian``), whichever has the lower Gaussian RMSE;
 2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
    chosen relation, L2 for Gaussian noise, L1 for Laplace;
 3. the noise (``privacy.calibrate``) on the lattice γZ, γ the largest power of two with
@@ -75,6 +77,8 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
     choice = None
     if strategy is None and family == "laplace":
         parts, strategy, choice = _laplace_choice(W, dom, wblocks, norm, options, rel, search_seed)
+    elif strategy is None and not all(b.marginal_support is not None for b in wblocks):
+        parts, strategy, choice = _gaussian_choice(dom, wblocks, norm, options, rel)
     else:
         if strategy is None:
             strategy = "residual" if all(b.marginal_support is not None for b in wblocks) else "union"
@@ -90,12 +94,14 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
         elif strategy == "kron":
             t_kron = time.perf_counter()
             union_parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
-            parts, record = _kron(dom, wblocks, union_parts, search_seed)
+            parts, record = _kron(dom, wblocks, union_parts, search_seed, family)
             from .structured_plan import laplace_rmse
 
             choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
                       "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
                       "search": record, "runners_up": []}
+            if family == "gaussian":
+                choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
         else:
             parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
     strat, recon, (structure, encoding), cert, cert_arrays = parts
@@ -303,6 +309,49 @@ def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options:
     choice = {"chosen": best[0], "rmse_at_epsilon_1": best[3], "seconds": best[4],
               "search_seed": int(seed), "search": best[2],
               "runners_up": [{"family": n, "rmse_at_epsilon_1": v if math.isfinite(v) else None,
+                              "seconds": sec, **({"search": r} if r else {})}
+                             for n, _, r, v, sec in scored if n != best[0]]}
+    return best[1], best[0], choice
+
+
+def gaussian_rmse(strategy: Any, recon: Any, relation: Any) -> float:
+    """``Δ₂ · √(Σ_i ‖r_i‖² / k)``: a structured candidate's RMSE per unit σ of Gaussian noise
+    (Δ₂ the certified L2 sensitivity of the measured strategy under ``relation``, before
+    lattice rounding) — the score by which the planner chooses the family under Gaussian noise."""
+    from factorize.structured.sensitivity import strategy_sensitivity
+
+    sq = recon.row_sq_norms()
+    delta = strategy_sensitivity(strategy.measured(), "l2", relation).value
+    return delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
+
+
+def _gaussian_choice(dom: Domain, wblocks: list, norm: str, options: Any,
+                     rel: Any) -> tuple[tuple, str, dict[str, Any]]:
+    """For a union of Kronecker products under Gaussian noise: the union plan and the shared
+    Kronecker plan (``_kron``, L2-optimal factors); the one with the lower Gaussian RMSE
+    (:func:`gaussian_rmse`; ties: union). ``rmse_at_epsilon_1`` states the chosen plan's
+    Laplace score as every structured choice does (the verifier recomputes it); the runners-up
+    carry their Gaussian score only."""
+    from .structured_plan import laplace_rmse
+
+    t = time.perf_counter()
+    union_parts = _union(dom, wblocks, norm, options, "l2")
+    cands: list[tuple[str, tuple | None, dict[str, Any] | None, float]] = [
+        ("union", union_parts, None, time.perf_counter() - t)]
+    t = time.perf_counter()
+    try:
+        parts, record = _kron(dom, wblocks, union_parts, 0, "gaussian")
+        cands.append(("kron", parts, record, time.perf_counter() - t))
+    except (PlanError, ValueError) as exc:  # StructureError is a ValueError
+        cands.append(("kron", None, {"refused": str(exc)[:200]}, time.perf_counter() - t))
+    scored = [(name, parts, rec, gaussian_rmse(parts[0], parts[1], rel)
+               if parts is not None else math.inf, sec) for name, parts, rec, sec in cands]
+    best = min(scored, key=lambda c: c[3])  # ties: the earlier family (union first)
+    choice = {"chosen": best[0], "score": "gaussian_rmse_per_sigma",
+              "gaussian_rmse_per_sigma": best[3],
+              "rmse_at_epsilon_1": laplace_rmse(best[1][0], best[1][1], rel), "seconds": best[4],
+              "search": best[2],
+              "runners_up": [{"family": n, "gaussian_rmse_per_sigma": v if math.isfinite(v) else None,
                               "seconds": sec, **({"search": r} if r else {})}
                              for n, _, r, v, sec in scored if n != best[0]]}
     return best[1], best[0], choice
