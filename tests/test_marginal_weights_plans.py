@@ -20,7 +20,8 @@ from factorize.structured.blocks import StructureError, Term
 from factorize.structured.identity import reconstruction_residual
 from factorize.structured.reconstruction import StructuredReconstruction
 from factorize.structured.workload_blocks import workload_blocks
-from tests.test_structured_plans import _forge, _refusal
+from tests.plan_fixtures import forge_structured_plan as _forge
+from tests.plan_fixtures import structured_refusal as _refusal
 from workloads.spec import parse_workload
 
 IDTOTAL = "kron(vstack(identity:3,total:3),vstack(identity:4,total:4),vstack(identity:2,total:2))"
