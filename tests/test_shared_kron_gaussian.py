@@ -10,8 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan, gaussian_rmse
+from factorize.plan.build_structured import build_structured_plan
 from factorize.plan.structured_checks import verify_structured_plan
+from factorize.plan.structured_plan import gaussian_rmse
 from factorize.privacy import sampled_variance
 from factorize.structured.shared_kron_gaussian import optimize_kron_l2
 from factorize.structured.workload_blocks import workload_blocks
@@ -109,3 +110,26 @@ def test_gaussian_auto_is_never_worse_than_union(spec):
     assert runner["gaussian_rmse_per_sigma"] >= choice["gaussian_rmse_per_sigma"]
     if auto.family == "kron":  # the union family measured the same: its score is the union's
         assert abs(runner["gaussian_rmse_per_sigma"] - u) <= 1e-12 * u
+
+
+@pytest.mark.parametrize("where", ["chosen", "runner-up"])
+def test_a_forged_gaussian_choice_score_is_refused(tmp_path, where):
+    # the verifier re-derives the chosen family's Gaussian score and checks no runner-up is
+    # stated better (it used to re-check the Laplace score only)
+    from factorize.cli import main
+    from tests.plan_fixtures import forge_structured_plan, structured_refusal
+
+    src, dst = tmp_path / "g.plan", tmp_path / "forged.plan"
+    assert main(["plan", "--workload", "vstack(scale(3,kron(total:16,allrange:32)),kron(allrange:16,allrange:32))",
+                 "--privacy", "epsilon=1,delta=1e-6", "--out", str(src)]) == 0
+
+    def edit(body, arrays):
+        choice = body["provenance"]["strategy_choice"]
+        assert choice["runners_up"] and "gaussian_rmse_per_sigma" in choice
+        if where == "chosen":
+            choice["gaussian_rmse_per_sigma"] *= 0.9
+        else:
+            choice["runners_up"][0]["gaussian_rmse_per_sigma"] = choice["gaussian_rmse_per_sigma"] * 0.5
+
+    forge_structured_plan(src, dst, edit)
+    assert "strategy_choice" in structured_refusal(dst) or "runner-up" in structured_refusal(dst)

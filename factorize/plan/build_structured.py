@@ -95,7 +95,7 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
             t_kron = time.perf_counter()
             union_parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
             parts, record = _kron(dom, wblocks, union_parts, search_seed, family)
-            from .structured_plan import laplace_rmse
+            from .structured_plan import gaussian_rmse, laplace_rmse
 
             choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
                       "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
@@ -314,17 +314,6 @@ def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options:
     return best[1], best[0], choice
 
 
-def gaussian_rmse(strategy: Any, recon: Any, relation: Any) -> float:
-    """``Δ₂ · √(Σ_i ‖r_i‖² / k)``: a structured candidate's RMSE per unit σ of Gaussian noise
-    (Δ₂ the certified L2 sensitivity of the measured strategy under ``relation``, before
-    lattice rounding) — the score by which the planner chooses the family under Gaussian noise."""
-    from factorize.structured.sensitivity import strategy_sensitivity
-
-    sq = recon.row_sq_norms()
-    delta = strategy_sensitivity(strategy.measured(), "l2", relation).value
-    return delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
-
-
 def _gaussian_choice(dom: Domain, wblocks: list, norm: str, options: Any,
                      rel: Any) -> tuple[tuple, str, dict[str, Any]]:
     """For a union of Kronecker products under Gaussian noise: the union plan and the shared
@@ -332,7 +321,7 @@ def _gaussian_choice(dom: Domain, wblocks: list, norm: str, options: Any,
     (:func:`gaussian_rmse`; ties: union). ``rmse_at_epsilon_1`` states the chosen plan's
     Laplace score as every structured choice does (the verifier recomputes it); the runners-up
     carry their Gaussian score only."""
-    from .structured_plan import laplace_rmse
+    from .structured_plan import gaussian_rmse, laplace_rmse
 
     t = time.perf_counter()
     union_parts = _union(dom, wblocks, norm, options, "l2")

@@ -221,7 +221,7 @@ def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
     """The planner's family choice (``provenance.strategy_choice``, when stated): the chosen
     family is the plan's, its Laplace score is recomputed, and no runner-up is stated better
     (a runner-up's own score would need its plan, so it is only checked no better)."""
-    from .structured_plan import laplace_rmse
+    from .structured_plan import gaussian_rmse, laplace_rmse
 
     choice = plan.provenance.get("strategy_choice")
     if choice is None:
@@ -237,8 +237,15 @@ def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
     problems = []
     if not same_number(score, mine):
         problems.append(f"strategy_choice.rmse_at_epsilon_1 {score!r} ≠ {mine:.10g}")
+    key = "rmse_at_epsilon_1"
+    if "gaussian_rmse_per_sigma" in choice:  # chosen under Gaussian noise: by that score
+        key = "gaussian_rmse_per_sigma"
+        stated = choice[key]
+        mine = gaussian_rmse(recon.strategy, plan.reconstruction, plan.relation)
+        if not (is_number(stated) and same_number(stated, mine)):
+            problems.append(f"strategy_choice.gaussian_rmse_per_sigma {stated!r} ≠ {mine:.10g}")
     for r in choice.get("runners_up") or []:
-        v = r.get("rmse_at_epsilon_1") if isinstance(r, dict) else "?"
+        v = r.get(key) if isinstance(r, dict) else "?"
         if v is not None and not (is_number(v) and v >= mine * (1.0 - 1e-9)):
             problems.append(f"a runner-up is stated better ({v!r}) than the chosen {mine:.6g}")
     return problems

@@ -203,13 +203,27 @@ def laplace_rmse(strategy: Any, recon: Any, relation: Any) -> float:
     return math.sqrt(2.0) * delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
 
 
+def gaussian_rmse(strategy: Any, recon: Any, relation: Any) -> float:
+    """``Δ₂ · √(Σ_i ‖r_i‖² / k)``: a structured candidate's RMSE per unit σ of Gaussian noise
+    (Δ₂ the certified L2 sensitivity of the measured strategy under ``relation``, before
+    lattice rounding) — the score by which the planner chooses the family under Gaussian
+    noise (``build_structured``) and the verifier re-checks the choice."""
+    from factorize.structured.sensitivity import strategy_sensitivity
+
+    sq = recon.row_sq_norms()
+    delta = strategy_sensitivity(strategy.measured(), "l2", relation).value
+    return delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
+
+
 def choice_lines(choice: Any) -> list[str]:
     """``inspect``'s lines for the planner's family choice (``provenance.strategy_choice``)."""
     if not isinstance(choice, dict):
         return []
+    gaussian = choice.get("gaussian_rmse_per_sigma")
     score = choice.get("rmse_at_epsilon_1")
     line = f"chosen      {choice.get('chosen')}" + (
-        f" (Laplace RMSE at ε=1 {score:.6g}, re-checked)" if isinstance(score, (int, float)) else "")
+        f" (Gaussian RMSE per unit σ {gaussian:.6g}, re-checked)" if isinstance(gaussian, (int, float))
+        else f" (Laplace RMSE at ε=1 {score:.6g}, re-checked)" if isinstance(score, (int, float)) else "")
     line += _seconds(choice)
     search = choice.get("search")
     if isinstance(search, dict) and "winner" in search:
@@ -218,10 +232,12 @@ def choice_lines(choice: Any) -> list[str]:
     lines = [line]
     for r in choice.get("runners_up") or []:
         if isinstance(r, dict):
+            g = r.get("gaussian_rmse_per_sigma")
             v = r.get("rmse_at_epsilon_1")
             why = r.get("search", {}).get("refused") if isinstance(r.get("search"), dict) else None
             lines.append(f"runner-up   {r.get('family')}: "
-                         + (f"RMSE at ε=1 {v:.6g} (checked no better)" if isinstance(v, (int, float))
+                         + (f"RMSE per unit σ {g:.6g} (checked no better)" if isinstance(g, (int, float))
+                            else f"RMSE at ε=1 {v:.6g} (checked no better)" if isinstance(v, (int, float))
                             else f"not applicable ({why})" if why else "not scored")
                          + _seconds(r))
     return lines
