@@ -303,12 +303,21 @@ def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options:
         cands.append(("kron", None, {"refused": str(exc)[:200]}, time.perf_counter() - t))
     from .structured_plan import laplace_rmse
 
-    scored = [(name, parts, rec, laplace_rmse(parts[0], parts[1], rel)
+    parts, name, choice = _best_family(cands, laplace_rmse, "rmse_at_epsilon_1", rel)
+    choice["search_seed"] = int(seed)
+    return parts, name, choice
+
+
+def _best_family(cands: list, score: Any, key: str, rel: Any) -> tuple[tuple, str, dict[str, Any]]:
+    """The candidate ``(family, parts | None, search record, seconds)`` of lowest
+    ``score(strategy, reconstruction, rel)`` (ties: the earlier family; a refused one scores
+    ∞) and the ``provenance.strategy_choice`` naming it, with every runner-up's score under
+    ``key`` (None where refused) and its search record."""
+    scored = [(name, parts, rec, score(parts[0], parts[1], rel)
                if parts is not None else math.inf, sec) for name, parts, rec, sec in cands]
-    best = min(scored, key=lambda c: c[3])  # ties: the earlier family (union first)
-    choice = {"chosen": best[0], "rmse_at_epsilon_1": best[3], "seconds": best[4],
-              "search_seed": int(seed), "search": best[2],
-              "runners_up": [{"family": n, "rmse_at_epsilon_1": v if math.isfinite(v) else None,
+    best = min(scored, key=lambda c: c[3])
+    choice = {"chosen": best[0], key: best[3], "seconds": best[4], "search": best[2],
+              "runners_up": [{"family": n, key: v if math.isfinite(v) else None,
                               "seconds": sec, **({"search": r} if r else {})}
                              for n, _, r, v, sec in scored if n != best[0]]}
     return best[1], best[0], choice
@@ -333,14 +342,7 @@ def _gaussian_choice(dom: Domain, wblocks: list, norm: str, options: Any,
         cands.append(("kron", parts, record, time.perf_counter() - t))
     except (PlanError, ValueError) as exc:  # StructureError is a ValueError
         cands.append(("kron", None, {"refused": str(exc)[:200]}, time.perf_counter() - t))
-    scored = [(name, parts, rec, gaussian_rmse(parts[0], parts[1], rel)
-               if parts is not None else math.inf, sec) for name, parts, rec, sec in cands]
-    best = min(scored, key=lambda c: c[3])  # ties: the earlier family (union first)
-    choice = {"chosen": best[0], "score": "gaussian_rmse_per_sigma",
-              "gaussian_rmse_per_sigma": best[3],
-              "rmse_at_epsilon_1": laplace_rmse(best[1][0], best[1][1], rel), "seconds": best[4],
-              "search": best[2],
-              "runners_up": [{"family": n, "gaussian_rmse_per_sigma": v if math.isfinite(v) else None,
-                              "seconds": sec, **({"search": r} if r else {})}
-                             for n, _, r, v, sec in scored if n != best[0]]}
-    return best[1], best[0], choice
+    parts, name, choice = _best_family(cands, gaussian_rmse, "gaussian_rmse_per_sigma", rel)
+    choice["score"] = "gaussian_rmse_per_sigma"
+    choice["rmse_at_epsilon_1"] = laplace_rmse(parts[0], parts[1], rel)
+    return parts, name, choice
