@@ -143,18 +143,22 @@ def test_a_strategy_that_misses_an_interaction_is_refused():
 
 def test_laplace_auto_picks_the_lower_error_family_and_says_so():
     plan = build_structured_plan(IDTOTAL, "epsilon=1")
-    choice = plan.provenance["strategy_choice"]
-    assert choice["chosen"] == plan.family == "marginal_weights"
-    assert all(r["rmse_at_epsilon_1"] >= choice["rmse_at_epsilon_1"] for r in choice["runners_up"])
+    search = plan.provenance["strategy_search"]
+    assert search["chosen"] == plan.family == "marginal_weights"
+    scores = {r["family"]: r["score"] for r in search["tried"]}
+    assert scores["marginal_weights"] == plan.expected_error["rmse"]
+    assert all(v is None or v >= scores["marginal_weights"] for v in scores.values())
+    assert "union" in scores
+    choice = plan.provenance["strategy_choice"]  # the family's own search record
     # the score is before the lattice rounding's inflation (here 3·10⁻⁵: γ·spread/Δ)
     inflation = plan.noise.sensitivity / plan.noise.base_sensitivity
     assert inflation - 1 < 1e-4
     # (and the discrete Laplace variance bound differs from 2b² by < 10⁻⁶)
     assert choice["rmse_at_epsilon_1"] * inflation == pytest.approx(plan.expected_error["rmse"], rel=1e-6)
     lines = "\n".join(plan.summary_lines())
-    assert "chosen      marginal_weights" in lines and "runner-up   union" in lines
+    assert "chosen marginal_weights" in lines and "  union  " in lines
     # reproducible from the recorded seed
-    again = build_structured_plan(IDTOTAL, "epsilon=1", search_seed=choice["search_seed"])
+    again = build_structured_plan(IDTOTAL, "epsilon=1", search_seed=search["seed"])
     assert np.array_equal(again.encoding["union.block_scale"], plan.encoding["union.block_scale"])
 
 

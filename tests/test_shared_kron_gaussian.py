@@ -12,7 +12,6 @@ import pytest
 
 from factorize.plan.build_structured import build_structured_plan
 from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import gaussian_rmse
 from factorize.privacy import sampled_variance
 from factorize.structured.shared_kron_gaussian import optimize_kron_l2
 from factorize.structured.workload_blocks import workload_blocks
@@ -99,23 +98,22 @@ def test_gaussian_kron_plan_verifies_and_states_the_dense_error(spec):
 def test_gaussian_auto_is_never_worse_than_union(spec):
     union = build_structured_plan(spec, "rho=0.5", strategy="union")
     auto = build_structured_plan(spec, "rho=0.5")
-    assert auto.family in ("union", "kron")
     check = verify_structured_plan(auto)
     assert check.passed, check.failures
-    choice = auto.provenance["strategy_choice"]
-    u = gaussian_rmse(union.strategy, union.reconstruction, union.relation)
-    assert choice["gaussian_rmse_per_sigma"] <= u * (1 + 1e-12)
-    runner = choice["runners_up"][0]
-    assert runner["family"] != auto.family
-    assert runner["gaussian_rmse_per_sigma"] >= choice["gaussian_rmse_per_sigma"]
-    if auto.family == "kron":  # the union family measured the same: its score is the union's
-        assert abs(runner["gaussian_rmse_per_sigma"] - u) <= 1e-12 * u
+    search = auto.provenance["strategy_search"]
+    scores = {r["family"]: r["score"] for r in search["tried"]}
+    assert {"union", "kron", "subset_algebra"} <= set(scores)
+    assert search["chosen"] == auto.family
+    assert auto.expected_error["rmse"] <= union.expected_error["rmse"] * (1 + 1e-12)
+    assert all(v >= scores[auto.family] for v in scores.values())
+    # the union family measured alone scores what the search recorded for it
+    assert abs(scores["union"] - union.expected_error["rmse"]) <= 1e-12 * scores["union"]
 
 
 @pytest.mark.parametrize("where", ["chosen", "runner-up"])
 def test_a_forged_gaussian_choice_score_is_refused(tmp_path, where):
-    # the verifier re-derives the chosen family's Gaussian score and checks no runner-up is
-    # stated better (it used to re-check the Laplace score only)
+    # the verifier re-derives the chosen family's score and checks no other family is stated
+    # better
     from factorize.cli import main
     from tests.plan_fixtures import forge_structured_plan, structured_refusal
 
@@ -124,12 +122,14 @@ def test_a_forged_gaussian_choice_score_is_refused(tmp_path, where):
                  "--privacy", "epsilon=1,delta=1e-6", "--out", str(src)]) == 0
 
     def edit(body, arrays):
-        choice = body["provenance"]["strategy_choice"]
-        assert choice["runners_up"] and "gaussian_rmse_per_sigma" in choice
+        search = body["provenance"]["strategy_search"]
+        tried = search["tried"]
+        mine = next(r for r in tried if r["family"] == search["chosen"])
+        other = next(r for r in tried if r["family"] != search["chosen"] and r["score"] is not None)
         if where == "chosen":
-            choice["gaussian_rmse_per_sigma"] *= 0.9
+            mine["score"] *= 0.9
         else:
-            choice["runners_up"][0]["gaussian_rmse_per_sigma"] = choice["gaussian_rmse_per_sigma"] * 0.5
+            other["score"] = mine["score"] * 0.5
 
     forge_structured_plan(src, dst, edit)
-    assert "strategy_choice" in structured_refusal(dst) or "runner-up" in structured_refusal(dst)
+    assert "strategy_search" in structured_refusal(dst)

@@ -2,7 +2,7 @@
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
                    [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection]
-                   [--strategy auto|dense|residual|union|marginal_weights]
+                   [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
@@ -31,28 +31,6 @@ from typing import Any, Sequence
 from factorize.choices import MECHANISMS, NEIGHBOURING, NORMS, STRUCTURED_FAMILIES
 from factorize.cli.common import EXIT_INPUT, EXIT_OK, add_solver_options, gap_tol, guarded, solver_options
 
-#: ``--strategy auto`` plans a non-marginal union of Kronecker products as a structured union
-#: plan when the dense route would densify more than this many entries (k·N) ...
-DENSE_AUTO_ENTRIES = 50_000_000
-#: ... or a Kronecker product whose histogram (N cells) it would have to materialise,
-DENSE_AUTO_CELLS = 1 << 27
-#: ... or, for a union of several Kronecker products under Gaussian noise, when the dense
-#: route's work on the k×N matrix — its SVDs, solves and pivoted QR, O(k·N·min(k, N)) each —
-#: exceeds this many multiply-adds: it also stores R as k×m. (vstack(scale(3,kron(total:16,
-#: allrange:32)),kron(allrange:16,allrange:32)), k = 72 336, N = 512: over a minute and a
-#: 300 MB plan dense, a second and 170 kB as a union within 14% of the certified optimum.)
-#: Not under Laplace noise: there the union's L1 block weights are an order of magnitude
-#: worse than the dense pure-DP strategies on such workloads.
-DENSE_AUTO_WORK = 1 << 31
-#: ... and under Laplace noise, for a union of several Kronecker products over more than this
-#: many cells: the dense route's pure-DP search and its γ_F candidate (an N×N eigenproblem per
-#: dual iteration) took over 20 minutes at N = 4,096 (vstack(kron(prefix:64,total:64),
-#: kron(total:64,prefix:64))), where the structured families (the shared Kronecker strategy
-#: among them: RMSE 15.87 in 1.4 s) plan in seconds.
-DENSE_AUTO_LAPLACE_CELLS = 2048
-#: The structured route under Laplace noise with the family left to the planner.
-LAPLACE_AUTO = "laplace-auto"
-
 
 def register(subparsers: Any) -> None:
     """Add ``plan``, ``run``, ``verify`` and ``inspect`` to an argparse sub-parsers object."""
@@ -76,19 +54,16 @@ def register(subparsers: Any) -> None:
                         "the last four need --neighbouring replace --public-n N")
     p.add_argument("--strategy", default="auto",
                    choices=("auto", "dense", *STRUCTURED_FAMILIES),
-                   help="auto (default): a marginal workload under Gaussian noise gets the "
-                        "structured residual plan (measured per attribute subset, any domain "
-                        "size), a union of Kronecker products too large to densify (or a "
-                        "product over more than 2^27 cells) a structured plan — under Laplace "
-                        "noise the best of the union plan, one shared Kronecker strategy "
-                        "(kron) and, for a workload made of marginals, the optimised "
-                        "marginal weights —, every other "
-                        "workload dense / Kronecker factors; residual: "
-                        "marginal workloads; union: one Kronecker block per block of a union of "
-                        "Kronecker products; marginal_weights: Laplace noise, a workload made of "
-                        "marginals (any row order, e.g. kron(vstack(identity:n,total:n),…)); "
-                        "kron: one Kronecker product of p-Identity factors shared by every "
-                        "block, optimised for Laplace noise (HDMM's OPT_⊗); dense: dense / Kronecker factors (N must fit)")
+                   help="auto (default): plan every strategy family that applies to the "
+                        "workload (dense, residual, subset_algebra, union, marginal_weights, "
+                        "kron; factorize.families) and keep the least error under the "
+                        "guarantee's objective, recording each family's score or why it did not "
+                        "apply (shown by inspect); or one family: dense (dense / Kronecker "
+                        "factors, N must fit), residual (marginal workloads), subset_algebra (the "
+                        "closed-form optimum of the algebra of attribute subsets, Gaussian γ_F), "
+                        "union (one Kronecker block per workload block), marginal_weights "
+                        "(Laplace noise), kron (one Kronecker product shared by every block, "
+                        "HDMM's OPT_⊗)")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
@@ -214,9 +189,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from factorize.plan.projection_plan import PROJECTION_KINDS
     if args.mechanism in PROJECTION_KINDS:
         return _plan_projection(args, domain, family)
-    structured = _structured_strategy(args, family)
-    if structured is not None:
-        return _plan_structured(args, domain, family, structured)
+    if args.strategy in STRUCTURED_FAMILIES:
+        if args.mechanism != "factorization" or args.postprocess != "none" or args.norm == "approx_gamma_2":
+            raise ValueError(f"--strategy {args.strategy} plans the factorization mechanism for "
+                             "gamma_f or gamma_2, without --postprocess")
+        return _plan_structured(args, domain, family, args.strategy)
+    if args.strategy == "auto" and _searchable(args, family):
+        return _plan_search(args, domain, family, options)
     plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
                       relation=args.neighbouring, domain=domain, noise_family=family,
                       postprocess=args.postprocess, options=options, gap_tol=gap_tol(args),
@@ -250,59 +229,32 @@ def _refuse_replace_invariant(spec: str) -> None:
                          "with --neighbouring add_remove")
 
 
-def _structured_strategy(args: argparse.Namespace, family: str | None) -> str | None:
-    """The structured strategy ``--strategy`` asks for (auto: residual for a marginal workload
-    under Gaussian noise with the factorization mechanism), or None for dense factors."""
-    if args.strategy == "dense":
-        return None
-    if args.strategy in STRUCTURED_FAMILIES:
-        if args.mechanism != "factorization" or args.postprocess != "none" or args.norm == "approx_gamma_2":
-            raise ValueError(f"--strategy {args.strategy} plans the factorization mechanism for "
-                             "gamma_f or gamma_2, without --postprocess")
-        return args.strategy
-    from factorize.privacy import parse_guarantee
-
-    if (args.mechanism != "factorization" or args.postprocess != "none"
-            or args.norm == "approx_gamma_2" or family not in (None, "gaussian", "laplace")):
-        return None
-    # the residual optimum is Gaussian's; Laplace noise goes structured only where the dense
-    # route cannot go, as a union with L1-optimal block weights
-    laplace = family == "laplace" or (family is None and parse_guarantee(args.privacy).kind == "pure_dp")
-    from factorize.structured.blocks import StructureError
-    from factorize.structured.workload_blocks import workload_blocks
-    from workloads import parse_workload
-
-    W = parse_workload(args.workload)
-    k, N = W.shape
-    too_large = k * N > DENSE_AUTO_ENTRIES or N > DENSE_AUTO_CELLS
-    blocks = None
-    if not callable(getattr(W, "marginal_structure", None)):
-        try:
-            blocks = workload_blocks(W, [int(n) for n in _finest_sizes(W)])
-        except (StructureError, ValueError):
-            return None
-    if blocks is None or (blocks and all(b.marginal_support is not None for b in blocks)):
-        if laplace:  # the planner picks union or marginal weights by their Laplace error
-            return LAPLACE_AUTO if too_large else None
-        return "residual"
-    if laplace and too_large:
-        from factorize.pure_dp.structure import marginal_structure_of
-
-        if marginal_structure_of(W) is not None:  # marginals in Kronecker row order
-            return LAPLACE_AUTO
-    # a union too large (or too slow) to densify, or a Kronecker product whose histogram is
-    # too large to materialise: measured per block from marginal tables
-    slow = N > DENSE_AUTO_LAPLACE_CELLS if laplace else k * N * min(k, N) > DENSE_AUTO_WORK
-    if len(blocks) > 1 and (k * N > DENSE_AUTO_ENTRIES or slow) or N > DENSE_AUTO_CELLS:
-        # Gaussian too: the builder's own choice, union or one shared Kronecker strategy
-        return LAPLACE_AUTO
-    return None
+def _searchable(args: argparse.Namespace, family: str | None) -> bool:
+    """``--strategy auto`` searches every strategy family (``factorize.families``) for the
+    factorization mechanism of γ_F or γ₂ under Gaussian or Laplace noise, without
+    post-processing; any other request is the dense planner's."""
+    return (args.mechanism == "factorization" and args.postprocess == "none"
+            and args.norm in ("gamma_f", "gamma_2") and family in (None, "gaussian", "laplace"))
 
 
-def _finest_sizes(W: Any) -> list[int]:
-    from factorize.plan.build import default_domain
+def _plan_search(args: argparse.Namespace, domain: Any, family: str | None, options: Any) -> int:
+    """The best plan of every family that applies (``families.search``), with its table."""
+    from factorize.families import PlanProblem, search
+    from factorize.plan.build import plan_inputs
+    from factorize.plan.plan_file import save_plan
+    from factorize.plan.structured_plan import StructuredPlan, save_structured_plan
 
-    return list(default_domain(W).sizes)
+    W, g, rel, dom = plan_inputs(args.workload, args.privacy, args.neighbouring, domain,
+                                 args.allow_weak_guarantee)
+    noise = family or ("laplace" if g.kind == "pure_dp" else "gaussian")
+    problem = PlanProblem(W, g, rel, dom, noise, args.norm, options=options, gap_tol=gap_tol(args),
+                          seed=args.search_seed, allow_weak_guarantee=args.allow_weak_guarantee)
+    plan = search(problem).plan
+    if isinstance(plan, StructuredPlan):
+        save_structured_plan(plan, args.out)
+    else:
+        save_plan(plan, args.out)
+    return _print_written(plan, args)
 
 
 def _plan_structured(args: argparse.Namespace, domain: Any, family: str | None, strategy: str) -> int:
@@ -311,7 +263,7 @@ def _plan_structured(args: argparse.Namespace, domain: Any, family: str | None, 
 
     plan = build_structured_plan(args.workload, args.privacy, norm=args.norm,
                                  relation=args.neighbouring, domain=domain, noise_family=family,
-                                 strategy=None if strategy == LAPLACE_AUTO else strategy,
+                                 strategy=strategy,
                                  gap_tol=gap_tol(args),
                                  allow_weak_guarantee=args.allow_weak_guarantee,
                                  search_seed=args.search_seed)

@@ -53,7 +53,9 @@ def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
     from .labels import _quoted_labels, arrow_call, marginal_columns
 
     sizes = [int(n) for n in plan.domain.sizes]
-    if plan.family == "residual":
+    from factorize.structured.families import codec
+
+    if codec(plan.family).marginal_labels:
         return marginal_columns(sizes, list(plan.domain.attributes), _quoted_labels(plan.domain),
                                 _unpad(plan.encoding["recon.support"], len(sizes), "recon.support"))
     names = [f"block {o}" for o in range(len(plan.reconstruction.out_rows))]

@@ -2,19 +2,17 @@
 
 ``build_structured_plan(workload, guarantee, ...)``:
 
-1. the strategy: for a marginal workload, the certified optimum of the subset algebra
-   (``planner.marginals.solve_marginals``, γ_F: total variance, γ₂: worst cell) written as
-   residual blocks (``structured.residual``); for a union of Kronecker products, one block per
-   workload block with per-factor optimal factorizations and optimal block weights
-   (``structured.union``); under Laplace noise, for a workload whose rows are marginals (in
-   any row order), also the L1-optimised marginal weights of ``pure_dp.marginals`` with their
-   least-squares reconstruction (``structured.marginal_weights``), and for every union of
-   Kronecker products one shared Kronecker strategy with p-Identity factors
-   (``structured.shared_kron``, HDMM's OPT_⊗) — the lowest RMSE is kept and the others
-   recorded as runners-up, each family with its score and planning seconds
-   (``provenance.strategy_choice``); under Gaussian noise a union (not made of marginals) is
-   planned as the union family or one shared Kronecker strategy with L2-optimal factors
-   (``structured.shared_kron_gaussian``), whichever has the lower Gaussian RMSE;
+1. the strategy of one family (``strategy``): ``residual`` — the certified optimum of a
+   marginal workload in the subset algebra (``planner.marginals.solve_marginals``, γ_F: total
+   variance, γ₂: worst cell) as residual blocks (``structured.residual``); ``subset_algebra`` —
+   the algebra's closed-form γ_F optimum for any union of Kronecker products
+   (``structured.subset_algebra``); ``union`` — one block per workload block with per-factor
+   optimal factorizations and optimal block weights (``structured.union``);
+   ``marginal_weights`` — L1-optimised marginal weights (``pure_dp.marginals``) with their
+   least-squares reconstruction (``structured.marginal_weights``); ``kron`` — one shared
+   Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗). With no family named, the
+   strategy search (``factorize.families.search``) plans every structured family that applies
+   and keeps the best, recording the table (``provenance.strategy_search``);
 2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
    chosen relation, L2 for Gaussian noise, L1 for Laplace;
 3. the noise (``privacy.calibrate``) on the lattice γZ, γ the largest power of two with
@@ -34,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.choices import STRUCTURED_FAMILIES as STRATEGIES
 from factorize.choices import Neighbouring, NoiseFamily, Norm, StructuredFamily
 from factorize.io.provenance import versions
 from workloads import Domain, Workload
@@ -41,7 +40,6 @@ from workloads import Domain, Workload
 from .model import PlanError
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
-STRATEGIES = ("residual", "union", "marginal_weights", "kron")
 #: A marginal-weights strategy measures every cell of each chosen table: at most this many.
 MAX_WEIGHTED_TABLE = 1 << 24
 RESIDUAL_CERTIFICATE = ("marginal-algebra (MATH.md §2.3): upper from the coefficients x, lower "
@@ -53,13 +51,15 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
                           noise_family: NoiseFamily | None = None,
                           strategy: StructuredFamily | None = None,
                           gap_tol: float = 1e-6, allow_weak_guarantee: bool = False,
-                          options: Any = None, search_seed: int = 0) -> StructuredPlan:
-    """A verified structured plan (module docstring); ``strategy``: ``residual`` (marginal
-    workloads), ``union`` (unions of Kronecker products), ``marginal_weights`` (Laplace noise,
-    workloads made of marginals), ``kron`` (one shared Kronecker strategy, ``_kron``) or None
-    (Gaussian: residual when the workload is a marginal family, else union; Laplace: the best
-    of union, marginal weights and kron).
-    ``search_seed``: the base seed of the marginal-weights search's random starts (recorded)."""
+                          options: Any = None, search_seed: int = 0,
+                          memo: dict[str, Any] | None = None) -> StructuredPlan:
+    """A verified structured plan of the family ``strategy`` (module docstring): ``residual``
+    (marginal workloads), ``union`` (unions of Kronecker products), ``subset_algebra`` (the
+    algebra's closed-form optimum, Gaussian γ_F), ``marginal_weights`` (Laplace noise),
+    ``kron`` (one shared Kronecker strategy, ``_kron``); None: the best structured family by
+    the strategy search (``factorize.families.search``), whose table the plan records.
+    ``search_seed``: the base seed of the families' random starts (recorded); ``memo``: the
+    search's shared results (the union plan, reused by ``kron`` for its certificate)."""
     from factorize.structured.workload_blocks import workload_blocks
     from workloads.spec import embedded_files
 
@@ -69,41 +69,50 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
     if norm not in ("gamma_f", "gamma_2"):
         raise PlanError(f"structured plans optimise gamma_f or gamma_2, not {norm!r}")
     W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
-    k, N = W.shape
-    wblocks = workload_blocks(W, dom.sizes)
     family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
-    if strategy not in (None, *STRATEGIES):
+    if strategy is None:
+        from factorize.families import PlanProblem, search
+        from factorize.families.registry import FAMILIES
+
+        if family not in ("gaussian", "laplace"):
+            raise PlanError(f"structured plans use exact Gaussian or Laplace noise, not {family!r}")
+        problem = PlanProblem(W, g, rel, dom, family, norm, options=options, gap_tol=gap_tol,
+                              seed=search_seed, allow_weak_guarantee=allow_weak_guarantee,
+                              memo={} if memo is None else memo)
+        return search(problem, [f for f in FAMILIES if f.kind == "structured"]).plan
+    if strategy not in STRATEGIES:
         raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {STRATEGIES}")
+    k, N = W.shape
+    memo = {} if memo is None else memo
+    wblocks = memo.get("blocks") or workload_blocks(W, dom.sizes)
+    snorm = "l1" if family == "laplace" else "l2"
     choice = None
-    if strategy is None and family == "laplace":
-        parts, strategy, choice = _laplace_choice(W, dom, wblocks, norm, options, rel, search_seed)
-    elif strategy is None and not all(b.marginal_support is not None for b in wblocks):
-        parts, strategy, choice = _gaussian_choice(dom, wblocks, norm, options, rel)
+    if strategy == "residual":
+        parts = _residual(W, dom, wblocks, norm, gap_tol)
+    elif strategy == "subset_algebra":
+        from factorize.structured import subset_algebra
+
+        parts = subset_algebra.build(dom.sizes, wblocks, norm, options=options, W=W)
+    elif strategy == "marginal_weights":
+        parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed)
+        from .structured_plan import laplace_rmse
+
+        choice = {"chosen": "marginal_weights",
+                  "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
+                  "search_seed": int(search_seed), "search": record, "runners_up": []}
+    elif strategy == "kron":
+        t_kron = time.perf_counter()
+        parts, record = _kron(dom, wblocks, _union(dom, wblocks, norm, options, snorm, memo),
+                              search_seed, family)
+        from .structured_plan import gaussian_rmse, laplace_rmse
+
+        choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
+                  "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
+                  "search": record, "runners_up": []}
+        if family == "gaussian":
+            choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
     else:
-        if strategy is None:
-            strategy = "residual" if all(b.marginal_support is not None for b in wblocks) else "union"
-        if strategy == "residual":
-            parts = _residual(W, dom, wblocks, norm, gap_tol)
-        elif strategy == "marginal_weights":
-            parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed)
-            from .structured_plan import laplace_rmse
-
-            choice = {"chosen": "marginal_weights",
-                      "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                      "search_seed": int(search_seed), "search": record, "runners_up": []}
-        elif strategy == "kron":
-            t_kron = time.perf_counter()
-            union_parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
-            parts, record = _kron(dom, wblocks, union_parts, search_seed, family)
-            from .structured_plan import gaussian_rmse, laplace_rmse
-
-            choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                      "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
-                      "search": record, "runners_up": []}
-            if family == "gaussian":
-                choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
-        else:
-            parts = _union(dom, wblocks, norm, options, "l1" if family == "laplace" else "l2")
+        parts = _union(dom, wblocks, norm, options, snorm, memo)
     strat, recon, (structure, encoding), cert, cert_arrays = parts
     noise, sens = _noise(strat, g, rel, family)
     from factorize.privacy import sampled_variance
@@ -202,26 +211,47 @@ def _residual(W: Workload, dom: Domain, wblocks: list, norm: str, gap_tol: float
     return strat, recon, enc, cert, arrays
 
 
-def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm: str):
+def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm: str,
+           memo: dict[str, Any] | None = None):
+    """The union family's build (``structured.union``), once per search (``memo``)."""
     from factorize.structured import union
 
-    return union.build(dom.sizes, wblocks, norm, options=options, sensitivity_norm=sensitivity_norm)
+    key = f"union:{norm}:{sensitivity_norm}"
+    if memo is not None and key in memo:
+        return memo[key]
+    parts = union.build(dom.sizes, wblocks, norm, options=options, sensitivity_norm=sensitivity_norm)
+    if memo is not None:
+        memo[key] = parts
+    return parts
 
 
 def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
                       seed: int, fam: Any = None) -> tuple[tuple, dict[str, Any]]:
     """OPT_M weights for Laplace noise (``pure_dp.marginals``) as a structured plan
     (``structured.marginal_weights``), and the search's record; ``fam``: W's marginal
-    structure when the caller has it."""
+    structure when the caller has it. A workload that is not made of marginals (any union of
+    Kronecker products) is optimised through its averaged Gram
+    (``structured.subset_algebra.subset_eigenvalues``: the error of a marginal strategy depends
+    on W only through it — HDMM's Marginals template for any workload)."""
     from factorize.pure_dp.marginals import candidate_subsets, optimize_marginal_weights
     from factorize.pure_dp.structure import marginal_structure_of
     from factorize.structured import marginal_weights
 
     fam = marginal_structure_of(W) if fam is None else fam
-    if fam is None or tuple(fam.sizes) != tuple(int(n) for n in dom.sizes):
-        raise PlanError("marginal weights need a workload made of marginals of the domain's "
-                        "attributes (a marginal spec, or Kronecker products of identities, totals "
-                        "and their stacks)")
+    if fam is not None and tuple(fam.sizes) != tuple(int(n) for n in dom.sizes):
+        fam = None
+    lam, queries = None, None
+    if fam is None:  # any union: the objective reads W through its averaged Gram alone
+        from factorize.planner.marginal_algebra import MarginalFamily
+        from factorize.structured.subset_algebra import subset_eigenvalues
+
+        sizes = tuple(int(n) for n in dom.sizes)
+        lam, _ = subset_eigenvalues(wblocks, sizes)
+        tops = sorted({U for U in lam if not any(set(U) < set(V) for V in lam)})
+        if not tops:
+            raise PlanError("marginal weights: the workload is zero")
+        fam = MarginalFamily(sizes, tuple(tops), tuple(math.prod(sizes[j] for j in U) for U in tops))
+        queries = sum(wb.rows for wb in wblocks)
     # a chosen subset is measured cell by cell: only tables the executor can noise
     subsets = tuple(S for S in candidate_subsets(fam)
                     if math.prod(fam.sizes[j] for j in S) <= MAX_WEIGHTED_TABLE)
@@ -231,7 +261,8 @@ def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, option
     if too_big:
         raise PlanError(f"marginal weights measure every cell of a table: the workload's table on "
                         f"attributes {list(too_big[0])} has more than {MAX_WEIGHTED_TABLE:,} cells")
-    res = optimize_marginal_weights(fam, seed=seed, subsets=subsets)
+    res = optimize_marginal_weights(fam, seed=seed, subsets=subsets, eigenvalues=lam,
+                                    queries=queries)
     record = {"family": "marginal weights", "seed": int(seed), "winner": res.winner,
               "support": [[float(t), list(S)] for t, S in res.support()],
               "objective_rmse": res.rmse, "seconds": res.seconds,
@@ -267,82 +298,3 @@ def _kron(dom: Domain, wblocks: list, union_parts: tuple, seed: int,
               "objective_rmse": math.sqrt(2.0 * ks.value / P.k), "seconds": ks.seconds,
               "factor_rows": [int(F.shape[0]) for F in ks.factors]}
     return shared_kron.build(dom.sizes, wblocks, ks.factors, cert, cert_arrays), record
-
-
-def _laplace_choice(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
-                    rel: Any, seed: int) -> tuple[tuple, str, dict[str, Any]]:
-    """The union plan and, for a workload made of marginals, the marginal-weights plan; the
-    one with the lower Laplace RMSE, and the record of the choice (both scores stated as
-    √2·Δ₁·‖R‖_F/√k, the RMSE at ε = 1; the verifier recomputes the chosen one's)."""
-    from factorize.pure_dp.structure import marginal_structure_of
-
-    t = time.perf_counter()
-    union_parts = _union(dom, wblocks, norm, options, "l1")
-    cands: list[tuple[str, tuple | None, dict[str, Any] | None, float]] = [
-        ("union", union_parts, None, time.perf_counter() - t)]
-    fam = marginal_structure_of(W)
-    if fam is not None:
-        t = time.perf_counter()
-        try:
-            parts, record = _marginal_weights(W, dom, wblocks, norm, options, seed, fam)
-            cands.append(("marginal_weights", parts, record, time.perf_counter() - t))
-        except (PlanError, ValueError) as exc:  # StructureError is a ValueError
-            cands.append(("marginal_weights", None, {"refused": str(exc)[:200]},
-                          time.perf_counter() - t))
-    t = time.perf_counter()
-    from factorize.pure_dp.api import MAX_KRON_BLOCKS_FOR_MARGINALS
-
-    try:
-        if fam is not None and len(wblocks) > MAX_KRON_BLOCKS_FOR_MARGINALS:
-            # as pure_dp.plan_pure_dp: many marginals are the marginal weights' family
-            raise PlanError(f"a shared Kronecker strategy is tried on marginal families of at most "
-                            f"{MAX_KRON_BLOCKS_FOR_MARGINALS} blocks, this one has {len(wblocks)}")
-        parts, record = _kron(dom, wblocks, union_parts, seed)
-        cands.append(("kron", parts, record, time.perf_counter() - t))
-    except (PlanError, ValueError) as exc:  # StructureError is a ValueError
-        cands.append(("kron", None, {"refused": str(exc)[:200]}, time.perf_counter() - t))
-    from .structured_plan import laplace_rmse
-
-    parts, name, choice = _best_family(cands, laplace_rmse, "rmse_at_epsilon_1", rel)
-    choice["search_seed"] = int(seed)
-    return parts, name, choice
-
-
-def _best_family(cands: list, score: Any, key: str, rel: Any) -> tuple[tuple, str, dict[str, Any]]:
-    """The candidate ``(family, parts | None, search record, seconds)`` of lowest
-    ``score(strategy, reconstruction, rel)`` (ties: the earlier family; a refused one scores
-    ∞) and the ``provenance.strategy_choice`` naming it, with every runner-up's score under
-    ``key`` (None where refused) and its search record."""
-    scored = [(name, parts, rec, score(parts[0], parts[1], rel)
-               if parts is not None else math.inf, sec) for name, parts, rec, sec in cands]
-    best = min(scored, key=lambda c: c[3])
-    choice = {"chosen": best[0], key: best[3], "seconds": best[4], "search": best[2],
-              "runners_up": [{"family": n, key: v if math.isfinite(v) else None,
-                              "seconds": sec, **({"search": r} if r else {})}
-                             for n, _, r, v, sec in scored if n != best[0]]}
-    return best[1], best[0], choice
-
-
-def _gaussian_choice(dom: Domain, wblocks: list, norm: str, options: Any,
-                     rel: Any) -> tuple[tuple, str, dict[str, Any]]:
-    """For a union of Kronecker products under Gaussian noise: the union plan and the shared
-    Kronecker plan (``_kron``, L2-optimal factors); the one with the lower Gaussian RMSE
-    (:func:`gaussian_rmse`; ties: union). ``rmse_at_epsilon_1`` states the chosen plan's
-    Laplace score as every structured choice does (the verifier recomputes it); the runners-up
-    carry their Gaussian score only."""
-    from .structured_plan import gaussian_rmse, laplace_rmse
-
-    t = time.perf_counter()
-    union_parts = _union(dom, wblocks, norm, options, "l2")
-    cands: list[tuple[str, tuple | None, dict[str, Any] | None, float]] = [
-        ("union", union_parts, None, time.perf_counter() - t)]
-    t = time.perf_counter()
-    try:
-        parts, record = _kron(dom, wblocks, union_parts, 0, "gaussian")
-        cands.append(("kron", parts, record, time.perf_counter() - t))
-    except (PlanError, ValueError) as exc:  # StructureError is a ValueError
-        cands.append(("kron", None, {"refused": str(exc)[:200]}, time.perf_counter() - t))
-    parts, name, choice = _best_family(cands, gaussian_rmse, "gaussian_rmse_per_sigma", rel)
-    choice["score"] = "gaussian_rmse_per_sigma"
-    choice["rmse_at_epsilon_1"] = laplace_rmse(parts[0], parts[1], rel)
-    return parts, name, choice

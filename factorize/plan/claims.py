@@ -63,6 +63,7 @@ def check_factorization_claims(out: PlanCheck, plan: Plan, W: Any, g: Any, certi
     if beta is not None:
         guard(out, "expected error", lambda: _check_expected_error(out, plan, beta))
     guard(out, "postprocess", lambda: _check_postprocess(out, plan))
+    guard(out, "strategy search", lambda: _check_search(plan))
     if g is not None and out.ok("noise"):
         guard(out, "strategy choice", lambda: _check_strategy_choice(out, plan, W, g))
     if certificate and out.ok("W = R·A"):
@@ -176,6 +177,18 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
     out.record("postprocess", not problems,
                f"least_squares: at most {it} iterations, gap target {gap:.6g}"
                + ("" if not problems else " — the plan states otherwise: " + ", ".join(problems)))
+
+
+def _check_search(plan: Plan) -> None:
+    """The family search's record (``plan.search_record``), when the plan states one."""
+    from .search_record import search_problems
+
+    record = (plan.provenance or {}).get("strategy_search")
+    if record is None:
+        return
+    problems = search_problems(record, "dense", plan.norm, plan.expected_error)
+    if problems:
+        raise PlanError("; ".join(problems[:4]))
 
 
 def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:

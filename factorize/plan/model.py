@@ -191,6 +191,10 @@ class Plan:
             search = (choice.get("optimized") or {}).get(choice["chosen"])
             if search:
                 lines.insert(6, "search      " + search_text(search))
+        if prov and prov.get("strategy_search"):
+            from .search_record import search_lines
+
+            lines += search_lines(prov["strategy_search"])
         if prov:
             lines.append(f"provenance  factorize {prov.get('versions', {}).get('factorize', '?')}, "
                          f"certificate from {prov.get('certificate_source', '?')}, "

@@ -180,16 +180,9 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
     delta = strategy_sensitivity(recon.strategy, "l2", "add_remove").value
     achieved = achieved_norm(plan.norm, delta, plan.reconstruction)
     c = plan.certificate
-    from factorize.structured import marginal_weights, union
+    from factorize.structured.families import codec
 
-    from .build_structured import RESIDUAL_CERTIFICATE
-
-    methods = {"residual": (RESIDUAL_CERTIFICATE,),
-               "union": (union.CERTIFICATE, union.CERTIFICATE_GRAM),
-               "kron": (union.CERTIFICATE, union.CERTIFICATE_GRAM),  # W's bound, structured.shared_kron
-               "marginal_weights": (marginal_weights.CERTIFICATE,
-                                    marginal_weights.CERTIFICATE_GRAM,
-                                    marginal_weights.CERTIFICATE_MARGINAL)}[plan.family]
+    methods = codec(plan.family).certificate_methods()
     if c.get("method") not in methods or c.get("norm") != plan.norm:
         problems.append("certificate.method / norm describe another certificate")
     if not same_number(c.get("achieved"), achieved):
@@ -210,6 +203,10 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
         cert_line = (f"certificate re-verified: {lower:.10g} ≤ {plan.norm} ≤ {upper:.10g}; the plan "
                      f"achieves {achieved:.10g}")
     problems += _choice_problems(plan, recon)
+    from .search_record import search_problems
+
+    problems += search_problems(plan.provenance.get("strategy_search"), plan.family, plan.norm,
+                                expected)
     out.derived.update(expected_error=expected, bias=bias, **n_bound)
     out.record("claims", not problems,
                f"{cert_line}; per-query variances, RMSE, expected max, bias β = {beta:.3g} "
@@ -267,23 +264,9 @@ def _compare(problems: list[str], name: str, stated: Any, recomputed: dict[str, 
 
 def _certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
     """(upper, lower, gap) re-derived from the stored certificate arrays."""
-    if plan.family == "residual":
-        return _marginal_certificate(plan, W)
-    if plan.family == "marginal_weights":
-        from factorize.structured.marginal_weights import verify_certificate
+    from factorize.structured.families import codec
 
-        return verify_certificate(plan, W)
-    if plan.family == "kron":
-        from factorize.structured.shared_kron import verify_certificate as verify_kron
-
-        return verify_kron(plan, W)
-    from factorize.structured.union import verify_union_certificate
-
-    return verify_union_certificate(plan, W)
-
-
-def _marginal_certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
-    return marginal_solution_bounds(plan, W, [b.support for b in plan.strategy.blocks])
+    return codec(plan.family).verify_certificate(plan, W)
 
 
 def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, float, float]:

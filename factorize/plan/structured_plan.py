@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from factorize.choices import STRUCTURED_FAMILIES
 from factorize.numerics import is_number
 
 from .model import domain_manifest, guarantee_text, noise_manifest
@@ -40,7 +39,7 @@ from .model import domain_manifest, guarantee_text, noise_manifest
 FORMAT = "factorize-plan"
 SCHEMA_VERSION = 3
 PLAN_KIND = "structured"
-FAMILIES = STRUCTURED_FAMILIES
+
 
 
 @dataclass
@@ -103,10 +102,9 @@ class StructuredPlan:
         s, e, c, n = self.strategy, self.expected_error, self.certificate, self.noise
         obj = {"gamma_f": "total variance (γ_F)", "gamma_2": "worst-query variance (γ₂)"}[self.norm]
         grid = f", grid γ={n.grid:.6g}" if n.grid else ""
-        fam = {"residual": "residual bases per attribute subset (orthonormal, Helmert)",
-               "union": "union of Kronecker products",
-               "kron": "one shared Kronecker product (p-Identity factors)",
-               "marginal_weights": "weighted marginals (least-squares reconstruction)"}[self.family]
+        from factorize.structured.families import codec
+
+        fam = codec(self.family).summary
         lines = [
             f"workload    {self.workload['spec'][:120]}  ({k} queries × {N} cells)",
             f"fingerprint {self.workload['fingerprint']}",
@@ -127,6 +125,9 @@ class StructuredPlan:
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
         ]
         lines += choice_lines(self.provenance.get("strategy_choice"))
+        from .search_record import search_lines
+
+        lines += search_lines(self.provenance.get("strategy_search"))
         from .lower_bound import laplace_bound_line
 
         lap = laplace_bound_line(c.get("laplace_factorization"), e)
@@ -268,8 +269,8 @@ def load_structured_plan(path: str | Path) -> StructuredPlan:
 
 
 def _load(path: Path) -> StructuredPlan:
-    from factorize.structured import residual, union
     from factorize.structured.blocks import StructureError
+    from factorize.structured.families import CODECS, codec
 
     from .files import (
         PlanFormatError,
@@ -294,16 +295,13 @@ def _load(path: Path) -> StructuredPlan:
     shape, dom = workload_and_domain(path, m)
     st = require_dict(m, "strategy")
     family = st.get("family")
-    if family not in FAMILIES:
+    if family not in CODECS:
         raise PlanFormatError(f"{path}: unknown strategy family {family!r}")
     cert_arrays = {k: v for k, v in arrays.items() if k.startswith("cert.")}
     n_weights = {k: v for k, v in arrays.items() if k.startswith("nbound.")}
     encoding = {k: v for k, v in arrays.items() if k not in cert_arrays and k not in n_weights}
     try:
-        if family == "residual":
-            strategy, recon = residual.decode(dom["sizes"], st, encoding)
-        else:
-            strategy, recon = union.decode(dom["sizes"], st, encoding, family)
+        strategy, recon = codec(family).decode(dom["sizes"], st, encoding)
     except (StructureError, ValueError, TypeError, KeyError) as exc:
         raise PlanFormatError(f"{path}: inconsistent structured strategy ({exc})") from None
     if recon.k != shape[0]:

@@ -73,6 +73,12 @@ class MarginalWeightsObjective:
 
     family: MarginalFamily
     subsets: tuple[tuple[int, ...], ...]
+    #: ``λ_T`` by subset for a workload that is not a marginal family (a union of Kronecker
+    #: products, ``structured.subset_algebra.subset_eigenvalues``: the Gram of its average
+    #: over value permutations, on which f depends alone), with its query count ``queries``;
+    #: ``family`` then only names the workload's attribute sets (the starts and candidates)
+    eigenvalues: dict[tuple[int, ...], float] | None = None
+    queries: int | None = None
     strategy_family: MarginalFamily = field(init=False, repr=False)
     pair_t: np.ndarray = field(init=False, repr=False)
     pair_s: np.ndarray = field(init=False, repr=False)
@@ -86,13 +92,18 @@ class MarginalWeightsObjective:
         if len(sfam.distinct_blocks()) != len(self.subsets):
             raise ValueError("candidate subsets must be distinct")
         inc = sfam.incidence
-        lam = gram_eigenvalues(fam)
         N = float(fam.N)
-        missing = [t for t in lam if float(lam[t]) > 0 and t not in set(inc.masks)]
+        if self.eigenvalues is None:
+            lam = gram_eigenvalues(fam)
+            missing = [t for t in lam if float(lam[t]) > 0 and t not in set(inc.masks)]
+            ell = np.array([float(lam.get(m, 0)) / N for m in inc.masks])
+        else:
+            have = set(inc.subsets)
+            missing = [T for T, v in self.eigenvalues.items() if v > 0 and T not in have]
+            ell = np.array([float(self.eigenvalues.get(T, 0.0)) / N for T in inc.subsets])
         if missing:
             raise ValueError("the candidate subsets do not cover the workload's marginals")
         dims = np.array([float(math.prod(fam.sizes[j] - 1 for j in T)) for T in inc.subsets])
-        ell = np.array([float(lam.get(m, 0)) / N for m in inc.masks])
         order = {b.subset: i for i, b in enumerate(inc.blocks)}
         perm = np.array([order[S] for S in self.subsets])  # candidate i ↔ incidence block perm[i]
         inv_perm = np.empty_like(perm)
@@ -109,7 +120,7 @@ class MarginalWeightsObjective:
 
     @property
     def k(self) -> int:
-        return self.family.k
+        return self.family.k if self.queries is None else self.queries
 
     def coefficients(self, theta: np.ndarray) -> np.ndarray:
         """``x_T / N = Σ_{S⊇T} θ_S² / rows_S`` on the strategy's closure."""
@@ -219,14 +230,17 @@ def _greedy_cover(obj: MarginalWeightsObjective, rng: np.random.Generator) -> np
 def optimize_marginal_weights(family: MarginalFamily, *, covers: int = 96, randoms: int = 4,
                               seed: int = 0, chord_rounds: int = 20, stage1_iters: int = 3000,
                               polish_top: int = 3,
-                              subsets: tuple[tuple[int, ...], ...] | None = None) -> MarginalWeightsResult:
+                              subsets: tuple[tuple[int, ...], ...] | None = None,
+                              eigenvalues: dict[tuple[int, ...], float] | None = None,
+                              queries: int | None = None) -> MarginalWeightsResult:
     """Minimise f(θ) (module docstring) from the identity, the workload's marginals, the
     uniform weights, ``covers`` greedy coverings and ``randoms`` U(0,1) points (seeds
     ``seed, seed+1, …``, recorded), then chord moves + L-BFGS-B from the best ``polish_top``
-    local optima and from every deterministic start's."""
+    local optima and from every deterministic start's. ``eigenvalues``, ``queries``: a
+    workload that is not a marginal family (:class:`MarginalWeightsObjective`)."""
     t0 = time.perf_counter()
     subsets = candidate_subsets(family) if subsets is None else subsets
-    obj = MarginalWeightsObjective(family, subsets)
+    obj = MarginalWeightsObjective(family, subsets, eigenvalues, queries)
     index = {S: i for i, S in enumerate(subsets)}
     full = tuple(j for j, n in enumerate(family.sizes) if n > 1)
     starts: list[Start] = []
@@ -273,5 +287,5 @@ def optimize_marginal_weights(family: MarginalFamily, *, covers: int = 96, rando
             winner = f"{label} + {gained} chord move(s)" if gained else label
     theta = best_theta / float(best_theta.sum())
     value = obj.value(theta)
-    return MarginalWeightsResult(subsets, theta, value, family.k, search, rounds,
+    return MarginalWeightsResult(subsets, theta, value, obj.k, search, rounds,
                                  time.perf_counter() - t0, winner)

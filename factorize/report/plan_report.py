@@ -104,13 +104,6 @@ def plan_report(plan: Any, *, baselines: bool = True) -> Report:
     return _factorization_report(plan, _dense_accuracy(plan), baselines=baselines)
 
 
-#: The structured families in words (``StructuredPlan.family``).
-_FAMILY_WORDS = {"residual": "residual bases per attribute subset",
-                 "union": "a union of Kronecker products, one per workload block",
-                 "kron": "one Kronecker product of p-Identity factors shared by every workload block",
-                 "marginal_weights": "weighted marginal tables with a least-squares reconstruction"}
-
-
 @dataclass(frozen=True)
 class _Accuracy:
     """What the factorization report reads from a dense or a structured plan.
@@ -143,10 +136,12 @@ def _structured_accuracy(plan: Any) -> _Accuracy:
     """A structured plan: its ``certificate`` (upper ≥ the value the plan achieves), std
     ``√v·‖r_i‖`` from the reconstruction's exact row norms, v the variance of the noise the
     sampler draws (the plan's ``expected_error.noise_variance``, as its own statements)."""
+    from factorize.structured.families import codec
+
     c = plan.certificate
     std = np.sqrt(float(plan.expected_error["noise_variance"]) * plan.reconstruction.row_sq_norms())
     s = plan.strategy
-    strategy = (f"The strategy is {_FAMILY_WORDS[plan.family]}: {len(s.blocks)} Kronecker blocks, "
+    strategy = (f"The strategy is {codec(plan.family).words}: {len(s.blocks)} Kronecker blocks, "
                 f"m = {s.m} measurements computed from {len(s.supports())} marginal tables of the "
                 "records — the histogram over all cells is never formed.")
     return _Accuracy(bounds=dict(c), m=int(s.m), std=std, eta=None,
@@ -159,6 +154,28 @@ def _header(plan: Any, mechanism: str) -> tuple[str, str]:
     return (f"Mechanism plan: {plan.workload['spec']}",
             f"{mechanism} mechanism · {k} queries over {N} cells · domain {dom} · "
             f"workload fingerprint {plan.workload['fingerprint'][:16]}…")
+
+
+def _search_section(record: Any) -> Section | None:
+    """The strategy search's table (``provenance.strategy_search``, re-checked by verify)."""
+    if not isinstance(record, dict):
+        return None
+    rows = [["family", "score", "seconds", "note"]]
+    for r in record.get("tried") or []:
+        s = r.get("score")
+        rows.append([str(r.get("family")), f"{s:.6g}" if isinstance(s, (int, float)) else "—",
+                     f"{float(r.get('seconds') or 0.0):.2f}",
+                     "chosen" if r.get("family") == record.get("chosen") else
+                     (f"failed: {str(r.get('failed'))[:120]}" if s is None else "")])
+    for r in record.get("not_applicable") or []:
+        rows.append([str(r.get("family")), "—", "—", f"did not apply: {str(r.get('why'))[:160]}"])
+    what = {"rmse": "the RMSE over all queries", "per_query_std_max":
+            "the largest per-query standard deviation"}.get(record.get("objective"), "its error")
+    return Section("Strategy search", [
+        f"The planner tried every strategy family that applies to this workload and kept "
+        f"{record.get('chosen')}, the least {what} under this plan's own noise (seed "
+        f"{record.get('seed')} for the seeded searches). `factorize verify` re-derives the chosen "
+        "score and refuses a plan that states another family better."], table=rows)
 
 
 def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Report:
@@ -244,6 +261,9 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
                     f"{anyb['bound']} gives RMSE ≥ {anyb['value']:.4g} per query for {anyb['binds']}. "
                     "Its constants are explicit but loose.")
     sections.append(Section("Certificate", cert, table=table))
+    search = _search_section(plan.provenance.get("strategy_search"))
+    if search is not None:
+        sections.append(search)
 
     figs = []
     if k <= MAX_PLOTTED_QUERIES:

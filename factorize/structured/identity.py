@@ -61,6 +61,13 @@ from .workload_blocks import WorkloadBlock
 Choice = tuple[str | None, str | None]
 
 
+#: Families whose reconstruction is ``W (AᵀA)⁺ Aᵀ`` in the subset algebra: a block's terms may
+#: be a sum over strategy blocks that is not a full product (e.g. a total answered from every
+#: measured marginal), checked in the basis. Other families keep the full-product rule, under
+#: which a missing or misplaced residual is refused outright.
+LEAST_SQUARES_FAMILIES = ("marginal_weights", "subset_algebra")
+
+
 def reconstruction_residual(recon: StructuredReconstruction,
                             wblocks: Sequence[WorkloadBlock]) -> float:
     """The certified β of the module docstring (``recon.strategy`` must be the measured
@@ -93,9 +100,11 @@ def reconstruction_residual(recon: StructuredReconstruction,
             per_attr.append(list(seen))
         combos = {tuple(c.get(j, (None, None)) for j in attrs) for c in choices}
         full = math.prod(len(cs) for cs in per_attr)
-        if (len(combos) != len(terms) or full != len(terms)) and len({t.in_block for t in terms}) < len(terms):
-            # several terms read one strategy block: a sum of Kronecker products, checked in
-            # the basis of row means and centred rows (module docstring)
+        if (len(combos) != len(terms) or full != len(terms)) and (
+                len({t.in_block for t in terms}) < len(terms) or s.family in LEAST_SQUARES_FAMILIES):
+            # several terms read one strategy block, or a least-squares reconstruction: a sum of
+            # Kronecker products, checked in the basis of row means and centred rows (module
+            # docstring)
             beta = max(beta, _basis_residual(recon, o, wb, terms, attrs, choices, memo))
             continue
         if len(combos) != len(terms) or full != len(terms):

@@ -193,12 +193,17 @@ def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any, W: An
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The lower bound (module docstring) and its witnesses (planning time: the marginal
     planner for a stack of marginals, else solves each distinct explicit factor)."""
+    from .subset_algebra import algebra_certificate
     from .union import _combine, _factorize, uniform_trace_lower
 
     if W is not None:
         marg = marginal_certificate(W, norm)
         if marg is not None:
             return marg
+    if wblocks:
+        alg = algebra_certificate(wblocks, [f.n for f in wblocks[0].factors], norm)
+        if alg is not None:
+            return alg
 
     arrays: dict[str, np.ndarray] = {}
     lowers: dict[str, float] = {}
@@ -239,6 +244,8 @@ def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
     lower bound."""
     from factorize.numerics import relative_gap
 
+    from .subset_algebra import CERTIFICATE_ALGEBRA
+
     if plan.certificate.get("method") == CERTIFICATE_MARGINAL:
         from factorize.plan.structured_checks import marginal_solution_bounds
 
@@ -252,6 +259,17 @@ def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
         if extra:
             raise ValueError(f"unexpected certificate arrays {sorted(extra)[:3]}")
         _, lower, _ = marginal_solution_bounds(plan, W, _unpad(sup, len(plan.domain.sizes), "cert.x_support"))
+    elif plan.certificate.get("method") == CERTIFICATE_ALGEBRA:
+        from .subset_algebra import algebra_lower
+        from .workload_blocks import workload_blocks
+
+        if plan.certificate_arrays:
+            raise ValueError("the subset-algebra certificate carries no arrays")
+        alg = algebra_lower(workload_blocks(W, plan.domain.sizes), plan.domain.sizes)
+        if alg is None or plan.norm != "gamma_f":
+            raise ValueError("the subset-algebra certificate needs a workload whose Gram lies in "
+                             "the algebra (identity and total factors) and gamma_f")
+        lower = alg
     else:
         lower = certificate_lower(plan, W)
     upper = float(plan.certificate["achieved"])

@@ -1,0 +1,58 @@
+"""Dense factors W = R·A (``plan.build``): the certified γ_F / γ₂ optimum of the dual solvers
+under Gaussian noise, the pure-DP strategy search (``pure_dp``) under Laplace noise. It forms
+the k×N workload, so it applies only where that is affordable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import PlanProblem
+
+#: The dense family applies to a workload other than one Kronecker product (which it plans
+#: factor by factor) when densifying W stores at most this many entries (k·N) ...
+DENSE_MAX_ENTRIES = 50_000_000
+#: ... and a histogram of at most this many cells;
+DENSE_MAX_CELLS = 1 << 27
+#: for a union of several Kronecker products under Gaussian noise, when the dense solvers'
+#: work on the k×N matrix — SVDs, solves and pivoted QR, O(k·N·min(k, N)) each — stays below
+#: this many multiply-adds (vstack(scale(3,kron(total:16,allrange:32)),kron(allrange:16,
+#: allrange:32)), k = 72 336, N = 512: over a minute and a 300 MB plan dense);
+DENSE_MAX_WORK = 1 << 31
+#: and under Laplace noise, for a union of several Kronecker products, over at most this many
+#: cells: the pure-DP search and its γ_F candidate (an N×N eigenproblem per dual iteration)
+#: took over 20 minutes at N = 4,096 (vstack(kron(prefix:64,total:64),kron(total:64,prefix:64))).
+DENSE_MAX_LAPLACE_UNION_CELLS = 2048
+
+
+class Dense:
+    name = "dense"
+    kind = "dense"
+
+    def applies(self, problem: PlanProblem) -> str | None:
+        k, N = problem.shape
+        if N > DENSE_MAX_CELLS:
+            return f"N = {N:,} cells (> {DENSE_MAX_CELLS:,})"
+        blocks = problem.blocks()
+        union = blocks is not None and len(blocks) > 1
+        # one Kronecker product is planned factor by factor (``plan.build``), never densified
+        if (blocks is None or union) and k * N > DENSE_MAX_ENTRIES:
+            return f"densifying W stores k·N = {k * N:,} entries (> {DENSE_MAX_ENTRIES:,})"
+        if problem.noise == "gaussian" and problem.is_marginal_family():
+            return ("a family of marginals under Gaussian noise: the residual family is the "
+                    "certified optimum over all strategies")
+        if union and problem.noise == "laplace" and N > DENSE_MAX_LAPLACE_UNION_CELLS:
+            return (f"a union of {len(blocks)} Kronecker products over N = {N:,} cells "
+                    f"(> {DENSE_MAX_LAPLACE_UNION_CELLS:,}): the dense pure-DP search takes minutes")
+        if union and problem.noise == "gaussian" and k * N * min(k, N) > DENSE_MAX_WORK:
+            return (f"a union whose dense solves cost k·N·min(k,N) = {k * N * min(k, N):.3g} "
+                    f"multiply-adds (> {DENSE_MAX_WORK:.3g})")
+        return None
+
+    def plan(self, problem: PlanProblem) -> Any:
+        from factorize.plan.build import build_plan
+
+        return build_plan(problem.workload, problem.guarantee, norm=problem.norm,
+                          relation=problem.relation.key, domain=problem.domain,
+                          noise_family=problem.noise, options=problem.options,
+                          gap_tol=problem.gap_tol, allow_weak_guarantee=problem.allow_weak_guarantee,
+                          search_seed=problem.seed)

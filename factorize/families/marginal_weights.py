@@ -1,0 +1,16 @@
+"""Weighted marginal tables (HDMM's OPT_M; ``pure_dp.marginals`` weights,
+``structured.marginal_weights`` plan) under Laplace noise."""
+
+from __future__ import annotations
+
+from .base import PlanProblem
+from .structured_family import StructuredFamilyBase
+
+
+class MarginalWeights(StructuredFamilyBase):
+    name = "marginal_weights"
+
+    def fits(self, problem: PlanProblem) -> str | None:
+        if problem.noise != "laplace":
+            return "marginal weights are optimised for Laplace noise (L1)"
+        return None

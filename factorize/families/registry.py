@@ -1,0 +1,29 @@
+"""Every strategy family the planner searches, in one place (ties go to the earlier one).
+A new family is one module of this package and one line here."""
+
+from __future__ import annotations
+
+from .base import StrategyFamily
+from .dense import Dense
+from .kron import SharedKron
+from .marginal_weights import MarginalWeights
+from .residual import Residual
+from .subset_algebra import SubsetAlgebra
+from .union import Union
+
+FAMILIES: tuple[StrategyFamily, ...] = (
+    Dense(),
+    Residual(),
+    SubsetAlgebra(),
+    Union(),
+    MarginalWeights(),
+    SharedKron(),
+)
+
+
+def family(name: str) -> StrategyFamily:
+    """The registered family ``name``."""
+    for f in FAMILIES:
+        if f.name == name:
+            return f
+    raise KeyError(f"unknown strategy family {name!r}; known: {[f.name for f in FAMILIES]}")

@@ -1,0 +1,19 @@
+"""Residual bases (ResidualPlanner; ``structured.residual``): the certified optimum of a
+marginal workload under Gaussian noise, γ_F or γ₂."""
+
+from __future__ import annotations
+
+from .base import PlanProblem
+from .structured_family import StructuredFamilyBase
+
+
+class Residual(StructuredFamilyBase):
+    name = "residual"
+
+    def fits(self, problem: PlanProblem) -> str | None:
+        if problem.noise != "gaussian":
+            return "residual bases are optimal for Gaussian noise (L2); under Laplace noise " \
+                   "marginal weights are the marginal family"
+        if not problem.is_marginal_family():
+            return "the workload is not a family of marginals"
+        return None

@@ -1,0 +1,36 @@
+"""The shared shape of a structured family: ``plan`` is ``build_structured_plan`` with the
+family's name (``plan.build_structured``), which builds, calibrates and certifies it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Kind, PlanProblem
+
+
+class StructuredFamilyBase:
+    """A structured family: ``applies`` checks the workload has Kronecker blocks over the
+    domain, then the family's own condition (:meth:`fits`)."""
+
+    name: str = ""
+    kind: Kind = "structured"
+
+    def applies(self, problem: PlanProblem) -> str | None:
+        if problem.blocks() is None:
+            return "the workload is not a union of Kronecker products over the domain's attributes: " \
+                + str(problem.memo.get("blocks_why", ""))[:160]
+        return self.fits(problem)
+
+    def fits(self, problem: PlanProblem) -> str | None:
+        return None
+
+    def plan(self, problem: PlanProblem) -> Any:
+        from factorize.plan.build_structured import build_structured_plan
+
+        return build_structured_plan(problem.workload, problem.guarantee, norm=problem.norm,
+                                     relation=problem.relation.key, domain=problem.domain,
+                                     noise_family=problem.noise, strategy=self.name,
+                                     gap_tol=problem.gap_tol if problem.gap_tol is not None else 1e-6,
+                                     allow_weak_guarantee=problem.allow_weak_guarantee,
+                                     options=problem.options, search_seed=problem.seed,
+                                     memo=problem.memo)

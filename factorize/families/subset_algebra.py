@@ -1,0 +1,19 @@
+"""The closed-form optimum of the algebra of attribute subsets for any union of Kronecker
+products (``structured.subset_algebra``): certified optimal when every factor is an identity
+or a total; Gaussian noise, γ_F."""
+
+from __future__ import annotations
+
+from .base import PlanProblem
+from .structured_family import StructuredFamilyBase
+
+
+class SubsetAlgebra(StructuredFamilyBase):
+    name = "subset_algebra"
+
+    def fits(self, problem: PlanProblem) -> str | None:
+        if problem.noise != "gaussian" or problem.norm != "gamma_f":
+            return "the closed form minimises total variance (γ_F) under Gaussian noise"
+        if problem.is_marginal_family():
+            return "a family of marginals: the residual family is the same optimum (and has γ₂)"
+        return None
