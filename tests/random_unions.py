@@ -4,7 +4,8 @@ item 5).
 One draw is a :class:`UnionCase`: 1–6 Kronecker products (``vstack`` of ``scale(w, kron(…))``)
 over 2–5 attributes with N ≤ ``max_cells``; each factor is an identity, a total, a prefix, all
 ranges, ranges of one width, a random 0/1 grouping (a partition of the values, or nested
-groups: a chain of prefixes of a random order), or a small random explicit matrix. Explicit
+groups: a chain of prefixes of a random order), a small random explicit matrix, the stack
+``vstack(identity:n,total:n)`` or the centring matrix I − 𝟙𝟙ᵀ/n. Explicit
 factors are written as ``.npy`` files under the folder given (``file:`` atoms). The draw
 depends only on the ``random.Random`` given: a seed replays a case.
 """
@@ -19,7 +20,10 @@ from pathlib import Path
 import numpy as np
 
 SIZES = (2, 3, 4, 5, 6, 8)
-KINDS = ("identity", "total", "prefix", "allrange", "width", "grouping", "nested", "matrix")
+KINDS = ("identity", "total", "prefix", "allrange", "width", "grouping", "nested", "matrix",
+         "idtotal", "centred")
+#: Factors whose Gram lies in span{I, 𝟙𝟙ᵀ} (the subset algebra's workloads).
+INVARIANT_KINDS = ("identity", "total", "idtotal", "centred")
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,7 @@ class UnionCase:
     spec: str
     sizes: tuple[int, ...]
     blocks: int
-    invariant: bool  # every factor an identity or a total (WᵀW in the subset algebra)
+    invariant: bool  # every factor's Gram in span{I, 𝟙𝟙ᵀ} (WᵀW in the subset algebra)
 
     @property
     def domain(self) -> str:
@@ -54,10 +58,16 @@ def _matrix(rng: random.Random, n: int, kind: str, folder: Path, tag: str) -> st
 
 
 def factor(rng: random.Random, n: int, folder: Path, tag: str, invariant: bool) -> tuple[str, bool]:
-    kinds = ("identity", "total") if invariant else KINDS
+    kinds = INVARIANT_KINDS if invariant else KINDS
     kind = rng.choice(kinds)
     if kind in ("identity", "total", "prefix", "allrange"):
         return f"{kind}:{n}", kind in ("identity", "total")
+    if kind == "idtotal":
+        return f"vstack(identity:{n},total:{n})", True
+    if kind == "centred":  # I − 𝟙𝟙ᵀ/n: its Gram is the contrast projector C
+        path = folder / f"{tag}.npy"
+        np.save(path, np.eye(n) - np.full((n, n), 1.0 / n))
+        return f"file:{path}", True
     if kind == "width":
         return f"width:{n}:{rng.randint(1, n)}", False
     return _matrix(rng, n, kind, folder, tag), False

@@ -180,6 +180,7 @@ def optimize_kron(P: ProductWorkload, *, sweeps: int = 8, tol: float = 1e-7, see
         ks = _alternate(P, grams, w2, fixed, init, sweeps=sweeps, tol=tol, seed=seed, opts=opts)
         if best is None or ks.value < best.value:
             best = ks
+    best = _escape(P, grams, w2, fixed, best, seed=seed, opts=opts)
     return KronStrategy(best.factors, best.value, best.sweeps, best.history, best.searches,
                         time.perf_counter() - t0, best.init)
 
@@ -198,6 +199,58 @@ def _trace_table(grams: list[list[np.ndarray]], factors: Sequence[np.ndarray],
     """``T[b, i] = t_{b,i} = tr(G_{b,i} (A_iᵀA_i)⁺)`` (one inverse per attribute)."""
     cols = [_traces(grams[i], gram_inverse(F, th)) for i, (F, th) in enumerate(zip(factors, thetas))]
     return np.array(cols, dtype=np.float64).T
+
+
+#: Extra rows tried by an escape step (module docstring of ``_escape``), as fractions n/q.
+ESCAPE_ROWS = (16, 8)
+#: Escape sweeps at most (each one re-searches every free factor).
+ESCAPE_SWEEPS = 3
+
+
+def _escape(P: ProductWorkload, grams: list[list[np.ndarray]], w2: np.ndarray,
+            fixed: list[np.ndarray | None], ks: KronStrategy, *, seed: int, opts: dict,
+            tol: float = 1e-7) -> KronStrategy:
+    """Leave the alternation's basin: a warm-started step keeps each factor's number of extra
+    rows p, so a coordinate-wise optimum can sit at the wrong p. Each escape sweep searches
+    every free factor afresh against the others (``G̃_i``) at HDMM's p = n/16 and at n/8
+    (no trees, seeds ``seed + 1000·i + 500 + sweep``), and keeps a factor only when f
+    decreases; at most :data:`ESCAPE_SWEEPS` sweeps, until one gains less than ``tol``
+    relative. (HDMM's SF1 persons under ε = 1: 7.3607 → 7.2947, HDMM's own 7.3063.)"""
+    d = len(P.sizes)
+    factors = list(ks.factors)
+    searches = list(ks.searches)
+    thetas = [s.theta if s is not None and factors[i] is s.A else None
+              for i, s in enumerate(searches)]
+    T = _trace_table(grams, factors, thetas)
+
+    def objective(M: np.ndarray) -> float:
+        return float(np.sum(w2 * np.prod(M, axis=1)))
+
+    history = list(ks.history)
+    start = objective(T)
+    for sweep in range(ESCAPE_SWEEPS):
+        before = objective(T)
+        for i in range(d):
+            if fixed[i] is not None:
+                continue
+            n = P.sizes[i]
+            G = _weighted_gram(np.prod(np.delete(T, i, axis=1), axis=1) * w2, grams[i])
+            k_i = max(b.factors[i].shape[0] for b in P.blocks)
+            for p in sorted({max(1, n // q) for q in ESCAPE_ROWS}):
+                res = optimize_p_identity(G, k_i, seed=seed + 1000 * i + 500 + sweep,
+                                          **{**opts, "p_values": [p], "trees": False})
+                trial = T.copy()
+                trial[:, i] = _traces(grams[i], gram_inverse(res.A, res.theta))
+                if objective(trial) < objective(T):
+                    T = trial
+                    factors[i], thetas[i], searches[i] = res.A, res.theta, res
+        history.append(objective(T))
+        if before - history[-1] <= tol * before:
+            break
+    if not objective(T) < start:
+        return ks
+    return KronStrategy(tuple(factors), objective(T), ks.sweeps, tuple(history), tuple(searches),
+                        0.0, ks.init + " + escape")
 
 
 def _alike(grams: Sequence[np.ndarray]) -> np.ndarray:
