@@ -46,17 +46,17 @@ def test_default_budget_rule() -> None:
 
 def test_tiny_problem_runs_few_random_starts_and_records_its_budget() -> None:
     G, k = _gram("prefix:5")
-    r = optimize_p_identity(G, k)
+    r = optimize_p_identity(G, k, restarts=2)
     s = r.search
     assert s.work_budget == default_work_budget(5, default_p_max(5))
     assert s.summary()["work_budget"] == s.work_budget and s.work_spent > 0
-    # the fixed schedule ran all 2 × 3 random starts (p = 1, 2, 4) whatever n; the budget
-    # (50 iterations' worth) stops the first stage after the deterministic starts
+    # the unbounded schedule runs all 2 × 3 random starts (p = 1, 2, 4) whatever n; the
+    # budget (50 iterations' worth) stops the first stage after the deterministic starts
     labels = [o.label for o in s.outcomes]
     assert "identity" in labels and any(lb.startswith("tree") for lb in labels)
     assert sum(lb.startswith("random") for lb in labels) < 6
     # still the optimum the unbounded search finds (prefix:5: HDMM's p-Identity optimum)
-    full = optimize_p_identity(G, k, work_budget=None)
+    full = optimize_p_identity(G, k, work_budget=None, restarts=2)
     assert sum(o.label.startswith("random") for o in full.search.outcomes) == 6
     assert r.value == pytest.approx(full.value, rel=1e-9)
 

@@ -20,7 +20,7 @@ from typing import Sequence
 #: Suite name → its module. The name is the report's: ``reports/bench_<name>.md``.
 SUITES: dict[str, str] = {name: f"factorize.bench.suites.{name}" for name in (
     "core", "scale", "pure_dp_table", "hdmm_suite", "marginals", "geometric", "mee",
-    "engines", "histogram", "local", "threads", "executor", "raw")}
+    "engines", "histogram", "local", "threads", "executor", "raw", "hdmm_unions")}
 
 #: What every suite module defines.
 INTERFACE = ("NAME", "SUMMARY", "add_arguments", "run")

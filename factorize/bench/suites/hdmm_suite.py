@@ -139,8 +139,9 @@ def small_union(f: dict[str, str], workdir: Path) -> tuple[str, str]:
 
 
 def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str | None = None,
-             strategy: str = "auto", data: Path | None = None) -> dict:
-    """Plan (and verify, and with data run) one workload; the plan's own statements."""
+             strategy: str = "auto", data: Path | None = None, check=None) -> dict:
+    """Plan (and verify, and with data run) one workload; the plan's own statements (and
+    ``row["check"] = check(plan)`` where a caller recomputes something from the loaded plan)."""
     from factorize.plan.registry import load_any_plan
 
     tag = "".join(c if c.isalnum() else "_" for c in f"{name}_{privacy}_{strategy}")[:80]
@@ -173,6 +174,8 @@ def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str |
                    laplace_bound=(b.get("laplace_factorization") or {}).get("value"),
                    chosen=choice.get("chosen"),
                    search=(choice.get("optimized") or {}).get(choice.get("chosen")))
+    if check is not None:
+        row["check"] = check(plan)
     if data is not None:
         out = workdir / f"{tag}.parquet"
         r = timed(["run", str(path), "--data", str(data), "--out", str(out)])
