@@ -227,7 +227,7 @@ def _greedy_cover(obj: MarginalWeightsObjective, rng: np.random.Generator) -> np
     return theta
 
 
-def optimize_marginal_weights(family: MarginalFamily, *, covers: int = 96, randoms: int = 4,
+def optimize_marginal_weights(family: MarginalFamily, *, covers: int = 96, randoms: int = 64,
                               seed: int = 0, chord_rounds: int = 20, stage1_iters: int = 3000,
                               polish_top: int = 3,
                               subsets: tuple[tuple[int, ...], ...] | None = None,

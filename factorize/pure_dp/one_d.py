@@ -15,7 +15,8 @@ Starts, in this order (deterministic ones first, so they always run):
   prefix:1024 and ended 2% worse);
 * candidate strategies given by the caller (e.g. the γ_F optimum's rows), through
   ``p_identity.theta_from_strategy``;
-* seeded random starts Θ ~ U(0, 1)^{p×n} for p in ``p_values`` (powers of two up to p_max),
+* seeded random starts Θ ~ U(0, 1)^{p×n} for p in ``p_values`` (powers of two up to p_max,
+  and p_max itself — HDMM's p = n/16: prefix:100 at p = 6 beats every power of two),
   ``restarts`` seeds each (default ``default_restarts(n)``); the seeds are recorded in the
   result.
 
@@ -195,7 +196,7 @@ def optimize_p_identity(G: np.ndarray, k: int, *, p_values: Sequence[int] | None
     if work_budget == "auto":
         work_budget = default_work_budget(n, p_max)
     if p_values is None:
-        p_values = [1 << i for i in range(0, 64) if (1 << i) <= p_max]
+        p_values = sorted({1 << i for i in range(0, 64) if (1 << i) <= p_max} | {p_max})
     starts: list[Start] = [Start(f"warm start {i}", np.asarray(T, dtype=np.float64), None,
                                  np.asarray(T).shape[0]) for i, T in enumerate(warm_starts)]
     starts.append(Start("identity", np.zeros((1, n)), None, 1))
