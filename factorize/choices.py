@@ -40,7 +40,8 @@ Neighbouring = Literal["add_remove", "replace"]
 NEIGHBOURING: tuple[Neighbouring, ...] = get_args(Neighbouring)
 
 #: Strategy families of structured plans (never densified).
-StructuredFamily = Literal["residual", "union", "marginal_weights", "kron", "subset_algebra"]
+StructuredFamily = Literal["residual", "union", "marginal_weights", "kron", "kron_groups",
+                           "subset_algebra"]
 STRUCTURED_FAMILIES: tuple[StructuredFamily, ...] = get_args(StructuredFamily)
 
 #: The mechanism of a plan (``factorize plan --mechanism``).

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .base import StrategyFamily
 from .dense import Dense
 from .kron import SharedKron
+from .kron_groups import KronGroups
 from .marginal_weights import MarginalWeights
 from .residual import Residual
 from .subset_algebra import SubsetAlgebra
@@ -18,6 +19,7 @@ FAMILIES: tuple[StrategyFamily, ...] = (
     Union(),
     MarginalWeights(),
     SharedKron(),
+    KronGroups(),
 )
 
 

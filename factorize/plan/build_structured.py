@@ -10,7 +10,9 @@
    optimal factorizations and optimal block weights (``structured.union``);
    ``marginal_weights`` — L1-optimised marginal weights (``pure_dp.marginals``) with their
    least-squares reconstruction (``structured.marginal_weights``); ``kron`` — one shared
-   Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗). With no family named, the
+   Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗); ``kron_groups`` — one shared
+   Kronecker strategy per group of blocks (``structured.kron_groups``, HDMM's OPT_+). With no
+   family named, the
    strategy search (``factorize.families.search``) plans every structured family that applies
    and keeps the best, recording the table (``provenance.strategy_search``);
 2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
@@ -108,6 +110,20 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
 
         choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
                   "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
+                  "search": record, "runners_up": []}
+        if family == "gaussian":
+            choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
+    elif strategy == "kron_groups":
+        from factorize.structured import kron_groups
+
+        from .structured_plan import gaussian_rmse, laplace_rmse
+
+        t_groups = time.perf_counter()
+        _, _, _, ucert, ucert_arrays = _union(dom, wblocks, norm, options, snorm, memo)
+        groups, record = kron_groups.optimise(dom.sizes, wblocks, family, search_seed)
+        parts = kron_groups.build(dom.sizes, wblocks, groups, family, ucert, ucert_arrays)
+        choice = {"chosen": "kron_groups", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
+                  "seconds": time.perf_counter() - t_groups, "search_seed": int(search_seed),
                   "search": record, "runners_up": []}
         if family == "gaussian":
             choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)

@@ -149,10 +149,11 @@ def _fixed_factor(kinds: Sequence[str], n: int) -> np.ndarray | None:
 
 
 def optimize_kron(P: ProductWorkload, *, sweeps: int = 8, tol: float = 1e-7, seed: int = 0,
-                  one_d: dict | None = None) -> KronStrategy:
+                  one_d: dict | None = None, escape: bool = True) -> KronStrategy:
     """One Kronecker strategy for the product workload P (module docstring). ``one_d``:
     keyword options of ``one_d.optimize_p_identity`` (restarts, time budget, …); the seeds of
-    factor i's search start at ``seed + 1000·i``.
+    factor i's search start at ``seed + 1000·i``; ``escape``: the escape sweeps after the
+    alternation (``_escape``).
 
     Cost: each attribute's subproblem reads only the n_i×n_i matrix ``Σ_b c_b G_{b,i}`` (the
     blocks' distinct Grams formed once), and the traces ``t_{b,i}`` of a new factor come from
@@ -180,7 +181,8 @@ def optimize_kron(P: ProductWorkload, *, sweeps: int = 8, tol: float = 1e-7, see
         ks = _alternate(P, grams, w2, fixed, init, sweeps=sweeps, tol=tol, seed=seed, opts=opts)
         if best is None or ks.value < best.value:
             best = ks
-    best = _escape(P, grams, w2, fixed, best, seed=seed, opts=opts)
+    if escape:
+        best = _escape(P, grams, w2, fixed, best, seed=seed, opts=opts)
     return KronStrategy(best.factors, best.value, best.sweeps, best.history, best.searches,
                         time.perf_counter() - t0, best.init)
 

@@ -108,6 +108,10 @@ CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
     FamilyCodec("kron", "one shared Kronecker product",
                 "one Kronecker product of per-attribute factors shared by every workload block",
                 _union_methods, _union_decode("kron"), _kron_verify),
+    FamilyCodec("kron_groups", "one shared Kronecker product per group of blocks (OPT_+)",
+                "one Kronecker product of per-attribute factors per group of workload blocks, "
+                "the budget split across the groups", _union_methods,
+                _union_decode("kron_groups"), _kron_verify),
     FamilyCodec("subset_algebra",
                 "the optimum of the algebra of attribute subsets (Helmert residual bases)",
                 "the closed-form optimum of the algebra of attribute subsets (residual bases, "

@@ -1,0 +1,20 @@
+"""One shared Kronecker strategy per group of workload blocks, the budget split across the
+groups (HDMM's OPT_+; ``structured.kron_groups``): between the union family (a group per
+block) and ``kron`` (one group)."""
+
+from __future__ import annotations
+
+from .base import PlanProblem
+from .structured_family import StructuredFamilyBase
+
+
+class KronGroups(StructuredFamilyBase):
+    name = "kron_groups"
+
+    def fits(self, problem: PlanProblem) -> str | None:
+        from factorize.structured.kron_groups import candidate_groupings
+
+        if not candidate_groupings(problem.blocks() or []):
+            return ("no grouping of the blocks lies strictly between one Kronecker strategy per "
+                    "block (union) and one for all (kron)")
+        return None
