@@ -94,7 +94,9 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
     elif strategy == "subset_algebra":
         from factorize.structured import subset_algebra
 
-        parts = subset_algebra.build(dom.sizes, wblocks, norm, options=options, W=W)
+        _, _, _, ucert, ucert_arrays = _union(dom, wblocks, norm, options, snorm, memo)
+        parts = subset_algebra.build(dom.sizes, wblocks, norm, options=options, W=W,
+                                     fallback=(ucert, ucert_arrays))
     elif strategy == "marginal_weights":
         parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed)
         from .structured_plan import laplace_rmse

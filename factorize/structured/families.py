@@ -82,6 +82,22 @@ def _kron_verify(plan: Any, W: Any) -> tuple[float, float, float]:
     return verify_certificate(plan, W)
 
 
+def _algebra_methods() -> tuple[str, ...]:
+    from . import subset_algebra, union
+
+    return (subset_algebra.CERTIFICATE_ALGEBRA, union.CERTIFICATE, union.CERTIFICATE_GRAM)
+
+
+def _algebra_verify(plan: Any, W: Any) -> tuple[float, float, float]:
+    from . import subset_algebra
+
+    if plan.certificate.get("method") == subset_algebra.CERTIFICATE_ALGEBRA:
+        from .marginal_weights import verify_certificate
+
+        return verify_certificate(plan, W)
+    return _kron_verify(plan, W)  # the union family's bound for W
+
+
 def _weights_methods() -> tuple[str, ...]:
     from . import marginal_weights, subset_algebra
 
@@ -115,8 +131,8 @@ CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
     FamilyCodec("subset_algebra",
                 "the optimum of the algebra of attribute subsets (Helmert residual bases)",
                 "the closed-form optimum of the algebra of attribute subsets (residual bases, "
-                "any union of Kronecker products)", _weights_methods,
-                _union_decode("subset_algebra"), _weights_verify),
+                "any union of Kronecker products)", _algebra_methods,
+                _union_decode("subset_algebra"), _algebra_verify),
 )}
 
 

@@ -140,9 +140,13 @@ def optimum(lam: dict[tuple[int, ...], float], sizes: Sequence[int]) -> tuple[di
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
-          options: Any = None, W: Any = None):
+          options: Any = None, W: Any = None,
+          fallback: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None):
     """Strategy, reconstruction, encoding, certificate and certificate arrays (module
-    docstring) — γ_F only: the worst query's variance (γ₂) is not a function of λ."""
+    docstring) — γ_F only: the worst query's variance (γ₂) is not a function of λ.
+    Certificate: the closed form when WᵀW lies in the algebra, else ``fallback`` (the union
+    family's certificate of the same workload, ``shared_kron.verify_certificate`` re-checks
+    it) or, without one, ``marginal_weights.certificate``."""
     from . import union
     from .marginal_weights import certificate as union_certificate
     from .residual import factor_arrays, residual_scale
@@ -199,7 +203,9 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
                 continue
             terms.append(Term(o, b, float(wb.weight / s), attrs, tuple(str(nm) for nm in names)))
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
-    cert = union_certificate(wblocks, norm, options, W)  # the algebra's own when invariant
+    cert = algebra_certificate(wblocks, sizes, norm)
+    if cert is None:
+        cert = fallback if fallback is not None else union_certificate(wblocks, norm, options, W)
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert[0], cert[1]
 
 
