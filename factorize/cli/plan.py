@@ -2,7 +2,7 @@
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
                    [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection]
-                   [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron]
+                   [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
@@ -56,14 +56,14 @@ def register(subparsers: Any) -> None:
                    choices=("auto", "dense", *STRUCTURED_FAMILIES),
                    help="auto (default): plan every strategy family that applies to the "
                         "workload (dense, residual, subset_algebra, union, marginal_weights, "
-                        "kron; factorize.families) and keep the least error under the "
+                        "kron, kron_groups; factorize.families) and keep the least error under the "
                         "guarantee's objective, recording each family's score or why it did not "
                         "apply (shown by inspect); or one family: dense (dense / Kronecker "
                         "factors, N must fit), residual (marginal workloads), subset_algebra (the "
                         "closed-form optimum of the algebra of attribute subsets, Gaussian γ_F), "
                         "union (one Kronecker block per workload block), marginal_weights "
                         "(Laplace noise), kron (one Kronecker product shared by every block, "
-                        "HDMM's OPT_⊗)")
+                        "HDMM's OPT_⊗), kron_groups (one per group of blocks, HDMM's OPT_+)")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
