@@ -130,3 +130,26 @@ def test_search_on_fresh_random_unions(tmp_path: Path) -> None:
         print(f"FACTORIZE_UNION_SEED={seed}")
         for privacy in (GAUSSIAN, LAPLACE):
             _check(draw(random.Random(seed), tmp_path, max_cells=1024), privacy)
+
+
+def test_a_failed_solver_is_recorded_and_another_family_plans(monkeypatch):
+    """The dense family's solver fails: the search records it and keeps the best family that
+    planned; when every family fails through a solver, the search raises SolverError (exit 3)."""
+    from factorize.errors import SolverError
+    from factorize.families import search
+    from factorize.families.dense import Dense
+    from factorize.families.structured_family import StructuredFamilyBase
+    from solvers.errors import SolverFailedError
+
+    def fail(self, problem):
+        raise SolverFailedError("SCS stopped: infeasible (injected)")
+
+    monkeypatch.setattr(Dense, "plan", fail)
+    case = UnionCase("vstack(kron(prefix:4,total:3),kron(total:4,prefix:3))", (4, 3), 2, False)
+    res = search(_problem(case, GAUSSIAN))
+    dense = next(r for r in res.record["tried"] if r["family"] == "dense")
+    assert dense["score"] is None and dense["failed"].startswith("solver: SCS stopped")
+    assert res.plan.family == res.record["chosen"] != "dense"
+    monkeypatch.setattr(StructuredFamilyBase, "plan", fail)
+    with pytest.raises(SolverError, match="no strategy family could plan"):
+        search(_problem(case, GAUSSIAN))

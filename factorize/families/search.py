@@ -6,7 +6,10 @@ objective — the plan's stated per-query RMSE for γ_F, its largest per-query s
 for γ₂ (``expected_error``, which the verifier re-derives from the plan's strategy and noise)
 — with ties (within :data:`TIE`) going to the earlier family. Under Gaussian noise the
 search stops at a plan certified optimal over every strategy (:data:`CERTIFIED_GAP`): the
-families after it are recorded as not tried, and why. The winner's
+families after it are recorded as not tried, and why. A family that fails (bad structure,
+a solver that fails or stops short of its gap) is recorded with its message and the others
+go on — a plan never rests on a failed solve, and when every family failed the search raises
+(``SolverError`` when a solver was among the causes, else ``PlanError``). The winner's
 ``provenance.strategy_search`` records the table: every family tried with its score and
 seconds (or why it failed), every family that did not apply and why, the objective and the
 base seed. ``plan.search_record`` re-checks it in ``verify`` and prints it in ``inspect``.
@@ -19,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from factorize.errors import SolverError
 from factorize.plan.model import PlanError
 from factorize.plan.search_record import OBJECTIVE, score
 
@@ -60,6 +64,7 @@ def search(problem: PlanProblem, families: Sequence[StrategyFamily] | None = Non
     tried: list[dict[str, Any]] = []
     skipped: list[dict[str, str]] = []
     best: tuple[float, Any, str] | None = None
+    failures: list[Exception] = []
     stop: str | None = None
     for fam in fams:
         if stop is not None:
@@ -72,9 +77,12 @@ def search(problem: PlanProblem, families: Sequence[StrategyFamily] | None = Non
         t = time.perf_counter()
         try:
             plan = fam.plan(problem)
-        except (PlanError, ValueError) as exc:  # StructureError, PrivacyError are ValueErrors
+        except (PlanError, ValueError, SolverError) as exc:  # StructureError is a ValueError
+            solver = isinstance(exc, SolverError)
             tried.append({"family": fam.name, "kind": fam.kind, "score": None,
-                          "seconds": time.perf_counter() - t, "failed": str(exc)[:240]})
+                          "seconds": time.perf_counter() - t,
+                          "failed": ("solver: " if solver else "") + str(exc)[:240]})
+            failures.append(exc)
             continue
         s = score(plan, problem.norm)
         tried.append({"family": fam.name, "kind": fam.kind, "score": s,
@@ -88,7 +96,10 @@ def search(problem: PlanProblem, families: Sequence[StrategyFamily] | None = Non
     if best is None:
         reasons = [f"{r['family']}: {r['failed']}" for r in tried] + \
                   [f"{r['family']}: {r['why']}" for r in skipped]
-        raise PlanError("no strategy family could plan this workload — " + "; ".join(reasons))
+        message = "no strategy family could plan this workload — " + "; ".join(reasons)
+        if any(isinstance(e, SolverError) for e in failures):
+            raise SolverError(message)  # exit 3: a solver failed where nothing else planned
+        raise PlanError(message)
     record = {"objective": OBJECTIVE[problem.norm], "chosen": best[2], "seed": int(problem.seed),
               "tried": tried, "not_applicable": skipped}
     plan = best[1]
