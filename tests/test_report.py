@@ -259,3 +259,21 @@ def test_results_report_names_queries_and_shows_cdf_groups_intervals_and_postpro
     assert table[0][-1] == "post-processed"
     assert "All 24 answers." in text
 
+
+
+def test_report_of_a_plan_carrying_a_custom_matrix_and_its_search_table(tmp_path):
+    """A workload with a ``file:`` factor: the report rebuilds it from the plan's own arrays
+    (it used to parse the bare spec and fail: 'not among the matrices this plan carries'), and
+    shows the strategy search's table."""
+    from factorize.plan.build_structured import build_structured_plan
+
+    path = tmp_path / "g.npy"
+    np.save(path, np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]))
+    plan = build_structured_plan(f"vstack(kron(file:{path},identity:3),kron(identity:4,total:3))",
+                                 "rho=0.5")
+    path.unlink()  # the report must not need it
+    report = plan_report(plan, baselines=False)
+    search = next(s for s in report.sections if s.title == "Strategy search")
+    families = {row[0] for row in search.table[1:]}
+    assert plan.family in families and "dense" not in families  # structured families only here
+    assert any(row[3] == "chosen" and row[0] == plan.family for row in search.table[1:])

@@ -114,3 +114,13 @@ def read_embedded(listing: Any, arrays: dict[str, np.ndarray]) -> dict[str, Any]
     if extra:
         raise PlanError(f"the plan has embedded-workload arrays it does not list: {sorted(extra)[:3]}")
     return out
+
+
+def plan_workload(plan: Any) -> Any:
+    """The plan's workload rebuilt from its spec and the custom matrices it carries (never a
+    path: ``read_files=False``) — what every reader of a plan other than the verifier (which
+    also checks the fingerprint, ``checks``) uses, e.g. the report."""
+    from workloads import parse_workload
+
+    return parse_workload(plan.workload["spec"], embedded=getattr(plan, "embedded", None) or {},
+                          read_files=False)

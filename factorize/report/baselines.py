@@ -497,9 +497,9 @@ def baselines(W: Workload | str | np.ndarray, guarantee: Any,
 def baselines_for_plan(plan: Any, **kwargs: Any) -> list[Baseline]:
     """:func:`baselines` with a plan's workload, guarantee, relation, noise family and sampler
     (exact lattice noise unless the plan's sampler is ``"float"``)."""
-    from workloads import parse_workload
+    from factorize.plan.embedded import plan_workload
 
-    W = parse_workload(plan.workload["spec"])
+    W = plan_workload(plan)
     kwargs.setdefault("exact", plan.noise.is_exact)
     kwargs.setdefault("noise_family", plan.noise.family)
     return baselines(W, plan.guarantee, plan.relation, **kwargs)

@@ -169,8 +169,8 @@ def _search_section(record: Any) -> Section | None:
                      (f"failed: {str(r.get('failed'))[:120]}" if s is None else "")])
     for r in record.get("not_applicable") or []:
         rows.append([str(r.get("family")), "—", "—", f"did not apply: {str(r.get('why'))[:160]}"])
-    what = {"rmse": "the RMSE over all queries", "per_query_std_max":
-            "the largest per-query standard deviation"}.get(record.get("objective"), "its error")
+    what = {"rmse": "RMSE over all queries", "per_query_std_max":
+            "largest per-query standard deviation"}.get(record.get("objective"), "error")
     return Section("Strategy search", [
         f"The planner tried every strategy family that applies to this workload and kept "
         f"{record.get('chosen')}, the least {what} under this plan's own noise (seed "
@@ -180,14 +180,14 @@ def _search_section(record: Any) -> Section | None:
 
 def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Report:
     """A factorization plan, dense or structured (``acc``: what the kind carries)."""
-    from workloads import parse_workload
+    from factorize.plan.embedded import plan_workload
 
     from . import plots
 
     k, N = plan.shape
     mech = plan.provenance.get("mechanism", "factorization")
     title, subtitle = _header(plan, mech if acc.strategy is None else f"structured {mech} ({plan.family})")
-    W = parse_workload(plan.workload["spec"])
+    W = plan_workload(plan)
     e, b, n = plan.expected_error, acc.bounds, plan.noise
     std = acc.std
     numbers: dict[str, Any] = {
@@ -353,7 +353,7 @@ def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any], norm: str | No
 
 
 def _projection_report(plan: Any) -> Report:
-    from workloads import parse_workload
+    from factorize.plan.embedded import plan_workload
 
     from . import plots
 
@@ -377,7 +377,7 @@ def _projection_report(plan: Any) -> Report:
                 "intervals: the bound above is on the root-mean-square error over the queries.")
     sections.append(Section("Error bounds", cert, table=rows))
 
-    W = parse_workload(plan.workload["spec"])
+    W = plan_workload(plan)
     ns = NS[NS <= max(10 * plan.n, 1000)]
     curve = _projection_bound_curve(plan, W, ns)
     if curve is not None:
