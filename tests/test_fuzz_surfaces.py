@@ -1102,3 +1102,24 @@ def test_findings_name_the_surface_and_the_smallest_case(tmp_path):
     assert _count_leaks("of 1234 rows", {1234}, "") == ["1234"]
     assert _count_leaks("column 'x': 3 rows missing", {3}, "") == ["3"]
     assert _count_leaks("range 1000..1234", {1234}, "range 1000..1234") == []
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect"])
+def test_verify_and_inspect_open_the_plan_file_once(tmp_path, command):
+    """``verify`` and ``inspect`` read the plan once (``plan.files.read_plan_bytes``): its kind
+    and its contents come from the same bytes (``verify`` used to open it twice — a file
+    replaced in between would be verified as one kind and read as another)."""
+    from factorize.cli import main
+
+    folder = tmp_path / "plans"
+    folder.mkdir()
+    plan = folder / "p.plan"
+    assert main(["plan", "--workload", "prefix:8", "--privacy", "rho=0.5", "--out", str(plan)]) == 0
+    watch = FileWatch(folder)
+    try:
+        watch.events()
+        assert main([command, str(plan)]) == 0
+        opens = sum(1 for mask, name in watch.events() if name == plan.name and mask & FileWatch.IN_OPEN)
+    finally:
+        watch.close()
+    assert opens == 1

@@ -342,10 +342,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 @guarded
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from factorize.plan.files import read_plan_bytes
     from factorize.plan.registry import kind_of_file
 
-    kind = kind_of_file(args.plan)
-    check = kind.verify(kind.load(args.plan), certificate=not args.no_certificate,
+    source = read_plan_bytes(args.plan)  # one read: kind and plan come from the same bytes
+    kind = kind_of_file(source)
+    check = kind.verify(kind.load(source), certificate=not args.no_certificate,
                         allow_weak_guarantee=args.allow_weak_guarantee)
     if args.json:
         print(json.dumps(check.to_dict(), allow_nan=False))
