@@ -766,27 +766,25 @@ def _data_case(rng: np.random.Generator, kind: str, folder: Path, decoys: dict[s
                            f"SELECT 'Male' AS sex, 18 AS age, size::DOUBLE AS pay FROM read_blob({csvs})"])
         schema = _pick(rng, ["", "s."])
         stmts = (["CREATE SCHEMA s"] if schema else []) + [f"CREATE VIEW {schema}v AS {body}"]
-        try:
-            db = _database(p.with_suffix(".duckdb"), stmts)
-        except duckdb.Error:
-            return "", "", False
-        return f"{db}::{schema}v", f"view {schema}v AS {body}", False
+        return _view_source(p, stmts, f"{schema}v", f"view {schema}v AS {body}")
     if kind == "macro":
         stmts = [f"CREATE MACRO m() AS TABLE SELECT * FROM read_csv({csvs})",
                  "CREATE VIEW v AS SELECT * FROM m()"]
-        try:
-            db = _database(p.with_suffix(".duckdb"), stmts)
-        except duckdb.Error:
-            return "", "", False
-        return f"{db}::v", "view over a table macro reading another file", False
+        return _view_source(p, stmts, "v", "view over a table macro reading another file")
     # attached inside the attached database
     stmts = [f"ATTACH {_sql_text(decoys['db'])} AS inner_db (READ_ONLY)",
              "CREATE VIEW v AS SELECT * FROM inner_db.t"]
+    return _view_source(p, stmts, "v", "view over a database attached inside the attached one")
+
+
+def _view_source(p: Path, stmts: list[str], view: str, label: str) -> tuple[str, str, bool]:
+    """A DuckDB file holding ``stmts`` as the data source ``FILE::view`` (empty when DuckDB
+    itself refuses the statements)."""
     try:
         db = _database(p.with_suffix(".duckdb"), stmts)
     except duckdb.Error:
         return "", "", False
-    return f"{db}::v", "view over a database attached inside the attached one", False
+    return f"{db}::{view}", label, False
 
 
 @pytest.fixture(scope="module")

@@ -157,8 +157,8 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
     sizes = tuple(int(n) for n in sizes)
     if not wblocks:
         raise StructureError("an empty workload")
-    lam, _ = subset_eigenvalues(wblocks, sizes)
-    x, _ = optimum(lam, sizes)
+    lam, invariant = subset_eigenvalues(wblocks, sizes)
+    x, T = optimum(lam, sizes)
     closure = sorted(x, key=lambda U: (len(U), U))
     bases = factor_arrays(sizes)
     arrays: dict[str, np.ndarray] = {}
@@ -203,7 +203,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
                 continue
             terms.append(Term(o, b, float(wb.weight / s), attrs, tuple(str(nm) for nm in names)))
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
-    cert = algebra_certificate(wblocks, sizes, norm)
+    cert = _closed_form_certificate(T, wblocks, sizes, norm) if invariant else None
     if cert is None:
         cert = fallback if fallback is not None else union_certificate(wblocks, norm, options, W)
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert[0], cert[1]
@@ -215,7 +215,10 @@ def algebra_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int]) -> flo
     lam, invariant = subset_eigenvalues(wblocks, sizes)
     if not invariant:
         return None
-    _, T = optimum(lam, sizes)
+    return _lower_from_trace(optimum(lam, sizes)[1], wblocks, sizes)
+
+
+def _lower_from_trace(T: float, wblocks: Sequence[WorkloadBlock], sizes: Sequence[int]) -> float:
     N = float(math.prod(int(n) for n in sizes))
     k = float(sum(wb.rows for wb in wblocks))
     return T / math.sqrt(N * k) * (1.0 - LOWER_ALLOWANCE)
@@ -227,7 +230,14 @@ def algebra_certificate(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int], 
     recomputes it from W), else None."""
     if norm != "gamma_f":
         return None
-    lower = algebra_lower(wblocks, sizes)
-    if lower is None:
+    lam, invariant = subset_eigenvalues(wblocks, sizes)
+    return _closed_form_certificate(optimum(lam, sizes)[1], wblocks, sizes, norm) if invariant else None
+
+
+def _closed_form_certificate(T: float, wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
+                             norm: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+    """:func:`algebra_certificate` from the trace norm ``T`` :func:`build` already has."""
+    if norm != "gamma_f":
         return None
-    return {"method": CERTIFICATE_ALGEBRA, "norm": norm, "lower": lower}, {}
+    return ({"method": CERTIFICATE_ALGEBRA, "norm": norm,
+             "lower": _lower_from_trace(T, wblocks, sizes)}, {})
