@@ -244,3 +244,29 @@ def test_marginal_workloads_carry_the_marginal_algebra_certificate(plans):
     assert verify_structured_plan(plan).passed
     plan.certificate = {**plan.certificate, "lower": plan.certificate["lower"] * 1.001}
     assert not verify_structured_plan(plan).passed
+
+
+def test_search_reuses_the_union_certificate_and_it_equals_the_familys_own():
+    """In the strategy search the marginal-weights plan of a union that is not made of
+    marginals carries the union family's certificate (the k×k trace bound is formed once); its
+    lower bound equals the one the family computes on its own, and it re-verifies."""
+    from factorize.structured.marginal_weights import certificate
+    from factorize.structured.union import CERTIFICATE, CERTIFICATE_GRAM
+    from factorize.structured.workload_blocks import workload_blocks
+    from workloads import parse_workload
+
+    spec = "vstack(kron(prefix:8,total:6),kron(total:8,prefix:6),kron(identity:8,prefix:6))"
+    searched = build_structured_plan(spec, "epsilon=1")
+    tried = {r["family"] for r in searched.provenance["strategy_search"]["tried"]}
+    assert "marginal_weights" in tried
+    alone = build_structured_plan(spec, "epsilon=1", strategy="marginal_weights",
+                                  memo={})
+    own, _ = certificate(workload_blocks(parse_workload(spec), [8, 6]), "gamma_f", None,
+                         parse_workload(spec))
+    memo: dict = {}
+    build_structured_plan(spec, "epsilon=1", strategy="union", memo=memo)
+    reused = build_structured_plan(spec, "epsilon=1", strategy="marginal_weights", memo=memo)
+    assert reused.certificate["method"] in (CERTIFICATE, CERTIFICATE_GRAM)
+    assert reused.certificate["lower"] == pytest.approx(own["lower"], rel=1e-12)
+    assert alone.certificate["lower"] == pytest.approx(own["lower"], rel=1e-12)
+    assert verify_structured_plan(reused).passed

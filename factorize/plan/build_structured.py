@@ -98,7 +98,8 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
         parts = subset_algebra.build(dom.sizes, wblocks, norm, options=options, W=W,
                                      fallback=(ucert, ucert_arrays))
     elif strategy == "marginal_weights":
-        parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed)
+        parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed,
+                                          union_cert=memo.get(f"union:{norm}:{snorm}"))
         from .structured_plan import laplace_rmse
 
         choice = {"chosen": "marginal_weights",
@@ -244,10 +245,12 @@ def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm
 
 
 def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
-                      seed: int, fam: Any = None) -> tuple[tuple, dict[str, Any]]:
+                      seed: int, fam: Any = None, union_cert: tuple | None = None
+                      ) -> tuple[tuple, dict[str, Any]]:
     """OPT_M weights for Laplace noise (``pure_dp.marginals``) as a structured plan
     (``structured.marginal_weights``), and the search's record; ``fam``: W's marginal
-    structure when the caller has it. A workload that is not made of marginals (any union of
+    structure when the caller has it; ``union_cert``: the union family's build of the same
+    workload (the search's memo), whose certificate is reused. A workload that is not made of marginals (any union of
     Kronecker products) is optimised through its averaged Gram
     (``structured.subset_algebra.subset_eigenvalues``: the error of a marginal strategy depends
     on W only through it — HDMM's Marginals template for any workload)."""
@@ -285,8 +288,9 @@ def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, option
               "support": [[float(t), list(S)] for t, S in res.support()],
               "objective_rmse": res.rmse, "seconds": res.seconds,
               **{k: v for k, v in res.search.summary().items() if k != "winner"}}
+    fallback = None if union_cert is None else (union_cert[3], union_cert[4])
     return marginal_weights.build(dom.sizes, wblocks, res.support(), norm, options=options,
-                                  W=W), record
+                                  W=W, fallback=fallback), record
 
 
 def _kron(dom: Domain, wblocks: list, union_parts: tuple, seed: int,

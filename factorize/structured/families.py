@@ -88,26 +88,23 @@ def _algebra_methods() -> tuple[str, ...]:
     return (subset_algebra.CERTIFICATE_ALGEBRA, union.CERTIFICATE, union.CERTIFICATE_GRAM)
 
 
-def _algebra_verify(plan: Any, W: Any) -> tuple[float, float, float]:
-    from . import subset_algebra
-
-    if plan.certificate.get("method") == subset_algebra.CERTIFICATE_ALGEBRA:
-        from .marginal_weights import verify_certificate
-
-        return verify_certificate(plan, W)
-    return _kron_verify(plan, W)  # the union family's bound for W
-
-
 def _weights_methods() -> tuple[str, ...]:
-    from . import marginal_weights, subset_algebra
+    from . import marginal_weights, subset_algebra, union
 
     return (marginal_weights.CERTIFICATE, marginal_weights.CERTIFICATE_GRAM,
-            marginal_weights.CERTIFICATE_MARGINAL, subset_algebra.CERTIFICATE_ALGEBRA)
+            marginal_weights.CERTIFICATE_MARGINAL, subset_algebra.CERTIFICATE_ALGEBRA,
+            union.CERTIFICATE, union.CERTIFICATE_GRAM)
 
 
 def _weights_verify(plan: Any, W: Any) -> tuple[float, float, float]:
+    """The family's own certificates (marginal, closed form, per-factor witnesses
+    ``cert.w*``), or the union family's bound for W that the search reused (``cert.f*``,
+    re-verified as ``kron``'s)."""
+    from . import union
     from .marginal_weights import verify_certificate
 
+    if plan.certificate.get("method") in (union.CERTIFICATE, union.CERTIFICATE_GRAM):
+        return _kron_verify(plan, W)
     return verify_certificate(plan, W)
 
 
@@ -132,7 +129,7 @@ CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
                 "the optimum of the algebra of attribute subsets (Helmert residual bases)",
                 "the closed-form optimum of the algebra of attribute subsets (residual bases, "
                 "any union of Kronecker products)", _algebra_methods,
-                _union_decode("subset_algebra"), _algebra_verify),
+                _union_decode("subset_algebra"), _weights_verify),
 )}
 
 

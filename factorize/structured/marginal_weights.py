@@ -81,7 +81,7 @@ def subset_lambdas(sizes: Sequence[int], weighted: Sequence[tuple[float, tuple[i
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock],
           weighted: Sequence[tuple[float, Sequence[int]]], norm: str, *, options: Any = None,
-          W: Any = None):
+          W: Any = None, fallback: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None):
     """Strategy, reconstruction, encoding, certificate and certificate arrays for the weights
     ``weighted = [(θ_S, S)]`` (module docstring; ``W`` the workload, for the marginal
     certificate); :class:`StructureError` when the workload's rows are not in the strategy's
@@ -142,7 +142,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock],
                     c = wb.weight * s * outside / lam[U]
                     terms.append(Term(o, b, float(c), attrs, names))
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
-    cert, cert_arrays = certificate(wblocks, norm, options, W)
+    cert, cert_arrays = certificate(wblocks, norm, options, W, fallback)
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert, cert_arrays
 
 
@@ -189,10 +189,14 @@ def marginal_certificate(W: Any, norm: str) -> tuple[dict[str, Any], dict[str, n
     return {"method": CERTIFICATE_MARGINAL, "norm": norm, "lower": float(sol.lower)}, arrays
 
 
-def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any, W: Any = None
+def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any, W: Any = None,
+                fallback: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None
                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The lower bound (module docstring) and its witnesses (planning time: the marginal
-    planner for a stack of marginals, else solves each distinct explicit factor)."""
+    planner for a stack of marginals, the closed form of ``subset_algebra`` for a workload in
+    the algebra, else ``fallback`` — the union family's certificate of the same workload, the
+    same witnesses and trace bound, which the strategy search has already built — or the
+    solves of each distinct explicit factor)."""
     from .subset_algebra import algebra_certificate
     from .union import _combine, _factorize, uniform_trace_lower
 
@@ -204,6 +208,8 @@ def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any, W: An
         alg = algebra_certificate(wblocks, [f.n for f in wblocks[0].factors], norm)
         if alg is not None:
             return alg
+    if fallback is not None:
+        return fallback
 
     arrays: dict[str, np.ndarray] = {}
     lowers: dict[str, float] = {}
