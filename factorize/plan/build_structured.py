@@ -133,6 +133,8 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
     else:
         parts = _union(dom, wblocks, norm, options, snorm, memo)
     strat, recon, (structure, encoding), cert, cert_arrays = parts
+    if strategy != "residual":
+        cert, cert_arrays = with_symmetry_bound(cert, cert_arrays, wblocks, dom.sizes, memo)
     noise, sens = _noise(strat, g, rel, family)
     from factorize.privacy import sampled_variance
     from factorize.structured.identity import reconstruction_residual
@@ -162,6 +164,34 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
                     **({"strategy_choice": choice} if choice is not None else {}),
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
     return plan
+
+
+def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray], wblocks: list,
+                        sizes: Any, memo: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The certificate with the symmetry-reduced γ_F dual bound (``structured.symmetry``)
+    added where it is higher than the family's own: ``certificate.symmetry`` states it, arrays
+    ``cert.sym.labels.<j>`` (each attribute's classes) and ``cert.sym.d`` (per-cell weights on
+    the orbits) let the verifier re-derive it. Solved once per workload (``memo``); copies, so
+    a certificate another family reuses from the memo is left as it was."""
+    from factorize.structured import symmetry
+
+    if "symmetry" not in memo:
+        memo["symmetry"] = None
+        red = symmetry.reduce(wblocks, sizes)
+        if red is not None:
+            from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
+
+            res = solve_symmetric_gamma_f(red)
+            memo["symmetry"] = (symmetry.certified_lower(red, res.weights), red.labels, res.weights)
+    found = memo["symmetry"]
+    if found is None or not found[0] > float(cert["lower"]) * (1.0 + 1e-9):
+        return cert, cert_arrays
+    lower, labels, weights = found
+    cert = {**cert, "lower": lower, "symmetry": {"method": symmetry.METHOD, "lower": lower}}
+    cert_arrays = {**cert_arrays, "cert.sym.d": np.asarray(weights, dtype=np.float64).reshape(1, -1),
+                   **{f"cert.sym.labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
+                      for j, lab in enumerate(labels)}}
+    return cert, cert_arrays
 
 
 def _l2_add_remove(measured: Any) -> float:

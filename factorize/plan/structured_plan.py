@@ -118,7 +118,9 @@ class StructuredPlan:
             f"sensitivity {n.sensitivity:.6g} (base {n.base_sensitivity:.6g}); sampler "
             f"{n.sampler}{grid}",
             f"certificate lower {c['lower']:.10g} ≤ {self.norm} ≤ upper {c['upper']:.10g} "
-            f"(gap {c['gap']:.3g}; {c['method']}); this plan achieves {c['achieved']:.10g}",
+            f"(gap {c['gap']:.3g}; {c['method']}"
+            + (f"; lower bound from the {c['symmetry']['method']}" if isinstance(c.get("symmetry"), dict)
+               else "") + f"); this plan achieves {c['achieved']:.10g}",
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")

@@ -1,0 +1,380 @@
+"""The γ_F dual of a union of Kronecker products, reduced by the workload's symmetries.
+
+Setting (issue 27, item 3). ``W = [w_b ⊗_i W_{b,i}]_b`` over attributes of sizes ``n_i``,
+``G = WᵀW = Σ_b w_b² ⊗_i G_{b,i}`` with ``G_{b,i} = W_{b,i}ᵀW_{b,i}``. The γ_F dual
+(docs/math.md §4.1) is ``√k·γ_F(W) = max_{q ∈ Δ_N} tr((D_q^{1/2} G D_q^{1/2})^{1/2})``; any
+``q ≥ 0`` gives the lower bound ``γ_F(W) ≥ f(q) / √(k Σq)`` (f is homogeneous of degree ½),
+and ``γ₂(W) ≥ γ_F(W)``.
+
+Symmetry. On attribute i, call values a and b *twins* when every factor Gram has
+``G[a,a] = G[b,b]`` and ``G[a,c] = G[b,c]`` for all ``c ∉ {a,b}``. Twins form an equivalence
+relation (if a~b and b~c then ``G[a,c] = G[b,c] = G[a,b] = G[b,a] = G[c,a] = G[c,b]``),
+whose classes ``o_1 … o_m`` (sizes ``s_j``) make every ``G_{b,i}`` block-constant,
+``G = Σ_{jl} α_{jl} 1_{o_j}1_{o_l}ᵀ + Σ_j β_j I_{o_j}``: it commutes with every permutation
+of values inside the classes (identity and total factors: one class; a grouping: its groups
+refined by the other factors). The commutant of that group is ``M_m ⊕ ℂ^{m'}`` (Schur:
+the trivial isotypic part, spanned by ``u_j = 1_{o_j}/√s_j``, where G acts as the m×m matrix
+``T[j,l] = (Σ G over o_j×o_l)/√(s_j s_l)``, and one standard part per class of size ≥ 2, of
+dimension ``s_j − 1``, where G acts as the scalar ``β_j = G[a,a] − G[a,b]``, a ≠ b in o_j).
+A weight q constant on the orbits ``o = (o_{j_1}, …, o_{j_d})`` of the product group has
+``D_q`` in the same commutant, so ``M_q = D^{1/2}GD^{1/2}`` splits over *sectors* — per
+attribute either the trivial part ("free") or one class's standard part ("fixed"):
+
+    ``f(q) = Σ_s μ_s · tr((D_s^{1/2} G_s D_s^{1/2})^{1/2})``,
+    ``G_s = Σ_b w_b² Π_{i fixed} β_{b,i,j_i} ⊗_{i free} T_{b,i}``,   ``μ_s = Π_{i fixed}(s_{j_i} − 1)``,
+
+``D_s`` the weights of the orbits whose fixed attributes sit in the fixed classes, over the free
+attributes' class tuples. The largest sector has ``Π_i m_i`` rows — the orbits — instead of N
+(SF1 persons: 400 instead of 500,480). This is the symmetry reduction of the SDP (de Klerk,
+Pasechnik & Schrijver, "Reduction of symmetric semidefinite programs using the regular
+*-representation", Math. Program. 2007; Gatermann & Parrilo, "Symmetry groups, semidefinite
+programs, and sums of squares", J. Pure Appl. Algebra 2004): the dual's optimum is attained at
+an orbit-constant q (average an optimal q over the group; f is concave and invariant), so the
+reduced maximum *is* √k·γ_F(W). The per-orbit sums of ``diag M_q^{1/2}`` (the fixed point
+of ``solvers.dual_gamma_f``) are ``Σ_s μ_s [M_s^{1/2}]_{o_free, o_free}`` over the sectors whose
+fixed classes contain o.
+
+Soundness (:func:`certified_lower`): the classes are checked on exact Grams (integer
+arithmetic on the factors' binary64 entries); each sector matrix is formed with an absolute
+counterpart, its entrywise error is at most ``γ_c`` times it, ``c`` counting every rounding
+on the way, so ``‖M̂_s − M_s‖₂ ≤ γ_c‖M^{abs}_s‖_F``; each computed eigenvalue is lowered by that
+and by the eigensolver's allowance (Weyl) before its square root.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .workload_blocks import AxisFactor, WorkloadBlock
+
+#: Largest sector (orbit count Π m_i) reduced: its eigendecomposition is one dual evaluation.
+MAX_SECTOR = 1536
+#: Most non-zero sectors.
+MAX_SECTORS = 20000
+#: Largest ``n²·rows`` of an explicit factor whose Gram is formed exactly.
+MAX_EXACT_GRAM_WORK = 1 << 24
+#: Largest attribute size for which twin classes are searched among explicit factors.
+MAX_TWIN_SEARCH = 1024
+
+#: Names of the plan's arrays for this bound: ``cert.sym.d`` and ``cert.sym.labels.<j>``.
+ARRAY_PREFIX = "cert.sym."
+
+METHOD = ("symmetry-reduced γ_F dual: orbit weights over the twin classes of every attribute, "
+          "‖W D^{1/2}‖_tr = Σ_sectors μ_s tr((D_s^{1/2} G_s D_s^{1/2})^{1/2})")
+
+
+def exact_gram(f: AxisFactor) -> np.ndarray | None:
+    """``WᵀW`` of an explicit factor, exactly: a float array when every entry is an integer
+    and the sums stay below 2⁵³ (so any summation order is exact), else Python integers
+    scaled by a common power of two (object array); None when too large to form."""
+    M = np.asarray(f.matrix, dtype=np.float64)
+    rows, n = M.shape
+    if n * n * rows > MAX_EXACT_GRAM_WORK:
+        return None
+    top = float(np.max(np.abs(M))) if M.size else 0.0
+    if np.all(M == np.round(M)) and top * top * rows < 2.0 ** 52:
+        return M.T @ M
+    mant, expo = np.frexp(M)
+    ints = np.array([int(x) for x in np.ldexp(mant, 53).ravel()], dtype=object).reshape(M.shape)
+    shift = (expo - 53).astype(np.int64)
+    base = int(np.min(shift[M != 0])) if np.any(M != 0) else 0
+    scaled = np.array([v << int(s - base) if v else 0 for v, s in zip(ints.ravel(), shift.ravel())],
+                      dtype=object).reshape(M.shape)
+    return scaled.T.dot(scaled)
+
+
+def _twins(G: np.ndarray, a: int, b: int) -> bool:
+    if G[a, a] != G[b, b]:
+        return False
+    keep = np.ones(G.shape[0], dtype=bool)
+    keep[[a, b]] = False
+    return bool(np.all(G[a, keep] == G[b, keep]))
+
+
+def twin_classes(grams: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """Class labels ``0 … m−1`` (numbered by first value) of the twin relation of all
+    ``grams`` (exact); every value its own class when ``n`` exceeds :data:`MAX_TWIN_SEARCH`
+    and there is a Gram to respect."""
+    if not grams:
+        return np.zeros(n, dtype=np.int64)
+    if n > MAX_TWIN_SEARCH:
+        return np.arange(n, dtype=np.int64)
+    buckets: dict[tuple, list[int]] = {}
+    for a in range(n):
+        key = tuple((G[a, a], tuple(sorted(np.delete(G[a], a).tolist()))) for G in grams)
+        buckets.setdefault(key, []).append(a)
+    # only values with the same key can be twins; a value joins the first class of its
+    # bucket whose representative is its twin
+    labels = np.arange(n, dtype=np.int64)
+    for members in buckets.values():
+        classes: list[int] = []
+        for b in members:
+            for a in classes:
+                if all(_twins(G, a, b) for G in grams):
+                    labels[b] = labels[a]
+                    break
+            else:
+                classes.append(b)
+    _, first = np.unique(labels, return_index=True)
+    order = {int(labels[i]): r for r, i in enumerate(sorted(first))}
+    return np.array([order[int(x)] for x in labels], dtype=np.int64)
+
+
+def classes_valid(grams: Sequence[np.ndarray], labels: np.ndarray) -> bool:
+    """Every class is a set of pairwise twins under every Gram (checked against its first
+    member; the relation is transitive, module docstring)."""
+    labels = np.asarray(labels)
+    for c in np.unique(labels):
+        members = np.flatnonzero(labels == c)
+        a = int(members[0])
+        if not all(_twins(G, a, int(b)) for b in members[1:] for G in grams):
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Sector:
+    """One sector: its free attributes (trivial part), the fixed (attribute, class) pairs,
+    multiplicity μ, the matrix ``G_s``, its absolute counterpart and the index of its orbits in
+    the orbit tensor."""
+
+    free: tuple[int, ...]
+    fixed: tuple[tuple[int, int], ...]
+    multiplicity: int
+    gram: np.ndarray
+    gram_abs: np.ndarray
+    index: tuple
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """The sectors of W under the classes ``labels`` (one label array per attribute)."""
+
+    sizes: tuple[int, ...]
+    labels: tuple[np.ndarray, ...]
+    class_sizes: tuple[np.ndarray, ...]
+    sectors: tuple[Sector, ...]
+    rows: int
+    rounding: int  # c of γ_c, the roundings of any sector entry (module docstring)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(int(s.size) for s in self.class_sizes)
+
+    @property
+    def orbit_sizes(self) -> np.ndarray:
+        """Cells per orbit, as the orbit tensor (attribute 0 slowest)."""
+        out = np.ones(1)
+        for s in self.class_sizes:
+            out = np.kron(out, s.astype(np.float64))
+        return out.reshape(self.shape)
+
+    def evaluate(self, d: np.ndarray, rel_tol: float = 1e-13) -> tuple[float, np.ndarray, int]:
+        return evaluate(self, d, rel_tol)
+
+
+def attribute_grams(wblocks: Sequence[WorkloadBlock], j: int) -> list[np.ndarray] | None:
+    """The exact Grams of attribute j's explicit factors (identity and total impose nothing);
+    None when one is too large to form exactly."""
+    out: dict[str, np.ndarray] = {}
+    for wb in wblocks:
+        f = wb.factor(j)
+        if f.kind in ("identity", "total") or f.key in out:
+            continue
+        G = exact_gram(f)
+        if G is None:
+            return None
+        out[f.key] = G
+    return list(out.values())
+
+
+def _reduced_factor(f: AxisFactor, labels: np.ndarray, sizes: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(T, β, T_abs, β_abs)`` of one factor on one attribute (module docstring), in floating
+    point; the absolute counterparts bound the rounding (``Reduction.rounding``)."""
+    m = sizes.size
+    root = np.sqrt(sizes.astype(np.float64))
+    nontrivial = sizes >= 2
+    if f.kind == "identity":
+        return np.eye(m), nontrivial.astype(np.float64), np.eye(m), nontrivial.astype(np.float64)
+    if f.kind == "total":
+        T = np.outer(root, root)
+        return T, np.zeros(m), T, np.zeros(m)
+    M = np.asarray(f.matrix, dtype=np.float64)
+    Gf, Gabs = M.T @ M, np.abs(M).T @ np.abs(M)  # within γ_rows·Gabs of the exact Gram
+    onehot = np.zeros((labels.size, m))
+    onehot[np.arange(labels.size), labels] = 1.0
+    T = onehot.T @ Gf @ onehot / np.outer(root, root)
+    Ta = onehot.T @ Gabs @ onehot / np.outer(root, root)
+    beta, beta_a = np.zeros(m), np.zeros(m)
+    for j in np.flatnonzero(nontrivial):
+        a, b = np.flatnonzero(labels == j)[:2]
+        beta[j] = Gf[a, a] - Gf[a, b]
+        beta_a[j] = Gabs[a, a] + Gabs[a, b]
+    return T, beta, Ta, beta_a
+
+
+def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
+           labels: Sequence[np.ndarray] | None = None) -> Reduction | None:
+    """The sector decomposition of W (module docstring) under ``labels`` (found by
+    :func:`twin_classes` when None; checked with :func:`classes_valid` when given — a
+    ``ValueError`` if they are not twin classes); None when a factor is too large to check or
+    the sectors exceed :data:`MAX_SECTOR` / :data:`MAX_SECTORS`."""
+    sizes = tuple(int(n) for n in sizes)
+    d = len(sizes)
+    found: list[np.ndarray] = []
+    for j, n in enumerate(sizes):
+        grams = attribute_grams(wblocks, j)
+        if grams is None:
+            return None
+        if labels is None:
+            found.append(twin_classes(grams, n))
+        else:
+            lab = np.asarray(labels[j], dtype=np.int64).reshape(-1)
+            if lab.size != n or lab.min(initial=0) < 0 or not np.array_equal(
+                    np.unique(lab), np.arange(int(lab.max(initial=-1)) + 1)):
+                raise ValueError(f"attribute {j}: the class labels must number 0…m−1 over its {n} values")
+            if not classes_valid(grams, lab):
+                raise ValueError(f"attribute {j}: the stated classes are not twin classes of "
+                                 "the workload's factors")
+            found.append(lab)
+    class_sizes = tuple(np.bincount(lab).astype(np.int64) for lab in found)
+    if math.prod(int(s.size) for s in class_sizes) > MAX_SECTOR:
+        return None
+    # per attribute and block: (T, β, T_abs, β_abs)
+    red = [[_reduced_factor(wb.factor(j), found[j], class_sizes[j]) for wb in wblocks]
+           for j in range(d)]
+    w2 = np.array([wb.weight ** 2 for wb in wblocks])
+    sectors: list[Sector] = []
+
+    def walk(j: int, free: tuple[int, ...], fixed: tuple[tuple[int, int], ...], coef: np.ndarray,
+             coef_abs: np.ndarray) -> None:
+        if len(sectors) > MAX_SECTORS:
+            return
+        if j == d:
+            sectors.append(_sector(free, fixed, coef, coef_abs, red, class_sizes, d))
+            return
+        walk(j + 1, free + (j,), fixed, coef, coef_abs)
+        for c in np.flatnonzero(class_sizes[j] >= 2):
+            b = np.array([red[j][o][1][c] for o in range(len(wblocks))])
+            if np.any(coef * b != 0):
+                ba = np.array([red[j][o][3][c] for o in range(len(wblocks))])
+                walk(j + 1, free, fixed + ((j, int(c)),), coef * b, coef_abs * ba)
+
+    walk(0, (), (), w2, np.abs(w2))
+    if len(sectors) > MAX_SECTORS:
+        return None
+    rows = [max((wb.factor(j).rows for wb in wblocks), default=1) for j in range(d)]
+    rounding = sum(r + n * n + 4 for r, n in zip(rows, sizes)) + 2 * d + len(wblocks) + 8
+    return Reduction(sizes, tuple(found), class_sizes,
+                     tuple(s for s in sectors if np.any(s.gram != 0)), sum(wb.rows for wb in wblocks),
+                     rounding)
+
+
+def _sector(free, fixed, coef, coef_abs, red, class_sizes, d) -> Sector:
+    size = math.prod(int(class_sizes[j].size) for j in free)
+    G, Ga = np.zeros((size, size)), np.zeros((size, size))
+    for o, (c, ca) in enumerate(zip(coef, coef_abs)):
+        if c == 0:
+            continue
+        K, Ka = np.array([[c]]), np.array([[ca]])
+        for j in free:
+            K, Ka = np.kron(K, red[j][o][0]), np.kron(Ka, red[j][o][2])
+        G += K
+        Ga += Ka
+    mult = math.prod(int(class_sizes[j][c]) - 1 for j, c in fixed)
+    where = dict(fixed)
+    index = tuple(slice(None) if j not in where else where[j] for j in range(d))
+    return Sector(free, fixed, mult, 0.5 * (G + G.T), Ga, index)
+
+
+def evaluate(red: Reduction, d: np.ndarray, rel_tol: float = 1e-13) -> tuple[float, np.ndarray, int]:
+    """``(f(q), Σ_{c∈o} [M_q^{1/2}]_cc per orbit, eigenvalues counted as zero)`` for per-cell
+    weights ``d`` on the orbit tensor (floating point; the solver's evaluation). Eigenvalues below ``rel_tol`` times the
+    largest of all sectors count as zero: a rank-deficient W has many, computed at rounding
+    level, and their square roots (√(10⁻¹⁵λ) ≈ 3·10⁻⁸√λ each) would otherwise swamp the
+    dual's last digits and stall its ascent."""
+    d = np.asarray(d, dtype=np.float64).reshape(red.shape)
+    total = 0.0
+    diag = np.zeros(red.shape)
+    pairs = []
+    for s in red.sectors:
+        root = np.sqrt(np.maximum(d[s.index], 0.0)).reshape(-1)
+        pairs.append(np.linalg.eigh(root[:, None] * s.gram * root[None, :]))
+    top = max((float(lam[-1]) for lam, _ in pairs if lam.size), default=0.0)
+    zeros = 0
+    for s, (lam, V) in zip(red.sectors, pairs):
+        r = np.where(lam > rel_tol * top, np.sqrt(np.maximum(lam, 0.0)), 0.0)
+        zeros += s.multiplicity * int(np.sum(r == 0.0))
+        total += s.multiplicity * float(np.sum(r))
+        part = diag[s.index]
+        diag[s.index] = part + (s.multiplicity * ((V * V) @ r)).reshape(part.shape)
+    return total, diag, zeros
+
+
+def certified_trace(red: Reduction, d: np.ndarray) -> float:
+    """A float ≤ ``‖W D_q^{1/2}‖_tr`` for the per-cell weights ``d ≥ 0`` (module docstring)."""
+    from factorize.numerics import gamma, round_down, round_up, spectral_allowance
+
+    d = np.asarray(d, dtype=np.float64).reshape(red.shape)
+    if not (np.all(np.isfinite(d)) and np.all(d >= 0)):
+        raise ValueError("orbit weights must be finite and non-negative")
+    g = gamma(red.rounding)
+    parts = []
+    for s in red.sectors:
+        root = np.sqrt(d[s.index]).reshape(-1)
+        M = root[:, None] * s.gram * root[None, :]
+        Ma = root[:, None] * s.gram_abs * root[None, :]
+        err = round_up(g * float(np.linalg.norm(Ma)), 3)
+        ev = np.linalg.eigvalsh(0.5 * (M + M.T))
+        spectral = float(max(abs(ev[0]), abs(ev[-1])))
+        slack = round_up(err + spectral_allowance(M.shape, spectral + err), 1)
+        tr = float(np.sum(np.sqrt(np.clip(ev - slack, 0.0, None))))
+        parts.append(round_down(s.multiplicity * round_down(tr, M.shape[0] + 2), 1))
+    return round_down(math.fsum(parts), len(parts) + 1)
+
+
+def certified_lower(red: Reduction, d: np.ndarray) -> float:
+    """A float ≤ γ_F(W) (and so ≤ γ₂(W)): ``f(q) / √(k Σ_c q_c)`` at the per-cell weights d."""
+    from factorize.numerics import round_down, round_up
+
+    d = np.asarray(d, dtype=np.float64).reshape(red.shape)
+    mass = round_up(math.fsum((d * red.orbit_sizes).ravel().tolist()), 2)
+    if not mass > 0:
+        return 0.0
+    tr = certified_trace(red, d)
+    return round_down(tr / math.sqrt(round_up(mass * red.rows, 1)), 3)
+
+
+def verify_bound(plan: Any, W: Any) -> float:
+    """The bound ``plan.certificate['symmetry']`` states, re-derived from the plan's arrays
+    ``cert.sym.labels.<j>`` and ``cert.sym.d`` (the classes re-checked exactly); ``ValueError``
+    when they are malformed or the stated bound exceeds the re-derived one."""
+    from .workload_blocks import workload_blocks
+
+    stated = plan.certificate.get("symmetry")
+    if not (isinstance(stated, dict) and stated.get("method") == METHOD):
+        raise ValueError("certificate.symmetry names another method")
+    sizes = tuple(plan.domain.sizes)
+    arrays = plan.certificate_arrays
+    labels = []
+    for j, n in enumerate(sizes):
+        lab = arrays.get(f"cert.sym.labels.{j}")
+        if lab is None or lab.size != n or not np.all(lab == np.round(lab)):
+            raise ValueError(f"cert.sym.labels.{j} must hold one integer class per value of attribute {j}")
+        labels.append(lab.reshape(-1).astype(np.int64))
+    red = reduce(workload_blocks(W, sizes), sizes, labels)
+    if red is None:
+        raise ValueError("the stated classes leave sectors too large to re-derive the bound")
+    d = arrays.get("cert.sym.d")
+    if d is None or d.size != math.prod(red.shape):
+        raise ValueError(f"cert.sym.d must hold one weight per orbit ({math.prod(red.shape)})")
+    lower = certified_lower(red, d.reshape(red.shape))
+    value = stated.get("lower")
+    if not (isinstance(value, float) and value <= lower * (1.0 + 1e-12)):
+        raise ValueError(f"certificate.symmetry.lower {value!r} exceeds the re-derived {lower:.10g}")
+    return lower
