@@ -11,8 +11,8 @@ iterated in log-masses with the same safeguarded Anderson acceleration. Every it
 value is a valid lower bound (``f(q)/√k`` with Σq = 1); the primal estimate
 ``f² · max_o r_o`` with ``r_o = (Σ_{c∈o}[M^{1/2}]_cc)/(Q_o f)`` (the "scaled" strategy of
 ``solvers.dual_gamma_f``, a bound only when every sector matrix is non-singular, so not
-computed otherwise) only decides when to stop; a rank-deficient W stops at ``stall_iters``
-without improvement or ``max_iters``. The work is deterministic: at most ``max_iters`` evaluations, each one symmetric
+computed otherwise) only decides when to stop; a rank-deficient W stops when ``window``
+iterations raise the dual by at most ``progress_tol`` relatively, or at ``max_iters``. The work is deterministic: at most ``max_iters`` evaluations, each one symmetric
 eigendecomposition per sector (Σ_s size_s³), no clock.
 """
 
@@ -41,7 +41,8 @@ class SymmetricDualResult:
 
 
 def solve_symmetric_gamma_f(red: Any, *, target_gap: float = 1e-7, memory: int = 5,
-                            max_iters: int = 200, stall_iters: int = 25) -> SymmetricDualResult:
+                            max_iters: int = 200, stall_iters: int = 25, progress_tol: float = 1e-9,
+                            window: int = 10) -> SymmetricDualResult:
     """Maximise the reduced dual (module docstring) for ``red``, a
     ``factorize.structured.symmetry.Reduction`` (its ``evaluate``, ``orbit_sizes``, ``rows``,
     ``shape``)."""
@@ -63,6 +64,9 @@ def solve_symmetric_gamma_f(red: Any, *, target_gap: float = 1e-7, memory: int =
             primal["scaled"] = math.sqrt(f * f * float(np.max(r)) / k)
         if loop.record(it, f / math.sqrt(k), plain, primal, Q):
             break
+        lows = [h[1] for h in loop.history]
+        if len(lows) > window and lows[-1] - lows[-1 - window] <= progress_tol * lows[-1]:
+            break  # no primal estimate (rank-deficient W): the dual has stopped rising
         x = loop.next_iterate(x, plain)
     if loop.lower_at is None:
         raise SolverFailedError("the reduced γ_F dual reached no finite point")
