@@ -38,7 +38,7 @@ def forge_structured_plan(src, dst, edit) -> None:
 def structured_refusal(path) -> str:
     """Why the structured plan at ``path`` is refused (load error or failed checks); asserts
     that it is refused."""
-    from factorize.plan.model import PlanError
+    from factorize.plan.errors import PlanError
     from factorize.plan.structured_checks import verify_structured_plan
     from factorize.plan.structured_plan import load_structured_plan
 

@@ -37,8 +37,9 @@ import pytest
 
 from factorize.io import container
 from factorize.ledger import Ledger
-from factorize.plan.model import PlanError
-from factorize.plan.plan_file import FORMAT, PROJECTION_FORMAT, _write, load_any_plan
+from factorize.plan.errors import PlanError
+from factorize.plan.plan_file import FORMAT, PROJECTION_FORMAT, _write
+from factorize.plan.registry import load_any_plan
 
 FORGERIES = 1000
 SEED = int(os.environ.get("FACTORIZE_FUZZ_SEED", "20261123"))

@@ -69,6 +69,6 @@ def test_ellipsoid_plan_is_verified_and_runs(tmp_path):
     data = tmp_path / "h.npy"
     np.save(data, np.arange(16, dtype=float))
     assert main(["run", str(out), "--data", str(data), "--out", str(tmp_path / "a.csv")]) == 0
-    from factorize.plan.model import PlanError
+    from factorize.plan.errors import PlanError
     with pytest.raises(PlanError, match="unknown mechanism"):
         build_plan("prefix:16", "epsilon=1,delta=1e-6", mechanism="jl")

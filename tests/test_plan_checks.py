@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from factorize.cli.plan import main
-from factorize.plan.checks import PlanRefused, verify_plan
+from factorize.plan.checks import verify_plan
+from factorize.plan.errors import PlanRefused
 from factorize.plan.plan_file import load_plan, save_plan
 from tests.plan_fixtures import identity_certificate, small_plan
 
@@ -99,7 +100,7 @@ def test_probe_residual_check_for_large_dense(monkeypatch):
 
 def test_domain_size_must_match():
     from factorize.plan.build import build_plan
-    from factorize.plan.model import PlanError
+    from factorize.plan.errors import PlanError
     from workloads import Domain
 
     with pytest.raises(PlanError, match="N=8"):
@@ -127,7 +128,7 @@ def test_cli_plan_inspect_verify(tmp_path, capsys):
 def test_domain_file_with_attributes(tmp_path):
     import json
 
-    from factorize.cli.plan import parse_domain
+    from factorize.cli.common import parse_domain
 
     f = tmp_path / "d.json"
     f.write_text(json.dumps({"a": 2, "b": 3, "c": 4}))

@@ -10,7 +10,7 @@ from factorize.engines.errors import DataError
 from factorize.executor.release import release_answers
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
-from factorize.plan.model import PlanError
+from factorize.plan.errors import PlanError
 from factorize.plan.plan_file import load_plan, save_plan
 from factorize.privacy import TestRandom
 from workloads import parse_workload

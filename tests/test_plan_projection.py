@@ -18,15 +18,15 @@ from factorize.executor.projection import (
     verify_projection_plan,
 )
 from factorize.executor.release import ExecutionError
-from factorize.plan.model import PlanError
+from factorize.plan.errors import PlanError
 from factorize.plan.plan_file import (
     PlanFormatError,
-    load_any_plan,
     load_plan,
     load_projection_plan,
     save_projection_plan,
 )
 from factorize.plan.projection_plan import ProjectionPlan, build_projection_plan, moment_sensitivity
+from factorize.plan.registry import load_any_plan
 from factorize.privacy import TestRandom
 from factorize.privacy.sensitivity import sensitivity
 from workloads import Domain, parse_workload

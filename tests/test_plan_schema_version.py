@@ -9,8 +9,8 @@ import pytest
 from factorize.io import container
 from factorize.plan.build import build_plan
 from factorize.plan.build_structured import build_structured_plan
+from factorize.plan.errors import PlanError
 from factorize.plan.files import write_plan_container
-from factorize.plan.model import PlanError
 from factorize.plan.plan_file import FORMAT, SCHEMA_VERSION, load_plan, save_plan
 from factorize.plan.structured_plan import SCHEMA_VERSION as STRUCTURED_VERSION
 from factorize.plan.structured_plan import load_structured_plan, save_structured_plan

@@ -57,7 +57,7 @@ def test_errors_have_one_root():
     import factorize
     from factorize.engines.errors import DataError
     from factorize.ledger import LedgerTampered
-    from factorize.plan.model import PlanError
+    from factorize.plan.errors import PlanError
     from factorize.privacy import PrivacyError
     from solvers.errors import CertificateGapError
     from workloads.errors import WorkloadSpecError

@@ -380,7 +380,7 @@ def test_plans_carry_the_schema_and_old_plans_load(tmp_path):
     save_plan(plain, tmp_path / "q.plan")
     assert "schema" not in load_plan(tmp_path / "q.plan").manifest()["domain"]
     old = Path(__file__).parent / "data" / "pre_spread_prefix16_laplace.plan"
-    from factorize.plan.plan_file import load_any_plan
+    from factorize.plan.registry import load_any_plan
 
     assert load_any_plan(old).domain.schema is None
 
@@ -461,7 +461,7 @@ def test_raw_adult_releases_equal_coded_releases_through_the_cli(adult_files, ca
     capsys.readouterr()
     assert len(answers["raw"]["estimate"]) == 148137
     assert answers["raw"] == answers["coded"]  # the same released numbers, query by query
-    from factorize.plan.plan_file import load_any_plan
+    from factorize.plan.registry import load_any_plan
 
     assert load_any_plan(d / "raw.plan").domain.schema == DomainSchema.from_json(adult_files["schema"])
 

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm as normal
 
-from factorize.plan.build import build_plan, choose_grid
+from factorize.plan.build import build_plan
+from factorize.plan.rules import choose_grid
 from factorize.planner.marginal_algebra import (
     gram_eigenvalues,
     marginal_family,

@@ -89,7 +89,7 @@ def test_console_entry_point_runs():
 def test_domain_given_inline_for_many_attributes():
     """A long ``name=size,…`` list is parsed as such (it was first tried as a path, and a
     name longer than the file system allows raised 'File name too long')."""
-    from factorize.cli.plan import parse_domain
+    from factorize.cli.common import parse_domain
 
     text = ",".join(f"x{j}=2" for j in range(100))
     dom = parse_domain(text, None)

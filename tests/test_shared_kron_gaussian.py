@@ -27,7 +27,7 @@ SPECS = [UNION, SUMMED]
 
 
 def _blocks(spec: str):
-    from factorize.plan.build import default_domain
+    from factorize.plan.rules import default_domain
 
     W = parse_workload(spec)
 

@@ -36,7 +36,7 @@ GAUSSIAN, LAPLACE = "rho=0.5", "epsilon=1"
 
 
 def _problem(case: UnionCase, privacy: str):
-    from factorize.cli.plan import parse_domain
+    from factorize.cli.common import parse_domain
     from factorize.families import PlanProblem
     from factorize.plan.build import plan_inputs
     from workloads.spec import resolve_workload_spec

@@ -6,6 +6,7 @@ from its own module — ``plan.py`` (plan, run, verify, inspect), ``report.py``,
 (exit codes, the exception-to-exit-code rule, the solver options).
 """
 
-from factorize.cli.app import apply_thread_policy, build_parser, main
+from factorize.cli.app import build_parser, main
+from factorize.cli.common import apply_thread_policy
 
 __all__ = ["main", "build_parser", "apply_thread_policy"]

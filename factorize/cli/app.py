@@ -25,13 +25,19 @@ says which and why).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from typing import Sequence
 
 from factorize.choices import METHODS, NORMS
-from factorize.cli.common import EXIT_SOLVER, add_solver_options, exit_code_for, gap_tol, solver_options
+from factorize.cli.common import (
+    EXIT_SOLVER,
+    add_solver_options,
+    apply_thread_policy,
+    exit_code_for,
+    gap_tol,
+    solver_options,
+)
 
 
 def _solve(args: argparse.Namespace) -> int:
@@ -220,21 +226,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         if code is None:
             raise
         return code
-
-
-#: Commands that do no linear algebra: their BLAS pools are left as they are.
-_NO_THREAD_POLICY = frozenset({"budget"})
-
-
-def apply_thread_policy(args: argparse.Namespace) -> contextlib.AbstractContextManager:
-    """``factorize.threads``: the BLAS / OpenMP pool size from ``--threads``, else
-    ``FACTORIZE_THREADS``, else 1, never above the usable cores, applied for the command's
-    duration (in a fresh process: before numpy loads). Raises ThreadsError (a ValueError)."""
-    if getattr(args, "command", None) in _NO_THREAD_POLICY:
-        return contextlib.nullcontext()
-    from factorize.threads import decide, limited
-
-    return limited(decide(getattr(args, "threads", None)).threads)
 
 
 if __name__ == "__main__":

@@ -13,16 +13,18 @@ Nothing here imports numpy or a solver: ``budget`` and ``local client`` stay lig
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from factorize.choices import BACKENDS
 from factorize.errors import EXIT_INPUT, EXIT_OK, EXIT_SOLVER, FactorizeError
 
 __all__ = ["EXIT_OK", "EXIT_INPUT", "EXIT_SOLVER", "error", "exit_code_for", "guarded",
-           "add_solver_options", "solver_options", "gap_tol"]
+           "add_solver_options", "solver_options", "gap_tol", "parse_domain", "apply_thread_policy"]
 
 
 
@@ -94,3 +96,52 @@ def gap_tol(args: argparse.Namespace) -> float:
     from factorize.planner.routes import DEFAULT_GAP_TOL
 
     return DEFAULT_GAP_TOL
+
+
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file (a long ``name=size,…`` list is not a path)."""
+    try:
+        return Path(text).is_file()
+    except OSError:
+        return False
+
+
+def parse_domain(text: str | None, attributes: str | None):
+    from workloads import Domain, DomainError
+
+    if text is None:
+        if attributes:
+            raise DomainError("--attributes needs --domain (a JSON file of name→size)")
+        return None
+    if text.endswith(".json") or _is_file(text):
+        dom = Domain.from_json(text)
+    else:
+        pairs = [p.strip() for p in text.split(",") if p.strip()]
+        mapping: dict[str, int] = {}
+        for p in pairs:
+            if p.count("=") != 1:
+                raise DomainError(f"cannot parse {p!r} in --domain {text!r}; expected name=size pairs")
+            name, size = (s.strip() for s in p.split("="))
+            try:
+                mapping[name] = int(size)
+            except ValueError:
+                raise DomainError(f"size {size!r} of {name!r} in --domain is not an integer") from None
+        dom = Domain.from_dict(mapping)
+    if attributes:
+        dom = dom.project([a.strip() for a in attributes.split(",") if a.strip()])
+    return dom
+
+
+#: Commands that do no linear algebra: their BLAS pools are left as they are.
+_NO_THREAD_POLICY = frozenset({"budget"})
+
+
+def apply_thread_policy(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """``factorize.threads``: the BLAS / OpenMP pool size from ``--threads``, else
+    ``FACTORIZE_THREADS``, else 1, never above the usable cores, applied for the command's
+    duration (in a fresh process: before numpy loads). Raises ThreadsError (a ValueError)."""
+    if getattr(args, "command", None) in _NO_THREAD_POLICY:
+        return contextlib.nullcontext()
+    from factorize.threads import decide, limited
+
+    return limited(decide(getattr(args, "threads", None)).threads)

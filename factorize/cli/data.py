@@ -72,6 +72,6 @@ def _domain(args: argparse.Namespace) -> Any:
         from factorize.plan.registry import load_any_plan
 
         return load_any_plan(args.plan).domain
-    from factorize.cli.plan import parse_domain
+    from factorize.cli.common import parse_domain
 
     return parse_domain(args.domain, args.attributes)

@@ -106,7 +106,7 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
 
 def _plan(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from factorize.cli.plan import parse_domain
+        from factorize.cli.common import parse_domain
         from factorize.local.plan import build_local_plan, save_local_plan
         from workloads.spec import resolve_workload_spec
 

@@ -25,11 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, Sequence
 
 from factorize.choices import MECHANISMS, NEIGHBOURING, NORMS, STRUCTURED_FAMILIES
-from factorize.cli.common import EXIT_INPUT, EXIT_OK, add_solver_options, gap_tol, guarded, solver_options
+from factorize.cli.common import (
+    EXIT_INPUT,
+    EXIT_OK,
+    add_solver_options,
+    gap_tol,
+    guarded,
+    parse_domain,
+    solver_options,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -135,40 +142,6 @@ def register(subparsers: Any) -> None:
     i.add_argument("--json", action="store_true")
     add_threads_option(i)
     i.set_defaults(func=_cmd_inspect)
-
-
-def _is_file(text: str) -> bool:
-    """Whether ``text`` names an existing file (a long ``name=size,…`` list is not a path)."""
-    try:
-        return Path(text).is_file()
-    except OSError:
-        return False
-
-
-def parse_domain(text: str | None, attributes: str | None):
-    from workloads import Domain, DomainError
-
-    if text is None:
-        if attributes:
-            raise DomainError("--attributes needs --domain (a JSON file of name→size)")
-        return None
-    if text.endswith(".json") or _is_file(text):
-        dom = Domain.from_json(text)
-    else:
-        pairs = [p.strip() for p in text.split(",") if p.strip()]
-        mapping: dict[str, int] = {}
-        for p in pairs:
-            if p.count("=") != 1:
-                raise DomainError(f"cannot parse {p!r} in --domain {text!r}; expected name=size pairs")
-            name, size = (s.strip() for s in p.split("="))
-            try:
-                mapping[name] = int(size)
-            except ValueError:
-                raise DomainError(f"size {size!r} of {name!r} in --domain is not an integer") from None
-        dom = Domain.from_dict(mapping)
-    if attributes:
-        dom = dom.project([a.strip() for a in attributes.split(",") if a.strip()])
-    return dom
 
 
 @guarded
@@ -390,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="factorize")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    from factorize.cli.app import apply_thread_policy
+    from factorize.cli.common import apply_thread_policy
 
     @guarded
     def command(args: argparse.Namespace) -> int:

@@ -41,7 +41,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         report = results_report(args.results)
     else:
         from factorize.plan.checks import verify_any
-        from factorize.plan.plan_file import load_any_plan
+        from factorize.plan.registry import load_any_plan
         from factorize.report.plan_report import plan_report
 
         plan = load_any_plan(args.plan)

@@ -11,7 +11,8 @@ layer (calibration re-check, exact samplers) only when a plan is verified or run
 
 from .data import load_histogram
 from .output import write_answers
-from .release import ExecutionError, Release, release_answers, run_plan
+from .pipeline import run_plan
+from .release import ExecutionError, Release, release_answers
 
 __all__ = ["ExecutionError", "Release", "load_histogram", "release_answers", "run_plan",
            "write_answers"]

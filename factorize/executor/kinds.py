@@ -163,7 +163,7 @@ class LocalKind(_Kind):
     def verify(self, plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False,
                workload: Any = None) -> Any:
         from factorize.local.plan import verify_local_plan
-        from factorize.plan.checks import PlanCheck
+        from factorize.plan.check_record import PlanCheck
 
         t0 = time.perf_counter()
         out = PlanCheck(passed=False, checks=[])

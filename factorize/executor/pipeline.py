@@ -89,7 +89,7 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
                 workload, opened = _open_tables(tables, plan, protected, overwrite)
             check = kind.verify(plan, allow_weak_guarantee=allow_weak_guarantee, workload=workload)
             if not check.passed:
-                from factorize.plan.checks import PlanRefused
+                from factorize.plan.errors import PlanRefused
 
                 raise PlanRefused("plan refused: " + "; ".join(check.failures))
             if kind.sampler(plan) == "float" and not allow_float_noise:
@@ -143,7 +143,8 @@ def _open_tables(tables: str, plan: Any, protected: dict[str, Any], overwrite: b
     checks its fingerprint) and one output per marginal table opened in ``tables``
     (``output.open_marginal_tables``) — before the verification, so a plan the option cannot
     serve is refused at once. Returns the workload and the opened outputs."""
-    from factorize.plan.checks import PlanRefused, rebuild_workload
+    from factorize.plan.checks import rebuild_workload
+    from factorize.plan.errors import PlanRefused
 
     from .labels import marginal_tables
     from .output import check_tables_folder, open_marginal_tables
@@ -176,3 +177,17 @@ def _labels(plan: Any, check: Any) -> tuple[dict[str, Any], str | None]:
         return labels, None
     except Exception as exc:  # noqa: BLE001 — labels are a convenience, never a reason to fail
         return {}, f"labels unavailable ({type(exc).__name__})"
+
+
+def run_plan(plan_path: str, data_path: str, out_path: str | None = None, **options: Any) -> Any:
+    """Run a factorization plan through the one pipeline (``executor.pipeline.run``: load,
+    verify, read the data, measure exactly, charge, release, write all or nothing).
+
+    ``engine``: where the histogram is computed (``executor.data.load_histogram``).
+    ``ledger`` / ``dataset``: charge the plan's guarantee to the dataset's privacy budget
+    (``factorize.ledger``) — committed before any noise is drawn or answer written, after every
+    check that can fail. A test-mode run (``seed``) is never charged (its output is marked NOT
+    PRIVATE) and may not name a ledger. ``allow_weak_guarantee``: run a guarantee beyond the
+    documented ceilings (``privacy.policy``).
+    """
+    return run(plan_path, data_path, out_path, expect="factorization", **options)

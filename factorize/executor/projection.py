@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from factorize.plan.checks import PlanCheck, rebuild_workload
+from factorize.plan.check_record import PlanCheck
+from factorize.plan.checks import rebuild_workload
 from factorize.plan.model import domain_manifest
 from factorize.plan.projection_plan import ProjectionPlan, moment_layout, moment_matrix, moment_sensitivity
 
@@ -38,7 +39,8 @@ BRUTE_FORCE_CELLS = 4096
 def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = False,
                            workload: Any = None, allow_weak_guarantee: bool = False) -> PlanCheck:
     """The checks of the module docstring; ``raise_on_failure`` raises ``PlanRefused``."""
-    from factorize.plan.checks import check_guarantee_policy, guard, rederive_noise
+    from factorize.plan.check_record import guard
+    from factorize.plan.checks import check_guarantee_policy, rederive_noise
 
     t0 = time.perf_counter()
     out = PlanCheck(passed=False, checks=[])
@@ -62,7 +64,7 @@ def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = Fal
 
 def _check_claims(out: PlanCheck, plan: ProjectionPlan, W: Any, g: Any) -> None:
     """The decoder parameters, bounds and expected error, recomputed (``projection_claims``)."""
-    from factorize.plan.checks import same_number
+    from factorize.plan.check_record import same_number
     from factorize.plan.projection_plan import projection_claims
 
     ell = plan.arrays["T"].shape[0] if plan.kind == "jl" else None

@@ -215,17 +215,3 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
     raise ExecutionError(f"unknown post-processing {post['method']!r}")
 
 
-def run_plan(plan_path: str, data_path: str, out_path: str | None = None, **options: Any) -> Release:
-    """Run a factorization plan through the one pipeline (``executor.pipeline.run``: load,
-    verify, read the data, measure exactly, charge, release, write all or nothing).
-
-    ``engine``: where the histogram is computed (``executor.data.load_histogram``).
-    ``ledger`` / ``dataset``: charge the plan's guarantee to the dataset's privacy budget
-    (``factorize.ledger``) — committed before any noise is drawn or answer written, after every
-    check that can fail. A test-mode run (``seed``) is never charged (its output is marked NOT
-    PRIVATE) and may not name a ledger. ``allow_weak_guarantee``: run a guarantee beyond the
-    documented ceilings (``privacy.policy``).
-    """
-    from .pipeline import run
-
-    return run(plan_path, data_path, out_path, expect="factorization", **options)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from factorize.plan.model import PlanError
+from factorize.plan.errors import PlanError
 
 
 class ExecutionError(PlanError):

@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from factorize.plan.model import PlanError
+from factorize.plan.errors import PlanError
+from factorize.plan.files import LOCAL_FORMAT as FORMAT
 
-FORMAT = "factorize-local-plan"
 SCHEMA_VERSION = 1
 RANDOMIZERS = ("l2", "gaussian")
 #: η grid, as fractions of max|W|, searched by the planner.
@@ -168,7 +168,7 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
                      eta: float | None = None, alpha: float | None = None,
                      domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
     """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
-    from factorize.plan.build import check_eta, default_domain
+    from factorize.plan.rules import check_eta, default_domain
     from factorize.planner.routes import solve
     from factorize.privacy import parse_guarantee
     from factorize.privacy.policy import check_guarantee
@@ -359,11 +359,12 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None,
     the randomizer's kind, dimension and scale are re-derived from it, and every column
     ‖a_x‖ ≤ 1 (a certified upper bound, ``numerics.column_norms_upper``: the randomizer's
     privacy argument covers the unit ball). Claims: the workload rebuilt from the plan alone
-    (fingerprint, domain axes), η ≤ ``build.ETA_MAX_FRACTION``·max|W| and a certified
+    (fingerprint, domain axes), η ≤ ``rules.ETA_MAX_FRACTION``·max|W| and a certified
     |W − RA| ≤ η, the certificate re-checked, and every stated error and sample size recomputed.
     """
     from factorize.numerics import NumericRangeError, column_norms_upper
-    from factorize.plan.checks import rebuild_workload, same_number
+    from factorize.plan.check_record import same_number
+    from factorize.plan.checks import rebuild_workload
     from factorize.privacy.policy import guarantee_problems
 
     failures: list[str] = []
@@ -413,8 +414,8 @@ def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: dict[str, Any], record:
     """η bounded, |W − RA| ≤ η certified, the certificate and every stated bound re-derived."""
     from factorize.factorization import Factorization
     from factorize.plan.bias import residual_bound
-    from factorize.plan.build import check_eta
-    from factorize.plan.checks import same_number
+    from factorize.plan.check_record import same_number
+    from factorize.plan.rules import check_eta
     from factorize.planner.certificate import ApproxGamma2Witness, Certificate, verify
 
     Wd = W.dense()

@@ -10,7 +10,8 @@
 Importing this package (or ``model``, ``plan_file``, ``checks``) never imports cvxpy or a solver.
 """
 
-from .model import Plan, PlanError
+from .errors import PlanError
+from .model import Plan
 
 __all__ = ["Plan", "PlanError", "build_plan", "load_plan", "save_plan", "verify_plan"]
 

@@ -33,7 +33,7 @@ import numpy as np
 from factorize.kron import kron_rmatvec, kron_vector
 from factorize.numerics import gamma, round_down, round_up
 
-from .model import PlanError
+from .errors import PlanError
 
 #: Failure probability spent on the n bound; the noise intervals get 0.05 − ALPHA_N.
 ALPHA_N = 1e-3

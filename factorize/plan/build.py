@@ -30,7 +30,6 @@ attributes do not line up with the workload's axes.
 from __future__ import annotations
 
 import datetime as _dt
-import math
 import time
 from functools import reduce
 from typing import Any
@@ -42,58 +41,19 @@ from factorize.io.provenance import versions
 from factorize.planner.certificate import Certificate, verify
 from workloads import Domain, Workload, parse_workload
 
+from .errors import PlanError
 from .lower_bound import any_mechanism_lower_bound, laplace_bound
-from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
-
-#: Rounding inflation allowed, relative to the base sensitivity.
-GRID_INFLATION = 1e-3
-#: Largest approximation radius η of an approximate-γ₂ plan, as a fraction of max|W| (the
-#: local planner's grid stops at 0.3; at η ≥ max|W| the zero matrix would be feasible).
-ETA_MAX_FRACTION = 0.5
-
-
-def workload_max_abs(W: Workload) -> float:
-    """``max|W|`` from the structure (the product of the Kronecker leaves' maxima for a
-    Kronecker product; the largest block's for a union)."""
-    from workloads.structured import kron_leaves
-
-    leaves = kron_leaves(W)
-    if len(leaves) > 1:
-        return math.prod(workload_max_abs(leaf) for leaf in leaves)
-    blocks = getattr(W, "blocks", None)
-    if blocks:
-        return max(workload_max_abs(b) for b in blocks)
-    matrix = getattr(W, "matrix", None)
-    if matrix is not None:
-        data = matrix.data if hasattr(matrix, "tocoo") else matrix
-        return float(np.max(np.abs(data))) if np.size(data) else 0.0
-    return float(np.max(np.abs(W.dense())))
-
-
-def check_eta(eta: Any, W: Workload) -> float:
-    """``η`` validated: a finite number with 0 ≤ η ≤ ETA_MAX_FRACTION·max|W|."""
-    if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta < 0:
-        raise PlanError(f"the approximation radius η must be a finite number ≥ 0, got {eta!r}")
-    limit = ETA_MAX_FRACTION * workload_max_abs(W)
-    if eta > limit:
-        raise PlanError(f"the approximation radius η = {eta:g} exceeds {ETA_MAX_FRACTION:g}·max|W| "
-                        f"= {limit:g}: at that radius the release says little about W")
-    return float(eta)
-
-
-def default_domain(W: Workload) -> Domain:
-    """``x0..x{d-1}`` with the sizes of the workload's finest axis layout
-    (``workloads.domain.workload_axes``: a Kronecker product's leaves, a marginal workload's
-    attributes), provided every other layout is a coarsening of it; one attribute ``x0`` of
-    N cells for a workload without axes."""
-    from workloads.domain import _coarsens, workload_axes
-
-    layouts = sorted(workload_axes(W), key=len, reverse=True)
-    sizes = list(layouts[0]) if layouts and layouts[0] else [int(W.shape[1])]
-    if not all(_coarsens(lay, sizes) for lay in layouts):
-        raise PlanError("the workload's blocks have axis layouts that no single domain fits; "
-                        "pass --domain")
-    return Domain([f"x{i}" for i in range(len(sizes))], sizes)
+from .model import POSTPROCESS_METHODS, Plan, expected_error
+from .rules import (
+    CHOICE_MAX_CELLS,
+    CHOICE_MAX_ENTRIES,
+    LS_GAP_FRACTION,
+    check_eta,
+    choice_objective,
+    choose_grid,
+    default_domain,
+    workload_max_abs,
+)
 
 
 def plan_inputs(workload: Workload | str, guarantee: Any, relation: str, domain: Domain | None,
@@ -121,17 +81,8 @@ def plan_inputs(workload: Workload | str, guarantee: Any, relation: str, domain:
     return W, g, rel, dom
 
 
-def choose_grid(base_sensitivity: float, m: int, norm: str) -> float:
-    """Largest power of two γ with inflation ``γ√m`` (l2) or ``γm`` (l1) ≤ 10⁻³·Δ."""
-    spread = math.sqrt(m) if norm == "l2" else float(m)
-    target = GRID_INFLATION * base_sensitivity / spread
-    return float(2.0 ** math.floor(math.log2(target)))
-
-
 #: Plan mechanisms ``build_plan`` writes (issue 5 adds the geometric ones one by one).
 MECHANISMS = ("factorization", "ellipsoid", "least-squares")
-#: Frank–Wolfe gap target of the least-squares estimator, relative to E‖z‖² = k·RMSE².
-LS_GAP_FRACTION = 1e-4
 LS_MAX_ITER = 20000
 
 
@@ -280,33 +231,9 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
     return plan
 
 
-#: Strategy choice among standard candidates only below these sizes (dense candidates).
-CHOICE_MAX_CELLS = 2048
-CHOICE_MAX_ENTRIES = 4_000_000
 #: Optimised (pure-DP) candidates are formed densely up to this many entries of W (the
 #: verifier does not rebuild them: it recomputes only the chosen one's score).
 OPTIMIZED_MAX_ENTRIES = 50_000_000
-
-
-def _objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm: str,
-               spread: bool = True) -> float:
-    """The plan's error objective for a strategy, calibrated exactly as ``build_plan`` does:
-    RMSE (γ_F) or the largest per-query std (γ₂). ``spread=False``: the lattice inflation over
-    all m coordinates, as plans written before the spread (``privacy.kron_spread``) did."""
-    from factorize.privacy import calibrate, kron_sensitivity, kron_spread
-    from factorize.privacy.lattice import measured_factors
-
-    snorm = "l1" if family == "laplace" else "l2"
-    measured = measured_factors(fact.A_factors)
-    sens = kron_sensitivity(measured, snorm, rel)
-    m = fact.strategy_rows
-    grid = choose_grid(sens.value, m, snorm) if exact and family != "l2_knorm" else None
-    spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
-                     sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
-                     relation=rel, family=family,
-                     spread=kron_spread(measured, rel, grid) if grid is not None and spread else None)
-    e = expected_error(fact, spec)
-    return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
 
 
 def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: str, exact: bool,
@@ -334,11 +261,11 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
             optimized[c.name] = c.record
     if not candidates:
         return cert, {"chosen": "optimal factorization", "reason": "too large for the candidates"}, None
-    scores = {"optimal factorization": _objective(cert.factorization, g, rel, family, exact, norm)}
+    scores = {"optimal factorization": choice_objective(cert.factorization, g, rel, family, exact, norm)}
     facts = {"optimal factorization": cert.factorization}
     for name, fact in candidates:
         try:
-            scores[name] = _objective(fact, g, rel, family, exact, norm)
+            scores[name] = choice_objective(fact, g, rel, family, exact, norm)
             facts[name] = fact
         except Exception:  # noqa: BLE001 - a candidate that cannot be calibrated is skipped
             continue

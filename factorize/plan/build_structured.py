@@ -18,7 +18,7 @@
 2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
    chosen relation, L2 for Gaussian noise, L1 for Laplace;
 3. the noise (``privacy.calibrate``) on the lattice γZ, γ the largest power of two with
-   ``γ√m ≤ 10⁻³Δ₂`` (``build.choose_grid``), its rounding inflation counted over the
+   ``γ√m ≤ 10⁻³Δ₂`` (``rules.choose_grid``), its rounding inflation counted over the
    strategy's spread (``structured.sensitivity.strategy_spread``), not all m coordinates;
 4. the reconstruction's bias β ≥ max|W − R·Ã| checked in the algebra (``structured.identity``);
 5. the accuracy statements from the structure (``structured_plan.expected_error``) and the
@@ -39,7 +39,7 @@ from factorize.choices import Neighbouring, NoiseFamily, Norm, StructuredFamily
 from factorize.io.provenance import versions
 from workloads import Domain, Workload
 
-from .model import PlanError
+from .errors import PlanError
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
 #: A marginal-weights strategy measures every cell of each chosen table: at most this many.
@@ -205,7 +205,7 @@ def _noise(strat: Any, g: Any, rel: Any, family: str) -> tuple[Any, Any]:
     from factorize.privacy import calibrate
     from factorize.structured.sensitivity import strategy_sensitivity, strategy_spread
 
-    from .build import choose_grid
+    from .rules import choose_grid
 
     if family not in ("gaussian", "laplace"):
         raise PlanError(f"structured plans use exact Gaussian or Laplace noise, not {family!r}")

@@ -10,7 +10,7 @@ release and its stated accuracy depend on, trusting none of the numbers in the m
 4. the workload rebuilt from its spec — custom matrices from the plan's own arrays, never a
    path (``plan.embedded``) — has the recorded fingerprint and shape, and the domain's
    attributes line up with its axes;
-5. an approximate-γ₂ plan's η is at most ``build.ETA_MAX_FRACTION``·max|W|;
+5. an approximate-γ₂ plan's η is at most ``rules.ETA_MAX_FRACTION``·max|W|;
 6. ``W ≈ R·A`` within ``tol·max|W| + η`` (relative tolerance, so a workload of tiny entries
    gets no absolute slack): exactly per factor with a rounding allowance for Kronecker plans
    and small dense ones; for a large dense plan (k·N·m above ``EXACT_RESIDUAL_FLOPS``) by 24
@@ -36,7 +36,6 @@ Only numpy, scipy.linalg, the workloads package and ``factorize.privacy`` are us
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,7 +43,9 @@ import numpy as np
 from factorize.numerics import is_number
 from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
 
-from .model import Plan, PlanError
+from .check_record import PlanCheck, guard, same_number
+from .errors import PlanError
+from .model import Plan
 
 #: Above this many multiply-adds (k·N·m) a dense residual is checked by random probes.
 EXACT_RESIDUAL_FLOPS = 2e9
@@ -52,67 +53,8 @@ N_PROBES = 24
 _U = 2.0 ** -53
 
 
-class PlanRefused(PlanError):
-    """Verification failed: the plan must not be run."""
-
-
-@dataclass
-class PlanCheck:
-    passed: bool
-    checks: list[dict[str, Any]]
-    required_scale: float | None = None
-    recomputed_sensitivity: float | None = None
-    workload: Any = None
-    seconds: float = 0.0
-    certificate: dict[str, Any] | None = None
-    failures: list[str] = field(default_factory=list)
-    #: recomputed values the executor uses (bias β, n-bound μ and ‖b‖₁, expected error, …)
-    derived: dict[str, Any] = field(default_factory=dict)
-
-    def record(self, name: str, ok: bool, detail: str) -> bool:
-        """Append one check's outcome; returns ``ok``."""
-        self.checks.append({"name": name, "ok": bool(ok), "detail": detail})
-        return bool(ok)
-
-    def ok(self, name: str) -> bool:
-        """True when every recorded check called ``name`` passed (and there is one)."""
-        found = [c["ok"] for c in self.checks if c["name"] == name]
-        return bool(found) and all(found)
-
-    def finish(self, t0: float, raise_on_failure: bool) -> "PlanCheck":
-        """Collect the failures and the time; raise :class:`PlanRefused` when asked and any failed."""
-        self.failures = [f"{c['name']}: {c['detail']}" for c in self.checks if not c["ok"]]
-        self.passed = not self.failures
-        self.seconds = time.perf_counter() - t0
-        if raise_on_failure and not self.passed:
-            raise PlanRefused("plan refused: " + "; ".join(self.failures))
-        return self
-
-    def lines(self) -> list[str]:
-        return [f"{'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail']}" for c in self.checks]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "checks": self.checks, "required_scale": self.required_scale,
-                "recomputed_sensitivity": self.recomputed_sensitivity, "seconds": self.seconds,
-                "certificate": self.certificate, "failures": self.failures}
-
-
 # ---------------------------------------------------------------------------------------
 # shared by every plan kind
-
-
-def guard(out: PlanCheck, name: str, fn: Any) -> Any:
-    """Run ``fn()``; any exception becomes a failed check ``name`` (a forged plan may break
-    any assumption, and verification must refuse it, not crash). Returns fn's value or None."""
-    try:
-        return fn()
-    except MemoryError:
-        out.record(name, False, "out of memory while checking")
-    except RecursionError:
-        out.record(name, False, "the plan is nested too deeply")
-    except Exception as exc:  # noqa: BLE001 - every failure of a check is a refusal
-        out.record(name, False, f"cannot check: {exc}")
-    return None
 
 
 def check_guarantee_policy(out: PlanCheck, guarantee: Any, allow_weak: bool) -> Any:
@@ -272,13 +214,7 @@ def rederive_noise(out: PlanCheck, noise: Any, guarantee: Any, relation: Any,
 
 
 
-def same_number(stated: Any, recomputed: float, rel: float = 1e-9, absolute: float = 0.0) -> bool:
-    """The stated claim equals the recomputed value up to ``rel`` (both finite numbers)."""
-    if recomputed is None:
-        return stated is None
-    if not is_number(stated) or not is_number(recomputed):
-        return False  # a claim that leaves the float range is never confirmed
-    return abs(float(stated) - float(recomputed)) <= rel * max(abs(float(stated)), abs(float(recomputed))) + absolute
+
 
 
 def verify_any(plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False) -> list[str]:
@@ -342,7 +278,7 @@ def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool 
 
 
 def _check_eta(out: PlanCheck, plan: Plan, W: Any) -> None:
-    from .build import ETA_MAX_FRACTION, check_eta
+    from .rules import ETA_MAX_FRACTION, check_eta
 
     eta = plan.certificate.eta
     try:
@@ -359,7 +295,7 @@ def _residual_check(W: Any, plan: Plan, out: PlanCheck) -> tuple[bool, str]:
     from workloads.structured import kron_leaves
 
     from .bias import residual_bound
-    from .build import workload_max_abs
+    from .rules import workload_max_abs
 
     fact = plan.factorization
     eta = plan.certificate.eta or 0.0

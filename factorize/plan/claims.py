@@ -28,8 +28,9 @@ from typing import Any
 
 from factorize.numerics import is_int, is_number
 
-from .checks import PlanCheck, guard, same_number
-from .model import POSTPROCESS_METHODS, Plan, PlanError, expected_error
+from .check_record import PlanCheck, guard, same_number
+from .errors import PlanError
+from .model import POSTPROCESS_METHODS, Plan, expected_error
 
 #: Largest iteration count a plan may ask the executor's post-processing for.
 MAX_ITERATIONS = 100_000
@@ -140,8 +141,8 @@ def _check_expected_error(out: PlanCheck, plan: Plan, beta: float) -> None:
 
 
 def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
-    from .build import LS_GAP_FRACTION
     from .model import least_squares_bound_coefficient
+    from .rules import LS_GAP_FRACTION
 
     post = plan.postprocess
     if post is None:
@@ -194,7 +195,7 @@ def _check_search(plan: Plan) -> None:
 def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
     from factorize.planner.strategies import OPTIMIZED_PREFIX, strategy_candidates
 
-    from .build import CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES, _objective
+    from .rules import CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES, choice_objective
 
     choice = (plan.provenance or {}).get("strategy_choice")
     if not choice or not choice.get("candidates"):
@@ -210,8 +211,8 @@ def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
     family = plan.noise.family
     exact = plan.noise.is_exact
     spread = plan.noise.spread is not None  # plans written before the spread: inflation over m
-    own = _objective(plan.factorization, g, rel, family, exact, norm, spread)
-    recomputed = {name: _objective(fact, g, rel, family, exact, norm, spread)
+    own = choice_objective(plan.factorization, g, rel, family, exact, norm, spread)
+    recomputed = {name: choice_objective(fact, g, rel, family, exact, norm, spread)
                   for name, fact in strategy_candidates(W, family, norm, rel.key, CHOICE_MAX_CELLS,
                                                         CHOICE_MAX_ENTRIES)}
     problems = []

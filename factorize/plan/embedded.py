@@ -21,7 +21,7 @@ import numpy as np
 
 from factorize.numerics import is_int
 
-from .model import PlanError
+from .errors import PlanError
 
 PREFIX = "workload."
 

@@ -45,7 +45,7 @@ import numpy as np
 from factorize.io import container
 from factorize.numerics import is_int, is_positive_number
 
-from .model import PlanError
+from .errors import PlanError
 
 COMPATIBILITY = ("readers refuse unknown formats and schema versions; within a schema version "
                  "fields are only added, never removed or changed in meaning; unknown fields "
@@ -352,3 +352,9 @@ def typed_values(path: Path, m: dict[str, Any], *, relation: bool = True,
     except (ValueError, TypeError, KeyError) as exc:
         raise PlanFormatError(f"{path}: {exc}") from None
     return ManifestValues(domain, rel, guarantee, spec)
+
+
+#: The three plan file formats (``plan.registry`` tells the kinds apart by them).
+FORMAT = "factorize-plan"
+PROJECTION_FORMAT = "factorize-projection-plan"
+LOCAL_FORMAT = "factorize-local-plan"

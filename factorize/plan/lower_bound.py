@@ -133,7 +133,7 @@ def laplace_bound_problems(stated: Any, recomputed: dict[str, Any] | None,
         return []
     if recomputed is None or not isinstance(stated, dict):
         return [f"laplace_factorization stated where none applies: {str(stated)[:120]}"]
-    from .checks import same_number
+    from .check_record import same_number
 
     if not (same_number(stated.get("value"), recomputed["value"])
             and all(stated.get(key) == recomputed[key] for key in ("measure", "bound", "binds"))):

@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from factorize.choices import SAMPLERS
-from factorize.errors import InputError
 from factorize.factorization import Factorization
 from factorize.planner.certificate import Certificate
 
@@ -57,8 +56,6 @@ KNOWN_SAMPLERS = SAMPLERS
 POSTPROCESS_METHODS = ("nonneg", "least_squares")
 
 
-class PlanError(InputError):
-    """A plan is malformed, inconsistent, or refused by verification."""
 
 
 @dataclass

@@ -42,7 +42,16 @@ from typing import Any
 from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays, expected_array_names
 from factorize.numerics import is_int
 
-from .files import COMPATIBILITY, PlanFormatError, file_sha256, plan_format, save_with_embedded, typed_values  # noqa: F401 (API)
+from .files import (  # noqa: F401 (API)
+    COMPATIBILITY,
+    FORMAT,
+    PROJECTION_FORMAT,
+    PlanFormatError,
+    file_sha256,
+    plan_format,
+    save_with_embedded,
+    typed_values,
+)
 from .files import check_finite as _check_finite
 from .files import embedded_from as _embedded_from
 from .files import guarded_load as _guarded_load
@@ -52,7 +61,6 @@ from .files import workload_and_domain as _workload_and_domain
 from .files import write_plan_container as _write  # noqa: F401 (tests forge plans with it)
 from .model import POSTPROCESS_METHODS, Plan
 
-FORMAT = "factorize-plan"
 SCHEMA_VERSION = 2
 
 
@@ -123,7 +131,6 @@ def _load(path: Path) -> Plan:
 # ---------------------------------------------------------------------------------------
 # projection plans (``plan.projection_plan``): their own format, the same container rules
 
-PROJECTION_FORMAT = "factorize-projection-plan"
 #: 2 (issue 13): states ``rmse_bound_95`` and the any-mechanism bound's ``lower_witness``;
 #: version-1 files are read and verified with those derived instead.
 PROJECTION_SCHEMA_VERSION = 2
@@ -138,13 +145,6 @@ def save_projection_plan(plan: Any, path: str | Path) -> None:
 def load_projection_plan(path: str | Path) -> Any:
     """Read and structurally check a projection plan; :class:`PlanFormatError` on any problem."""
     return _guarded_load(_load_projection, path, "projection plan")
-
-
-def load_any_plan(path: str | Path) -> Any:
-    """Any plan, read by its kind (``plan.registry``)."""
-    from .registry import load_any_plan as load
-
-    return load(path)
 
 
 def _load_projection(path: Path) -> Any:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import PlanError
+from .errors import PlanError
 
 PROJECTION_KINDS = ("jl", "covariance", "relaxed-projection")
 MOMENT_KINDS = ("covariance", "relaxed-projection")
@@ -263,7 +263,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
     from workloads.domain import check_workload_axes
     from workloads.spec import embedded_files
 
-    from .build import choose_grid, default_domain
+    from .rules import choose_grid, default_domain
 
     t0 = time.perf_counter()
     if kind not in PROJECTION_KINDS:

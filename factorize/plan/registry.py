@@ -84,9 +84,7 @@ def kind(name: str) -> PlanKind:
 
 def kind_name(manifest: dict[str, Any]) -> str:
     """The kind of a plan file from its manifest (format, schema, ``plan_kind``)."""
-    from factorize.local.plan import FORMAT as LOCAL_FORMAT
-
-    from .plan_file import FORMAT, PROJECTION_FORMAT
+    from .files import FORMAT, LOCAL_FORMAT, PROJECTION_FORMAT
 
     fmt = manifest.get("format")
     if fmt == FORMAT:

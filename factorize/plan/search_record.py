@@ -16,7 +16,7 @@ from typing import Any
 
 from factorize.numerics import is_number
 
-from .checks import same_number
+from .check_record import same_number
 
 #: The score of each objective: the plan's per-query RMSE (γ_F) or its worst query's standard
 #: deviation (γ₂), both from ``expected_error``.

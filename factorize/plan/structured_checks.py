@@ -35,15 +35,8 @@ from typing import Any
 
 from factorize.numerics import is_number
 
-from .checks import (
-    PlanCheck,
-    check_guarantee_policy,
-    check_sensitivity_exact,
-    guard,
-    rebuild_workload,
-    rederive_noise,
-    same_number,
-)
+from .check_record import PlanCheck, guard, same_number
+from .checks import check_guarantee_policy, check_sensitivity_exact, rebuild_workload, rederive_noise
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
 
 

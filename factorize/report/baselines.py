@@ -11,7 +11,7 @@ strategy would state:
    for N ≤ 4096 and the bound ``2 × add/remove`` beyond, as for a plan);
 2. noise family from the guarantee (Gaussian for (ε, δ)-DP and ρ-zCDP, Laplace for pure
    ε-DP; ``noise_family`` overrides as in ``build_plan``) and, for exact sampling, the lattice
-   spacing ``build.choose_grid(Δ, m, norm)`` with the discretisation inflation of the
+   spacing ``rules.choose_grid(Δ, m, norm)`` with the discretisation inflation of the
    sensitivity (``privacy.discretized_sensitivity``) — all through ``privacy.calibrate``;
 3. the error summary ``plan.model.expected_error`` of the factorization (per-query std
    ``√v·||r_i||``, RMSE ``√v·||R||_F/√k``, expected max ``√v·||R||_{2→∞}·√(2 ln 2k)`` for
@@ -65,8 +65,8 @@ from typing import Any
 import numpy as np
 
 from factorize.factorization import Factorization
-from factorize.plan.build import choose_grid
 from factorize.plan.model import expected_error
+from factorize.plan.rules import choose_grid
 from factorize.planner.strategies import TREE_BRANCHING, is_range_workload, tree_strategy
 from factorize.privacy import (
     Neighbouring,
@@ -479,7 +479,7 @@ def baselines(W: Workload | str | np.ndarray, guarantee: Any,
 
     ``W``: a workload, spec string or matrix. ``guarantee``: a Guarantee or its text
     (``"epsilon=1,delta=1e-6"``, ``"rho=0.5"``, ``"epsilon=1"``). ``relation``:
-    ``"add_remove"`` or ``"replace"``. ``exact``: lattice noise on ``build.choose_grid``'s grid
+    ``"add_remove"`` or ``"replace"``. ``exact``: lattice noise on ``rules.choose_grid``'s grid
     (the default of ``build_plan``) or floating-point noise. ``noise_family``: as in
     ``build_plan`` (default Gaussian, Laplace for pure DP). Always five entries, in that order;
     the ones that do not apply have ``applies=False`` and a ``reason``.
