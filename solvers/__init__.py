@@ -13,7 +13,8 @@ from typing import Any
 #: planner's options and back-end check) never load cvxpy.
 _HOME = {
     **dict.fromkeys(("BACKENDS", "SolveInfo", "SolverOptions", "require_backend"), "solvers.options"),
-    **dict.fromkeys(("available_backends", "mosek_available"), "solvers.backends"),
+    **dict.fromkeys(("available_backends",), "solvers.backends"),
+    "mosek_available": "solvers.mosek_licence",
     **dict.fromkeys(("BackendUnavailableError", "CertificateGapError", "CertificateInvalidError",
                      "SolverError", "SolverFailedError", "SolverInaccurateError",
                      "SolverTimeLimitError"), "solvers.errors"),

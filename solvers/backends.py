@@ -8,7 +8,6 @@ runs one cvxpy problem and turns every non-optimal outcome into a ``solvers.erro
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
 
@@ -20,6 +19,7 @@ from solvers.errors import (
     SolverInaccurateError,
     SolverTimeLimitError,
 )
+from solvers.mosek_licence import mosek_available  # noqa: F401 - re-exported
 from solvers.options import (  # noqa: F401 - re-exported: the cvxpy-free half lives there
     BACKENDS,
     DEFAULT_EPS,
@@ -28,21 +28,6 @@ from solvers.options import (  # noqa: F401 - re-exported: the cvxpy-free half l
     SolverOptions,
     require_backend,
 )
-
-
-@functools.cache
-def mosek_available() -> bool:
-    """True only if MOSEK imports *and* checks out a license; never raises."""
-    try:
-        import mosek  # noqa: F401
-
-        if "MOSEK" not in cp.installed_solvers():
-            return False
-        x = cp.Variable()
-        cp.Problem(cp.Minimize(x), [x >= 1]).solve(solver=cp.MOSEK)
-        return True
-    except Exception:  # any import, license or runtime failure means "not available"
-        return False
 
 
 def available_backends() -> tuple[str, ...]:

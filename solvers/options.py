@@ -103,7 +103,7 @@ def require_backend(opts: SolverOptions) -> None:
             raise BackendUnavailableError(
                 "MOSEK was requested but is not usable here (not installed, or no license "
                 "found); use --solver scs or --solver clarabel")
-        from solvers.backends import mosek_available
+        from solvers.mosek_licence import mosek_available
 
         if not mosek_available():
             raise BackendUnavailableError(

@@ -125,7 +125,7 @@ def test_least_squares_plan_covers():
 ])
 def test_projection_rmse_bound_covers(kind, spec, privacy):
     from factorize.executor.projection import release_projection, verify_projection_plan
-    from factorize.plan.projection_plan import build_projection_plan
+    from factorize.plan.build_projection import build_projection_plan
 
     n = 400
     plan = build_projection_plan(spec, privacy, kind, n=n, rng=TestRandom(5) if kind == "jl" else None)
@@ -155,7 +155,7 @@ def test_projection_rmse_bound_covers(kind, spec, privacy):
 
 
 def test_local_aggregator_intervals_cover():
-    from factorize.local.plan import build_local_plan
+    from factorize.local.build import build_local_plan
     from factorize.local.protocol import aggregate_sums, encode_codes
 
     plan = build_local_plan("prefix:4", "epsilon=2", n=2000, eta=0.1)

@@ -55,10 +55,11 @@ _NUMBERS = [0.0, -1.0, 1e-300, 5e-324, 1e300, 1.7976931348623157e308, 0.5, 0.999
 
 
 def _genuine(tmp: Path) -> dict[str, Path]:
-    from factorize.local.plan import build_local_plan, save_local_plan
+    from factorize.local.build import build_local_plan
+    from factorize.local.plan import save_local_plan
     from factorize.plan.build import build_plan
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.plan_file import save_plan, save_projection_plan
-    from factorize.plan.projection_plan import build_projection_plan
     from factorize.privacy import TestRandom
     from tests.plan_fixtures import identity_certificate, small_plan
 

@@ -78,8 +78,8 @@ def _inputs(kind, d):
         rows = np.column_stack([rng.integers(0, n, 60) for n in (3, 2, 4)])
         header = "x0,x1,x2"
     else:
+        from factorize.plan.build_projection import build_projection_plan
         from factorize.plan.plan_file import save_projection_plan
-        from factorize.plan.projection_plan import build_projection_plan
 
         plan = build_projection_plan("parity:4:2", "epsilon=0.5,delta=1e-6", "covariance", n=40,
                                      relation="replace")

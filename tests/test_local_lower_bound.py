@@ -16,9 +16,9 @@ import pytest
 from scipy.special import gammaln
 from scipy.stats import binom
 
+from factorize.local.build import certified_approx_gamma_2
 from factorize.local.lower_bound import (
     ERROR_MODELS,
-    certified_approx_gamma_2,
     kl_lower_from_test,
     local_sample_size_lower_bound,
     local_upper_bound_n,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from factorize.cli import main
+from factorize.local.build import build_local_plan
 from factorize.local.plan import (
     LocalPlan,
-    build_local_plan,
     load_local_plan,
     n_needed,
     predicted_errors,

@@ -131,7 +131,7 @@ def test_basis_check_is_certified_on_perturbed_reconstructions():
 
 
 def test_a_strategy_that_misses_an_interaction_is_refused():
-    from factorize.structured import marginal_weights
+    from factorize.structured import marginal_weights_build as marginal_weights
 
     W = parse_workload(MARGINALS)
     sizes = (3, 2, 4, 2)
@@ -232,7 +232,7 @@ def test_marginal_workloads_carry_the_marginal_algebra_certificate(plans):
     """On a stack of marginals the lower bound is the marginal planner's re-verified γ_F
     optimum (not the per-factor product, 1 for identities); a larger stated lower is refused."""
     from factorize.planner.marginals import solve_marginals
-    from factorize.structured import marginal_weights
+    from factorize.structured import marginal_weights_build as marginal_weights
 
     spec, path = plans["marginals"]
     plan = load_structured_plan(path)
@@ -250,7 +250,7 @@ def test_search_reuses_the_union_certificate_and_it_equals_the_familys_own():
     """In the strategy search the marginal-weights plan of a union that is not made of
     marginals carries the union family's certificate (the k×k trace bound is formed once); its
     lower bound equals the one the family computes on its own, and it re-verifies."""
-    from factorize.structured.marginal_weights import certificate
+    from factorize.structured.marginal_weights_build import certificate
     from factorize.structured.union import CERTIFICATE, CERTIFICATE_GRAM
     from factorize.structured.workload_blocks import workload_blocks
     from workloads import parse_workload

@@ -18,6 +18,7 @@ from factorize.executor.projection import (
     verify_projection_plan,
 )
 from factorize.executor.release import ExecutionError
+from factorize.plan.build_projection import build_projection_plan
 from factorize.plan.errors import PlanError
 from factorize.plan.plan_file import (
     PlanFormatError,
@@ -25,7 +26,7 @@ from factorize.plan.plan_file import (
     load_projection_plan,
     save_projection_plan,
 )
-from factorize.plan.projection_plan import ProjectionPlan, build_projection_plan, moment_sensitivity
+from factorize.plan.projection_plan import ProjectionPlan, moment_sensitivity
 from factorize.plan.registry import load_any_plan
 from factorize.privacy import TestRandom
 from factorize.privacy.sensitivity import sensitivity

@@ -13,7 +13,8 @@ import csv
 import pytest
 
 from factorize.cli import main
-from factorize.local.plan import LocalPlan, build_local_plan, save_local_plan, verify_local_plan
+from factorize.local.build import build_local_plan
+from factorize.local.plan import LocalPlan, save_local_plan, verify_local_plan
 from factorize.plan.registry import load_any_plan
 
 

@@ -251,7 +251,8 @@ def _case_budget_exceeded(w):
 
 
 def _case_local_plan_with_ledger(w):
-    from factorize.local.plan import build_local_plan, save_local_plan
+    from factorize.local.build import build_local_plan
+    from factorize.local.plan import save_local_plan
 
     save_local_plan(build_local_plan("identity:3", "epsilon=1", n=100, randomizer="l2"), w / "l.lplan")
     return _argv(w, plan="l.lplan"), "already-randomized"

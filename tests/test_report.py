@@ -14,8 +14,8 @@ import pytest
 
 from factorize.cli import main
 from factorize.plan.build import build_plan
+from factorize.plan.build_projection import build_projection_plan
 from factorize.plan.plan_file import save_plan, save_projection_plan
-from factorize.plan.projection_plan import build_projection_plan
 from factorize.privacy import TestRandom
 from factorize.report.plan_report import plan_report
 from factorize.report.render import to_html, write_report

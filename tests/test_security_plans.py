@@ -98,8 +98,8 @@ def test_certificate_claims_refused(tmp_path):
 
 def test_relaxed_projection_bound_divided_by_100_refused(tmp_path):
     from factorize.executor.projection import verify_projection_plan
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.plan_file import load_projection_plan, save_projection_plan
-    from factorize.plan.projection_plan import build_projection_plan
 
     plan = build_projection_plan("marginals:2x2x2x2:2", "epsilon=1,delta=1e-6", "relaxed-projection",
                                  n=500)
@@ -134,7 +134,8 @@ def test_postprocess_parameters_refused_at_verify(tmp_path, post):
 
 
 def test_local_plan_eta_and_claims(tmp_path):
-    from factorize.local.plan import build_local_plan, load_local_plan, save_local_plan, verify_local_plan
+    from factorize.local.build import build_local_plan
+    from factorize.local.plan import load_local_plan, save_local_plan, verify_local_plan
 
     plan = build_local_plan("prefix:8", "epsilon=1", n=10_000, eta=0.1, alpha=0.2)
     save_local_plan(plan, tmp_path / "l.plan")
@@ -305,7 +306,8 @@ def test_manifest_contradicting_itself_refused(tmp_path):
 
 
 def test_local_client_shows_epsilon_and_guards_it(tmp_path, capsys):
-    from factorize.local.plan import build_local_plan, save_local_plan
+    from factorize.local.build import build_local_plan
+    from factorize.local.plan import save_local_plan
 
     plan = build_local_plan("identity:4", "epsilon=1", n=1000, eta=0.0, allow_weak_guarantee=True)
     save_local_plan(plan, tmp_path / "ok.lplan")

@@ -182,7 +182,7 @@ def test_other_refusals_on_the_run_path_carry_no_data_number(tmp_path):
 
 
 def test_local_aggregate_refusal_does_not_count_messages(tmp_path):
-    from factorize.local.plan import build_local_plan
+    from factorize.local.build import build_local_plan
     from factorize.local.protocol import aggregate_file, write_messages
 
     plan = build_local_plan("prefix:4", "epsilon=1", n=20000, eta=0.1, alpha=0.2)

@@ -18,7 +18,7 @@ import pytest
 
 from factorize.planner.marginal_algebra import projector_dense
 from factorize.privacy.sensitivity import sensitivity
-from factorize.structured import residual, union
+from factorize.structured import residual, union, union_build
 from factorize.structured import sensitivity as ssens
 from factorize.structured.blocks import StructureError
 from factorize.structured.identity import reconstruction_residual
@@ -222,7 +222,7 @@ def test_union_of_kronecker_blocks_equals_its_dense_form():
     W = parse_workload("vstack(kron(prefix:4,identity:3),kron(identity:4,total:3),kron(allrange:4,prefix:3))")
     wb = workload_blocks(W, (4, 3))
     for norm in ("gamma_f", "gamma_2"):
-        strat, recon, (man, arrays), cert, cert_arrays = union.build((4, 3), wb, norm)
+        strat, recon, (man, arrays), cert, cert_arrays = union_build.build((4, 3), wb, norm)
         A, R = strat.dense(), recon.dense()
         Wd = W.dense()
         assert np.abs(R @ A - Wd).max() <= 1e-9

@@ -9,7 +9,7 @@ import numpy as np
 
 from factorize.plan.build_structured import build_structured_plan
 from factorize.plan.structured_checks import verify_structured_plan
-from factorize.structured import union
+from factorize.structured import union_build
 from factorize.structured.workload_blocks import workload_blocks
 from workloads import parse_workload
 
@@ -25,7 +25,7 @@ def _objective(s: np.ndarray, V: np.ndarray, kappa1: np.ndarray) -> float:
 def test_closed_form_weights_beat_every_other_weighting():
     W = parse_workload(SPEC)
     wb = workload_blocks(W, (4, 3))
-    strat, recon, _, _, _ = union.build((4, 3), wb, "gamma_f", sensitivity_norm="l1")
+    strat, recon, _, _, _ = union_build.build((4, 3), wb, "gamma_f", sensitivity_norm="l1")
     s = np.array([b.scale for b in strat.blocks])
     V, kappa1 = [], []
     for o, b in enumerate(strat.blocks):

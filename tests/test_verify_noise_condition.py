@@ -100,7 +100,7 @@ def _mp_min_log_delta(mp, rho, eps, alpha0):
 
 
 def test_conversion_evaluation_against_mpmath():
-    """``_log_conv`` is accurate for every order α (the form α(log a − log1p a) lost about
+    """``log_conv`` is accurate for every order α (the form α(log a − log1p a) lost about
     α·ulp(log a): 2e-9 at α = 10⁶, more than the certified 1e-9 margin)."""
     mp = pytest.importorskip("mpmath", reason="mpmath not installed").mp
     mp.dps = 50
@@ -108,7 +108,7 @@ def test_conversion_evaluation_against_mpmath():
         for a in [1e-6, 1e-2, 1.0, 37.0, 1e4, 1e6, 1e8, 1e11]:
             want = (mp.mpf(a) * ((1 + mp.mpf(a)) * rho - eps) - mp.log(a)
                     + (1 + mp.mpf(a)) * mp.log(1 - 1 / (1 + mp.mpf(a))))
-            got = C._log_conv(a, rho, eps)
+            got = C.log_conv(a, rho, eps)
             assert abs(got - float(want)) <= 1e-14 * max(1.0, abs(float(want))), (rho, eps, a)
 
 
@@ -121,7 +121,7 @@ def test_discrete_sigma_certified_with_its_margin(eps, delta):
     mp.dps = 50
     sigma = discrete_gaussian_sigma(eps, delta, 1.0)
     rho = 1 / (2 * mp.mpf(sigma) ** 2)
-    _, alpha_m1 = C._zcdp_log_delta(float(rho), eps)
+    _, alpha_m1 = C.zcdp_log_delta(float(rho), eps)
     exact = _mp_min_log_delta(mp, rho, eps, 1 + alpha_m1)
     assert exact <= mp.log(delta) - mp.mpf("0.999e-9"), (eps, delta, float(exact - mp.log(delta)))
     # and the verifier's tightness: 1e-9 less noise truly needs a larger δ
@@ -135,7 +135,7 @@ def test_analytic_gaussian_sigma_private_at_50_digits(eps, delta):
     """The float (ε, δ) calibration: the exact δ(σ) of Balle & Wang's Thm 8 at the calibrated σ,
     evaluated at 50 digits, is below δ by the 1e-9 margin also for tiny ε — where the float
     evaluation of ``ε + log Φ(−a−b) − log Φ(a−b)`` cancels (before the certified error bound of
-    ``_log_delta_unit``, at ε = 1e-5, δ = 1e-12 the true δ was δ·(1 + 2.7e-10))."""
+    ``log_delta_unit``, at ε = 1e-5, δ = 1e-12 the true δ was δ·(1 + 2.7e-10))."""
     mp = pytest.importorskip("mpmath", reason="mpmath not installed").mp
     mp.dps = 50
     for sens in (1.0, 3.7):
@@ -257,8 +257,8 @@ def test_plan_verifier_decides_by_the_condition(tmp_path, exact):
 def test_run_path_imports_no_scipy_optimize(tmp_path):
     """``factorize run`` of dense and covariance (ε, δ) plans loads no scipy.optimize (nor a
     solver): the calibration is re-checked by evaluating its condition; nor pyarrow.compute."""
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.plan_file import save_plan, save_projection_plan
-    from factorize.plan.projection_plan import build_projection_plan
     from tests.plan_fixtures import small_plan
     from workloads import Domain
 

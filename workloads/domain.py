@@ -370,7 +370,7 @@ def workload_axes(workload: Any) -> set[tuple[int, ...]]:
     return {(n,)} if n > 1 else {()}
 
 
-def _coarsens(axes: tuple[int, ...], sizes: Sequence[int]) -> bool:
+def coarsens(axes: tuple[int, ...], sizes: Sequence[int]) -> bool:
     """True when each axis is the product of a run of consecutive attributes (size-1
     attributes fit anywhere)."""
     attrs = [int(s) for s in sizes if int(s) > 1]
@@ -390,7 +390,7 @@ def check_workload_axes(workload: Any, domain: "Domain") -> None:
     every axis of every Kronecker block must be one attribute or a run of consecutive
     attributes (e.g. ``kron(prefix:4,identity:4)`` fits sizes (4, 4) or (2, 2, 4), not (2, 8))."""
     for axes in sorted(workload_axes(workload)):
-        if not _coarsens(axes, domain.sizes):
+        if not coarsens(axes, domain.sizes):
             shown = "×".join(map(str, axes)) or "1"
             raise DomainError(
                 f"the workload's axes ({shown}) do not line up with the domain's attributes "

@@ -94,7 +94,7 @@ MAX_LABEL_CHARS = 1024
 #: number / true-false, a non-integral number for an integer attribute), a value outside
 #: the schema (unlisted, out of range). Codes are >= 0.
 MISSING, UNPARSED, OUTSIDE = -1, -2, -3
-_BELOW, _ABOVE = -4, -5  # internal (and schema_sql): outside an ordered attribute, below / above its range
+BELOW, ABOVE = -4, -5  # internal (and schema_sql): outside an ordered attribute, below / above its range
 
 #: Classes of column types the mapping reads (engines map their SQL types onto these).
 TYPE_CLASSES = ("text", "integer", "float", "decimal", "boolean", "null")
@@ -152,7 +152,7 @@ def _trim(text: str) -> str:
     return text.strip(TRIMMED)
 
 
-def _value_text(v: Any) -> str:
+def value_text(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
@@ -289,7 +289,7 @@ class AttributeSchema:
 
     def base_labels(self) -> list[str]:
         if self.kind == "categorical":
-            return [_value_text(v) for v in self.values or ()]
+            return [value_text(v) for v in self.values or ()]
         if self.kind == "integer":
             return [str(v) for v in range(int(self.low), int(self.high) + 1)]  # type: ignore[arg-type]
         e = [_number_text(x) for x in self.edges or ()]
@@ -382,9 +382,9 @@ class AttributeSchema:
             return r
         if self.outside == "catch_all":
             return self.base_size
-        if self.outside == "clamp" and r in (_BELOW, _ABOVE):
-            return 0 if r == _BELOW else self.base_size - 1
-        return OUTSIDE if r in (_BELOW, _ABOVE) else r
+        if self.outside == "clamp" and r in (BELOW, ABOVE):
+            return 0 if r == BELOW else self.base_size - 1
+        return OUTSIDE if r in (BELOW, ABOVE) else r
 
     def _raw(self, value: Any, tc: str) -> int:
         if value is None or tc == "null":
@@ -392,7 +392,7 @@ class AttributeSchema:
         if self.kind == "numeric":
             return self._bin(self._number(value, tc))
         if self.kind == "categorical" and self.value_type == "string":
-            s = _trim(value if tc == "text" else _value_text(value))
+            s = _trim(value if tc == "text" else value_text(value))
             if s == "":
                 return MISSING
             try:
@@ -416,9 +416,9 @@ class AttributeSchema:
             return int(v)
         if self.kind == "integer":
             if v < self.low:  # type: ignore[operator]
-                return _BELOW
+                return BELOW
             if v > self.high:  # type: ignore[operator]
-                return _ABOVE
+                return ABOVE
             return int(v) - int(self.low)  # type: ignore[arg-type]
         vals = self.values or ()
         return vals.index(v) if v in vals else OUTSIDE
@@ -473,14 +473,14 @@ class AttributeSchema:
         e = self._fedges or ()
         if self.closed == "left":
             if d < e[0]:
-                return _BELOW
+                return BELOW
             if d >= e[-1]:
-                return _ABOVE
+                return ABOVE
             return bisect.bisect_right(e, d) - 1
         if d <= e[0]:
-            return _BELOW
+            return BELOW
         if d > e[-1]:
-            return _ABOVE
+            return ABOVE
         return bisect.bisect_left(e, d) - 1
 
     def __eq__(self, other: object) -> bool:

@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .schema import (
-    _ABOVE,
-    _BELOW,
+    ABOVE,
+    BELOW,
     INTEGER_TEXT,
     MAX_ABS_INTEGER,
     MISSING,
@@ -34,7 +34,7 @@ from .schema import (
     TRIMMED,
     UNPARSED,
     AttributeSchema,
-    _value_text,
+    value_text,
 )
 
 __all__ = ["prepare_sql", "code_sql", "quick_code_sql", "quick_key_code", "trim_sql"]
@@ -158,7 +158,7 @@ def code_sql(attr: AttributeSchema, prepared: Sequence[str], type_class: str, di
         return "NULL" if refused_as_null and r < 0 else r
 
     miss, unp = fin(MISSING), fin(UNPARSED)
-    below, above, out = fin(_BELOW), fin(_ABOVE), fin(OUTSIDE)
+    below, above, out = fin(BELOW), fin(ABOVE), fin(OUTSIDE)
     p = prepared[0]
     if type_class == "null":
         return f"CAST({miss} AS BIGINT)"
@@ -185,9 +185,9 @@ def code_sql(attr: AttributeSchema, prepared: Sequence[str], type_class: str, di
         return (f"CAST(CASE {p} {whens} ELSE (CASE WHEN {p} IS NULL OR {t} = '' THEN {miss} "
                 f"ELSE (CASE {t} {whens} ELSE {out} END) END) END AS BIGINT)")
     if attr.kind == "categorical" and attr.value_type == "boolean":
-        whens = " ".join(f"WHEN {_value_text(v)} THEN {i}" for i, v in enumerate(attr.values or ()))
+        whens = " ".join(f"WHEN {value_text(v)} THEN {i}" for i, v in enumerate(attr.values or ()))
         if tc == "text":
-            whens = " ".join(f"WHEN {d.string(_value_text(v))} THEN {i}"
+            whens = " ".join(f"WHEN {d.string(value_text(v))} THEN {i}"
                              for i, v in enumerate(attr.values or ()))
             return (f"CAST(CASE WHEN {p} IS NULL OR {p} = '' THEN {miss} "
                     f"WHEN {p} NOT IN ('true', 'false') THEN {unp} "
@@ -364,7 +364,7 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
         return None
     d = _DIALECTS["duckdb"]
     fin = attr._finish
-    miss, below, above = (fin(s) for s in (MISSING, _BELOW, _ABOVE))
+    miss, below, above = (fin(s) for s in (MISSING, BELOW, ABOVE))
     miss, below, above = (str(v) if v >= 0 else "NULL" for v in (miss, below, above))
     e0, e1, e_last, e_m = (d.double(ints[i]) for i in (0, 1, m - 1, m))
     ge, lt = (">=", "<") if attr.closed == "left" else (">", "<=")

@@ -107,7 +107,8 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
 def _plan(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
         from factorize.cli.common import parse_domain
-        from factorize.local.plan import build_local_plan, save_local_plan
+        from factorize.local.build import build_local_plan
+        from factorize.local.plan import save_local_plan
         from workloads.spec import resolve_workload_spec
 
         workload, domain = resolve_workload_spec(args.workload,

@@ -255,8 +255,8 @@ def _print_written(plan: Any, args: argparse.Namespace) -> int:
 
 
 def _plan_projection(args: argparse.Namespace, domain: Any, family: str | None) -> int:
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.plan_file import save_projection_plan
-    from factorize.plan.projection_plan import build_projection_plan
 
     if args.public_n is None:
         raise ValueError(f"--mechanism {args.mechanism} needs --public-n N (and --neighbouring replace)")

@@ -246,7 +246,7 @@ def _check_path(path: Any) -> tuple[Path, str]:
     return p, fmt
 
 
-def _source_columns(domain: Domain, columns: Sequence[str] | None) -> list[str]:
+def source_columns(domain: Domain, columns: Sequence[str] | None) -> list[str]:
     if columns is None:
         return list(domain.attributes)
     if isinstance(columns, str):
@@ -264,7 +264,7 @@ def _source_columns(domain: Domain, columns: Sequence[str] | None) -> list[str]:
     return cols
 
 
-def _csv_header(p: Path) -> list[str]:
+def csv_header(p: Path) -> list[str]:
     """Column names from the first row (names are schema, not record values)."""
     try:
         with open(p, newline="", encoding="utf-8-sig") as fh:
@@ -280,7 +280,7 @@ def _csv_header(p: Path) -> list[str]:
     return header
 
 
-def _match_columns(
+def match_columns(
     file_names: list[str], wanted: list[str], strict: bool, what: str
 ) -> list[int]:
     """Positions in ``file_names`` of the ``wanted`` columns; DataError on missing/extra/repeated.
@@ -695,7 +695,7 @@ def _run(path: Any, domain: Domain, columns: Sequence[str] | None, allow_extra_c
         p, fmt = _check_database(table), "table"
     else:
         p, fmt = _check_path(path)
-    wanted = _source_columns(domain, columns)
+    wanted = source_columns(domain, columns)
     strict = columns is None and not allow_extra_columns
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
         raise DataError(f"threads must be a positive int or None, got {threads!r}")
@@ -757,8 +757,8 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
     d = len(domain)
     subject = f"data file {str(p)!r}"
     if fmt == "csv":
-        header = _csv_header(p)
-        pos = _match_columns(header, wanted, strict, f"CSV file {str(p)!r}")
+        header = csv_header(p)
+        pos = match_columns(header, wanted, strict, f"CSV file {str(p)!r}")
         # Positional internal names avoid DuckDB's case-insensitive identifiers and renaming.
         spec = ", ".join(f"{_literal(f'c{i}')}: 'VARCHAR'" for i in range(len(header)))
         source = (
@@ -779,7 +779,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
             what = f"Parquet file {str(p)!r}"
         described = con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
         names = [str(r[0]) for r in described]
-        pos = _match_columns(names, wanted, strict, what)
+        pos = match_columns(names, wanted, strict, what)
         refs = [_ident(names[i]) for i in pos]
         types = [str(described[i][1]) for i in pos]
 

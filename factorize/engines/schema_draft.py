@@ -69,10 +69,10 @@ def draft_schema_dict(data: str | os.PathLike[str], *, columns: list[str] | None
 
     from .duckdb_engine import (
         _check_path,
-        _csv_header,
         _table_parts,
         attach_sealed,
         check_blank_lines,
+        csv_header,
         parse_table_ref,
         type_class,
     )
@@ -94,7 +94,7 @@ def draft_schema_dict(data: str | os.PathLike[str], *, columns: list[str] | None
             label = p.name
             if fmt == "csv":
                 check_blank_lines(p)
-                header = _csv_header(p)
+                header = csv_header(p)
                 spec = ", ".join(f"{_literal(h)}: 'VARCHAR'" for h in header)
                 source = (f"read_csv({_literal(str(p))}, header = true, auto_detect = false, "
                           f"columns = {{{spec}}}, delim = ',', quote = '\"', escape = '\"')")

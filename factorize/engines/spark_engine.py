@@ -82,7 +82,7 @@ from ._common import (
     row_major_strides,
     text_columns_error,
 )
-from .duckdb_engine import INTEGER_PATTERN, _csv_header, _match_columns, _source_columns, check_blank_lines
+from .duckdb_engine import INTEGER_PATTERN, check_blank_lines, csv_header, match_columns, source_columns
 from .errors import DataError
 from .marginals import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
 
@@ -607,7 +607,7 @@ def _with_input(data: Any, domain: Domain, columns: Sequence[str] | None, allow_
                 spark: Any, format: str | None, csv_multiline: bool, finish: Any) -> Any:
     """Open ``data`` as a DataFrame (path or DataFrame), then ``finish(df_in, names, domain,
     wanted, strict, what, label, fmt)``; CSV column pruning is restored afterwards."""
-    wanted = _source_columns(domain, columns)
+    wanted = source_columns(domain, columns)
     strict = columns is None and not allow_extra_columns
 
     fmt: str | None
@@ -622,11 +622,11 @@ def _with_input(data: Any, domain: Domain, columns: Sequence[str] | None, allow_
         session = spark if spark is not None else spark_session()
         if fmt == "csv":
             if local is not None and local.is_file():
-                names = _csv_header(local)
+                names = csv_header(local)
             else:
                 names = _spark_csv_header(session, spark_path, label)
             what = f"CSV file {label!r}"
-            _match_columns(names, wanted, strict, what)  # refuse before starting a Spark job
+            match_columns(names, wanted, strict, what)  # refuse before starting a Spark job
             _check_csv_blank_lines(session, spark_path, local, label)
             from pyspark.sql import types as T
 
@@ -668,7 +668,7 @@ def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], str
     the attribute chunks of the problem masks and the mask expressions (one per chunk)."""
     from pyspark.sql import functions as F
 
-    pos = _match_columns(names, wanted, strict, what)
+    pos = match_columns(names, wanted, strict, what)
     d = len(domain)
     try:
         df = df_in.toDF(*[f"c{i}" for i in range(len(names))])  # positional: no name resolution

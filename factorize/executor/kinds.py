@@ -65,10 +65,10 @@ class FactorizationKind(_Kind):
     def measure(self, plan: Any, check: Any, data_path: str, *, engine: str,
                 allow_extra_columns: bool) -> Measurement:
         from .data import load_histogram
-        from .release import _check_public_n, measure
+        from .release import check_public_n, measure
 
         h = load_histogram(data_path, plan.domain, allow_extra_columns=allow_extra_columns, engine=engine)
-        _check_public_n(plan, h)
+        check_public_n(plan, h)
         n = int(h.sum(dtype=np.uint64))
         return Measurement(measure(plan, h), n)
 

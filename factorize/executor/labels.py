@@ -54,7 +54,7 @@ def answer_labels(plan: Any, check: Any) -> dict[str, Any]:
         sizes, subsets, _ = structure()
         if tuple(int(n) for n in sizes) == tuple(int(n) for n in domain.sizes):
             cols["marginal"], cols["cell"] = marginal_columns(
-                [int(n) for n in sizes], list(domain.attributes), _quoted_labels(domain), subsets)
+                [int(n) for n in sizes], list(domain.attributes), quoted_labels(domain), subsets)
     return cols
 
 
@@ -99,7 +99,7 @@ def quoted(value: str) -> str:
     return json.dumps(value, ensure_ascii=False) if risky else value
 
 
-def _quoted_labels(domain: Any) -> list[list[str]]:
+def quoted_labels(domain: Any) -> list[list[str]]:
     return [[quoted(v) for v in vs] for vs in value_labels(domain)]
 
 
@@ -110,7 +110,7 @@ def query_labels(W: Any, domain: Any) -> Any:
 
     attrs = list(domain.attributes)
     sizes = [int(n) for n in domain.sizes]
-    vals = _quoted_labels(domain)
+    vals = quoted_labels(domain)
     arr = _node(W, list(range(len(sizes))), attrs, sizes, vals, {})
     return _fill_total(arr if arr is not None else pa.nulls(W.shape[0], pa.string()))
 

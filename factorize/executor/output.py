@@ -78,7 +78,7 @@ def open_output(path: str | os.PathLike[str], *, protected: dict[str, Any] | Non
     paths); a folder; an existing file unless ``overwrite``; a name the file system cannot hold
     (with the hidden name it is written under first); a missing or unwritable folder.
     ``option`` names the destination in messages."""
-    from factorize.io.atomic import _hidden_name
+    from factorize.io.atomic import hidden_name
 
     shown = f"{option} {os.fspath(path)!r}"
     output_format(path)
@@ -96,7 +96,7 @@ def open_output(path: str | os.PathLike[str], *, protected: dict[str, Any] | Non
         name_max = os.pathconf(target.parent if str(target.parent) else ".", "PC_NAME_MAX")
     except (OSError, ValueError):
         name_max = 255
-    if len(os.fsencode(_hidden_name(target).name)) > name_max:
+    if len(os.fsencode(hidden_name(target).name)) > name_max:
         raise OutputError(f"{shown}: the file name is too long for the file system (at most "
                          f"{name_max} bytes, with the hidden name it is written under first)")
     try:

@@ -114,7 +114,7 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
             raise ExecutionError(f"the plan's sampler {spec.sampler!r} is not an exact sampler; "
                                  "refusing (pass --allow-float-noise to accept floating-point noise)")
     if measurement is None:
-        _check_public_n(plan, np.asarray(h))
+        check_public_n(plan, np.asarray(h))
         measurement = measure(plan, h)
     if spec.sampler == "float":
         noisy = add_noise(measurement, spec, rng)
@@ -172,7 +172,7 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
     return rel
 
 
-def _check_public_n(plan: Plan, h: np.ndarray) -> None:
+def check_public_n(plan: Plan, h: np.ndarray) -> None:
     """A least-squares plan with a public n (replace neighbours) runs only on data of that size."""
     post = plan.postprocess or {}
     n = post.get("n")

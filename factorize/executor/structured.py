@@ -48,16 +48,16 @@ def labels(plan: StructuredPlan) -> tuple[Any, Any]:
 def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
     import pyarrow as pa
 
-    from factorize.structured.residual import _unpad
+    from factorize.structured.residual import unpad_subsets
 
-    from .labels import _quoted_labels, arrow_call, marginal_columns
+    from .labels import arrow_call, marginal_columns, quoted_labels
 
     sizes = [int(n) for n in plan.domain.sizes]
     from factorize.structured.families import codec
 
     if codec(plan.family).marginal_labels:
-        return marginal_columns(sizes, list(plan.domain.attributes), _quoted_labels(plan.domain),
-                                _unpad(plan.encoding["recon.support"], len(sizes), "recon.support"))
+        return marginal_columns(sizes, list(plan.domain.attributes), quoted_labels(plan.domain),
+                                unpad_subsets(plan.encoding["recon.support"], len(sizes), "recon.support"))
     names = [f"block {o}" for o in range(len(plan.reconstruction.out_rows))]
     counts = [int(r) for r in plan.reconstruction.out_rows]
     try:

@@ -1,5 +1,5 @@
-"""The shared shape of a structured family: ``plan`` is ``build_structured_plan`` with the
-family's name (``plan.build_structured``), which builds, calibrates and certifies it."""
+"""The shared shape of a structured family: ``plan`` is ``build_family_plan`` with the
+family's name (``plan.build_structured_family``), which builds, calibrates and certifies it."""
 
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ class StructuredFamilyBase:
         return None
 
     def plan(self, problem: PlanProblem) -> Any:
-        from factorize.plan.build_structured import build_structured_plan
+        from factorize.plan.build_structured_family import build_family_plan
 
-        return build_structured_plan(problem.workload, problem.guarantee, norm=problem.norm,
-                                     relation=problem.relation.key, domain=problem.domain,
-                                     noise_family=problem.noise, strategy=self.name,
-                                     gap_tol=problem.gap_tol if problem.gap_tol is not None else 1e-6,
-                                     allow_weak_guarantee=problem.allow_weak_guarantee,
-                                     options=problem.options, search_seed=problem.seed,
-                                     memo=problem.memo)
+        return build_family_plan(problem.workload, problem.guarantee, strategy=self.name,
+                                 norm=problem.norm, relation=problem.relation.key,
+                                 domain=problem.domain, noise_family=problem.noise,
+                                 gap_tol=problem.gap_tol if problem.gap_tol is not None else 1e-6,
+                                 allow_weak_guarantee=problem.allow_weak_guarantee,
+                                 options=problem.options, search_seed=problem.seed,
+                                 memo=problem.memo)

@@ -26,7 +26,7 @@ from factorize.errors import EnvironmentProblem
 _PARTIAL = ".partial."
 
 
-def _hidden_name(target: Path) -> Path:
+def hidden_name(target: Path) -> Path:
     return target.parent / f".{target.name}{_PARTIAL}{os.getpid()}.{secrets.token_hex(6)}.tmp"
 
 
@@ -100,7 +100,7 @@ class AtomicOutput:
                     raise
                 self._fd = None
         if self._fd is None:
-            self._named = _hidden_name(self.target)
+            self._named = hidden_name(self.target)
             self._fd = os.open(self._named, flags | os.O_CREAT | os.O_EXCL, 0o600)
         self.committed = False
 
@@ -124,7 +124,7 @@ class AtomicOutput:
         os.umask(umask)
         os.fchmod(self._fd, 0o666 & ~umask)
         if self._named is None:
-            hidden = _hidden_name(self.target)
+            hidden = hidden_name(self.target)
             try:
                 os.link(f"/proc/self/fd/{self._fd}", hidden, follow_symlinks=True)
             except OSError:
@@ -185,7 +185,7 @@ def atomic_target(path: str | os.PathLike[str]) -> Iterator[str]:
     target = Path(os.fspath(path))
     require_folder(target)
     remove_stale(target)
-    tmp = _hidden_name(target)
+    tmp = hidden_name(target)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     os.close(fd)
     try:

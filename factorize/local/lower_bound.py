@@ -162,10 +162,8 @@ from factorize.planner.certificate import (
 
 __all__ = [
     "ERROR_MODELS",
-    "CertifiedApproxGamma2",
     "LocalLowerBound",
     "LocalUpperBound",
-    "certified_approx_gamma_2",
     "kl_lower_from_test",
     "local_sample_size_lower_bound",
     "local_upper_bound_n",
@@ -576,39 +574,6 @@ def local_upper_bound_n(factorization_or_certificate: Any, W: Any, eta: float | 
 # ---------------------------------------------------------------------------------
 # known cases (Edmonds, Nikolov & Ullman 2020, §3.6)
 # ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CertifiedApproxGamma2:
-    """γ₂(W; η) ∈ [lower, upper] from ``planner.solve`` (re-checked by certificate.verify)."""
-
-    lower: float
-    upper: float
-    eta: float
-    U: np.ndarray
-    d: np.ndarray
-    seconds: float
-    result: Any  # the planner's CertifiedFactorization
-
-
-def certified_approx_gamma_2(W: Any, eta: float, **solve_kwargs: Any) -> CertifiedApproxGamma2:
-    """``planner.solve(W, "approx_gamma_2", eta=η)`` with its witness unpacked (small sizes only)."""
-    import time
-
-    from factorize.planner.routes import solve
-    from workloads import parse_workload
-    from workloads.operators import DenseWorkload
-
-    if isinstance(W, str):
-        W = parse_workload(W)
-    elif isinstance(W, np.ndarray):
-        W = DenseWorkload(np.asarray(W, dtype=np.float64))
-    t0 = time.perf_counter()
-    res = solve(W, "approx_gamma_2", eta=float(eta), **solve_kwargs)
-    w = res.certificate.witness
-    return CertifiedApproxGamma2(lower=res.lower, upper=res.upper, eta=float(eta),
-                                 U=np.asarray(w.U), d=np.asarray(w.d),
-                                 seconds=time.perf_counter() - t0, result=res)
-
-
 def parity_witness(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The analytic witness of Edmonds, Nikolov & Ullman 2020, Cor. 5 (§3.6) for rows of a Hadamard matrix.
 

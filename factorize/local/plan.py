@@ -27,9 +27,7 @@ n ≥ 2 ln(2k)·v·‖R‖²_{2→∞} / (α − η)², next to the lower bound 
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,79 +160,6 @@ def compress(R: np.ndarray, A: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndar
     r = int(np.sum(sv > rtol * sv[0])) if sv.size and sv[0] > 0 else 1
     Ur = U[:, :r]
     return R @ Ur, Ur.T @ A
-
-
-def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str | None = None,
-                     eta: float | None = None, alpha: float | None = None,
-                     domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
-    """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
-    from factorize.plan.rules import check_eta, default_domain
-    from factorize.planner.routes import solve
-    from factorize.privacy import parse_guarantee
-    from factorize.privacy.policy import check_guarantee
-    from workloads import parse_workload
-    from workloads.domain import check_workload_axes
-    from workloads.spec import embedded_files
-
-    t0 = time.perf_counter()
-    W = parse_workload(workload) if isinstance(workload, str) else workload
-    g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
-    check_guarantee(g, allow_weak=allow_weak_guarantee)
-    if isinstance(n, bool) or int(n) != n or n < 1:
-        raise PlanError(f"the planning dataset size n must be a positive integer, got {n!r}")
-    if eta is not None:
-        check_eta(eta, W)
-    kind = randomizer or ("l2" if g.kind == "pure_dp" else "gaussian")
-    Wd = W.dense()
-    wmax = float(np.max(np.abs(Wd)))
-    grid = [eta] if eta is not None else [e * wmax for e in ETA_GRID]
-    best = None
-    for e in grid:
-        res = solve(W, "approx_gamma_2", eta=float(e))
-        fact = res.factorization
-        R, A = fact.R_factors[0], fact.A_factors[0]
-        if len(fact.R_factors) > 1:
-            from functools import reduce
-            R = reduce(np.kron, fact.R_factors)
-            A = reduce(np.kron, fact.A_factors)
-        R, A = compress(R, A)
-        from factorize.numerics import column_norms_upper
-
-        c = float(np.max(column_norms_upper(A, "l2", "the strategy A")))
-        A, R = A / c, R * c  # max_x ‖a_x‖ ≤ 1 up to the rounding of the division (≤ 1 + 2u)
-        spec = randomizer_spec(kind, g, A.shape[0])
-        pred = predicted_errors(R, float(e), spec["variance"], int(n))
-        # with a target α: the η needing the fewest users; else the smallest error at n
-        score = (n_needed(R, float(e), spec["variance"], alpha) if alpha is not None
-                 else pred["predicted_max_error"])
-        if best is None or score < best[0]:
-            best = (score, pred, float(e), R, A, res, spec)
-    _, pred, e, R, A, res, spec = best
-    v = res.verification
-    w = res.certificate.witness
-    U = np.asarray(w.U if hasattr(w, "U") else w.U_factors[0], dtype=np.float64)
-    d = np.asarray(w.d if hasattr(w, "d") else w.d_factors[0], dtype=np.float64)
-    residual = float(np.max(np.abs(Wd - R @ A)))
-    from factorize.factorization import Factorization
-    from factorize.planner.certificate import ApproxGamma2Witness, Certificate, verify
-
-    # the certificate of the stored (compressed, normalised) factors, as the verifier sees it
-    cert = Certificate("approx_gamma_2", Factorization.dense(R, A), ApproxGamma2Witness(U=U, d=d), eta=e)
-    v = verify(cert, Wd)
-    if not v.passed:
-        raise PlanError("the compressed local factorization does not verify: " + "; ".join(v.failures))
-    bounds: dict[str, Any] = {"gamma2_upper": v.upper, "gamma2_lower": v.lower, "gap": v.gap,
-                              "residual": residual, "plan_n": int(n),
-                              "target_alpha": alpha, "eta_grid": [float(x) for x in grid]}
-    bounds.update(derived_bounds(R, A, Wd, e, g, spec, int(n), alpha, cert))
-    dom = domain if domain is not None else default_domain(W)
-    check_workload_axes(W, dom)
-    return LocalPlan(
-        embedded=embedded_files(W),
-        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
-        domain=dom, guarantee=g, randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
-        provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
-                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
 
 
 def derived_bounds(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any,

@@ -98,7 +98,7 @@ def find_weights(W_leaves: Sequence[np.ndarray] | None, W: Any) -> tuple[str, li
     if W_leaves is not None and all(L.size <= LP_MAX_ENTRIES for L in W_leaves):
         out = []
         for L in W_leaves:
-            b = _lp_weights(L)
+            b = lp_weights(L)
             if b is None:
                 break
             out.append(b)
@@ -109,7 +109,7 @@ def find_weights(W_leaves: Sequence[np.ndarray] | None, W: Any) -> tuple[str, li
     return "cap", []
 
 
-def _lp_weights(L: np.ndarray) -> np.ndarray | None:
+def lp_weights(L: np.ndarray) -> np.ndarray | None:
     from scipy.optimize import linprog
 
     k, N = L.shape

@@ -1,51 +1,19 @@
-"""Building structured plans (needs the planner; the executor never imports this module).
-
-``build_structured_plan(workload, guarantee, ...)``:
-
-1. the strategy of one family (``strategy``): ``residual`` — the certified optimum of a
-   marginal workload in the subset algebra (``planner.marginals.solve_marginals``, γ_F: total
-   variance, γ₂: worst cell) as residual blocks (``structured.residual``); ``subset_algebra`` —
-   the algebra's closed-form γ_F optimum for any union of Kronecker products
-   (``structured.subset_algebra``); ``union`` — one block per workload block with per-factor
-   optimal factorizations and optimal block weights (``structured.union``);
-   ``marginal_weights`` — L1-optimised marginal weights (``pure_dp.marginals``) with their
-   least-squares reconstruction (``structured.marginal_weights``); ``kron`` — one shared
-   Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗); ``kron_groups`` — one shared
-   Kronecker strategy per group of blocks (``structured.kron_groups``, HDMM's OPT_+). With no
-   family named, the
-   strategy search (``factorize.families.search``) plans every structured family that applies
-   and keeps the best, recording the table (``provenance.strategy_search``);
-2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
-   chosen relation, L2 for Gaussian noise, L1 for Laplace;
-3. the noise (``privacy.calibrate``) on the lattice γZ, γ the largest power of two with
-   ``γ√m ≤ 10⁻³Δ₂`` (``rules.choose_grid``), its rounding inflation counted over the
-   strategy's spread (``structured.sensitivity.strategy_spread``), not all m coordinates;
-4. the reconstruction's bias β ≥ max|W − R·Ã| checked in the algebra (``structured.identity``);
-5. the accuracy statements from the structure (``structured_plan.expected_error``) and the
-   certificate (upper, lower, gap, and the value this plan achieves).
-"""
+"""Building a structured plan: one family's (``plan.build_structured_family``), or the best of
+every structured family that applies (the strategy search, ``factorize.families.search``,
+whose table the plan records in ``provenance.strategy_search``). The families plan through
+``build_structured_family``, which never imports this module or the families: the search sits
+above both."""
 
 from __future__ import annotations
 
-import datetime as _dt
-import math
-import time
 from typing import Any
 
-import numpy as np
-
-from factorize.choices import STRUCTURED_FAMILIES as STRATEGIES
 from factorize.choices import Neighbouring, NoiseFamily, Norm, StructuredFamily
-from factorize.io.provenance import versions
 from workloads import Domain, Workload
 
+from .build_structured_family import build_family_plan
 from .errors import PlanError
-from .structured_plan import StructuredPlan, achieved_norm, expected_error
-
-#: A marginal-weights strategy measures every cell of each chosen table: at most this many.
-MAX_WEIGHTED_TABLE = 1 << 24
-RESIDUAL_CERTIFICATE = ("marginal-algebra (MATH.md §2.3): upper from the coefficients x, lower "
-                        "from the dual witness (q uniform; block weights ω for γ₂)")
+from .structured_plan import StructuredPlan
 
 
 def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_f",
@@ -55,298 +23,28 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
                           gap_tol: float = 1e-6, allow_weak_guarantee: bool = False,
                           options: Any = None, search_seed: int = 0,
                           memo: dict[str, Any] | None = None) -> StructuredPlan:
-    """A verified structured plan of the family ``strategy`` (module docstring): ``residual``
-    (marginal workloads), ``union`` (unions of Kronecker products), ``subset_algebra`` (the
-    algebra's closed-form optimum, Gaussian γ_F), ``marginal_weights`` (Laplace noise),
-    ``kron`` (one shared Kronecker strategy, ``_kron``); None: the best structured family by
-    the strategy search (``factorize.families.search``), whose table the plan records.
-    ``search_seed``: the base seed of the families' random starts (recorded); ``memo``: the
-    search's shared results (the union plan, reused by ``kron`` for its certificate)."""
-    from factorize.structured.workload_blocks import workload_blocks
-    from workloads.spec import embedded_files
+    """The plan of the family ``strategy`` (``build_structured_family.build_family_plan``), or,
+    with ``strategy=None``, the best plan of the strategy search over every structured family
+    (ties and stopping rules: ``families.search``). ``search_seed``: the base seed of the
+    families' random starts (recorded); ``memo``: results one family computes and another
+    reuses (the union plan's certificate, the symmetry-reduced bound)."""
+    if strategy is not None:
+        return build_family_plan(workload, guarantee, strategy=strategy, norm=norm,
+                                 relation=relation, domain=domain, noise_family=noise_family,
+                                 gap_tol=gap_tol, allow_weak_guarantee=allow_weak_guarantee,
+                                 options=options, search_seed=search_seed, memo=memo)
+    from factorize.families import PlanProblem, search
+    from factorize.families.registry import FAMILIES
 
     from .build import plan_inputs
 
-    t0 = time.perf_counter()
     if norm not in ("gamma_f", "gamma_2"):
         raise PlanError(f"structured plans optimise gamma_f or gamma_2, not {norm!r}")
     W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
     family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
-    if strategy is None:
-        from factorize.families import PlanProblem, search
-        from factorize.families.registry import FAMILIES
-
-        if family not in ("gaussian", "laplace"):
-            raise PlanError(f"structured plans use exact Gaussian or Laplace noise, not {family!r}")
-        problem = PlanProblem(W, g, rel, dom, family, norm, options=options, gap_tol=gap_tol,
-                              seed=search_seed, allow_weak_guarantee=allow_weak_guarantee,
-                              memo={} if memo is None else memo)
-        return search(problem, [f for f in FAMILIES if f.kind == "structured"]).plan
-    if strategy not in STRATEGIES:
-        raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {STRATEGIES}")
-    k, N = W.shape
-    memo = {} if memo is None else memo
-    wblocks = memo.get("blocks") or workload_blocks(W, dom.sizes)
-    snorm = "l1" if family == "laplace" else "l2"
-    choice = None
-    if strategy == "residual":
-        parts = _residual(W, dom, wblocks, norm, gap_tol)
-    elif strategy == "subset_algebra":
-        from factorize.structured import subset_algebra
-
-        _, _, _, ucert, ucert_arrays = _union(dom, wblocks, norm, options, snorm, memo)
-        parts = subset_algebra.build(dom.sizes, wblocks, norm, options=options, W=W,
-                                     fallback=(ucert, ucert_arrays))
-    elif strategy == "marginal_weights":
-        parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed,
-                                          union_cert=memo.get(f"union:{norm}:{snorm}"))
-        from .structured_plan import laplace_rmse
-
-        choice = {"chosen": "marginal_weights",
-                  "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                  "search_seed": int(search_seed), "search": record, "runners_up": []}
-    elif strategy == "kron":
-        t_kron = time.perf_counter()
-        parts, record = _kron(dom, wblocks, _union(dom, wblocks, norm, options, snorm, memo),
-                              search_seed, family)
-        from .structured_plan import gaussian_rmse, laplace_rmse
-
-        choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                  "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
-                  "search": record, "runners_up": []}
-        if family == "gaussian":
-            choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
-    elif strategy == "kron_groups":
-        from factorize.structured import kron_groups
-
-        from .structured_plan import gaussian_rmse, laplace_rmse
-
-        t_groups = time.perf_counter()
-        _, _, _, ucert, ucert_arrays = _union(dom, wblocks, norm, options, snorm, memo)
-        groups, record = kron_groups.optimise(dom.sizes, wblocks, family, search_seed)
-        parts = kron_groups.build(dom.sizes, wblocks, groups, family, ucert, ucert_arrays)
-        choice = {"chosen": "kron_groups", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                  "seconds": time.perf_counter() - t_groups, "search_seed": int(search_seed),
-                  "search": record, "runners_up": []}
-        if family == "gaussian":
-            choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
-    else:
-        parts = _union(dom, wblocks, norm, options, snorm, memo)
-    strat, recon, (structure, encoding), cert, cert_arrays = parts
-    if strategy != "residual":
-        cert, cert_arrays = with_symmetry_bound(cert, cert_arrays, wblocks, dom.sizes, memo)
-    noise, sens = _noise(strat, g, rel, family)
-    from factorize.privacy import sampled_variance
-    from factorize.structured.identity import reconstruction_residual
-
-    measured = strat.measured()
-    recon_m = recon.rebased(measured)
-    beta = reconstruction_residual(recon_m, wblocks)
-    bias, n_weights = plan_bias(recon_m, wblocks, beta)
-    cert["achieved"] = achieved_norm(norm, _l2_add_remove(measured), recon)
-    if strategy != "residual":  # the plan's own value is the upper bound (structured.union)
-        from factorize.numerics import relative_gap
-
-        cert["upper"] = cert["achieved"]
-        cert["gap"] = relative_gap(cert["upper"], cert["lower"])
-    from .lower_bound import laplace_bound
-
-    cert["laplace_factorization"] = laplace_bound(norm, cert["lower"], g, rel.key, family)
-    plan = StructuredPlan(
-        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
-        domain=dom, relation=rel, guarantee=g, norm=norm, strategy=strat, reconstruction=recon,
-        structure=structure, encoding=encoding, noise=noise, certificate=cert,
-        certificate_arrays=cert_arrays,
-        expected_error=expected_error(noise, recon, beta, norm, sampled_variance(noise)),
-        bias=bias, n_weights=n_weights, embedded=embedded_files(W),
-        provenance={"versions": versions(), "mechanism": "factorization", "strategy": strategy,
-                    "sensitivity_exact": sens.exact, "plan_seconds": time.perf_counter() - t0,
-                    **({"strategy_choice": choice} if choice is not None else {}),
-                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
-    return plan
-
-
-def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray], wblocks: list,
-                        sizes: Any, memo: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The certificate with the symmetry-reduced γ_F dual bound (``structured.symmetry``)
-    added where it is higher than the family's own: ``certificate.symmetry`` states it, arrays
-    ``cert.sym.labels.<j>`` (each attribute's classes) and ``cert.sym.d`` (per-cell weights on
-    the orbits) let the verifier re-derive it. Solved once per workload (``memo``); copies, so
-    a certificate another family reuses from the memo is left as it was."""
-    from factorize.structured import symmetry
-
-    if "symmetry" not in memo:
-        memo["symmetry"] = None
-        red = symmetry.reduce(wblocks, sizes)
-        if red is not None:
-            from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
-
-            res = solve_symmetric_gamma_f(red)
-            memo["symmetry"] = (symmetry.certified_lower(red, res.weights), red.labels, res.weights)
-    found = memo["symmetry"]
-    if found is None or not found[0] > float(cert["lower"]) * (1.0 + 1e-9):
-        return cert, cert_arrays
-    lower, labels, weights = found
-    cert = {**cert, "lower": lower, "symmetry": {"method": symmetry.METHOD, "lower": lower}}
-    cert_arrays = {**cert_arrays, "cert.sym.d": np.asarray(weights, dtype=np.float64).reshape(1, -1),
-                   **{f"cert.sym.labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
-                      for j, lab in enumerate(labels)}}
-    return cert, cert_arrays
-
-
-def _l2_add_remove(measured: Any) -> float:
-    from factorize.structured.sensitivity import strategy_sensitivity
-
-    return strategy_sensitivity(measured, "l2", "add_remove").value
-
-
-def _noise(strat: Any, g: Any, rel: Any, family: str) -> tuple[Any, Any]:
-    """The calibrated lattice noise and the certified sensitivity it rests on."""
-    from factorize.privacy import calibrate
-    from factorize.structured.sensitivity import strategy_sensitivity, strategy_spread
-
-    from .rules import choose_grid
-
     if family not in ("gaussian", "laplace"):
         raise PlanError(f"structured plans use exact Gaussian or Laplace noise, not {family!r}")
-    snorm = "l1" if family == "laplace" else "l2"
-    sens = strategy_sensitivity(strat.measured(), snorm, rel)
-    if not sens.value > 0:
-        raise PlanError("the strategy has zero sensitivity")
-    m = strat.m
-    grid = choose_grid(sens.value, m, snorm)
-    spec = calibrate(g, sensitivity_l2=sens if snorm == "l2" else None,
-                     sensitivity_l1=sens if snorm == "l1" else None, grid=grid, dim=m,
-                     relation=rel, family=family, spread=strategy_spread(strat.measured(), rel, grid))
-    return spec, sens
-
-
-BIAS_NOTE = ("|((W − R·Ã)h)_i| ≤ residual_bound·n; n bounded from the release by the "
-             "strategy's measurement of the total ('total'), by weights nbound.* on one workload "
-             "block's answers ('weights'; probability 1e-3 either way), or by 2^53 ('cap')")
-
-
-def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The ``bias`` section and the n-bound weights (``structured.records``)."""
-    from factorize.structured.records import choose
-
-    fields, arrays = choose(recon, wblocks, beta)
-    return {"residual_bound": float(beta), **fields, "note": BIAS_NOTE}, arrays
-
-
-# ---------------------------------------------------------------------------------------
-# families
-
-
-def _residual(W: Workload, dom: Domain, wblocks: list, norm: str, gap_tol: float):
-    """The certified marginal optimum as residual blocks (``structured.residual``)."""
-    from factorize.planner.marginal_algebra import marginal_family
-    from factorize.planner.marginals import solve_marginals
-    from factorize.structured import residual
-
-    family = marginal_family(W)
-    if family is None or tuple(family.sizes) != tuple(int(s) for s in dom.sizes):
-        raise PlanError("the residual strategy needs a marginal workload over the domain's "
-                        "attributes")
-    sol = solve_marginals(family, norm, gap_tol=gap_tol)
-    x = {tuple(T): float(v) for T, v in zip(sol.x.subsets, sol.x.values) if v > 0}
-    closure = sorted(x, key=lambda T: (len(T), T))
-    strat, recon, enc = residual.build(dom.sizes, closure, x, wblocks)
-    cert = {"method": RESIDUAL_CERTIFICATE, "norm": norm, "upper": float(sol.upper), "lower": float(sol.lower), "gap": float(sol.gap)}
-    arrays = {"cert.x": np.array([x[T] for T in closure])}
-    if sol.weights is not None:
-        arrays["cert.omega"] = np.asarray(sol.weights, dtype=np.float64)
-        arrays["cert.omega_support"] = residual._pad([tuple(S) for S in sol.weight_subsets])
-    return strat, recon, enc, cert, arrays
-
-
-def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm: str,
-           memo: dict[str, Any] | None = None):
-    """The union family's build (``structured.union``), once per search (``memo``)."""
-    from factorize.structured import union
-
-    key = f"union:{norm}:{sensitivity_norm}"
-    if memo is not None and key in memo:
-        return memo[key]
-    parts = union.build(dom.sizes, wblocks, norm, options=options, sensitivity_norm=sensitivity_norm)
-    if memo is not None:
-        memo[key] = parts
-    return parts
-
-
-def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
-                      seed: int, fam: Any = None, union_cert: tuple | None = None
-                      ) -> tuple[tuple, dict[str, Any]]:
-    """OPT_M weights for Laplace noise (``pure_dp.marginals``) as a structured plan
-    (``structured.marginal_weights``), and the search's record; ``fam``: W's marginal
-    structure when the caller has it; ``union_cert``: the union family's build of the same
-    workload (the search's memo), whose certificate is reused. A workload that is not made of marginals (any union of
-    Kronecker products) is optimised through its averaged Gram
-    (``structured.subset_algebra.subset_eigenvalues``: the error of a marginal strategy depends
-    on W only through it — HDMM's Marginals template for any workload)."""
-    from factorize.pure_dp.marginals import candidate_subsets, optimize_marginal_weights
-    from factorize.pure_dp.structure import marginal_structure_of
-    from factorize.structured import marginal_weights
-
-    fam = marginal_structure_of(W) if fam is None else fam
-    if fam is not None and tuple(fam.sizes) != tuple(int(n) for n in dom.sizes):
-        fam = None
-    lam, queries = None, None
-    if fam is None:  # any union: the objective reads W through its averaged Gram alone
-        from factorize.planner.marginal_algebra import MarginalFamily
-        from factorize.structured.subset_algebra import subset_eigenvalues
-
-        sizes = tuple(int(n) for n in dom.sizes)
-        lam, _ = subset_eigenvalues(wblocks, sizes)
-        tops = sorted({U for U in lam if not any(set(U) < set(V) for V in lam)})
-        if not tops:
-            raise PlanError("marginal weights: the workload is zero")
-        fam = MarginalFamily(sizes, tuple(tops), tuple(math.prod(sizes[j] for j in U) for U in tops))
-        queries = sum(wb.rows for wb in wblocks)
-    # a chosen subset is measured cell by cell: only tables the executor can noise
-    subsets = tuple(S for S in candidate_subsets(fam)
-                    if math.prod(fam.sizes[j] for j in S) <= MAX_WEIGHTED_TABLE)
-    have = set(subsets)
-    too_big = [b.subset for b in fam.distinct_blocks()
-               if tuple(j for j in b.subset if fam.sizes[j] > 1) not in have]
-    if too_big:
-        raise PlanError(f"marginal weights measure every cell of a table: the workload's table on "
-                        f"attributes {list(too_big[0])} has more than {MAX_WEIGHTED_TABLE:,} cells")
-    res = optimize_marginal_weights(fam, seed=seed, subsets=subsets, eigenvalues=lam,
-                                    queries=queries)
-    record = {"family": "marginal weights", "seed": int(seed), "winner": res.winner,
-              "support": [[float(t), list(S)] for t, S in res.support()],
-              "objective_rmse": res.rmse, "seconds": res.seconds,
-              **{k: v for k, v in res.search.summary().items() if k != "winner"}}
-    fallback = None if union_cert is None else (union_cert[3], union_cert[4])
-    return marginal_weights.build(dom.sizes, wblocks, res.support(), norm, options=options,
-                                  W=W, fallback=fallback), record
-
-
-def _kron(dom: Domain, wblocks: list, union_parts: tuple, seed: int,
-          noise: str = "laplace") -> tuple[tuple, dict[str, Any]]:
-    """One shared Kronecker strategy ``⊗_j A_j`` for the whole union — p-Identity factors
-    (``pure_dp.kron.optimize_kron``, HDMM's OPT_⊗) for Laplace noise, L2-optimal factors
-    (``structured.shared_kron_gaussian``) for Gaussian noise — as a structured plan
-    (``structured.shared_kron``), certified by the union plan's lower bound (it depends on W
-    alone: ``union_parts``, the union family's build for the same workload); and the
-    search's record."""
-    from factorize.pure_dp.kron import optimize_kron
-    from factorize.structured import shared_kron
-
-    P = shared_kron.product_workload(dom.sizes, wblocks)  # the size checks, before any search
-    _, _, _, cert, cert_arrays = union_parts
-    if noise == "gaussian":
-        from factorize.structured.shared_kron_gaussian import optimize_kron_l2
-
-        kg = optimize_kron_l2(dom.sizes, wblocks)
-        record = {"family": "shared kronecker (L2)", "sweeps": kg.sweeps, "objective": kg.value,
-                  "objective_history": kg.history, "seconds": kg.seconds,
-                  "factor_rows": [int(F.shape[0]) for F in kg.factors]}
-        return shared_kron.build(dom.sizes, wblocks, kg.factors, cert, cert_arrays), record
-    ks = optimize_kron(P, seed=seed)
-    record = {"family": "shared kronecker", "seed": int(seed), "init": ks.init,
-              "sweeps": ks.sweeps, "objective": ks.value,
-              "objective_rmse": math.sqrt(2.0 * ks.value / P.k), "seconds": ks.seconds,
-              "factor_rows": [int(F.shape[0]) for F in ks.factors]}
-    return shared_kron.build(dom.sizes, wblocks, ks.factors, cert, cert_arrays), record
+    problem = PlanProblem(W, g, rel, dom, family, norm, options=options, gap_tol=gap_tol,
+                          seed=search_seed, allow_weak_guarantee=allow_weak_guarantee,
+                          memo={} if memo is None else memo)
+    return search(problem, [f for f in FAMILIES if f.kind == "structured"]).plan

@@ -1,6 +1,6 @@
 """The rules a plan is built and verified by, in one module both sides import: limits,
 tolerances, the lattice grid, the strategy-choice objective. The builders (``plan.build``,
-``plan.build_structured``, ``local.plan``'s planner) and the verifiers (``plan.checks``,
+``plan.build_structured_family``, ``local.plan``'s planner) and the verifiers (``plan.checks``,
 ``plan.claims``, ``plan.structured_checks``) apply the same function, so a plan the builder
 writes is checked by exactly the rule it was made by; nothing here imports a builder or a
 solver."""
@@ -58,11 +58,11 @@ def default_domain(W: Workload) -> Domain:
     (``workloads.domain.workload_axes``: a Kronecker product's leaves, a marginal workload's
     attributes), provided every other layout is a coarsening of it; one attribute ``x0`` of
     N cells for a workload without axes."""
-    from workloads.domain import _coarsens, workload_axes
+    from workloads.domain import coarsens, workload_axes
 
     layouts = sorted(workload_axes(W), key=len, reverse=True)
     sizes = list(layouts[0]) if layouts and layouts[0] else [int(W.shape[1])]
-    if not all(_coarsens(lay, sizes) for lay in layouts):
+    if not all(coarsens(lay, sizes) for lay in layouts):
         raise PlanError("the workload's blocks have axis layouts that no single domain fits; "
                         "pass --domain")
     return Domain([f"x{i}" for i in range(len(sizes))], sizes)
@@ -99,3 +99,10 @@ def choice_objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm
                      spread=kron_spread(measured, rel, grid) if grid is not None and spread else None)
     e = expected_error(fact, spec)
     return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
+
+
+#: The bias statement of a structured plan (``plan.build_structured_family.plan_bias``,
+#: re-derived by ``plan.structured_checks``).
+BIAS_NOTE = ("|((W − R·Ã)h)_i| ≤ residual_bound·n; n bounded from the release by the "
+             "strategy's measurement of the total ('total'), by weights nbound.* on one workload "
+             "block's answers ('weights'; probability 1e-3 either way), or by 2^53 ('cap')")

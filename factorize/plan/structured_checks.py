@@ -104,11 +104,11 @@ def _structure(out: PlanCheck, plan: StructuredPlan, W: Any) -> list:
 def _residual_rules(plan: StructuredPlan, wblocks: list) -> list[str]:
     from itertools import combinations
 
-    from factorize.structured.residual import _unpad
+    from factorize.structured.residual import unpad_subsets
 
     d = len(plan.domain.sizes)
     problems = []
-    out_support = _unpad(plan.encoding["recon.support"], d, "recon.support")
+    out_support = unpad_subsets(plan.encoding["recon.support"], d, "recon.support")
     weights = plan.encoding["recon.weight"].reshape(-1)
     for o, wb in enumerate(wblocks):
         S = wb.marginal_support
@@ -158,7 +158,7 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
     from factorize.structured.records import check as check_n_bound
     from factorize.structured.sensitivity import strategy_sensitivity
 
-    from .build_structured import BIAS_NOTE
+    from .rules import BIAS_NOTE
 
     problems: list[str] = []
     beta = out.derived["beta"]
@@ -265,38 +265,4 @@ def _certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
     if "symmetry" in plan.certificate:
         lower = max(lower, verify_bound(plan, W))
         gap = relative_gap(upper, lower)
-    return upper, lower, gap
-
-
-def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, float, float]:
-    """(upper, lower, gap) of the marginal planner's solution stored in the plan's
-    certificate arrays (``cert.x`` on ``subsets``; ``cert.omega`` for γ₂), re-verified by
-    ``planner.marginals.verify_marginal_solution``."""
-    from factorize.planner.marginal_algebra import AlgebraCoefficients, marginal_family
-    from factorize.planner.marginals import MarginalSolution, verify_marginal_solution
-    from factorize.structured.residual import _unpad
-
-    family = marginal_family(W)
-    if family is None:
-        raise ValueError("the workload is not a marginal family")
-    arrays = plan.certificate_arrays
-    x = arrays.get("cert.x")
-    subsets = tuple(tuple(S) for S in subsets)
-    if x is None or x.reshape(-1).size != len(subsets):
-        raise ValueError("cert.x must hold one coefficient per subset")
-    coeffs = AlgebraCoefficients(sizes=tuple(family.sizes), subsets=subsets,
-                                 values=tuple(float(v) for v in x.reshape(-1)))
-    weights = weight_subsets = None
-    if plan.norm == "gamma_2":
-        om, sup = arrays.get("cert.omega"), arrays.get("cert.omega_support")
-        if om is None or sup is None:
-            raise ValueError("a γ₂ certificate needs block weights cert.omega")
-        weight_subsets = tuple(_unpad(sup, family.d, "cert.omega_support"))
-        weights = tuple(float(v) for v in om.reshape(-1))
-    draft = MarginalSolution(family=family, norm=plan.norm, x=coeffs, weight_subsets=weight_subsets,
-                             weights=weights, upper=float("inf"), lower=0.0, gap=float("inf"),
-                             verified=False, failures=(), seconds=0.0)
-    upper, lower, gap, passed, failures = verify_marginal_solution(family, draft)
-    if not passed:
-        raise ValueError("the certificate fails: " + "; ".join(failures))
     return upper, lower, gap

@@ -14,7 +14,7 @@ from .guarantees import PrivacyError
 # validation helpers
 
 
-def _up(x: float, ops: int = 2) -> float:
+def privacy_round_up(x: float, ops: int = 2) -> float:
     """A computed privacy-critical quantity rounded up past the error of ``ops`` roundings
     (``numerics.round_up``: ×(1 + (ops+2)·2⁻⁵²), then one ulp)."""
     return round_up(x, ops)
@@ -26,10 +26,10 @@ def _up(x: float, ops: int = 2) -> float:
 #: (The CKS20 conversion is evaluated as ``−α log1p(1/a)``, accurate for every α; the analytic
 #: Gaussian's ``ε + log Φ(−a−b) − log Φ(a−b)`` cancels, losing about 2L·ulp(L)/ε with
 #: L = ln(1/δ): within the margin for ε ≳ 1e-3, not below about ε = 1e-4 at δ = 1e-12.)
-_LOG_SAFETY = 1e-9
+LOG_SAFETY = 1e-9
 
 
-def _delta(v: Any) -> float:
+def check_delta(v: Any) -> float:
     x = positive_number("delta", v, PrivacyError)
     if not x < 1:
         raise PrivacyError(f"delta must satisfy 0 < delta < 1, got {v!r}")

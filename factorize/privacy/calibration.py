@@ -63,11 +63,9 @@ from typing import Any, Mapping
 from factorize.choices import NOISE_FAMILIES, SAMPLERS, NoiseFamily, Sampler
 from factorize.numerics import is_power_of_two, positive_number
 
-from ._common import _LOG_SAFETY as _LOG_SAFETY
-from ._common import _delta as _delta
-from ._common import _up
-from .gaussian import _bisect_boundary as _bisect_boundary
-from .gaussian import _log_delta_unit as _log_delta_unit
+from ._common import LOG_SAFETY as LOG_SAFETY
+from ._common import check_delta as check_delta
+from ._common import privacy_round_up
 from .gaussian import (
     analytic_gaussian_sigma,
     classical_gaussian_sigma,
@@ -77,6 +75,8 @@ from .gaussian import (
     gaussian_log_delta,
     gaussian_sigma_threshold,
 )
+from .gaussian import bisect_boundary as bisect_boundary
+from .gaussian import log_delta_unit as log_delta_unit
 from .guarantees import (
     ZCDP,
     ApproxDP,
@@ -87,12 +87,12 @@ from .guarantees import (
     guarantee_from_dict,
 )
 from .sensitivity import Sensitivity
-from .zcdp import _ALPHA_GRID as _ALPHA_GRID
-from .zcdp import _INV_GOLDEN as _INV_GOLDEN
-from .zcdp import _golden_min as _golden_min
-from .zcdp import _log_conv as _log_conv
-from .zcdp import _zcdp_log_delta as _zcdp_log_delta
+from .zcdp import ALPHA_GRID as ALPHA_GRID
+from .zcdp import INV_GOLDEN as INV_GOLDEN
+from .zcdp import golden_min as golden_min
+from .zcdp import log_conv as log_conv
 from .zcdp import zcdp_delta, zcdp_epsilon, zcdp_gaussian_sigma, zcdp_to_approx_dp
+from .zcdp import zcdp_log_delta as zcdp_log_delta
 
 __all__ = [
     "gaussian_delta",
@@ -122,7 +122,7 @@ __all__ = [
 
 def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     """Laplace scale ``b = Δ₁/ε`` per coordinate (ε-DP)."""
-    return _up(positive_number("l1_sensitivity", l1_sensitivity, PrivacyError) / positive_number("epsilon", epsilon, PrivacyError), 1)
+    return privacy_round_up(positive_number("l1_sensitivity", l1_sensitivity, PrivacyError) / positive_number("epsilon", epsilon, PrivacyError), 1)
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def _dim(dim: Any) -> int:
 def l2_ball_knorm(epsilon: float, l2_sensitivity: float, dim: int) -> KNormParams:
     """Parameters of the ε-DP ℓ2 K-norm mechanism for an L2-sensitivity-Δ query into R^dim."""
     m = _dim(dim)
-    theta = _up(positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / positive_number("epsilon", epsilon, PrivacyError), 1)
+    theta = privacy_round_up(positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / positive_number("epsilon", epsilon, PrivacyError), 1)
     return KNormParams(m, float(m), theta, knorm_expected_sq_norm(epsilon, l2_sensitivity, m))
 
 
@@ -189,9 +189,9 @@ def discretized_sensitivity(sensitivity: float, m: int, grid: float, norm: str) 
     n = str(norm).lower()
     # Rounded up by a few ulps so float rounding never makes the bound too small.
     if n == "l2":
-        return _up(s + g * math.sqrt(mm), 3)
+        return privacy_round_up(s + g * math.sqrt(mm), 3)
     if n == "l1":
-        return _up(s + g * mm, 2)
+        return privacy_round_up(s + g * mm, 2)
     raise PrivacyError(f"norm must be 'l1' or 'l2', got {norm!r}")
 
 

@@ -54,9 +54,9 @@ from typing import Any
 
 from factorize.numerics import U, positive_number
 
-from ._common import _LOG_SAFETY, _delta
+from ._common import LOG_SAFETY, check_delta
 from .guarantees import PrivacyError
-from .zcdp import _zcdp_log_delta
+from .zcdp import zcdp_log_delta
 
 __all__ = [
     "gaussian_delta",
@@ -73,7 +73,7 @@ __all__ = [
 # analytic Gaussian mechanism (Balle & Wang 2018)
 
 
-def _log_delta_unit(epsilon: float, s: float) -> float:
+def log_delta_unit(epsilon: float, s: float) -> float:
     """A certified upper bound on log δ for noise std ``s`` relative to the sensitivity
     (s = σ/Δ, itself computed with one rounding); −inf when δ ≤ 0.
 
@@ -125,7 +125,7 @@ def gaussian_log_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> f
     eps = positive_number("epsilon", epsilon, PrivacyError)
     sig = positive_number("sigma", sigma, PrivacyError)
     sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-    return _log_delta_unit(eps, sig / sens)
+    return log_delta_unit(eps, sig / sens)
 
 
 def gaussian_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
@@ -155,14 +155,14 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     imports no scipy.optimize.
     """
     eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
+    dlt = check_delta(delta)
     sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     # margin in log δ covering the evaluation error of log δ(σ) (log_ndtr is accurate to a
     # few ulps; 1e-9 is six orders above that): the returned σ is valid for the exact δ(σ)
-    target = math.log(dlt) - _LOG_SAFETY
+    target = math.log(dlt) - LOG_SAFETY
 
     def f(log_s: float) -> float:
-        return _log_delta_unit(eps, math.exp(log_s)) - target
+        return log_delta_unit(eps, math.exp(log_s)) - target
 
     # δ(s) → 1 as s → 0 and → 0 as s → ∞, strictly decreasing: bracket around log s = 0.
     lo, hi = 0.0, 0.0
@@ -199,7 +199,7 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     raise PrivacyError("analytic Gaussian: verification of the calibrated sigma failed")
 
 
-def _bisect_boundary(feasible: Any, lo: float, hi: float) -> float:
+def bisect_boundary(feasible: Any, lo: float, hi: float) -> float:
     """The feasible end of a bracket ``[lo, hi]`` (``feasible(lo)`` false, ``feasible(hi)``
     true, feasibility monotone) bisected until no float lies between its ends: the smallest
     feasible float up to the evaluation's own noise. Deterministic (about 60 evaluations)."""
@@ -217,7 +217,7 @@ def _bisect_boundary(feasible: Any, lo: float, hi: float) -> float:
 def gaussian_approx_dp_holds(epsilon: float, delta: float, sigma: float, l2_sensitivity: float,
                              *, discrete: bool) -> bool:
     """Whether Gaussian noise of scale σ on a query of L2 sensitivity Δ is (ε, δ)-DP by the
-    accounting :func:`calibrate` uses, certified with the log-δ margin ``_LOG_SAFETY``: the
+    accounting :func:`calibrate` uses, certified with the log-δ margin ``LOG_SAFETY``: the
     acceptance test of :func:`analytic_gaussian_sigma` (``discrete=False``: Balle & Wang's exact
     characterisation, ``log δ(σ) ≤ log δ − margin``) and of :func:`discrete_gaussian_sigma`
     (``discrete=True``: ρ = Δ²/(2σ²)-zCDP (CKS20 Thm. 14) and the CKS20 Cor. 13 bound, at the
@@ -230,7 +230,7 @@ def gaussian_approx_dp_holds(epsilon: float, delta: float, sigma: float, l2_sens
     finder or optimiser of scipy is needed (start-up of the run path).
     """
     eps = positive_number("epsilon", epsilon, PrivacyError)
-    target = math.log(_delta(delta)) - _LOG_SAFETY
+    target = math.log(check_delta(delta)) - LOG_SAFETY
     sig = positive_number("sigma", sigma, PrivacyError)
     sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     if not discrete:
@@ -240,7 +240,7 @@ def gaussian_approx_dp_holds(epsilon: float, delta: float, sigma: float, l2_sens
     rho = (sens / sig) ** 2 / 2.0
     if not math.isfinite(rho):
         return False  # σ/Δ so small that ρ overflows: far from private
-    return _zcdp_log_delta(rho, eps)[0] <= target
+    return zcdp_log_delta(rho, eps)[0] <= target
 
 
 def gaussian_sigma_threshold(epsilon: float, delta: float, l2_sensitivity: float, *,
@@ -252,7 +252,7 @@ def gaussian_sigma_threshold(epsilon: float, delta: float, l2_sensitivity: float
     :func:`discrete_gaussian_sigma`) lies above it by its own round-up (about 1e-11, relative).
     """
     eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
+    dlt = check_delta(delta)
     sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
 
     def holds(sigma: float) -> bool:
@@ -262,7 +262,7 @@ def gaussian_sigma_threshold(epsilon: float, delta: float, l2_sensitivity: float
         hi = positive_number("near", near, PrivacyError)
         lo = hi * (1.0 - 1e-9)
         if holds(hi) and not holds(lo):  # the verifier's case: a stated σ at the threshold
-            return _bisect_boundary(holds, lo, hi)
+            return bisect_boundary(holds, lo, hi)
     lo = hi = sens
     if holds(hi):
         lo = hi * 0.5
@@ -275,7 +275,7 @@ def gaussian_sigma_threshold(epsilon: float, delta: float, l2_sensitivity: float
             lo, hi = hi, hi * 2.0
             if not math.isfinite(hi):
                 raise PrivacyError("Gaussian threshold: no finite scale passes (cannot bracket)")
-    return _bisect_boundary(holds, lo, hi)
+    return bisect_boundary(holds, lo, hi)
 
 
 def classical_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float:
@@ -284,7 +284,7 @@ def classical_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float
     Looser than :func:`analytic_gaussian_sigma` and valid only for ε < 1 (raises otherwise).
     """
     eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
+    dlt = check_delta(delta)
     sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
     if not eps < 1:
         raise PrivacyError("the classical Gaussian bound is only valid for epsilon < 1")
@@ -306,12 +306,12 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float)
     (:func:`discretized_sensitivity`). The same σ is also valid for the continuous Gaussian.
     """
     eps = positive_number("epsilon", epsilon, PrivacyError)
-    dlt = _delta(delta)
+    dlt = check_delta(delta)
     sens = positive_number("l2_sensitivity", l2_sensitivity, PrivacyError)
-    target = math.log(dlt) - _LOG_SAFETY
+    target = math.log(dlt) - LOG_SAFETY
 
     def ok(rho: float) -> bool:
-        return _zcdp_log_delta(rho, eps)[0] <= target
+        return zcdp_log_delta(rho, eps)[0] <= target
 
     # Feasible start: the simple conversion ρ + 2√(ρ L) = ε  ⇒  √ρ = √(L + ε) − √L.
     L = math.log(1.0 / dlt)

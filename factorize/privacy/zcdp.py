@@ -29,7 +29,7 @@ import numpy as np
 
 from factorize.numerics import positive_number
 
-from ._common import _LOG_SAFETY, _delta, _up
+from ._common import LOG_SAFETY, check_delta, privacy_round_up
 from .guarantees import PrivacyError
 
 __all__ = [
@@ -49,17 +49,17 @@ def zcdp_gaussian_sigma(rho: float, l2_sensitivity: float) -> float:
 
     Also valid for the discrete Gaussian on Z^m with integer-valued query (CKS20, Thm. 14).
     """
-    return _up(positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / math.sqrt(2.0 * positive_number("rho", rho, PrivacyError)), 2)
+    return privacy_round_up(positive_number("l2_sensitivity", l2_sensitivity, PrivacyError) / math.sqrt(2.0 * positive_number("rho", rho, PrivacyError)), 2)
 
 
 def zcdp_to_approx_dp(rho: float, delta: float) -> float:
     """ε such that ρ-zCDP implies (ε, δ)-DP: ``ε = ρ + 2√(ρ ln(1/δ))`` (Bun & Steinke 2016)."""
     r = positive_number("rho", rho, PrivacyError)
-    d = _delta(delta)
-    return _up(r + 2.0 * math.sqrt(r * math.log(1.0 / d)) * (1.0 + 1e-12), 8)
+    d = check_delta(delta)
+    return privacy_round_up(r + 2.0 * math.sqrt(r * math.log(1.0 / d)) * (1.0 + 1e-12), 8)
 
 
-def _log_conv(alpha_minus_1: float, rho: float, epsilon: float) -> float:
+def log_conv(alpha_minus_1: float, rho: float, epsilon: float) -> float:
     """log of exp((α−1)(αρ−ε))/(α−1) · (1−1/α)^α at α = 1 + a (CKS20 Cor. 13 integrand)."""
     a = alpha_minus_1
     alpha = 1.0 + a
@@ -69,39 +69,39 @@ def _log_conv(alpha_minus_1: float, rho: float, epsilon: float) -> float:
     return a * (alpha * rho - epsilon) - math.log(a) - alpha * math.log1p(1.0 / a)
 
 
-_ALPHA_GRID = np.logspace(-8, 12, 161)
+ALPHA_GRID = np.logspace(-8, 12, 161)
 
 
-def _zcdp_log_delta(rho: float, epsilon: float) -> tuple[float, float]:
+def zcdp_log_delta(rho: float, epsilon: float) -> tuple[float, float]:
     """(min over α of the log-δ bound, the minimising α − 1). Any α gives a valid bound."""
     # Coarse log-grid over a = α − 1 ∈ [1e-8, 1e12], then golden-section search on log a
     # between the best point's neighbours (deterministic; no scipy.optimize on the run path).
-    grid = _ALPHA_GRID
+    grid = ALPHA_GRID
     alpha = 1.0 + grid
     log_a = np.log(grid)
-    vals = grid * (alpha * rho - epsilon) - log_a - alpha * np.log1p(1.0 / grid)  # _log_conv
+    vals = grid * (alpha * rho - epsilon) - log_a - alpha * np.log1p(1.0 / grid)  # log_conv
     k = int(np.argmin(vals))
     best_a, best_v = float(grid[k]), float(vals[k])
     if not math.isfinite(best_v):
         return best_v, best_a
     lo = math.log(grid[max(k - 1, 0)])
     hi = math.log(grid[min(k + 1, grid.size - 1)])
-    u, v = _golden_min(lambda t: _log_conv(math.exp(t), rho, epsilon), lo, hi, 1e-11)
+    u, v = golden_min(lambda t: log_conv(math.exp(t), rho, epsilon), lo, hi, 1e-11)
     if v < best_v:
         best_a, best_v = math.exp(u), v
     return best_v, best_a
 
 
 #: 1/φ, the golden-section ratio.
-_INV_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+INV_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
-def _golden_min(f: Any, lo: float, hi: float, xtol: float) -> tuple[float, float]:
+def golden_min(f: Any, lo: float, hi: float, xtol: float) -> tuple[float, float]:
     """Golden-section search for the minimum of ``f`` on ``[lo, hi]`` (unimodal there) until
     the bracket is narrower than ``xtol``: ``(x, f(x))`` of the best point evaluated (a NaN
     value is never the best). Deterministic; about 50 evaluations for the α search."""
-    c = hi - _INV_GOLDEN * (hi - lo)
-    d = lo + _INV_GOLDEN * (hi - lo)
+    c = hi - INV_GOLDEN * (hi - lo)
+    d = lo + INV_GOLDEN * (hi - lo)
     fc, fd = f(c), f(d)
     best_x, best_f = (c, fc) if not fd < fc else (d, fd)
     for _ in range(200):
@@ -109,13 +109,13 @@ def _golden_min(f: Any, lo: float, hi: float, xtol: float) -> tuple[float, float
             break
         if not fd < fc:  # the minimum lies in [lo, d]; NaN at d moves there too
             hi, d, fd = d, c, fc
-            c = hi - _INV_GOLDEN * (hi - lo)
+            c = hi - INV_GOLDEN * (hi - lo)
             fc = f(c)
             if fc < best_f:
                 best_x, best_f = c, fc
         else:  # in [c, hi]
             lo, c, fc = c, d, fd
-            d = lo + _INV_GOLDEN * (hi - lo)
+            d = lo + INV_GOLDEN * (hi - lo)
             fd = f(d)
             if fd < best_f:
                 best_x, best_f = d, fd
@@ -131,14 +131,14 @@ def zcdp_delta(rho: float, epsilon: float) -> float:
     """
     r = positive_number("rho", rho, PrivacyError)
     e = positive_number("epsilon", epsilon, PrivacyError)
-    v, _ = _zcdp_log_delta(r, e)
-    return min(1.0, _up(math.exp(v + _LOG_SAFETY), 2))
+    v, _ = zcdp_log_delta(r, e)
+    return min(1.0, privacy_round_up(math.exp(v + LOG_SAFETY), 2))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
     """Smallest ε (to ~1e-12 relative, rounded up) with ``zcdp_delta(ρ, ε) ≤ δ``."""
     r = positive_number("rho", rho, PrivacyError)
-    d = _delta(delta)
+    d = check_delta(delta)
     target = math.log(d)
     hi = zcdp_to_approx_dp(r, d)  # valid, so the tight conversion satisfies δ there
     lo = 0.0
@@ -146,7 +146,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
         mid = 0.5 * (lo + hi)
         if mid <= lo or mid >= hi:
             break
-        if _zcdp_log_delta(r, mid)[0] <= target:
+        if zcdp_log_delta(r, mid)[0] <= target:
             hi = mid
         else:
             lo = mid

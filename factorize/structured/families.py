@@ -53,13 +53,13 @@ def _residual_decode(sizes: Sequence[int], manifest: Mapping[str, Any],
 
 
 def _residual_methods() -> tuple[str, ...]:
-    from factorize.plan.build_structured import RESIDUAL_CERTIFICATE
+    from .residual import CERTIFICATE
 
-    return (RESIDUAL_CERTIFICATE,)
+    return (CERTIFICATE,)
 
 
 def _residual_verify(plan: Any, W: Any) -> tuple[float, float, float]:
-    from factorize.plan.structured_checks import marginal_solution_bounds
+    from .residual import marginal_solution_bounds
 
     return marginal_solution_bounds(plan, W, [b.support for b in plan.strategy.blocks])
 

@@ -7,7 +7,7 @@ neighbours, so n is bounded from released values (post-processing, failing with 
 * ``total`` — a strategy block with empty support measures ``s·n`` itself:
   ``n ≤ (ỹ_∅ + γ/2 + t·sd) / s`` (t the tail multiplier of ``plan.bias``);
 * ``weights`` — one workload block o with per-attribute weights ``b_j ≥ 0``,
-  ``W_{o,j}ᵀ b_j ≥ μ_j`` (a linear program per distinct factor, ``plan.bias._lp_weights``;
+  ``W_{o,j}ᵀ b_j ≥ μ_j`` (a linear program per distinct factor, ``plan.bias.lp_weights``;
   all ones for an identity, ``[1]`` for a summed-out attribute): with ``b = ⊗_j b_j`` and the
   block's weight w_o as a 1×1 factor, ``Wᵀb ≥ μ = |w_o| Π μ_j`` and the bound of ``plan.bias``
   applies to the block's released answers, ``c = R_oᵀ b`` computed through the block's
@@ -53,12 +53,12 @@ def _block_parts(recon: StructuredReconstruction, wb: WorkloadBlock, o: int,
             raise StructureError(f"a term of workload block {o} does not map its attributes")
         parts.append((t.in_block, [np.array([[t.scale]])] + [recon.arrays[n] for n in t.names], pos))
     if weights is None:
-        from factorize.plan.bias import _lp_weights
+        from factorize.plan.bias import lp_weights
 
         weights = [np.ones(1)]
         for L in leaves[1:]:
             b = np.ones(L.shape[0]) if L.shape[0] == L.shape[1] and np.array_equal(L, np.eye(L.shape[0])) \
-                else _lp_weights(L)
+                else lp_weights(L)
             if b is None:
                 raise StructureError("no non-negative weights count every record")
             weights.append(b)

@@ -42,6 +42,10 @@ from .strategy import StructuredStrategy
 from .workload_blocks import WorkloadBlock
 
 FAMILY = "residual"
+#: The certificate method of residual plans (the marginal planner's solution, re-verified by
+#: :func:`marginal_solution_bounds`).
+CERTIFICATE = ("marginal-algebra (MATH.md §2.3): upper from the coefficients x, lower "
+               "from the dual witness (q uniform; block weights ω for γ₂)")
 BASIS = "Helmert, truncated to 53 bits below its largest entry (U.n); V.n = U.nᵀ; mean.n = 1/n"
 
 
@@ -142,7 +146,7 @@ def _pad(supports: Sequence[tuple[int, ...]]) -> np.ndarray:
     return out
 
 
-def _unpad(a: np.ndarray, d: int, what: str) -> list[tuple[int, ...]]:
+def unpad_subsets(a: np.ndarray, d: int, what: str) -> list[tuple[int, ...]]:
     if a.ndim != 2:
         raise StructureError(f"{what} must be a 2-D array")
     out = []
@@ -184,8 +188,8 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
     missing = [k for k in need if k not in arrays]
     if missing:
         raise StructureError(f"a residual plan needs arrays {missing}")
-    supports = _unpad(arrays["strategy.support"], d, "strategy.support")
-    out_support = _unpad(arrays["recon.support"], d, "recon.support")
+    supports = unpad_subsets(arrays["strategy.support"], d, "strategy.support")
+    out_support = unpad_subsets(arrays["recon.support"], d, "recon.support")
     scales = np.asarray(arrays["strategy.scale"]).reshape(-1)
     weights = np.asarray(arrays["recon.weight"]).reshape(-1)
     inverse = np.asarray(arrays["recon.inverse"]).reshape(-1)
@@ -207,3 +211,35 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
         raise StructureError(f"the manifest states {manifest.get('measurements')!r} measurements, "
                              f"the strategy has {strategy.m}")
     return strategy, recon
+
+
+def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, float, float]:
+    """(upper, lower, gap) of the marginal planner's solution stored in the plan's
+    certificate arrays (``cert.x`` on ``subsets``; ``cert.omega`` for γ₂), re-verified by
+    ``planner.marginals.verify_marginal_solution``."""
+    from factorize.planner.marginal_algebra import AlgebraCoefficients, marginal_family
+    from factorize.planner.marginals import MarginalSolution, verify_marginal_solution
+    family = marginal_family(W)
+    if family is None:
+        raise ValueError("the workload is not a marginal family")
+    arrays = plan.certificate_arrays
+    x = arrays.get("cert.x")
+    subsets = tuple(tuple(S) for S in subsets)
+    if x is None or x.reshape(-1).size != len(subsets):
+        raise ValueError("cert.x must hold one coefficient per subset")
+    coeffs = AlgebraCoefficients(sizes=tuple(family.sizes), subsets=subsets,
+                                 values=tuple(float(v) for v in x.reshape(-1)))
+    weights = weight_subsets = None
+    if plan.norm == "gamma_2":
+        om, sup = arrays.get("cert.omega"), arrays.get("cert.omega_support")
+        if om is None or sup is None:
+            raise ValueError("a γ₂ certificate needs block weights cert.omega")
+        weight_subsets = tuple(unpad_subsets(sup, family.d, "cert.omega_support"))
+        weights = tuple(float(v) for v in om.reshape(-1))
+    draft = MarginalSolution(family=family, norm=plan.norm, x=coeffs, weight_subsets=weight_subsets,
+                             weights=weights, upper=float("inf"), lower=0.0, gap=float("inf"),
+                             verified=False, failures=(), seconds=0.0)
+    upper, lower, gap, passed, failures = verify_marginal_solution(family, draft)
+    if not passed:
+        raise ValueError("the certificate fails: " + "; ".join(failures))
+    return upper, lower, gap

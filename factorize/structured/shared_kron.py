@@ -140,7 +140,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
                 per_factor[f.key] = union.witness_lower(plan, f"cert.f{index[f.key]}", f.matrix)
             L *= per_factor[f.key]
         lower_blocks.append((wb.rows, L))
-    return union.with_uniform_bound(plan, union._combine(plan.norm, lower_blocks), wblocks,
+    return union.with_uniform_bound(plan, union.combine_block_bounds(plan.norm, lower_blocks), wblocks,
                                     union.CERTIFICATE_GRAM)
 
 

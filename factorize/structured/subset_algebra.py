@@ -140,15 +140,13 @@ def optimum(lam: dict[tuple[int, ...], float], sizes: Sequence[int]) -> tuple[di
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
-          options: Any = None, W: Any = None,
-          fallback: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None):
+          fallback: tuple[dict[str, Any], dict[str, np.ndarray]]):
     """Strategy, reconstruction, encoding, certificate and certificate arrays (module
     docstring) — γ_F only: the worst query's variance (γ₂) is not a function of λ.
     Certificate: the closed form when WᵀW lies in the algebra, else ``fallback`` (the union
     family's certificate of the same workload, ``shared_kron.verify_certificate`` re-checks
-    it) or, without one, ``marginal_weights.certificate``."""
+    it; ``plan.build_structured_family`` builds it first)."""
     from . import union
-    from .marginal_weights import certificate as union_certificate
     from .residual import factor_arrays, residual_scale
 
     if norm != "gamma_f":
@@ -205,7 +203,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
     cert = _closed_form_certificate(T, wblocks, sizes, norm) if invariant else None
     if cert is None:
-        cert = fallback if fallback is not None else union_certificate(wblocks, norm, options, W)
+        cert = fallback
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert[0], cert[1]
 
 

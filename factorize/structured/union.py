@@ -42,100 +42,11 @@ import numpy as np
 from .blocks import KronBlock, StructureError, Term
 from .reconstruction import StructuredReconstruction
 from .strategy import StructuredStrategy
-from .workload_blocks import AxisFactor, WorkloadBlock
+from .workload_blocks import WorkloadBlock
 
 FAMILY = "union"
 CERTIFICATE = ("union of Kronecker products: per-factor dual witnesses, multiplied within a "
                "block, combined across blocks; upper = the value the plan achieves")
-
-
-def _factorize(f: AxisFactor, norm: str, options: Any) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], float]:
-    """``(R, A, witness arrays, lower bound)`` of one workload factor, A at unit column norm."""
-    if f.kind == "identity":
-        return np.eye(f.n), np.eye(f.n), {}, 1.0
-    from factorize.planner.routes import solve
-    from workloads import DenseWorkload
-
-    kwargs = {"options": options} if options is not None else {}
-    res = solve(DenseWorkload(f.matrix), norm, **kwargs)
-    fact, w = res.certificate.factorization, res.certificate.witness
-    R, A = fact.R_factors[0], fact.A_factors[0]
-    if len(fact.R_factors) > 1:
-        from functools import reduce
-
-        R, A = reduce(np.kron, fact.R_factors), reduce(np.kron, fact.A_factors)
-    c = float(np.max(np.linalg.norm(A, axis=0)))
-    witness = {"q": np.asarray(w.q[0] if len(w.q) == 1 else _kron(w.q), dtype=np.float64)}
-    if norm == "gamma_2":
-        witness["p"] = np.asarray(w.p[0] if len(w.p) == 1 else _kron(w.p), dtype=np.float64)
-    return R * c, A / c, witness, float(res.verification.lower)
-
-
-def _kron(vs: Sequence[np.ndarray]) -> np.ndarray:
-    out = np.ones(1)
-    for v in vs:
-        out = np.kron(out, v)
-    return out
-
-
-def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, options: Any = None,
-          sensitivity_norm: str = "l2"):
-    """The strategy, reconstruction, encoding and certificate of the module docstring; the
-    block weights are optimal for noise calibrated to ``sensitivity_norm`` ("l2": Gaussian,
-    "l1": Laplace)."""
-    from factorize.privacy.lattice import quantize
-
-    sizes = tuple(int(n) for n in sizes)
-    arrays: dict[str, np.ndarray] = {}
-    names: dict[str, int] = {}
-    lowers: dict[str, float] = {}
-    cert_arrays: dict[str, np.ndarray] = {}
-    for wb in wblocks:
-        for f in wb.factors:
-            if f.kind == "total" or f.key in names:
-                continue
-            i = names[f.key] = len(names)
-            R, A, witness, lower = _factorize(f, norm, options)
-            arrays[f"A.{i}"] = quantize(A).measured
-            arrays[f"R.{i}"] = R
-            lowers[f.key] = lower
-            for key, v in witness.items():
-                cert_arrays[f"cert.f{i}.{key}"] = v
-    V, kappa, supports = [], [], []
-    for wb in wblocks:
-        support = tuple(j for j, f in enumerate(wb.factors) if f.kind != "total")
-        supports.append(support)
-        Rs = [arrays[f"R.{names[wb.factors[j].key]}"] for j in support]
-        As = [arrays[f"A.{names[wb.factors[j].key]}"] for j in support]
-        if norm == "gamma_f":
-            V.append(wb.weight ** 2 * math.prod(float(np.sum(R * R)) for R in Rs))
-        else:
-            V.append(wb.weight ** 2 * math.prod(float(np.max(np.sum(R * R, axis=1))) for R in Rs))
-        if sensitivity_norm == "l1":
-            kappa.append(math.prod(float(np.max(np.sum(np.abs(A), axis=0))) for A in As))
-        else:
-            kappa.append(math.prod(float(np.max(np.sum(A * A, axis=0))) for A in As))
-    V, kappa = np.array(V), np.array(kappa)
-    if sensitivity_norm == "l1":
-        s1 = np.cbrt(V / kappa) if norm == "gamma_f" else np.sqrt(V)
-        s1 /= float(np.sum(s1 * kappa))
-        s2 = s1 * s1
-    else:
-        s2 = np.sqrt(V / kappa) if norm == "gamma_f" else V.copy()
-        s2 /= float(np.sum(s2 * kappa))
-    scales = [float(quantize(np.array([[math.sqrt(v)]])).measured[0, 0]) for v in s2]
-    blocks = [KronBlock(s, S, tuple(f"A.{names[wb.factors[j].key]}" for j in S))
-              for s, S, wb in zip(scales, supports, wblocks)]
-    terms = [Term(o, o, float(wb.weight / s), S, tuple(f"R.{names[wb.factors[j].key]}" for j in S))
-             for o, (s, S, wb) in enumerate(zip(scales, supports, wblocks))]
-    strategy = StructuredStrategy(sizes, blocks, arrays, FAMILY)
-    recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
-    lower = _combine(norm, [(wb.rows, abs(wb.weight) * math.prod(
-        lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])
-    gram = planned_trace_lower(wblocks, sizes)
-    cert = {"method": CERTIFICATE if gram is None else CERTIFICATE_GRAM, "norm": norm,
-            "lower": lower if gram is None else max(lower, gram)}
-    return strategy, recon, encode(strategy, recon), cert, cert_arrays
 
 
 def encode(strategy: StructuredStrategy, recon: StructuredReconstruction, family: str = FAMILY
@@ -223,7 +134,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
                 per_factor[f.key] = witness_lower(plan, f"cert.f{i}", f.matrix)
             L *= per_factor[f.key]
         lower_blocks.append((wb.rows, L))
-    return with_uniform_bound(plan, _combine(plan.norm, lower_blocks), wblocks, CERTIFICATE_GRAM)
+    return with_uniform_bound(plan, combine_block_bounds(plan.norm, lower_blocks), wblocks, CERTIFICATE_GRAM)
 
 
 def witness_lower(plan: Any, prefix: str, matrix: np.ndarray) -> float:
@@ -254,7 +165,7 @@ def with_uniform_bound(plan: Any, lower: float, wblocks: Sequence[WorkloadBlock]
     return max(lower, gram)
 
 
-def _combine(norm: str, lower_blocks: list[tuple[int, float]]) -> float:
+def combine_block_bounds(norm: str, lower_blocks: list[tuple[int, float]]) -> float:
     """The workload's lower bound from its blocks' (rows, lower bound) (module docstring)."""
     from factorize.numerics import round_down
 
@@ -285,7 +196,7 @@ CERTIFICATE_GRAM = CERTIFICATE + "; and ‖W‖_tr/√(kN) from W·Wᵀ/N formed
 def planned_trace_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int]) -> float | None:
     """:func:`uniform_trace_lower` for a new plan, or None where the symmetry-reduced dual
     applies (``structured.symmetry``): the uniform weights are its first iterate, so the plan
-    states the reduced optimum instead (``plan.build_structured.with_symmetry_bound``), and
+    states the reduced optimum instead (``plan.build_structured_family.with_symmetry_bound``), and
     the k×k eigenproblem (6–17 s at k = 4,151) is skipped in planning and verification."""
     from . import symmetry
 

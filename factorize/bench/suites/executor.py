@@ -230,13 +230,14 @@ def _tiny_plans(d: Path) -> list[tuple[str, list[str]]]:
 
     import numpy as np
 
-    from factorize.local.plan import build_local_plan, save_local_plan
+    from factorize.local.build import build_local_plan
+    from factorize.local.plan import save_local_plan
     from factorize.local.protocol import encode_codes, write_messages
     from factorize.plan.build import build_plan
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.build_structured import build_structured_plan
     from factorize.plan.files import file_sha256
     from factorize.plan.plan_file import save_plan, save_projection_plan
-    from factorize.plan.projection_plan import build_projection_plan
     from factorize.plan.structured_plan import save_structured_plan
     from factorize.privacy import TestRandom
     from workloads import Domain

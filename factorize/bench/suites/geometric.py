@@ -143,7 +143,7 @@ def experiment_jl(reps: int, ns: list[int]) -> dict:
     from factorize.executor.projection import release_projection
     from factorize.executor.release import release_answers
     from factorize.plan.build import build_plan
-    from factorize.plan.projection_plan import build_projection_plan
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 
@@ -186,7 +186,7 @@ def experiment_moments(reps: int, ns: list[int], d: int = 10) -> dict:
     from factorize.executor.projection import release_projection
     from factorize.executor.release import release_answers
     from factorize.plan.build import build_plan
-    from factorize.plan.projection_plan import build_projection_plan
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.privacy import TestRandom
     from workloads import Domain, parse_workload
 
@@ -230,7 +230,8 @@ def experiment_marginals_replace(reps: int, ns: list[int]) -> dict:
     from factorize.executor.projection import release_projection
     from factorize.executor.release import release_answers
     from factorize.plan.build import build_plan
-    from factorize.plan.projection_plan import build_projection_plan, moment_layout
+    from factorize.plan.build_projection import build_projection_plan
+    from factorize.plan.projection_plan import moment_layout
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 
@@ -276,7 +277,7 @@ def jl_end_to_end(n: int = 10_000) -> dict:
 
     from factorize.bench.harness import measure
     from factorize.executor.projection import release_projection, verify_projection_plan
-    from factorize.plan.projection_plan import build_projection_plan
+    from factorize.plan.build_projection import build_projection_plan
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 

@@ -47,7 +47,7 @@ def _run(args, harness):
 
     from factorize.bench.harness import Report
     from factorize.engines import distinct_records_duckdb
-    from factorize.local.plan import build_local_plan
+    from factorize.local.build import build_local_plan
     from factorize.local.protocol import aggregate_file, encode_codes, write_messages
     from factorize.privacy import TestRandom
     from workloads import Domain, parse_workload

@@ -53,7 +53,9 @@ ADULT = ADULT_DIR
 
 OLD = ("import contextlib, sys\n"
        "import factorize.cli.app as cli\n"
-       "cli.apply_thread_policy = lambda args: contextlib.nullcontext()  # no policy: as before\n"
+       "import factorize.cli.common as common\n"
+       "cli.apply_thread_policy = common.apply_thread_policy = (\n"
+       "    lambda args: contextlib.nullcontext())  # no policy: as before\n"
        "sys.exit(cli.main(sys.argv[1:]))\n")
 BUSY = "while True: pass"
 
@@ -109,7 +111,8 @@ def pool_sizes(env: dict[str, str]) -> dict[str, list[int]]:
              "    return 0\n"
              "cli._solve = probe\n"
              "if sys.argv[1] == 'old':\n"
-             "    cli.apply_thread_policy = lambda args: contextlib.nullcontext()\n"
+             "    import factorize.cli.common as common\n"
+             "    cli.apply_thread_policy = common.apply_thread_policy = lambda args: contextlib.nullcontext()\n"
              "sys.exit(cli.main(['solve', '--workload', 'x', *sys.argv[2:]]))\n")
     out = {}
     for mode, extra in (("threads1", ["--threads", "1"]), ("policy", []), ("old", [])):

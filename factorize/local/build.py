@@ -1,0 +1,122 @@
+"""Planning a local-model release (needs the planner; verifying, inspecting or running a local
+plan never imports this module): the approximate-γ₂ factorization over an η grid, compressed
+and normalised, with its certificate and the bounds of ``local.plan``."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from factorize.plan.errors import PlanError
+
+from .plan import ETA_GRID, LocalPlan, compress, derived_bounds, n_needed, predicted_errors, randomizer_spec
+
+
+def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str | None = None,
+                     eta: float | None = None, alpha: float | None = None,
+                     domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
+    """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
+    from factorize.plan.rules import check_eta, default_domain
+    from factorize.planner.routes import solve
+    from factorize.privacy import parse_guarantee
+    from factorize.privacy.policy import check_guarantee
+    from workloads import parse_workload
+    from workloads.domain import check_workload_axes
+    from workloads.spec import embedded_files
+
+    t0 = time.perf_counter()
+    W = parse_workload(workload) if isinstance(workload, str) else workload
+    g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
+    check_guarantee(g, allow_weak=allow_weak_guarantee)
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise PlanError(f"the planning dataset size n must be a positive integer, got {n!r}")
+    if eta is not None:
+        check_eta(eta, W)
+    kind = randomizer or ("l2" if g.kind == "pure_dp" else "gaussian")
+    Wd = W.dense()
+    wmax = float(np.max(np.abs(Wd)))
+    grid = [eta] if eta is not None else [e * wmax for e in ETA_GRID]
+    best = None
+    for e in grid:
+        res = solve(W, "approx_gamma_2", eta=float(e))
+        fact = res.factorization
+        R, A = fact.R_factors[0], fact.A_factors[0]
+        if len(fact.R_factors) > 1:
+            from functools import reduce
+            R = reduce(np.kron, fact.R_factors)
+            A = reduce(np.kron, fact.A_factors)
+        R, A = compress(R, A)
+        from factorize.numerics import column_norms_upper
+
+        c = float(np.max(column_norms_upper(A, "l2", "the strategy A")))
+        A, R = A / c, R * c  # max_x ‖a_x‖ ≤ 1 up to the rounding of the division (≤ 1 + 2u)
+        spec = randomizer_spec(kind, g, A.shape[0])
+        pred = predicted_errors(R, float(e), spec["variance"], int(n))
+        # with a target α: the η needing the fewest users; else the smallest error at n
+        score = (n_needed(R, float(e), spec["variance"], alpha) if alpha is not None
+                 else pred["predicted_max_error"])
+        if best is None or score < best[0]:
+            best = (score, pred, float(e), R, A, res, spec)
+    _, pred, e, R, A, res, spec = best
+    v = res.verification
+    w = res.certificate.witness
+    U = np.asarray(w.U if hasattr(w, "U") else w.U_factors[0], dtype=np.float64)
+    d = np.asarray(w.d if hasattr(w, "d") else w.d_factors[0], dtype=np.float64)
+    residual = float(np.max(np.abs(Wd - R @ A)))
+    from factorize.factorization import Factorization
+    from factorize.planner.certificate import ApproxGamma2Witness, Certificate, verify
+
+    # the certificate of the stored (compressed, normalised) factors, as the verifier sees it
+    cert = Certificate("approx_gamma_2", Factorization.dense(R, A), ApproxGamma2Witness(U=U, d=d), eta=e)
+    v = verify(cert, Wd)
+    if not v.passed:
+        raise PlanError("the compressed local factorization does not verify: " + "; ".join(v.failures))
+    bounds: dict[str, Any] = {"gamma2_upper": v.upper, "gamma2_lower": v.lower, "gap": v.gap,
+                              "residual": residual, "plan_n": int(n),
+                              "target_alpha": alpha, "eta_grid": [float(x) for x in grid]}
+    bounds.update(derived_bounds(R, A, Wd, e, g, spec, int(n), alpha, cert))
+    dom = domain if domain is not None else default_domain(W)
+    check_workload_axes(W, dom)
+    return LocalPlan(
+        embedded=embedded_files(W),
+        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
+        domain=dom, guarantee=g, randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
+        provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
+                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+
+
+@dataclass(frozen=True)
+class CertifiedApproxGamma2:
+    """γ₂(W; η) ∈ [lower, upper] from ``planner.solve`` (re-checked by certificate.verify)."""
+
+    lower: float
+    upper: float
+    eta: float
+    U: np.ndarray
+    d: np.ndarray
+    seconds: float
+    result: Any  # the planner's CertifiedFactorization
+
+
+def certified_approx_gamma_2(W: Any, eta: float, **solve_kwargs: Any) -> CertifiedApproxGamma2:
+    """``planner.solve(W, "approx_gamma_2", eta=η)`` with its witness unpacked (small sizes only)."""
+    import time
+
+    from factorize.planner.routes import solve
+    from workloads import parse_workload
+    from workloads.operators import DenseWorkload
+
+    if isinstance(W, str):
+        W = parse_workload(W)
+    elif isinstance(W, np.ndarray):
+        W = DenseWorkload(np.asarray(W, dtype=np.float64))
+    t0 = time.perf_counter()
+    res = solve(W, "approx_gamma_2", eta=float(eta), **solve_kwargs)
+    w = res.certificate.witness
+    return CertifiedApproxGamma2(lower=res.lower, upper=res.upper, eta=float(eta),
+                                 U=np.asarray(w.U), d=np.asarray(w.d),
+                                 seconds=time.perf_counter() - t0, result=res)
