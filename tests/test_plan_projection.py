@@ -11,12 +11,7 @@ import pytest
 
 from factorize.cli import main
 from factorize.engines.errors import DataError
-from factorize.executor.projection import (
-    measure,
-    release_projection,
-    run_projection_plan,
-    verify_projection_plan,
-)
+from factorize.executor.projection import measure, release_projection, run_projection_plan
 from factorize.executor.release import ExecutionError
 from factorize.plan.build_projection import build_projection_plan
 from factorize.plan.errors import PlanError
@@ -26,6 +21,7 @@ from factorize.plan.plan_file import (
     load_projection_plan,
     save_projection_plan,
 )
+from factorize.plan.projection_checks import verify_projection_plan
 from factorize.plan.projection_plan import ProjectionPlan, moment_sensitivity
 from factorize.plan.registry import load_any_plan
 from factorize.privacy import TestRandom

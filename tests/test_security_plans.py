@@ -97,9 +97,9 @@ def test_certificate_claims_refused(tmp_path):
 
 
 def test_relaxed_projection_bound_divided_by_100_refused(tmp_path):
-    from factorize.executor.projection import verify_projection_plan
     from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.plan_file import load_projection_plan, save_projection_plan
+    from factorize.plan.projection_checks import verify_projection_plan
 
     plan = build_projection_plan("marginals:2x2x2x2:2", "epsilon=1,delta=1e-6", "relaxed-projection",
                                  n=500)

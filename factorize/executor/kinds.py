@@ -115,7 +115,7 @@ class ProjectionKind(_Kind):
 
     def verify(self, plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False,
                workload: Any = None) -> Any:
-        from .projection import verify_projection_plan  # no certificate: nothing to skip
+        from factorize.plan.projection_checks import verify_projection_plan  # no certificate: nothing to skip
 
         return verify_projection_plan(plan, workload=workload,
                                       allow_weak_guarantee=allow_weak_guarantee)

@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from factorize.kron import kron_rmatvec, kron_vector
-from factorize.numerics import gamma, round_down, round_up
+from factorize.numerics import U, gamma, round_down, round_up
 
 from .errors import PlanError
 
@@ -241,7 +241,7 @@ def n_upper_from(b: np.ndarray, c: np.ndarray, estimates: np.ndarray, mu: float,
     tail = tail_multiplier(family) * sd_noise * c2
     rounding = 0.5 * (grid or 0.0) * c1
     num = round_up(max(dot + rounding + tail, 0.0), 6)
-    den = round_down(mu - beta * b_l1 * (1 + 4 * 2.0 ** -53), 2)
+    den = round_down(mu - beta * b_l1 * (1 + 4 * U), 2)
     if not den > 0:
         return N_CAP
     return min(N_CAP, round_up(num / den, 1))

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from factorize.numerics import is_number
+from factorize.numerics import U, is_number
 from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
 
 from .check_record import PlanCheck, guard, same_number
@@ -50,7 +50,6 @@ from .model import Plan
 #: Above this many multiply-adds (k·N·m) a dense residual is checked by random probes.
 EXACT_RESIDUAL_FLOPS = 2e9
 N_PROBES = 24
-_U = 2.0 ** -53
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,7 +329,7 @@ def _residual_check(W: Any, plan: Plan, out: PlanCheck) -> tuple[bool, str]:
     D = np.abs(WX - R @ (A @ X))
     absW = W.dense() if k * N <= 5e7 else None
     rowW = np.abs(absW).sum(axis=1) if absW is not None else np.abs(WX).max(axis=1) * N
-    allowance = 4.0 * (N + m + 2) * _U * (rowW + np.abs(R) @ np.abs(A).sum(axis=1))
+    allowance = 4.0 * (N + m + 2) * U * (rowW + np.abs(R) @ np.abs(A).sum(axis=1))
     worst = float(np.max(D - allowance[:, None]))
     out.derived["residual"] = limit
     return worst <= limit, (f"{N_PROBES} random ±1 probes: max|(W − RÃ)x| − rounding allowance = "

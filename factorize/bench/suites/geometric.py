@@ -276,8 +276,9 @@ def jl_end_to_end(n: int = 10_000) -> dict:
     import numpy as np
 
     from factorize.bench.harness import measure
-    from factorize.executor.projection import release_projection, verify_projection_plan
+    from factorize.executor.projection import release_projection
     from factorize.plan.build_projection import build_projection_plan
+    from factorize.plan.projection_checks import verify_projection_plan
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 
