@@ -30,6 +30,7 @@ _PUBLIC = {
     "parse_workload": ("workloads.spec", "parse_workload"),
     "Domain": ("workloads.domain", "Domain"),
     "DomainSchema": ("workloads.schema", "DomainSchema"),
+    "read_domain": ("workloads.schema", "read_domain"),
     "ApproxDP": ("factorize.privacy.guarantees", "ApproxDP"),
     "ZCDP": ("factorize.privacy.guarantees", "ZCDP"),
     "PureDP": ("factorize.privacy.guarantees", "PureDP"),

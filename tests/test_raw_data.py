@@ -22,7 +22,7 @@ from factorize.plan.plan_file import load_plan, save_plan
 from tests import raw_adult
 from tests.plan_fixtures import identity_certificate
 from workloads import Domain
-from workloads.schema import DomainSchema
+from workloads.schema import DomainSchema, read_domain
 
 SECRET = 987654  # must never appear in a message
 SCHEMA = DomainSchema.from_dict({"format": "factorize-domain-schema", "version": 1, "attributes": [
@@ -432,7 +432,7 @@ def adult_files(tmp_path_factory):
 @needs_adult
 def test_raw_adult_marginals_equal_the_coded_file(adult_files):
     coded = Domain.from_json(raw_adult.ADULT_DOMAIN)
-    schema = Domain.from_json(adult_files["schema"])
+    schema = read_domain(adult_files["schema"])
     assert schema.sizes == coded.sizes and schema.schema is not None
     subsets = [(i, j) for i in range(14) for j in range(i + 1, 14)]
     want = marginals_duckdb(raw_adult.ADULT_CSV, coded, subsets)
@@ -481,10 +481,10 @@ def test_draft_says_loudly_that_it_is_not_public(tmp_path):
     assert "NOT PUBLIC" in doc["drafted_from_data"]["warning"] and doc["drafted_from_data"]["file"] == "people.csv"
     assert "NOT PUBLIC" in doc["description"]
     with pytest.raises(ValueError, match="drafted from the data file 'people.csv'"):
-        Domain.from_json(tmp_path / "draft.json")
+        read_domain(tmp_path / "draft.json")
     del doc["drafted_from_data"]  # a person reviewed it
     (tmp_path / "reviewed.json").write_text(json.dumps(doc))
-    dom = Domain.from_json(tmp_path / "reviewed.json")
+    dom = read_domain(tmp_path / "reviewed.json")
     assert dom.attributes == ("sex", "age", "pay") and dom.schema["sex"].values == ("Female", "Male")
     assert histogram_duckdb(path, dom).sum() == 3
     # the command line (factorize schema draft|check)

@@ -16,6 +16,7 @@ from tests.engine_files import spark  # noqa: F401 (a fixture)
 from tests.test_raw_data import DOM, SECRET, write_csv
 from tests.test_schema_sql import SCHEMA, cases, python_codes, raw_values
 from workloads import Domain
+from workloads.schema import read_domain
 from workloads.schema_sql import code_sql, prepare_sql
 
 pytestmark = pytest.mark.spark
@@ -59,7 +60,7 @@ def test_raw_adult_marginals_in_spark_equal_the_coded_file(spark, tmp_path):  # 
     from factorize.engines.spark_engine import marginals_spark
 
     codes, names = raw_adult.read_coded()
-    schema = Domain.from_json(raw_adult.write_schema(tmp_path / "schema.json"))
+    schema = read_domain(raw_adult.write_schema(tmp_path / "schema.json"))
     subsets = [(i, j) for i in range(14) for j in range(i + 1, 14)]
     want = marginals_duckdb(raw_adult.ADULT_CSV, Domain.from_json(raw_adult.ADULT_DOMAIN), subsets)
     for suffix in (".csv", ".parquet"):

@@ -18,6 +18,7 @@ from workloads.schema import (
     SchemaError,
     SchemaTypeError,
     load_schema,
+    read_domain,
 )
 
 
@@ -78,8 +79,10 @@ def test_round_trip_and_files(tmp_path):
     path = tmp_path / "schema.json"
     s.to_json(path)
     assert load_schema(path) == s
-    d = Domain.from_json(path)  # the --domain path: a schema file gives the domain of its codes
+    d = read_domain(path)  # the --domain path: a schema file gives the domain of its codes
     assert d.schema == s and d.sizes == s.sizes
+    with pytest.raises(DomainError, match="read_domain"):  # Domain.from_json reads {name: size} only
+        Domain.from_json(path)
     # the {name: size} form keeps working
     sizes = tmp_path / "sizes.json"
     sizes.write_text('{"a": 2, "b": 5}')
@@ -196,15 +199,15 @@ def test_bad_files(tmp_path):
         load_schema(p)
     p.write_text("{")
     with pytest.raises(DomainError, match="not valid JSON"):
-        Domain.from_json(p)
+        read_domain(p)
     # a {name: {...}} file is neither form: say what a schema needs
     p.write_text('{"a": {"kind": "integer"}}')
     with pytest.raises(DomainError, match='"format": "factorize-domain-schema"'):
-        Domain.from_json(p)
+        read_domain(p)
     # a schema document missing its format is refused as a schema, not read as sizes
     p.write_text(json.dumps({"version": 1, "attributes": [AGE]}))
     with pytest.raises(SchemaError, match='"format" must be'):
-        Domain.from_json(p)
+        read_domain(p)
 
 
 def test_a_draft_is_refused_until_reviewed(tmp_path):
@@ -217,10 +220,10 @@ def test_a_draft_is_refused_until_reviewed(tmp_path):
     p = tmp_path / "draft.json"
     p.write_text(json.dumps(d))
     with pytest.raises(SchemaError, match="--domain"):
-        Domain.from_json(p)
+        read_domain(p)
     del d["drafted_from_data"]
     p.write_text(json.dumps(d))
-    assert Domain.from_json(p).sizes == (74,)
+    assert read_domain(p).sizes == (74,)
 
 
 def test_domain_checks_the_schema_it_carries():

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from workloads import Domain, WorkloadSpecError, parse_workload
-from workloads.schema import DomainSchema
+from workloads.schema import DomainSchema, read_domain
 from workloads.spec import resolve_workload_spec
 
 ADULT = Domain(["age", "workclass", "sex", "race", "relationship", "income>50K", "hours-per-week"],
@@ -55,7 +55,7 @@ def test_schema_travels_with_the_projected_domain(tmp_path):
         {"name": "race", "kind": "categorical", "values": ["a", "b", "c", "d", "e"]}]})
     path = tmp_path / "schema.json"
     path.write_text(json.dumps(schema.to_dict()))
-    spec, dom = resolve_workload_spec("kron(prefix[age],identity[sex])", Domain.from_json(path))
+    spec, dom = resolve_workload_spec("kron(prefix[age],identity[sex])", read_domain(path))
     assert spec == "kron(prefix:85,identity:2)"
     assert dom.schema == schema.project(["age", "sex"]) and dom.labels("sex") == ["Female", "Male"]
 

@@ -10,8 +10,8 @@ Kronecker workload applies ``W_j`` along attribute ``j``.
 A Domain may carry a public :class:`~workloads.schema.DomainSchema` (``docs/schema.md``):
 the raw values of each attribute, the code each gets and their labels. The planner only ever
 uses the names and sizes; the engines use the schema to map raw records to codes, and the
-plan carries it. :meth:`Domain.from_json` reads either a ``{name: size}`` object or a
-schema file.
+plan carries it. :meth:`Domain.from_json` reads a ``{name: size}`` object;
+``workloads.schema.read_domain`` reads that or a schema file.
 
 Records are private data: validation messages name attributes and count bad rows,
 never print values.
@@ -98,9 +98,9 @@ class Domain:
             integer(f"size of attribute {a!r}", s, 1, DomainError) for a, s in zip(attrs, raw_sizes)
         )
         if schema is not None:
-            from .schema import DomainSchema
-
-            if not isinstance(schema, DomainSchema):
+            # a workloads.schema.DomainSchema (this module sits below it and never imports it):
+            # whatever is given must at least state the same names and sizes
+            if not all(hasattr(schema, a) for a in ("names", "sizes", "to_dict")):
                 raise DomainError(f"schema must be a DomainSchema, got {type(schema).__name__}")
             if schema.names != self._attributes or schema.sizes != self._sizes:
                 raise DomainError("the schema's attributes and sizes "
@@ -119,9 +119,9 @@ class Domain:
 
     @classmethod
     def from_json(cls, path: str | os.PathLike[str]) -> Domain:
-        """Read a JSON object ``{"name": size, ...}`` (order preserved), e.g. ``adult-domain.json``,
-        or a domain schema file (``{"format": "factorize-domain-schema", ...}``,
-        ``docs/schema.md``), which gives the domain of its codes carrying the schema."""
+        """Read a JSON object ``{"name": size, ...}`` (order preserved), e.g. ``adult-domain.json``.
+        A domain schema file (``{"format": "factorize-domain-schema", ...}``, ``docs/schema.md``)
+        is refused with a pointer to ``workloads.schema.read_domain``, which reads either kind."""
 
         def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             keys = [k for k, _ in pairs]
@@ -138,10 +138,10 @@ class Domain:
             raise DomainError(f"domain file {os.fspath(path)!r} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
         if not isinstance(data, dict):
             raise DomainError(f"domain file {os.fspath(path)!r} must contain a JSON object name -> size")
-        from .schema import DomainSchema, is_schema_document
-
         if is_schema_document(data):
-            return DomainSchema.from_dict(data, source=f"domain schema {os.fspath(path)!r}").domain()
+            raise DomainError(f"{os.fspath(path)!r} is a domain schema, not a {{name: size}} object: "
+                              "read it with workloads.schema.read_domain (either kind of file) or "
+                              "DomainSchema.from_json(path).domain()")
         bad = [k for k, v in data.items() if isinstance(v, (dict, list))]
         if bad:
             raise DomainError(f"domain file {os.fspath(path)!r}: attribute {bad[0]!r} is not a size; a "
@@ -396,3 +396,11 @@ def check_workload_axes(workload: Any, domain: "Domain") -> None:
                 f"the workload's axes ({shown}) do not line up with the domain's attributes "
                 f"({', '.join(f'{a}={s}' for a, s in zip(domain.attributes, domain.sizes))}): each "
                 "axis must be one attribute or a run of consecutive attributes")
+
+
+def is_schema_document(obj: Any) -> bool:
+    """Whether a parsed JSON document claims to be a domain schema (a text ``format`` or an
+    ``attributes`` list) rather than a ``{name: size}`` object (whose values are integers, so
+    attributes named "format" or "version" stay sizes)."""
+    return isinstance(obj, dict) and (isinstance(obj.get("format"), str)
+                                      or isinstance(obj.get("attributes"), list))

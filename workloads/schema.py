@@ -57,7 +57,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .domain import check_attribute_name
+from .domain import Domain, check_attribute_name, is_schema_document
 from .errors import DomainError
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "OUTSIDE",
     "is_schema_document",
     "load_schema",
+    "read_domain",
 ]
 
 SCHEMA_FORMAT = "factorize-domain-schema"
@@ -678,8 +679,6 @@ class DomainSchema:
 
     def domain(self) -> Any:
         """The :class:`~workloads.Domain` (names, sizes) carrying this schema."""
-        from .domain import Domain
-
         return Domain(self.names, self.sizes, schema=self)
 
     def __eq__(self, other: object) -> bool:
@@ -716,15 +715,20 @@ def _read_json(path: str | os.PathLike[str], source: str) -> Any:
         raise SchemaError(f"{source} is nested too deeply") from None
 
 
-def is_schema_document(obj: Any) -> bool:
-    """Whether a parsed JSON document claims to be a domain schema (a text ``format`` or an
-    ``attributes`` list) rather than a ``{name: size}`` object (whose values are integers, so
-    attributes named "format" or "version" stay sizes)."""
-    return isinstance(obj, dict) and (isinstance(obj.get("format"), str)
-                                      or isinstance(obj.get("attributes"), list))
-
-
 def load_schema(path: str | os.PathLike[str], *, allow_draft: bool = False) -> DomainSchema:
     """:meth:`DomainSchema.from_json`."""
     return DomainSchema.from_json(path, allow_draft=allow_draft)
 
+
+def read_domain(path: str | os.PathLike[str]) -> Domain:
+    """The :class:`~workloads.Domain` of a JSON file of either kind: a ``{name: size}`` object
+    (:meth:`Domain.from_json`) or a domain schema (``docs/schema.md``), which gives the domain of
+    its codes carrying the schema (:meth:`DomainSchema.domain`)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, json.JSONDecodeError):
+        data = None  # Domain.from_json reports it, with its messages
+    if is_schema_document(data):
+        return DomainSchema.from_dict(data, source=f"domain schema {os.fspath(path)!r}").domain()
+    return Domain.from_json(path)

@@ -114,7 +114,9 @@ def parse_domain(text: str | None, attributes: str | None):
             raise DomainError("--attributes needs --domain (a JSON file of name→size)")
         return None
     if text.endswith(".json") or _is_file(text):
-        dom = Domain.from_json(text)
+        from workloads.schema import read_domain
+
+        dom = read_domain(text)
     else:
         pairs = [p.strip() for p in text.split(",") if p.strip()]
         mapping: dict[str, int] = {}
