@@ -18,7 +18,6 @@ import pytest
 from factorize.bench.external.hdmm_runner import (
     FactorStore,
     atom_spec,
-    dense_union,
     domain_string,
     kron_l1,
     kron_l2,
@@ -28,6 +27,17 @@ from factorize.bench.external.hdmm_runner import (
 )
 from factorize.errors import EnvironmentProblem
 from workloads.spec import parse_workload
+
+
+def dense_union(blocks: list[tuple[float, list[list[np.ndarray]]]]) -> np.ndarray:
+    """The dense matrix of the blocks: the stack of w · ⊗ (vstack of each factor's pieces)."""
+    rows = []
+    for w, factors in blocks:
+        K = np.ones((1, 1))
+        for pieces in factors:
+            K = np.kron(K, np.vstack(pieces))
+        rows.append(w * K)
+    return np.vstack(rows)
 
 
 def hdmm_allrange(n: int) -> np.ndarray:

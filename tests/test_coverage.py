@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pytest
 
-from factorize.executor.release import measure, release_answers
+from factorize.executor.release import measure, release_dense
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
 from factorize.privacy import TestRandom
@@ -45,7 +45,7 @@ def _coverage(plan, h, reps, seed=0) -> list[float]:
     truth = check.workload.matvec(np.asarray(h, dtype=np.float64))
     out = []
     for r in range(reps):
-        rel = release_answers(plan, np.zeros(0), TestRandom(seed + r), check=check, measurement=q)
+        rel = release_dense(plan, np.zeros(0), TestRandom(seed + r), check=check, measurement=q)
         out.append(float(np.mean((rel.ci_low <= truth) & (truth <= rel.ci_high))))
     return out
 
@@ -91,7 +91,7 @@ def test_approximate_plan_intervals_include_the_bias():
     assert consistent_with_level(_coverage(plan, h, 400))
     # and the bias is what makes them hold: without the β·n⁺ term they miss
     q = measure(plan, h)
-    rel = release_answers(plan, np.zeros(0), TestRandom(7), check=check, measurement=q)
+    rel = release_dense(plan, np.zeros(0), TestRandom(7), check=check, measurement=q)
     half = rel.ci_high - rel.estimate
     noise_only = rel.metadata["ci"]["multiplier"] * rel.std_error
     assert np.all(half - noise_only >= 0.09 * 4000)  # β·n⁺ with n⁺ ≥ n = 4000
@@ -112,7 +112,7 @@ def test_least_squares_plan_covers():
     truth = check.workload.matvec(h.astype(float))
     per_rep = []
     for r in range(40):
-        rel = release_answers(plan, np.zeros(0), TestRandom(100 + r), check=check, measurement=q)
+        rel = release_dense(plan, np.zeros(0), TestRandom(100 + r), check=check, measurement=q)
         rmse = math.sqrt(float(np.mean((rel.postprocessed - truth) ** 2)))
         per_rep.append(float(rmse <= math.sqrt(20.0) * rel.metadata["postprocess"]["rmse_bound"]))
     assert consistent_with_level(per_rep)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from factorize.executor import release_answers
+from factorize.executor.release import release_dense
 from factorize.privacy import ZCDP, NoiseSpec, PureDP, TestRandom, sample_on_grid, sampled_variance
 from tests.plan_fixtures import small_plan
 from tests.raw_adult import ADULT_DIR as ADULT
@@ -71,7 +71,7 @@ def test_monte_carlo_variance_matches_plan(privacy):
 
     check = verify_plan(plan, raise_on_failure=True)  # once: every release below uses it
     for r in range(reps):
-        rel = release_answers(plan, h, rng, check=check)
+        rel = release_dense(plan, h, rng, check=check)
         est[r] = rel.estimate
         covered += (rel.ci_low <= truth) & (truth <= rel.ci_high)
         if r == 0:
@@ -122,7 +122,7 @@ def test_postprocess_nonneg_consistent():
 
 def test_postprocess_in_release_is_consistent():
     plan = small_plan("prefix:8", "rho=0.5", postprocess="nonneg")
-    rel = release_answers(plan, np.array([5, 0, 3, 9, 1, 0, 2, 7]), TestRandom(3))
+    rel = release_dense(plan, np.array([5, 0, 3, 9, 1, 0, 2, 7]), TestRandom(3))
     pp = rel.postprocessed
     assert pp is not None and np.all(np.diff(pp) >= -1e-6) and pp[0] >= -1e-6  # prefix sums of h ≥ 0
     assert rel.metadata["postprocess"]["kkt_residual"] <= 1e-6

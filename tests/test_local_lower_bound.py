@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
 from scipy.special import gammaln
 from scipy.stats import binom
 
-from factorize.local.build import certified_approx_gamma_2
 from factorize.local.lower_bound import (
     ERROR_MODELS,
     kl_lower_from_test,
@@ -25,12 +26,33 @@ from factorize.local.lower_bound import (
     parity_witness,
 )
 from factorize.planner.certificate import ApproxGamma2Witness
+from factorize.planner.routes import solve
 from workloads import parse_workload
 
 
 # ---------------------------------------------------------------------------------
 # helpers (independent of the module's implementation)
 # ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CertifiedApproxGamma2:
+    """γ₂(W; η) ∈ [lower, upper] from ``planner.solve`` (re-checked by certificate.verify),
+    with its witness (U, d) unpacked."""
+
+    lower: float
+    upper: float
+    U: np.ndarray
+    d: np.ndarray
+    result: Any  # the planner's CertifiedFactorization
+
+
+def certified_approx_gamma_2(spec: str, eta: float) -> CertifiedApproxGamma2:
+    """``planner.solve(spec, "approx_gamma_2", eta=η)`` and its witness (small sizes only)."""
+    res = solve(parse_workload(spec), "approx_gamma_2", eta=float(eta))
+    w = res.certificate.witness
+    return CertifiedApproxGamma2(lower=res.lower, upper=res.upper, U=np.asarray(w.U),
+                                 d=np.asarray(w.d), result=res)
+
+
 def inf_to_l2_sq(M: np.ndarray, rho: np.ndarray) -> float:
     """max_{f ∈ {±1}^N} Σ_v ρ_v ⟨m_v, f⟩² (a convex function: its max over the cube is at a vertex)."""
     N = M.shape[1]

@@ -225,7 +225,7 @@ def _dense_plan_check(W, sol):
     SVD-based certificate formulas of factorize.planner.certificate reproduce the lower bound."""
     fam = sol.family
     Wd = W.dense()
-    xm = sol.x.by_mask()
+    xm = {mask_of(T): v for T, v in zip(sol.x.subsets, sol.x.values)}
     A = _dense_algebra(fam.sizes, {t: math.sqrt(v) for t, v in xm.items()})
     R = Wd @ np.linalg.pinv(A)
     assert np.max(np.abs(R @ A - Wd)) < 1e-9

@@ -48,9 +48,11 @@ def _symmetric_gamma(d: int, way: int, n: int) -> float:
 
 # ------------------------------------------------------------------------------ incidence
 def _python_incidence(fam: MarginalFamily):
+    # attributes of size 1 carry no P_T of positive rank: the subsets T ⊆ S over the others
+    nontrivial = mask_of(j for j, n in enumerate(fam.sizes) if n > 1)
     pairs, seen = set(), set()
     for b in fam.distinct_blocks():
-        for t in submasks(fam.effective_mask(b.mask)):
+        for t in submasks(b.mask & nontrivial):
             pairs.add((b.mask, t))
             seen.add(t)
     return sorted(seen, key=lambda t: (t.bit_count(), t)), pairs

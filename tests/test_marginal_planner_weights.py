@@ -45,7 +45,8 @@ def _family(sizes, subsets, weights=None):
 
 def _dense_plan(sol):
     fam = sol.family
-    A = sum(math.sqrt(v) * projector_dense(fam.sizes, t) for t, v in sol.x.by_mask().items())
+    A = sum(math.sqrt(v) * projector_dense(fam.sizes, mask_of(T))
+            for T, v in zip(sol.x.subsets, sol.x.values))
     return A
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from factorize.engines.errors import DataError
-from factorize.executor.release import release_answers
+from factorize.executor.release import release_dense
 from factorize.plan.build import build_plan
 from factorize.plan.checks import verify_plan
 from factorize.plan.errors import PlanError
@@ -58,7 +58,7 @@ def test_projection_is_consistent_and_certified(plans, workload):
     _, ls, _ = plans
     W = workload.dense()
     h = sparse_histogram(W.shape[1], 1000, 5, seed=1)
-    rel = release_answers(ls, h, TestRandom(7), workload=workload)
+    rel = release_dense(ls, h, TestRandom(7), workload=workload)
     pp = rel.metadata["postprocess"]
     assert pp["converged"] and pp["gap"] <= ls.postprocess["gap_tol"]
     # the projected answers are the answers of a non-negative (fractional) dataset of size n̂
@@ -83,7 +83,7 @@ def test_public_n_rules(plans, workload):
     _, _, ls_public = plans
     h = sparse_histogram(workload.shape[1], 999, 5, seed=2)
     with pytest.raises(DataError, match="public dataset size"):
-        release_answers(ls_public, h, TestRandom(0), workload=workload)
+        release_dense(ls_public, h, TestRandom(0), workload=workload)
 
 
 def test_sparse_regime_beats_factorization(plans, workload):
@@ -96,8 +96,8 @@ def test_sparse_regime_beats_factorization(plans, workload):
     y = W @ h
     se_f, se_l = [], []
     for rep in range(20):
-        rf = release_answers(fact, h, TestRandom(100 + rep), workload=workload)
-        rl = release_answers(ls, h, TestRandom(100 + rep), workload=workload)
+        rf = release_dense(fact, h, TestRandom(100 + rep), workload=workload)
+        rl = release_dense(ls, h, TestRandom(100 + rep), workload=workload)
         se_f.append(np.mean((rf.estimate - y) ** 2))
         se_l.append(np.mean((rl.postprocessed - y) ** 2))
     rmse_f, rmse_l = np.sqrt(np.mean(se_f)), np.sqrt(np.mean(se_l))
@@ -117,7 +117,7 @@ def test_least_squares_bound_holds_with_public_n(plans, workload):
     y = W @ h
     se, bounds = [], []
     for rep in range(20):
-        rl = release_answers(ls_public, h, TestRandom(200 + rep), workload=workload)
+        rl = release_dense(ls_public, h, TestRandom(200 + rep), workload=workload)
         se.append(np.mean((rl.postprocessed - y) ** 2))
         bounds.append(rl.metadata["postprocess"]["rmse_bound"])
     assert np.sqrt(np.mean(se)) <= min(bounds)

@@ -129,7 +129,7 @@ def test_every_plan_kind_gives_a_valid_self_contained_report(plans, kind, tmp_pa
 
 def test_results_reports_for_marginals_cdf_and_projection(plans, tmp_path):
     from factorize.executor.output import write_answers
-    from factorize.executor.release import release_answers
+    from factorize.executor.release import release_dense
     from factorize.report.results_report import results_report
     from workloads import parse_workload
 
@@ -138,7 +138,7 @@ def test_results_reports_for_marginals_cdf_and_projection(plans, tmp_path):
         W = parse_workload(spec)
         h = np.zeros(W.shape[1])
         h[[1, 5, 9]] = [40, 30, 30]
-        rel = release_answers(plan, h, TestRandom(2), workload=W)
+        rel = release_dense(plan, h, TestRandom(2), workload=W)
         out = tmp_path / f"{kind}.csv"
         write_answers(out, rel.columns(), rel.metadata)
         rep = results_report(out)

@@ -286,9 +286,6 @@ class MarginalTables:
         non-zero."""
         return self._tables[self._key(subset)]
 
-    def is_sparse(self, subset: Sequence[int]) -> bool:
-        return isinstance(self[subset], SparseTable)
-
     def __contains__(self, subset: object) -> bool:
         try:
             return self._key(subset) in self._tables  # type: ignore[arg-type]

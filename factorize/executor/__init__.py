@@ -10,9 +10,10 @@ layer (calibration re-check, exact samplers) only when a plan is verified or run
 """
 
 from .data import load_histogram
+from .linear_release import Release
 from .output import write_answers
 from .pipeline import run_plan
-from .release import ExecutionError, Release, release_answers
+from .release import ExecutionError
 
-__all__ = ["ExecutionError", "Release", "load_histogram", "release_answers", "run_plan",
+__all__ = ["ExecutionError", "Release", "load_histogram", "run_plan",
            "write_answers"]

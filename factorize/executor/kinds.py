@@ -74,9 +74,9 @@ class FactorizationKind(_Kind):
 
     def release(self, plan: Any, check: Any, measurement: Measurement, rng: Any, *,
                 allow_float_noise: bool, metadata: dict[str, Any], deadline: float) -> Any:
-        from .release import release_answers
+        from .release import release_dense
 
-        return release_answers(plan, np.zeros(0), rng, allow_float_noise=allow_float_noise,
+        return release_dense(plan, np.zeros(0), rng, allow_float_noise=allow_float_noise,
                                metadata=metadata, check=check, measurement=measurement.values,
                                postprocess_seconds=max(0.0, deadline - time.monotonic()))
 
@@ -193,8 +193,9 @@ class LocalKind(_Kind):
     def release(self, plan: Any, check: Any, measurement: Measurement, rng: Any, *,
                 allow_float_noise: bool, metadata: dict[str, Any], deadline: float) -> Any:
         from factorize.local.protocol import aggregate_sums
+        from factorize.plan.model import Z_95
 
-        from .release import Release
+        from .linear_release import Release
 
         rel = aggregate_sums(plan, measurement.values, measurement.n_records)
         info = measurement.extra.get("messages", {})
@@ -208,7 +209,7 @@ class LocalKind(_Kind):
                      "noise": {"family": plan.randomizer["kind"], "sampler": "float",
                                "scale": plan.randomizer["scale"], "grid": None},
                      "ci": {"level": 0.95, "method": "normal (CLT over n messages) + bias n·η",
-                            "multiplier": 1.959963984540054},
+                            "multiplier": Z_95},
                      "bias_bound": rel["bias_bound"], "test_mode": test,
                      "messages_plan_sha256": info.get("plan_sha256")})
         if test:

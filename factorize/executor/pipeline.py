@@ -69,6 +69,7 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
     from factorize.plan.files import read_plan_bytes
     from factorize.plan.registry import kind_of_file
 
+    from .linear_release import refuse_float_noise
     from .release import make_rng
 
     source = read_plan_bytes(plan_path)  # the one read of the plan file
@@ -92,9 +93,8 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
                 from factorize.plan.errors import PlanRefused
 
                 raise PlanRefused("plan refused: " + "; ".join(check.failures))
-            if kind.sampler(plan) == "float" and not allow_float_noise:
-                raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                                     "(pass --allow-float-noise to accept it)")
+            if kind.central:  # before the data is read and the budget charged
+                refuse_float_noise(kind.sampler(plan), allow_float_noise)
             labels, label_note = _labels(plan, check)  # public: from the workload and the schema
             measurement = kind.measure(plan, check, data_path, engine=engine,
                                        allow_extra_columns=allow_extra_columns)

@@ -29,7 +29,7 @@ from factorize.plan.model import domain_manifest
 from factorize.plan.projection_checks import verify_projection_plan
 from factorize.plan.projection_plan import ProjectionPlan, moment_layout, moment_matrix
 
-from .release import NOT_PRIVATE, ExecutionError, Release
+from .linear_release import NOT_PRIVATE, Release, refuse_float_noise
 
 
 def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
@@ -75,9 +75,7 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
         raise DataError(f"the plan's public dataset size is n={plan.n} (replace-one neighbours); "
                         "the data has a different number of records")
     spec = plan.noise
-    if spec.sampler == "float" and not allow_float_noise:
-        raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                             "(pass --allow-float-noise to accept it)")
+    refuse_float_noise(spec.sampler, allow_float_noise)
     vals = np.asarray(values)
     if spec.sampler == "float":
         noisy = add_noise(vals.astype(np.float64), spec, rng)

@@ -29,42 +29,16 @@ is not charged):
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from factorize.kron import kron_matvec
-from factorize.plan.model import Plan, ci_method, ci_multiplier, domain_manifest, row_l1_norms_R
+from factorize.plan.model import Plan, domain_manifest, row_l1_norms_R
 
+from .linear_release import LinearMeasurement, Release, release
 from .session import POSTPROCESS_SECONDS, ExecutionError
-
-NOT_PRIVATE = "NOT PRIVATE: produced in --seed test mode (reproducible noise)"
-
-
-@dataclass
-class Release:
-    estimate: np.ndarray
-    std_error: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
-    metadata: dict[str, Any]
-    postprocessed: np.ndarray | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """The answers file's columns: the query index, its labels (structured plans), the
-        estimate with its standard error and 95% interval, and any post-processed estimate
-        (``extra["columns"]`` restricts them, e.g. projected answers have no intervals)."""
-        cols = {"query": np.arange(self.estimate.size, dtype=np.int64),
-                **self.extra.get("labels", {}), "estimate": self.estimate,
-                "std_error": self.std_error, "ci_low": self.ci_low, "ci_high": self.ci_high}
-        if self.postprocessed is not None:
-            cols["estimate_postprocessed"] = self.postprocessed
-        only = self.extra.get("columns")
-        return cols if only is None else {k: v for k, v in cols.items() if k in only}
 
 
 def make_rng(seed: int | None) -> Any:
@@ -94,14 +68,17 @@ def measure(plan: Plan, h: np.ndarray) -> np.ndarray:
     return lattice_image(fact.A_factors, h, plan.noise.grid)
 
 
-def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
-                    allow_float_noise: bool = False, metadata: dict[str, Any] | None = None,
-                    check: Any = None, measurement: np.ndarray | None = None,
-                    postprocess_seconds: float = POSTPROCESS_SECONDS) -> Release:
-    """Steps 4–6 of the module docstring for a verified plan (``check``: its PlanCheck; it is
-    verified here when not given) and a validated h."""
+def release_dense(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
+                  allow_float_noise: bool = False, metadata: dict[str, Any] | None = None,
+                  check: Any = None, measurement: np.ndarray | None = None,
+                  postprocess_seconds: float = POSTPROCESS_SECONDS) -> Release:
+    """The dense / Kronecker kind's release half: steps 4–6 of the module docstring for a
+    verified plan (``check``: its PlanCheck; verified here when not given) and a validated h,
+    through the one release (``executor.linear_release``). Not a public way to release: it
+    charges no ledger — ``executor.pipeline.run`` is (tests call it for Monte Carlo)."""
     from factorize.plan.bias import n_upper
-    from factorize.privacy import add_noise, sample_lattice, sampled_variance
+
+    from .linear_release import refuse_float_noise
 
     if check is None:  # privacy and the claims the release uses (the certificate is not one)
         from factorize.plan.checks import verify_plan
@@ -109,51 +86,32 @@ def release_answers(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None
         check = verify_plan(plan, raise_on_failure=True, workload=workload, certificate=False)
     fact = plan.factorization
     spec = plan.noise
-    if spec.sampler not in ("discrete_gaussian", "discrete_laplace"):
-        if not (spec.sampler == "float" and allow_float_noise):
-            raise ExecutionError(f"the plan's sampler {spec.sampler!r} is not an exact sampler; "
-                                 "refusing (pass --allow-float-noise to accept floating-point noise)")
+    refuse_float_noise(spec.sampler, allow_float_noise)
     if measurement is None:
         check_public_n(plan, np.asarray(h))
         measurement = measure(plan, h)
-    if spec.sampler == "float":
-        noisy = add_noise(measurement, spec, rng)
-    else:
-        noisy = sample_lattice(measurement, spec, rng)
-    est = kron_matvec(fact.R_factors, noisy)
-    sd = math.sqrt(sampled_variance(spec))
-    se = sd * fact.row_norms_R()
-    rounding = 0.5 * spec.grid * row_l1_norms_R(fact) if spec.grid else np.zeros_like(se)
     d = check.derived
-    beta = float(d.get("beta", 0.0))
-    n_plus = n_upper(d.get("n_bound", "cap"), d.get("n_weights", ()), est, fact.R_factors,
-                     d.get("mu", 0.0), beta, d.get("b_l1", 0.0), sd, spec.family, spec.grid)
+    missing = [key for key in ("beta", "n_bound", "n_weights", "mu", "b_l1") if key not in d]
+    if missing:
+        raise ExecutionError(f"the verification did not establish {missing}: refusing to release")
+    beta = float(d["beta"])
     public_n = (plan.postprocess or {}).get("n")
-    if public_n is not None:
-        n_plus = min(n_plus, float(public_n))
-    c = ci_multiplier(spec)
-    half = c * se + rounding + beta * n_plus
-    meta = dict(metadata or {})
-    test_mode = bool(getattr(rng, "is_test_mode", False))
-    meta.update({
-        "test_mode": test_mode,
-        "workload": plan.workload["spec"],
-        "workload_fingerprint": plan.workload["fingerprint"],
-        "domain": domain_manifest(plan.domain),
-        "guarantee": plan.guarantee.to_dict(),
-        "neighbouring": plan.relation.key,
-        "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale, "grid": spec.grid},
-        "ci": {"level": 0.95, "method": ci_method(spec), "multiplier": c,
-               "rounding_bias_added": bool(spec.grid),
-               "bias_per_record": beta, "n_upper": n_plus, "n_bound": d.get("n_bound", "cap"),
-               "note": "estimate ± (multiplier·std_error + rounding bias + bias_per_record·n_upper); "
-                       "n_upper bounds n except with probability 1e-3, the noise term holds "
-                       "with probability 0.951: coverage ≥ 0.95"},
-        "n_queries": int(est.size),
-    })
-    if test_mode:
-        meta["warning"] = NOT_PRIVATE
-    rel = Release(estimate=est, std_error=se, ci_low=est - half, ci_high=est + half, metadata=meta)
+
+    def n_plus(noisy: np.ndarray, est: np.ndarray, sd: float) -> float:
+        n = n_upper(d["n_bound"], d["n_weights"], est, fact.R_factors, d["mu"], beta, d["b_l1"], sd,
+                    spec.family, spec.grid)
+        return min(n, float(public_n)) if public_n is not None else n
+
+    m = LinearMeasurement(
+        values=measurement, noise=spec, reconstruct=lambda y: kron_matvec(fact.R_factors, y),
+        row_norms=fact.row_norms_R(), row_l1_norms=row_l1_norms_R(fact), beta=beta,
+        n_upper=n_plus, n_bound=d["n_bound"], labels={},
+        describe={"workload": plan.workload["spec"],
+                  "workload_fingerprint": plan.workload["fingerprint"],
+                  "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),
+                  "neighbouring": plan.relation.key})
+    rel = release(m, rng, allow_float_noise=allow_float_noise, metadata=metadata)
+    est, se, meta = rel.estimate, rel.std_error, rel.metadata
     if plan.postprocess:
         W = check.workload if check.workload is not None else workload
         try:

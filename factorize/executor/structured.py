@@ -16,7 +16,6 @@ its cell's values.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -37,15 +36,9 @@ def measure(plan: StructuredPlan, tables: Any) -> np.ndarray:
 def labels(plan: StructuredPlan) -> tuple[Any, Any]:
     """``marginal`` (attribute names of each answer's block) and ``cell`` (its values, comma
     separated) for every answer of a marginal workload; block and row indices otherwise.
-    Arrow arrays built in vectorised form (the marginal names dictionary-encoded), computed
-    once per plan: Adult's 21·10⁶ ≤3-way answers take seconds, not Python strings each."""
-    cached = getattr(plan.reconstruction, "_labels", None)
-    if cached is None:
-        cached = plan.reconstruction._labels = _labels(plan)
-    return cached
-
-
-def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
+    Arrow arrays built in vectorised form (the marginal names dictionary-encoded): Adult's
+    21·10⁶ ≤3-way answers take seconds, not Python strings each. Computed by the release,
+    which carries them (``Release.extra["labels"]``)."""
     import pyarrow as pa
 
     from factorize.structured.residual import unpad_subsets
@@ -73,53 +66,32 @@ def _labels(plan: StructuredPlan) -> tuple[Any, Any]:
 
 def release(plan: StructuredPlan, check: Any, measurement: np.ndarray, rng: Any, *,
             allow_float_noise: bool = False, metadata: dict[str, Any] | None = None) -> Any:
-    """Noise once, reconstruct, error bars (module docstring); ``check`` the plan's PlanCheck."""
-    from factorize.plan.model import ci_method, ci_multiplier, domain_manifest
-    from factorize.privacy import add_noise, sample_lattice, sampled_variance
+    """Noise once, reconstruct, error bars (module docstring) through the one release
+    (``executor.linear_release``); ``check`` the plan's PlanCheck."""
+    from factorize.plan.model import domain_manifest
     from factorize.structured.records import n_upper
 
-    from .release import NOT_PRIVATE, Release
+    from .linear_release import LinearMeasurement
+    from .linear_release import release as linear_release
 
-    spec = plan.noise
-    if spec.sampler == "float":
-        if not allow_float_noise:
-            raise ExecutionError("the plan uses floating-point noise (sampler 'float'); refusing "
-                                 "(pass --allow-float-noise to accept it)")
-        noisy = add_noise(np.asarray(measurement, dtype=np.float64), spec, rng)
-    else:
-        noisy = sample_lattice(measurement, spec, rng)
+    if "beta" not in check.derived:
+        raise ExecutionError("the verification did not establish the reconstruction's bias β: "
+                             "refusing to release")
+    beta = float(check.derived["beta"])
     recon = plan.reconstruction
-    est = recon.apply(noisy)
-    v = sampled_variance(spec)
-    sd = math.sqrt(v)
-    se = sd * np.sqrt(recon.row_sq_norms())
-    rounding = 0.5 * spec.grid * recon.row_l1_norms() if spec.grid else np.zeros_like(se)
-    beta = float(check.derived.get("beta", 0.0))
-    n_plus = n_upper(plan, check.derived, noisy, est, sd, beta) if beta > 0 else 0.0
-    c = ci_multiplier(spec)
-    half = c * se + rounding + beta * n_plus
-    meta = dict(metadata or {})
-    test_mode = bool(getattr(rng, "is_test_mode", False))
-    meta.update({
-        "test_mode": test_mode, "mechanism": f"structured ({plan.family})",
-        "workload": plan.workload["spec"], "workload_fingerprint": plan.workload["fingerprint"],
-        "domain": domain_manifest(plan.domain),
-        "guarantee": plan.guarantee.to_dict(), "neighbouring": plan.relation.key,
-        "noise": {"family": spec.family, "sampler": spec.sampler, "scale": spec.scale,
-                  "grid": spec.grid},
-        "ci": {"level": 0.95, "method": ci_method(spec), "multiplier": c,
-               "rounding_bias_added": bool(spec.grid), "bias_per_record": beta, "n_upper": n_plus,
-               "n_bound": plan.bias.get("n_bound"),
-               "note": "estimate ± (multiplier·std_error + rounding bias + bias_per_record·n_upper); "
-                       "n_upper bounds n except with probability 1e-3, the noise term holds with "
-                       "probability 0.951: coverage ≥ 0.95"},
-        "variance": "std_error² is the exact variance of each answer (independent noise "
-                    "coordinates, reconstruction R known)",
-        "n_queries": int(est.size),
-    })
-    if test_mode:
-        meta["warning"] = NOT_PRIVATE
+
+    def n_plus(noisy: np.ndarray, est: np.ndarray, sd: float) -> float:
+        return n_upper(plan, check.derived, noisy, est, sd, beta) if beta > 0 else 0.0
+
     marg, cell = labels(plan)
-    rel = Release(estimate=est, std_error=se, ci_low=est - half, ci_high=est + half, metadata=meta)
-    rel.extra["labels"] = {"marginal": marg, "cell": cell}
-    return rel
+    m = LinearMeasurement(
+        values=measurement, noise=plan.noise, reconstruct=recon.apply,
+        row_norms=np.sqrt(recon.row_sq_norms()), row_l1_norms=recon.row_l1_norms(), beta=beta,
+        n_upper=n_plus, n_bound=plan.bias.get("n_bound"), labels={"marginal": marg, "cell": cell},
+        describe={"mechanism": f"structured ({plan.family})", "workload": plan.workload["spec"],
+                  "workload_fingerprint": plan.workload["fingerprint"],
+                  "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),
+                  "neighbouring": plan.relation.key})
+    return linear_release(m, rng, allow_float_noise=allow_float_noise, metadata=metadata,
+                          variance_note="std_error² is the exact variance of each answer "
+                                        "(independent noise coordinates, reconstruction R known)")

@@ -57,9 +57,6 @@ class EnclosingEllipsoid:
         """``F Fᵀ`` with E(p) = F·B_2 (in R^d, rank r): ``C·r·B M Bᵀ``."""
         return self.optimality * self.rank * (self.basis @ self.moment @ self.basis.T)
 
-    def log_det_moment(self) -> float:
-        return float(np.linalg.slogdet(self.moment)[1])
-
 
 def minimum_enclosing_ellipsoid(A: np.ndarray, *, tol: float = 1e-6, max_iters: int = 1_000_000,
                                 time_limit: float | None = None, refresh: int = 256,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -87,36 +86,3 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
         domain=dom, guarantee=g, randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
         provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
                     "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
-
-
-@dataclass(frozen=True)
-class CertifiedApproxGamma2:
-    """γ₂(W; η) ∈ [lower, upper] from ``planner.solve`` (re-checked by certificate.verify)."""
-
-    lower: float
-    upper: float
-    eta: float
-    U: np.ndarray
-    d: np.ndarray
-    seconds: float
-    result: Any  # the planner's CertifiedFactorization
-
-
-def certified_approx_gamma_2(W: Any, eta: float, **solve_kwargs: Any) -> CertifiedApproxGamma2:
-    """``planner.solve(W, "approx_gamma_2", eta=η)`` with its witness unpacked (small sizes only)."""
-    import time
-
-    from factorize.planner.routes import solve
-    from workloads import parse_workload
-    from workloads.operators import DenseWorkload
-
-    if isinstance(W, str):
-        W = parse_workload(W)
-    elif isinstance(W, np.ndarray):
-        W = DenseWorkload(np.asarray(W, dtype=np.float64))
-    t0 = time.perf_counter()
-    res = solve(W, "approx_gamma_2", eta=float(eta), **solve_kwargs)
-    w = res.certificate.witness
-    return CertifiedApproxGamma2(lower=res.lower, upper=res.upper, eta=float(eta),
-                                 U=np.asarray(w.U), d=np.asarray(w.d),
-                                 seconds=time.perf_counter() - t0, result=res)

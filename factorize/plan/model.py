@@ -51,6 +51,9 @@ NOISE_ALPHA = 0.049
 Z_NOISE = 1.9685916691865948
 #: Chebyshev at NOISE_ALPHA: P(|X| ≥ sd/√α) ≤ α, valid for any distribution with that variance.
 CHEBYSHEV_NOISE = math.sqrt(1.0 / NOISE_ALPHA)
+#: The two-sided 95% normal quantile Φ⁻¹(0.975): the local model's CLT intervals, whose 5%
+#: is not shared with an n bound.
+Z_95 = 1.959963984540054
 
 KNOWN_SAMPLERS = SAMPLERS
 POSTPROCESS_METHODS = ("nonneg", "least_squares")

@@ -270,10 +270,6 @@ class MarginalFamily:
     def _nontrivial(self) -> int:
         return mask_of(j for j, n in enumerate(self.sizes) if n > 1)
 
-    def effective_mask(self, mask: int) -> int:
-        """``mask`` without attributes of size 1 (they carry no P_T of positive rank)."""
-        return mask & self._nontrivial
-
     @functools.cached_property
     def incidence(self) -> SubsetIncidence:
         """The vectorised containment structure (built on first use, then cached)."""
@@ -737,9 +733,6 @@ class AlgebraCoefficients:
             raise ValueError("one coefficient per subset")
         if len({tuple(T) for T in self.subsets}) != len(self.subsets):
             raise ValueError("subsets must be distinct")
-
-    def by_mask(self) -> dict[int, float]:
-        return {mask_of(T): float(v) for T, v in zip(self.subsets, self.values)}
 
     def diagonal(self) -> float:
         """The (constant) diagonal ``Σ_T x_T dim_T / N`` of X (floating point)."""

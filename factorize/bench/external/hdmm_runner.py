@@ -154,17 +154,6 @@ def union_spec(blocks: list[tuple[float, list[list[np.ndarray]]]], store: Factor
     return out[0] if len(out) == 1 else "vstack(" + ",".join(out) + ")"
 
 
-def dense_union(blocks: list[tuple[float, list[list[np.ndarray]]]]) -> np.ndarray:
-    """The dense matrix of the blocks (for small checks): Σ-stack of w · ⊗ (stacked pieces)."""
-    rows = []
-    for w, factors in blocks:
-        K = np.ones((1, 1))
-        for pieces in factors:
-            K = np.kron(K, np.vstack(pieces))
-        rows.append(w * K)
-    return np.vstack(rows)
-
-
 def domain_string(names: list[str], sizes: list[int]) -> str:
     return ",".join(f"{a}={n}" for a, n in zip(names, sizes))
 

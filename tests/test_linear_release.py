@@ -1,0 +1,61 @@
+"""The one release of a linear measurement (issue 28 item 3, ``executor.linear_release``): the
+one float-noise refusal, a release that the verification did not give a bias for is refused
+(never a silent β = 0), and the dense and structured kinds produce the same fields."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from factorize.executor.linear_release import EXACT_SAMPLERS, refuse_float_noise
+from factorize.executor.release import release_dense
+from factorize.executor.session import ExecutionError
+from factorize.plan.checks import verify_plan
+from factorize.privacy import TestRandom
+from tests.plan_fixtures import small_plan
+
+
+def test_only_exact_samplers_run_unless_float_noise_is_allowed():
+    for sampler in EXACT_SAMPLERS:
+        refuse_float_noise(sampler, False)
+    refuse_float_noise("float", True)
+    for sampler, allowed in (("float", False), ("none", True), ("gaussian", True)):
+        with pytest.raises(ExecutionError, match="not exact"):
+            refuse_float_noise(sampler, allowed)
+
+
+def test_a_release_without_the_verified_bias_is_refused():
+    plan = small_plan("prefix:8", "rho=0.5")
+    check = verify_plan(plan, certificate=False)
+    h = np.array([5, 0, 3, 9, 1, 0, 2, 7])
+    rel = release_dense(plan, h, TestRandom(1), check=check)
+    assert rel.metadata["ci"]["bias_per_record"] == check.derived["beta"]
+    del check.derived["beta"]
+    with pytest.raises(ExecutionError, match="did not establish"):
+        release_dense(plan, h, TestRandom(1), check=check)
+
+
+def test_dense_and_structured_releases_carry_the_same_fields(tmp_path):
+    from factorize.executor.structured import release as structured_release
+    from factorize.plan.build_structured import build_structured_plan
+    from factorize.plan.structured_checks import verify_structured_plan
+
+    dense = release_dense(small_plan("prefix:8", "rho=0.5"), np.arange(8), TestRandom(2))
+    splan = build_structured_plan("marginals:2x3:1", "rho=0.5")
+    check = verify_structured_plan(splan)
+    measurement = splan.strategy.measured().measure(
+        _tables(splan, np.arange(6).reshape(2, 3)), splan.noise.grid)
+    structured = structured_release(splan, check, measurement, TestRandom(2))
+    for rel in (dense, structured):
+        assert set(rel.metadata) >= {"test_mode", "workload", "workload_fingerprint", "domain",
+                                     "guarantee", "neighbouring", "noise", "ci", "n_queries", "warning"}
+        assert np.all(rel.ci_low <= rel.estimate) and np.all(rel.estimate <= rel.ci_high)
+        assert rel.metadata["warning"].startswith("NOT PRIVATE")
+    assert set(structured.extra["labels"]) == {"marginal", "cell"}
+
+
+def _tables(plan, counts):
+    """The marginal tables of a dense 2×3 histogram on the strategy's supports."""
+    from factorize.structured.strategy import marginal_of
+
+    return {S: marginal_of(counts.reshape(-1), plan.domain.sizes, S) for S in plan.strategy.supports()}
