@@ -38,10 +38,6 @@ class DualSolveResult:
     converged: bool
     history: tuple[tuple[int, float, float], ...] = field(default=())
 
-    @property
-    def gap_estimate(self) -> float:
-        return self.upper_estimate / self.lower_estimate - 1.0 if self.lower_estimate > 0 else math.inf
-
 
 def simplex_from_log(x: np.ndarray) -> np.ndarray:
     """``softmax(x)``, with x floored at ``LOG_FLOOR`` below its maximum: every weight is

@@ -103,10 +103,6 @@ class GrothendieckResult:
     newton_steps: int = 0
     cholesky_probes: int = 0
 
-    @property
-    def abs_gap(self) -> float:
-        return self.upper - self.lower
-
 
 @dataclass(frozen=True)
 class Gamma2StarResult:

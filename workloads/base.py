@@ -98,16 +98,6 @@ class Workload(ABC):
     def shape(self) -> tuple[int, int]:
         """``(k, N)`` as Python ints: number of queries, domain size."""
 
-    @property
-    def num_queries(self) -> int:
-        """``k``, the number of queries (rows)."""
-        return self.shape[0]
-
-    @property
-    def domain_size(self) -> int:
-        """``N``, the number of histogram cells (columns)."""
-        return self.shape[1]
-
     # -- products ------------------------------------------------------------
     def matvec(self, x: Any) -> np.ndarray:
         """Return ``W @ x`` for ``x`` of shape ``(N,)`` -> ``(k,)`` or ``(N, m)`` -> ``(k, m)``."""

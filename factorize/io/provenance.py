@@ -53,8 +53,3 @@ def machine_info() -> dict[str, str]:
         "RAM": f"{int(mem_kb.split()[0]) / 2**20:.1f} GiB" if mem_kb else "unknown",
         "OS": platform.platform(),
     }
-
-
-def machine_description() -> str:
-    """``machine_info`` on one line."""
-    return ", ".join(machine_info().values())

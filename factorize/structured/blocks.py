@@ -72,8 +72,3 @@ def check_arrays(arrays: Mapping[str, np.ndarray], names: Sequence[str], what: s
             raise StructureError(f"{what} names factor {name!r}, which the plan does not hold")
         if not (isinstance(a, np.ndarray) and a.ndim == 2 and a.dtype == np.float64):
             raise StructureError(f"factor {name!r} must be a 2-D float64 array")
-
-
-def subset_label(support: Sequence[int], attributes: Sequence[str]) -> str:
-    """``"age,sex"`` for a support over the domain's attribute names (``"*"`` for ∅)."""
-    return ",".join(attributes[j] for j in support) if support else "*"

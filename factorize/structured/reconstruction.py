@@ -191,8 +191,3 @@ class StructuredReconstruction:
             R[self.offsets[t.out_block]:self.offsets[t.out_block + 1],
               s.offsets[t.in_block]:s.offsets[t.in_block + 1]] += M
         return R
-
-    def block_of_query(self) -> np.ndarray:
-        """The workload block of every query (int64, length k)."""
-        return np.repeat(np.arange(len(self.out_rows), dtype=np.int64), self.out_rows)
-
