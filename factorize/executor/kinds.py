@@ -4,7 +4,6 @@ and releasing from that measurement."""
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
 from typing import Any
@@ -17,32 +16,25 @@ from factorize.plan.registry import Measurement
 from .session import ExecutionError
 
 
-def _call(target: str, *args: Any, **kwargs: Any) -> Any:
-    """Call ``module:function`` (imported on first use: no kind loads another's modules)."""
-    module, name = target.split(":")
-    return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-
 class _Kind:
-    """What the kinds share: file reading, writing and verification by named functions, and
-    the guarantee / relation / sampler of a plan (typed values: ``privacy.Guarantee``,
-    ``privacy.Neighbouring``, ``privacy.NoiseSpec``)."""
+    """What the kinds share: the guarantee / relation / sampler of a plan (typed values:
+    ``privacy.Guarantee``, ``privacy.Neighbouring``, ``privacy.NoiseSpec``). Each kind reads,
+    writes and verifies its plans with its own module's functions, imported when called (no
+    kind loads another's modules; verifying imports no builder, tests/test_import_contracts.py)."""
 
     name = ""
     central = True
-    _load = _save = _verify = ""
 
     def load(self, path: str | Path | PlanBytes) -> Any:
         """The plan in ``path``, or in the bytes of a plan file read once (``PlanBytes``)."""
-        return _call(self._load, path)
+        raise NotImplementedError(f"plan kind {self.name!r} states no reader")
 
     def save(self, plan: Any, path: str | Path) -> None:
-        _call(self._save, plan, path)
+        raise NotImplementedError(f"plan kind {self.name!r} states no writer")
 
     def verify(self, plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False,
                workload: Any = None) -> Any:
-        return _call(self._verify, plan, certificate=certificate, workload=workload,
-                     allow_weak_guarantee=allow_weak_guarantee)
+        raise NotImplementedError(f"plan kind {self.name!r} states no verifier")
 
     def guarantee(self, plan: Any) -> Any:
         return plan.guarantee
@@ -58,9 +50,23 @@ class FactorizationKind(_Kind):
     """Dense and Kronecker factorization plans (``plan.model``, ``executor.release``)."""
 
     name = "factorization"
-    _load = "factorize.plan.plan_file:load_plan"
-    _save = "factorize.plan.plan_file:save_plan"
-    _verify = "factorize.plan.checks:verify_plan"
+
+    def load(self, path: str | Path | PlanBytes) -> Any:
+        from factorize.plan.plan_file import load_plan
+
+        return load_plan(path)
+
+    def save(self, plan: Any, path: str | Path) -> None:
+        from factorize.plan.plan_file import save_plan
+
+        save_plan(plan, path)
+
+    def verify(self, plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False,
+               workload: Any = None) -> Any:
+        from factorize.plan.checks import verify_plan
+
+        return verify_plan(plan, certificate=certificate, workload=workload,
+                           allow_weak_guarantee=allow_weak_guarantee)
 
     def measure(self, plan: Any, check: Any, data_path: str, *, engine: str,
                 allow_extra_columns: bool) -> Measurement:
@@ -85,9 +91,23 @@ class StructuredKind(_Kind):
     """Structured plans (``plan.structured_plan``, ``executor.structured``)."""
 
     name = "structured"
-    _load = "factorize.plan.structured_plan:load_structured_plan"
-    _save = "factorize.plan.structured_plan:save_structured_plan"
-    _verify = "factorize.plan.structured_checks:verify_structured_plan"
+
+    def load(self, path: str | Path | PlanBytes) -> Any:
+        from factorize.plan.structured_plan import load_structured_plan
+
+        return load_structured_plan(path)
+
+    def save(self, plan: Any, path: str | Path) -> None:
+        from factorize.plan.structured_plan import save_structured_plan
+
+        save_structured_plan(plan, path)
+
+    def verify(self, plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False,
+               workload: Any = None) -> Any:
+        from factorize.plan.structured_checks import verify_structured_plan
+
+        return verify_structured_plan(plan, certificate=certificate, workload=workload,
+                                      allow_weak_guarantee=allow_weak_guarantee)
 
     def measure(self, plan: Any, check: Any, data_path: str, *, engine: str,
                 allow_extra_columns: bool) -> Measurement:
@@ -110,8 +130,16 @@ class ProjectionKind(_Kind):
     """Projection plans: jl, covariance, relaxed-projection (``executor.projection``)."""
 
     name = "projection"
-    _load = "factorize.plan.plan_file:load_projection_plan"
-    _save = "factorize.plan.plan_file:save_projection_plan"
+
+    def load(self, path: str | Path | PlanBytes) -> Any:
+        from factorize.plan.plan_file import load_projection_plan
+
+        return load_projection_plan(path)
+
+    def save(self, plan: Any, path: str | Path) -> None:
+        from factorize.plan.plan_file import save_projection_plan
+
+        save_projection_plan(plan, path)
 
     def verify(self, plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False,
                workload: Any = None) -> Any:
@@ -157,8 +185,16 @@ class LocalKind(_Kind):
 
     name = "local"
     central = False
-    _load = "factorize.local.plan:load_local_plan"
-    _save = "factorize.local.plan:save_local_plan"
+
+    def load(self, path: str | Path | PlanBytes) -> Any:
+        from factorize.local.plan import load_local_plan
+
+        return load_local_plan(path)
+
+    def save(self, plan: Any, path: str | Path) -> None:
+        from factorize.local.plan import save_local_plan
+
+        save_local_plan(plan, path)
 
     def verify(self, plan: Any, *, certificate: bool = True, allow_weak_guarantee: bool = False,
                workload: Any = None) -> Any:

@@ -30,12 +30,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from factorize.plan.errors import PlanError
 from factorize.plan.files import LOCAL_FORMAT as FORMAT
+from factorize.plan.files import PlanBytes
 
 SCHEMA_VERSION = 1
 RANDOMIZERS = ("l2", "gaussian")
@@ -47,6 +48,8 @@ Z95 = 1.959963984540054
 
 @dataclass
 class LocalPlan:
+    #: the plan kind (``plan.registry``) this class holds
+    plan_kind: ClassVar[str] = "local"
     workload: dict[str, Any]
     domain: Any                     # workloads.Domain
     guarantee: Any                  # privacy.Guarantee: pure_dp (l2 randomizer) or approx_dp (gaussian)
@@ -216,7 +219,7 @@ def save_local_plan(plan: LocalPlan, path: str | Path) -> None:
                        {"R": plan.R, "A": plan.A, "U": plan.U, "d": plan.d}, plan.embedded)
 
 
-def load_local_plan(path: str | Path) -> LocalPlan:
+def load_local_plan(path: str | Path | PlanBytes) -> LocalPlan:
     from factorize.plan.files import guarded_load
 
     return guarded_load(_load, path, "local plan")

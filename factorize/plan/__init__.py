@@ -20,9 +20,12 @@ def __getattr__(name):  # lazy: keeps `import factorize.plan` light
     if name == "build_plan":
         from .build import build_plan
         return build_plan
-    if name in ("load_plan", "save_plan"):
-        from . import plan_file
-        return getattr(plan_file, name)
+    if name == "load_plan":  # any kind, as factorize.load_plan
+        from .registry import load_any_plan
+        return load_any_plan
+    if name == "save_plan":
+        from .plan_file import save_plan
+        return save_plan
     if name == "verify_plan":
         from .checks import verify_plan
         return verify_plan

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -70,6 +70,9 @@ class Plan:
     ``privacy.NoiseSpec``; they become JSON only in :meth:`manifest` (the file boundary) and
     are parsed back, or the file refused, in ``plan_file.load_plan``.
     """
+
+    #: the plan kind (``plan.registry``) this class holds
+    plan_kind: ClassVar[str] = "factorization"
 
     workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
     domain: Domain                    # attribute names and sizes (row-major, attr 0 slowest)

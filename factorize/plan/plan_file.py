@@ -46,6 +46,7 @@ from .files import (  # noqa: F401 (API)
     COMPATIBILITY,
     FORMAT,
     PROJECTION_FORMAT,
+    PlanBytes,
     PlanFormatError,
     file_sha256,
     plan_format,
@@ -75,7 +76,7 @@ def save_plan(plan: Plan, path: str | Path) -> None:
 N_WEIGHTS = "nbound"
 
 
-def load_plan(path: str | Path) -> Plan:
+def load_plan(path: str | Path | PlanBytes) -> Plan:
     """Read and structurally check a plan file (see the module docstring)."""
     return _guarded_load(_load, path, "plan")
 
@@ -142,7 +143,7 @@ def save_projection_plan(plan: Any, path: str | Path) -> None:
                        dict(plan.arrays), plan.embedded)
 
 
-def load_projection_plan(path: str | Path) -> Any:
+def load_projection_plan(path: str | Path | PlanBytes) -> Any:
     """Read and structurally check a projection plan; :class:`PlanFormatError` on any problem."""
     return _guarded_load(_load_projection, path, "projection plan")
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -44,6 +44,9 @@ DECODE_MAX_ITER = 20000
 @dataclass
 class ProjectionPlan:
     """A measure-noise-project plan (module docstring); pure data, numpy arrays in ``arrays``."""
+
+    #: the plan kind (``plan.registry``) this class holds
+    plan_kind: ClassVar[str] = "projection"
 
     kind: str
     workload: dict[str, Any]

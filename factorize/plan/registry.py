@@ -103,11 +103,9 @@ def kind_of_file(path: str | Path | PlanBytes) -> PlanKind:
 
 
 def kind_of_plan(plan: Any) -> PlanKind:
-    """The kind of a loaded plan (by its class)."""
-    names = {"Plan": "factorization", "StructuredPlan": "structured",
-             "ProjectionPlan": "projection", "LocalPlan": "local"}
-    name = names.get(type(plan).__name__)
-    if name is None:
+    """The kind of a loaded plan (its class's ``plan_kind``)."""
+    name = getattr(type(plan), "plan_kind", None)
+    if name not in KINDS:
         raise PlanFormatError(f"{type(plan).__name__} is not a registered plan kind")
     return kind(name)
 

@@ -28,12 +28,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from factorize.numerics import is_number
 
+from .files import PlanBytes
 from .model import domain_manifest, guarantee_text, noise_manifest
 
 FORMAT = "factorize-plan"
@@ -45,6 +46,9 @@ PLAN_KIND = "structured"
 @dataclass
 class StructuredPlan:
     """A structured mechanism plan (module docstring)."""
+
+    #: the plan kind (``plan.registry``) this class holds
+    plan_kind: ClassVar[str] = "structured"
 
     workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
     domain: Any                       # workloads.Domain
@@ -263,7 +267,7 @@ def save_structured_plan(plan: StructuredPlan, path: str | Path) -> None:
     save_with_embedded(path, FORMAT, SCHEMA_VERSION, plan.manifest(), plan.arrays(), plan.embedded)
 
 
-def load_structured_plan(path: str | Path) -> StructuredPlan:
+def load_structured_plan(path: str | Path | PlanBytes) -> StructuredPlan:
     """Read and structurally check a structured plan (``PlanFormatError`` on any problem)."""
     from .files import guarded_load
 
