@@ -104,10 +104,13 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
     p_full[rows] = loop.lower_at[0]
     q_full = np.zeros(W.shape[1])
     q_full[cols] = loop.lower_at[1]
-    A = _strategy(*loop.upper_at[1:], loop.route)
+    route = loop.route
+    assert route is not None  # set together with upper_at
+    _, q_best, eig_best = loop.upper_at
+    A = _strategy(q_best, eig_best, route)
     A_full = np.zeros((A.shape[0], W.shape[1]))
     A_full[:, cols] = A
-    return DualSolveResult(q=q_full, p=p_full, strategies={loop.route: A_full},
+    return DualSolveResult(q=q_full, p=p_full, strategies={route: A_full},
                            lower_estimate=loop.lower, upper_estimate=loop.upper, iterations=it,
                            seconds=deadline.elapsed(), converged=loop.converged,
                            history=tuple(loop.history))
