@@ -225,4 +225,4 @@ def test_a_case_past_its_wall_limit_is_killed_and_reported():
     # the child cannot even import the stack in 0.05 s: the parent kills it at the deadline
     r = bs.run_case("prefix:8", "gamma_f", "dual", "numpy", time_limit=0.05, grace=0.0)
     assert r["status"] == "time limit" and "killed at the wall limit" in r["detail"]
-    assert r["wall"] < 5
+    assert r["wall"] >= 0.05

@@ -6,7 +6,6 @@ wrapping around in int64."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from factorize.engines._common import MAX_COUNT, check_counts
 from factorize.io import container
 from factorize.io.container import ContainerError
 from factorize.plan.plan_file import PlanFormatError, load_plan, plan_format
+from tests.allocation import SMALL, peak_allocation
 from workloads import Domain
 
 FMT = "test-container"
@@ -122,9 +122,8 @@ def test_sparse_file_over_the_cap_refused_fast(tmp_path, no_array_data):
                   {"x": {"dtype": "F64", "shape": [k], "data_offsets": [0, total]}}, manifest=manifest)
     with open(path, "r+b") as fh:
         fh.truncate(path.stat().st_size + total)  # sparse: costs no disk, reads as zeros
-    t0 = time.perf_counter()
-    msg = _refused(path, str(container.MAX_TOTAL_BYTES), str(total))
-    assert time.perf_counter() - t0 < 1.0, "the cap must be checked before reading data"
+    msg, peak = peak_allocation(lambda: _refused(path, str(container.MAX_TOTAL_BYTES), str(total)))
+    assert peak < SMALL < total, f"the cap must be checked before reading data ({peak} bytes)"
     assert "max_total_bytes" in msg
     # a caller may lower the cap; the message states both numbers
     small = _valid(tmp_path, "small.bin")
@@ -136,9 +135,8 @@ def test_absurd_header_length_refused(tmp_path, no_array_data, length):
     path = _valid(tmp_path)
     raw = path.read_bytes()
     path.write_bytes(length.to_bytes(8, "little") + raw[8:])
-    t0 = time.perf_counter()
-    _refused(path, "corrupt header length", str(length))
-    assert time.perf_counter() - t0 < 1.0
+    refused, peak = peak_allocation(lambda: _refused(path, "corrupt header length", str(length)))
+    assert isinstance(refused, str) and peak < SMALL, peak
     with pytest.raises(PlanFormatError, match="header length"):
         plan_format(path)
 
@@ -370,7 +368,6 @@ def test_npy_header_checked_before_its_data(tmp_path):
     with open(p, "wb") as fh:
         np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (2**29,)})
         fh.truncate(fh.tell() + 8 * 2**29)
-    t0 = time.perf_counter()
-    with pytest.raises(DataError, match="has length 536870912, expected N=4"):
-        histogram_from_npy(p, 4)
-    assert time.perf_counter() - t0 < 1.0
+    err, peak = peak_allocation(lambda: histogram_from_npy(p, 4))
+    assert isinstance(err, DataError) and "has length 536870912, expected N=4" in str(err)
+    assert peak < SMALL < 8 * 2**29, f"the header must be checked before the data ({peak} bytes)"

@@ -190,7 +190,7 @@ class Case:
     ``closed``: norm → symbolic value (a float), or "trace" for the docs/math.md §5.2 formula
     ||W||_tr/√(Nk) itself (marginal families), or "ref:<spec>[*c]" for a stored reference
     (times a closed-form Kronecker factor c). A norm absent from ``closed`` has no known
-    value: its cells are skipped with ``no_truth``'s reason.
+    value: its cells are not generated (``no_truth`` says why).
     """
 
     name: str
@@ -201,7 +201,7 @@ class Case:
     dense_ok: bool = True                 # small enough for the dense routes
     slow: bool = False
     slow_routes: tuple[str, ...] = ()     # routes too slow for the default run on this row
-    skip_routes: dict = field(default_factory=dict)  # route -> reason
+    slow_why: str = ""                    # why (measured), for slow_routes
     no_truth: str = ""
 
     def workload(self) -> Workload:
@@ -262,10 +262,8 @@ CASES = [
          closed={"gamma_f": S32, "gamma_2": S32, "approx_gamma_2": (1.0 - ETA) * S32}),
     Case("marginals:4x4x4:2", "marginals:4x4x4:2", marginal=True, slow=True,
          closed={"gamma_f": "trace", "gamma_2": "trace"}, no_truth=NO_APPROX_MARGINALS,
-         skip_routes={"sdp-clarabel": "Clarabel's dense KKT on the 64+r cone takes 35–55 s "
-                                      "per solve here (measured); SCS and the dual route "
-                                      "cover the dense SDP/dual on this row, Clarabel runs "
-                                      "on the smaller marginal rows"}),
+         slow_routes=("sdp-clarabel",),
+         slow_why="Clarabel's dense KKT on the 64+r cone takes 35–55 s per solve here (measured)"),
 ]
 CASE_BY_NAME = {c.name: c for c in CASES}
 
@@ -317,17 +315,11 @@ def truth_of(case: Case, norm: str) -> Truth:
 # ---------------------------------------------------------------------------------------
 # applicability: every (workload, norm, route) cell runs or says why not
 # ---------------------------------------------------------------------------------------
-def not_applicable(case: Case, norm: str, route: str) -> str | None:
-    """The reason a cell does not run, or None."""
+def never_runs(case: Case, norm: str, route: str) -> str | None:
+    """Why a cell can never run anywhere (no known value, a route that does not solve the norm,
+    a workload outside the route's structure or size), or None. Such cells are not generated."""
     if norm not in case.closed:
         return case.no_truth or "no known value for this norm"
-    if route in case.skip_routes:
-        return case.skip_routes[route]
-    if route.startswith("sdp-"):
-        backend = route[4:]
-        if backend not in AVAILABLE:
-            return (f"back-end {backend} is not usable here (not installed or no license; "
-                    f"solvers.available_backends() = {tuple(sorted(AVAILABLE))})")
     if route == "dual" and norm == "approx_gamma_2":
         return "the dual fixed-point solvers solve γ_F and γ₂ only (solve refuses method='dual' for approx_gamma_2)"
     if route == "low-rank" and norm != "approx_gamma_2":
@@ -344,6 +336,15 @@ def not_applicable(case: Case, norm: str, route: str) -> str | None:
         return (f"N = {N} cells (k = {k}): the dense routes need an N×N eigendecomposition per "
                 f"iteration (dual) or an (N + rank)-square PSD cone (SDP); the algebra route "
                 f"is the one for this size")
+    return None
+
+
+def not_here(route: str) -> str | None:
+    """Why a runnable cell cannot run on this machine (a back-end not installed or not
+    licensed), or None: the only skips of the table."""
+    if route.startswith("sdp-") and route[4:] not in AVAILABLE:
+        return (f"back-end {route[4:]} is not usable here (not installed or no license; "
+                f"solvers.available_backends() = {tuple(sorted(AVAILABLE))})")
     return None
 
 
@@ -476,11 +477,16 @@ def close(a: float, b: float, tol: float = TOL_RECHECK) -> bool:
 # the parametrised table
 # ---------------------------------------------------------------------------------------
 def _cells():
+    """The cells that can run: every (row, norm, route) but those :func:`never_runs` rules out;
+    a back-end missing here skips its cells (:func:`not_here`); rows and routes too slow for
+    the default run are marked ``slow`` (``slow_routes``: their reason in ``slow_why``)."""
     for case in CASES:
         for norm in NORMS:
             for route in ROUTES:
-                reason = not_applicable(case, norm, route)
+                if never_runs(case, norm, route) is not None:
+                    continue
                 marks = []
+                reason = not_here(route)
                 if reason is not None:
                     marks.append(pytest.mark.skip(reason=reason))
                 elif case.slow or route in case.slow_routes:
@@ -624,10 +630,8 @@ def _independent_value(W: np.ndarray, norm: str, eta: float | None) -> float:
 def _reference_cells():
     for (spec, norm) in REFERENCES:
         marks = [pytest.mark.slow] if spec in ("prefix:32", "allrange:16") else []
-        if (spec, norm) == ("allrange:16", "gamma_2"):
-            marks = [pytest.mark.skip(reason="the 152-square Linial–Shraibman SDP of allrange:16 "
-                                             "takes 7 min (Clarabel) / 70 s (SCS, measured); this "
-                                             "reference rests on the three certified routes only")]
+        # ("allrange:16", "gamma_2"): the 152-square Linial–Shraibman SDP takes 7 min
+        # (Clarabel) / 70 s (SCS, measured): slow, like the other large references
         yield pytest.param(spec, norm, marks=marks, id=f"{spec}-{norm}")
 
 

@@ -16,7 +16,6 @@ import io
 import struct
 import subprocess
 import sys
-import time
 
 import matplotlib
 import matplotlib.image
@@ -219,14 +218,11 @@ def test_results_cdf_and_nan_intervals(captured):
     assert "no interval for 4 of 64 queries" in captured[-1]["title"]
 
 
-def test_results_generic_1e5_is_subsampled_and_fast(captured):
+def test_results_generic_1e5_is_subsampled(captured):
     k = 100_000
     est = np.random.default_rng(3).normal(0, 1, k)
-    t0 = time.perf_counter()
     png = P.results_plot(est, est - 2, est + 2, kind="generic", title="generic")
-    elapsed = time.perf_counter() - t0
     assert decode(png).shape == (400, 800, 4)
-    assert elapsed < 5.0
     assert "showing 2,000 of 100,000 queries" in captured[-1]["title"]
     drawn = captured[-1]["lines"][0]
     assert drawn.size <= P.MAX_GENERIC_POINTS and drawn[0] == 0 and drawn[-1] == k - 1
