@@ -188,3 +188,13 @@ def test_the_contract_sees_a_circle_and_a_builder():
     assert _circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [frozenset({"a", "b"})]
     reached = _closure({"t": {"x"}, "x": {"factorize.families.search"}}, ("t",))
     assert "factorize.families.search" in reached and reached["factorize.families.search"] == "x"
+
+
+def test_workloads_and_solvers_import_only_the_bottom_of_factorize():
+    """ARCHITECTURE.md: ``workloads/`` and ``solvers/`` import nothing of ``factorize`` but its
+    bottom modules (errors, numerics, choices)."""
+    edges, _ = _graph()
+    bottom = {"factorize", "factorize.errors", "factorize.numerics", "factorize.choices"}
+    bad = sorted(f"{m} -> {t}" for m, ts in edges.items() if m.startswith(("workloads", "solvers"))
+                 for t in ts if t.startswith("factorize") and t not in bottom)
+    assert not bad, "\n".join(bad)
