@@ -158,6 +158,24 @@ def test_tampered_weighted_witness_is_rejected():
     assert not ok or gap > 1e-6
 
 
+def test_block_weights_come_as_a_pair():
+    """γ₂ states its dual weights with their subsets, γ_F neither; a solution stating only one
+    of the two is refused (CertificateInvalidError) instead of being summarised."""
+    import dataclasses
+
+    from solvers.errors import CertificateInvalidError
+
+    sizes, subsets, weights = FAMILIES[0]
+    fam = _family(sizes, subsets, weights)
+    assert solve_marginals(fam, "gamma_f").block_weights() is None
+    sol = solve_marginals(fam, "gamma_2")
+    assert sol.block_weights() == (sol.weight_subsets, sol.weights) and sol.weights
+    assert sol.summary_dict()["block_weights"]["weights"] == list(sol.weights)
+    for half in ({"weights": None}, {"weight_subsets": None}):
+        with pytest.raises(CertificateInvalidError):
+            dataclasses.replace(sol, **half).block_weights()
+
+
 @pytest.mark.parametrize("bad", [("a",), (True,), ([0],), (2, 0), (0, 0), (7,), (0.5,)])
 def test_malformed_subsets_fail_cleanly(bad):
     import dataclasses

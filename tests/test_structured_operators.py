@@ -216,6 +216,27 @@ def test_workload_blocks_from_marginal_and_kron_forms():
         workload_blocks(parse_workload("kron(prefix:4,identity:6)"), (4, 2, 3))
 
 
+def test_axis_factors_and_norms_refuse_inconsistent_input():
+    """A factor stores a matrix exactly when its kind is "matrix"; identities and totals have
+    none to read; a structured plan optimises γ_F or γ₂ only (each a StructureError)."""
+    from factorize.structured.blocks import structured_norm
+
+    M = np.arange(6.0).reshape(2, 3)
+    f = AxisFactor("matrix", 3, M)
+    assert f.explicit is M and f.rows == 2 and np.array_equal(f.dense(), M)
+    for kind, matrix in (("matrix", None), ("identity", np.eye(3)), ("total", np.ones((1, 3))),
+                         ("ones", None)):
+        with pytest.raises(StructureError):
+            AxisFactor(kind, 3, matrix)
+    with pytest.raises(StructureError, match="no explicit matrix"):
+        AxisFactor("identity", 3).explicit
+    with pytest.raises(StructureError, match="sizes and support"):
+        WorkloadBlock(1.0)
+    assert [structured_norm(n) for n in ("gamma_f", "gamma_2")] == ["gamma_f", "gamma_2"]
+    with pytest.raises(StructureError, match="approx_gamma_2"):
+        structured_norm("approx_gamma_2")
+
+
 def test_union_of_kronecker_blocks_equals_its_dense_form():
     from workloads import parse_workload
 

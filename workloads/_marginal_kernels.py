@@ -127,17 +127,17 @@ def _sum_out(t: np.ndarray, axes: Sequence[int]) -> np.ndarray:
 def _group_marginals(plan: MarginalPlan, xt: np.ndarray) -> list[np.ndarray]:
     """Unweighted marginal tensors (shape ``(m, n_E...)``) of every group, ``xt`` ``(m, N)``."""
     m = xt.shape[0]
-    out: list[np.ndarray | None] = [None] * len(plan.groups)
+    done: dict[int, np.ndarray] = {}
     for g in plan.order:
         src = plan.source[g]
         if src is None:
             shape, summed, _ = _coalesced(plan, g)
             t = _sum_out(xt.reshape(m, *shape), [a + 1 for a in reversed(summed)])
-            out[g] = t.reshape(_group_shape(plan, g, m))
+            done[g] = t.reshape(_group_shape(plan, g, m))
         else:
             parent, pos = src
-            out[g] = out[parent].sum(axis=pos + 1)  # type: ignore[union-attr]
-    return out  # type: ignore[return-value]
+            done[g] = done[parent].sum(axis=pos + 1)  # plan.order puts every parent first
+    return [done[g] for g in range(len(plan.groups))]
 
 
 def _spread(plan: MarginalPlan, acc: list[np.ndarray | None], n: int, m: int) -> np.ndarray:
@@ -156,10 +156,11 @@ def _spread(plan: MarginalPlan, acc: list[np.ndarray | None], n: int, m: int) ->
         else:
             parent, pos = src
             expanded = np.expand_dims(a, pos + 1)
-            if acc[parent] is None:
+            into = acc[parent]
+            if into is None:
                 acc[parent] = np.broadcast_to(expanded, _group_shape(plan, parent, m)).copy()
             else:
-                acc[parent] += expanded  # type: ignore[operator]
+                into += expanded
         acc[g] = None
     return full
 
@@ -195,10 +196,11 @@ def apply_transpose(plan: MarginalPlan, weights: Sequence[float], offsets: Seque
     for b, g in enumerate(plan.block_group):
         part = yt[:, offsets[b]:offsets[b + 1]] * weights[b]  # a new array
         shaped = part.reshape(_group_shape(plan, g, m))
-        if acc[g] is None:
+        into = acc[g]
+        if into is None:
             acc[g] = shaped
         else:
-            acc[g] += shaped  # type: ignore[operator]
+            into += shaped
     return _finish(_spread(plan, acc, n, m), vector)
 
 

@@ -65,7 +65,7 @@ def vstack_workloads(workloads: Sequence[Any]) -> Workload:
     """``[A; B; ...]``: one :class:`MarginalWorkload` when every part is a marginal family
     over the same sizes, else a :class:`VStackWorkload` (always a new object)."""
     parts = [as_operator(p, f"workloads[{i}]") for i, p in enumerate(workloads)]
-    if (parts and all(isinstance(p, MarginalWorkload) for p in parts)
-            and all(p.sizes == parts[0].sizes for p in parts)):  # type: ignore[attr-defined]
-        return MarginalWorkload.stack(parts)  # type: ignore[arg-type]
+    families = [p for p in parts if isinstance(p, MarginalWorkload)]
+    if families and len(families) == len(parts) and all(f.sizes == families[0].sizes for f in families):
+        return MarginalWorkload.stack(families)
     return VStackWorkload(parts)

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -89,8 +90,7 @@ class Domain:
             raise DomainError("a domain needs at least one attribute")
         for a in attrs:
             check_attribute_name(a)
-        seen: set[str] = set()
-        dups = [a for a in attrs if a in seen or seen.add(a)]  # type: ignore[func-returns-value]
+        dups = [a for a, count in Counter(attrs).items() if count > 1]
         if dups:
             raise DomainError(f"duplicate attribute names: {sorted(set(dups))}")
         self._attributes = tuple(attrs)

@@ -196,7 +196,7 @@ class MarginalWorkload(VStackWorkload):
             out: list[Workload] = []
             n = self._shape[1]
             for b, (S, w) in enumerate(zip(self._subsets, self._weights)):
-                factors = list(all_totals)
+                factors: list[Workload] = list(all_totals)
                 for j in S:
                     factors[j] = ident[self._sizes[j]]
                 if w != 1.0:
@@ -206,10 +206,6 @@ class MarginalWorkload(VStackWorkload):
                 out.append(KronWorkload._trusted(tuple(factors), (self.block_rows(b), n)))
             self._lazy_blocks = tuple(out)
         return self._lazy_blocks
-
-    @property
-    def _blocks(self) -> tuple[Workload, ...]:  # what inherited VStackWorkload code reads
-        return self.blocks
 
     def _flat_blocks(self) -> list[Workload]:
         return list(self.blocks)
@@ -289,7 +285,8 @@ class MarginalGram(GramWorkload):
         if not isinstance(base, MarginalWorkload):
             raise WorkloadError(f"MarginalGram expects a MarginalWorkload, got {type(base).__name__}")
         super().__init__(base, spec)
+        self._family = base  # the same object as ``_base``, with its marginal type
 
     def _matvec(self, x: np.ndarray) -> np.ndarray:
-        base: MarginalWorkload = self._base  # type: ignore[assignment]
+        base = self._family
         return kernels.apply_gram(base._get_plan(), base.weights, x, self._shape[1])

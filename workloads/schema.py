@@ -139,6 +139,16 @@ def _is_number(x: Any) -> bool:
     return (_is_int(x) or isinstance(x, float)) and not isinstance(x, bool)
 
 
+def _bound(obj: dict[str, Any], key: str, where: str) -> int:
+    """``obj[key]`` (``"min"`` or ``"max"`` of an integer attribute): an integer of magnitude
+    at most :data:`MAX_ABS_INTEGER`, else :class:`SchemaError`."""
+    v = obj.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or abs(v) > MAX_ABS_INTEGER:
+        raise SchemaError(f"{where}: \"{key}\" must be an integer of magnitude at most "
+                          f"2**53, got {v!r} ({_DOC})")
+    return v
+
+
 def _number_text(x: int | float) -> str:
     """An edge or bound as written in labels: integers as such, floats by their shortest repr."""
     if _is_int(x):
@@ -189,6 +199,20 @@ class AttributeSchema:
         self.catch_all_label = catch_all_label if outside == "catch_all" else None
         self.description = description
 
+    def integer_range(self) -> tuple[int, int]:
+        """``(min, max)`` of an integer attribute (both set whenever ``kind == "integer"``);
+        :class:`SchemaError` for an attribute without them."""
+        if self.low is None or self.high is None:
+            raise SchemaError(f"attribute {self.name!r} ({self.kind}) has no integer range \"min\" .. \"max\"")
+        return self.low, self.high
+
+    def value_tuple(self) -> tuple[Any, ...]:
+        """The listed values of a categorical attribute (set whenever ``kind == "categorical"``);
+        :class:`SchemaError` for an attribute without them."""
+        if self.values is None:
+            raise SchemaError(f"attribute {self.name!r} ({self.kind}) has no listed \"values\"")
+        return self.values
+
     # -- parsing ----------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, obj: Any, where: str) -> "AttributeSchema":
@@ -232,11 +256,7 @@ class AttributeSchema:
         if kind == "categorical":
             kw["values"] = _check_values(obj.get("values"), where)
         elif kind == "integer":
-            lo, hi = obj.get("min"), obj.get("max")
-            for key, v in (("min", lo), ("max", hi)):
-                if not _is_int(v) or abs(v) > MAX_ABS_INTEGER:
-                    raise SchemaError(f"{where}: \"{key}\" must be an integer of magnitude at most "
-                                      f"2**53, got {v!r} ({_DOC})")
+            lo, hi = _bound(obj, "min", where), _bound(obj, "max", where)
             if hi < lo:
                 raise SchemaError(f"{where}: \"max\" ({hi}) is below \"min\" ({lo})")
             if hi - lo + 1 > MAX_INTEGER_RANGE:
@@ -280,7 +300,8 @@ class AttributeSchema:
         if self.kind == "categorical":
             return len(self.values or ())
         if self.kind == "integer":
-            return int(self.high) - int(self.low) + 1  # type: ignore[operator]
+            lo, hi = self.integer_range()
+            return hi - lo + 1
         return len(self.edges or ()) - 1
 
     @property
@@ -292,7 +313,8 @@ class AttributeSchema:
         if self.kind == "categorical":
             return [value_text(v) for v in self.values or ()]
         if self.kind == "integer":
-            return [str(v) for v in range(int(self.low), int(self.high) + 1)]  # type: ignore[arg-type]
+            lo, hi = self.integer_range()
+            return [str(v) for v in range(lo, hi + 1)]
         e = [_number_text(x) for x in self.edges or ()]
         if self.closed == "left":
             return [f"[{a}, {b})" for a, b in zip(e, e[1:])]
@@ -397,7 +419,7 @@ class AttributeSchema:
             if s == "":
                 return MISSING
             try:
-                return self.values.index(s)  # type: ignore[union-attr]
+                return self.value_tuple().index(s)
             except ValueError:
                 return OUTSIDE
         if self.kind == "categorical" and self.value_type == "boolean":
@@ -411,16 +433,18 @@ class AttributeSchema:
                 b = s == "true"
             else:
                 b = bool(value)
-            return self.values.index(b) if b in self.values else OUTSIDE  # type: ignore[operator,union-attr]
+            vals = self.value_tuple()
+            return vals.index(b) if b in vals else OUTSIDE
         v = self._integer(value, tc)
         if isinstance(v, _Status):
             return int(v)
         if self.kind == "integer":
-            if v < self.low:  # type: ignore[operator]
+            lo, hi = self.integer_range()
+            if v < lo:
                 return BELOW
-            if v > self.high:  # type: ignore[operator]
+            if v > hi:
                 return ABOVE
-            return int(v) - int(self.low)  # type: ignore[arg-type]
+            return int(v) - lo
         vals = self.values or ()
         return vals.index(v) if v in vals else OUTSIDE
 

@@ -199,7 +199,7 @@ def code_sql(attr: AttributeSchema, prepared: Sequence[str], type_class: str, di
         return f"CAST(CASE WHEN {p} IS NULL THEN {miss} ELSE (CASE {p} {whens} ELSE {out} END) END AS BIGINT)"
     # integer kinds: integer attribute, or categorical with integer values
     if attr.kind == "integer":
-        lo, hi = int(attr.low), int(attr.high)  # type: ignore[arg-type]
+        lo, hi = attr.integer_range()
     else:
         lo, hi = min(attr.values or (0,)), max(attr.values or (0,))
 
@@ -229,12 +229,12 @@ def code_sql(attr: AttributeSchema, prepared: Sequence[str], type_class: str, di
                 f"WHEN {v} IS NULL THEN (CASE WHEN {t} LIKE '-%' THEN {low_r} ELSE {high_r} END) "
                 f"ELSE {ranged.format(v=v, m=mapped(v))} END AS BIGINT)")
     if tc in ("float", "decimal"):
-        nan = f" OR isnan({p})" if tc == "float" else ""
-        inf = f"{d.is_inf(p)} OR " if tc == "float" else ""
+        or_nan = f" OR isnan({p})" if tc == "float" else ""
+        inf_or = f"{d.is_inf(p)} OR " if tc == "float" else ""
         lo_s = d.double(lo) if tc == "float" else str(lo)
         hi_s = d.double(hi) if tc == "float" else str(hi)
-        return (f"CAST(CASE WHEN {p} IS NULL{nan} THEN {miss} "
-                f"WHEN {inf}{d.non_integral(p, tc)} THEN {unp} "
+        return (f"CAST(CASE WHEN {p} IS NULL{or_nan} THEN {miss} "
+                f"WHEN {inf_or}{d.non_integral(p, tc)} THEN {unp} "
                 f"WHEN {p} < {lo_s} THEN {low_r} WHEN {p} > {hi_s} THEN {high_r} "
                 f"ELSE {mapped(f'CAST({p} AS BIGINT)')} END AS BIGINT)")
     # integer (any width) or boolean cast to BIGINT; clamping is the below / above results
@@ -364,8 +364,8 @@ def _step_bins_sql(attr: AttributeSchema, x: str, type_class: str) -> str | None
         return None
     d = _DIALECTS["duckdb"]
     fin = attr._finish
-    miss, below, above = (fin(s) for s in (MISSING, BELOW, ABOVE))
-    miss, below, above = (str(v) if v >= 0 else "NULL" for v in (miss, below, above))
+    codes = [fin(s) for s in (MISSING, BELOW, ABOVE)]
+    miss, below, above = (str(v) if v >= 0 else "NULL" for v in codes)
     e0, e1, e_last, e_m = (d.double(ints[i]) for i in (0, 1, m - 1, m))
     ge, lt = (">=", "<") if attr.closed == "left" else (">", "<=")
     base = ints[1] - g

@@ -304,13 +304,13 @@ class _Parser:
         """An atom after ``NAME:`` (or, with ``dims``, after ``NAME[attrs]``, whose sizes they are)."""
         given = dims
         if name in _DIM_BUILDERS:
-            dims = given or self.dims(f"the size in {name}:")
-            normalized = f"{name}:{'x'.join(map(str, dims))}"
+            sizes = given or self.dims(f"the size in {name}:")
+            normalized = f"{name}:{'x'.join(map(str, sizes))}"
             builder = _DIM_BUILDERS[name]
-            cost = sum(_ATOM_ENTRIES[name](n) for n in dims)
-            if len(dims) == 1:
-                return self.build(lambda: builder(dims[0]), normalized, start, cost)
-            return self.build(lambda: KronWorkload([builder(n) for n in dims]), normalized, start, cost)
+            cost = sum(_ATOM_ENTRIES[name](n) for n in sizes)
+            if len(sizes) == 1:
+                return self.build(lambda: builder(sizes[0]), normalized, start, cost)
+            return self.build(lambda: KronWorkload([builder(n) for n in sizes]), normalized, start, cost)
         if name == "width":
             n = self.integer("the domain size n in width:n:w")
             self.expect(":", "between n and w in width:n:w")
@@ -323,26 +323,27 @@ class _Parser:
             return self.build(lambda: hadamard(n), f"hadamard:{n}", n_start, 4 * max(n.bit_length(), 1))
         if name in ("marginals", "marginals_upto"):
             if given is None:
-                dims = self.dims(f"the attribute sizes in {name}:N1xN2x...:WAY")
+                attr_sizes = self.dims(f"the attribute sizes in {name}:N1xN2x...:WAY")
                 self.expect(":", f"before the marginal way in {name}:N1xN2x...:WAY")
-            dims = list(dims or ())
+            else:
+                attr_sizes = list(given)
             self.skip_ws()
             way_start = self.pos
             way = self.integer(f"the marginal way in {name}:N1xN2x...:WAY", minimum=0)
-            if way > len(dims):
+            if way > len(attr_sizes):
                 raise self.fail(
-                    f"marginal way {way} exceeds the number of attributes ({len(dims)} sizes given)", way_start
+                    f"marginal way {way} exceeds the number of attributes ({len(attr_sizes)} sizes given)", way_start
                 )
-            builder = marginals if name == "marginals" else marginals_upto
-            normalized = f"{name}:{'x'.join(map(str, dims))}:{way}"
-            blocks = subset_count(len(dims), way, upto=name == "marginals_upto")
+            family = marginals if name == "marginals" else marginals_upto
+            normalized = f"{name}:{'x'.join(map(str, attr_sizes))}:{way}"
+            blocks = subset_count(len(attr_sizes), way, upto=name == "marginals_upto")
             if blocks > MAX_MARGINAL_BLOCKS:
                 raise self.fail(f"{normalized[:80]!r} has more than {MAX_MARGINAL_BLOCKS} marginal "
                                 "blocks (attribute subsets), the limit of one marginal workload", start)
             # one identity and one total per distinct size (built lazily, shared); per block a
             # subset tuple, a row offset and a weight
-            cost = 2 * sum(set(dims)) + blocks * (way + _WORDS_PER_BLOCK)
-            return self.build(lambda: builder(dims, way), normalized, start, cost)
+            cost = 2 * sum(set(attr_sizes)) + blocks * (way + _WORDS_PER_BLOCK)
+            return self.build(lambda: family(attr_sizes, way), normalized, start, cost)
         if name == "parity":
             d = self.integer("the dimension d in parity:D:WAY")
             self.expect(":", "before the way in parity:D:WAY")

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -176,17 +177,15 @@ class VStackWorkload(Workload):
 
     def __init__(self, blocks: Sequence[Workload], spec: str | None = None) -> None:
         super().__init__(spec)
-        self._blocks = _coerce_sequence(blocks, "blocks")
-        n = self._blocks[0].shape[1]
-        for i, b in enumerate(self._blocks):
+        self._stacked = _coerce_sequence(blocks, "blocks")
+        n = self._stacked[0].shape[1]
+        for i, b in enumerate(self._stacked):
             if b.shape[1] != n:
                 raise WorkloadError(
                     f"all blocks of a VStackWorkload must share the domain size N: block 0 has "
                     f"N={n} columns but block {i} has N={b.shape[1]}"
                 )
-        self._offsets = [0]
-        for b in self._blocks:
-            self._offsets.append(self._offsets[-1] + b.shape[0])
+        self._offsets: tuple[int, ...] = (0, *itertools.accumulate(b.shape[0] for b in self._stacked))
         self._shape = (self._offsets[-1], n)
 
     @property
@@ -196,39 +195,39 @@ class VStackWorkload(Workload):
     @property
     def blocks(self) -> tuple[Workload, ...]:
         """The stacked blocks, in row order."""
-        return self._blocks
+        return self._stacked
 
     @property
     def row_offsets(self) -> tuple[int, ...]:
         """Row offsets: block ``b`` occupies rows ``row_offsets[b]:row_offsets[b+1]``."""
-        return tuple(self._offsets)
+        return self._offsets
 
     def _repr_extra(self) -> str:
-        shown = [repr(b) for b in self._blocks[:3]]
-        if len(self._blocks) > 3:
-            shown.append(f"... ({len(self._blocks)} blocks)")
+        shown = [repr(b) for b in self.blocks[:3]]
+        if len(self.blocks) > 3:
+            shown.append(f"... ({len(self.blocks)} blocks)")
         return f"blocks=[{', '.join(shown)}]"
 
     def _matvec(self, x: np.ndarray) -> np.ndarray:
-        return np.concatenate([b._matvec(x) for b in self._blocks], axis=0)
+        return np.concatenate([b._matvec(x) for b in self.blocks], axis=0)
 
     def _rmatvec(self, y: np.ndarray) -> np.ndarray:
-        out = None
-        for b, lo, hi in zip(self._blocks, self._offsets[:-1], self._offsets[1:]):
-            part = b._rmatvec(y[lo:hi])
-            out = part if out is None else out + part
+        offs = self._offsets
+        out = self.blocks[0]._rmatvec(y[offs[0]:offs[1]])  # a VStackWorkload has a block
+        for b, lo, hi in zip(self.blocks[1:], offs[1:-1], offs[2:]):
+            out = out + b._rmatvec(y[lo:hi])
         return out
 
     def gram(self) -> Workload:
         """``WᵀW = Σ_b B_bᵀB_b``: a :class:`SumWorkload` of block Grams (summed when all explicit)."""
-        return _sum_of([b.gram() for b in self._blocks])
+        return _sum_of([b.gram() for b in self.blocks])
 
     def _dense(self, max_entries: int) -> np.ndarray:
-        return np.vstack([b.dense(max_entries) for b in self._blocks])
+        return np.vstack([b.dense(max_entries) for b in self.blocks])
 
     def _flat_blocks(self) -> list[Workload]:
         flat: list[Workload] = []
-        for b in self._blocks:
+        for b in self.blocks:
             if isinstance(b, VStackWorkload):
                 flat.extend(b._flat_blocks())
             else:
@@ -239,7 +238,7 @@ class VStackWorkload(Workload):
         """Digests of the flattened blocks (nested stacks contribute their own blocks'),
         without building what a subclass keeps implicit (:class:`MarginalWorkload`)."""
         out: list[str] = []
-        for b in self._blocks:
+        for b in self.blocks:
             if isinstance(b, VStackWorkload):
                 out.extend(b._flat_block_fingerprints())
             else:
@@ -311,11 +310,13 @@ def _sum_of(terms: list[Workload]) -> Workload:
     """Sum ``terms``: one explicit matrix when all are explicit, else a :class:`SumWorkload`."""
     if len(terms) == 1:
         return terms[0]
-    if all(isinstance(t, DenseWorkload) for t in terms):
-        return DenseWorkload(sum((t.matrix for t in terms[1:]), start=terms[0].matrix.copy()))
-    if all(isinstance(t, SparseWorkload) for t in terms):
-        total = terms[0].matrix
-        for t in terms[1:]:
+    dense = [t for t in terms if isinstance(t, DenseWorkload)]
+    if len(dense) == len(terms):
+        return DenseWorkload(sum((t.matrix for t in dense[1:]), start=dense[0].matrix.copy()))
+    sparse = [t for t in terms if isinstance(t, SparseWorkload)]
+    if len(sparse) == len(terms):
+        total = sparse[0].matrix
+        for t in sparse[1:]:
             total = total + t.matrix
         return SparseWorkload(total)
     return SumWorkload(terms)

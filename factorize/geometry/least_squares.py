@@ -128,7 +128,9 @@ def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool =
             y = y + step_fw * d_fw
             lam = {a: w for a, w in lam.items() if w > 1e-15}
         if it % 256 == 0:  # refresh y from the weights (no drift)
-            y = sum(w * atom(a) for a, w in lam.items())
+            y = np.zeros_like(y)
+            for a, w in lam.items():
+                y += w * atom(a)
     x = np.zeros(N)
     for a, w in lam.items():
         if a < N:

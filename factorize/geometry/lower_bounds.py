@@ -173,11 +173,15 @@ def _check_delta(delta: Any) -> float:
     return d
 
 
-def _check_n(n: Any, required: bool) -> float | None:
+def _check_n(n: Any) -> float | None:
+    """The dataset size bound n (finite, > 0), or None when not given."""
+    return None if n is None else _required_n(n)
+
+
+def _required_n(n: Any) -> float:
+    """The dataset size bound n (finite, > 0); ValueError when not given."""
     if n is None:
-        if required:
-            raise ValueError("the dataset size bound n is required")
-        return None
+        raise ValueError("the dataset size bound n is required")
     v = float(n)
     if not (math.isfinite(v) and v > 0):
         raise ValueError(f"the dataset size bound n must be a finite positive number, got {n!r}")
@@ -277,7 +281,7 @@ def checked_inputs(W: Any, epsilon: Any, delta: Any, n: Any, relation: Any, anch
     relation, the subset-size cap)."""
     A0 = _as_matrix(W)
     eps, dlt = _check_epsilon(epsilon), _check_delta(delta)
-    n_ = _check_n(n, required=False)
+    n_ = _check_n(n)
     rel = _relation(relation)
     A, cols, z = _centred(A0, rel, anchor)
     return A0, A, cols, z, A0.shape[0], eps, dlt, n_, rel, subset_size_cap(A, max_size, n_)
@@ -354,8 +358,11 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
     }
     measure = MEASURE_RMS + f" ({datasets_text(rel, n_)})"
     binds = binds_approx_dp(eps, dlt, rel)
-    best = max(cands, key=lambda c: c[0].size * c[1] * factor(c[0].size)[1], default=None)
-    seed = max(cands, key=lambda c: c[0].size * c[1], default=None)
+    # the chosen subsets (indices into cols): the best for the bound, the seed's quantity's
+    best_c = max(cands, key=lambda c: c[0].size * c[1] * factor(c[0].size)[1], default=None)
+    seed_c = max(cands, key=lambda c: c[0].size * c[1], default=None)
+    best = None if best_c is None else best_c[0]
+    seed = None if seed_c is None else seed_c[0]
     heuristic = method == "heuristic" or (method == "auto" and A.shape[1] > EXHAUSTIVE_N)
     if subset is None and heuristic and best is not None:
         tol = numerical_rank_tol(A)
@@ -366,23 +373,23 @@ def spectral_lower_bound(W: Any, epsilon: float, delta: float, n: float | None =
         def score_seed(s: int, lam: np.ndarray) -> float:
             return s * lam[0] if s <= size_cap and lam[0] > tol else 0.0
 
-        seed = (multistart(A, cands, lambda c: c[0].size * c[1], score_seed),)
+        seed = multistart(A, cands, lambda c: c[0].size * c[1], score_seed)
         # without n the factor does not depend on |S|: both objectives have the same maximiser
-        best = seed if n_ is None else (
-            multistart(A, cands, lambda c: c[0].size * c[1] * factor(c[0].size)[1], score_rigorous),)
-    sigma = _sigma_min_certified(A, A0, cols, best[0], z) if best is not None else 0.0
-    m, g = factor(best[0].size) if best is not None else (0, 0.0)
-    total = best[0].size * sigma * sigma * g if best is not None else 0.0
+        best = seed if n_ is None else multistart(
+            A, cands, lambda c: c[0].size * c[1] * factor(c[0].size)[1], score_rigorous)
+    sigma = _sigma_min_certified(A, A0, cols, best, z) if best is not None else 0.0
+    m, g = factor(best.size) if best is not None else (0, 0.0)
+    total = best.size * sigma * sigma * g if best is not None else 0.0
     if seed is not None:
-        s_sigma = _sigma_min_certified(A, A0, cols, seed[0], z)
-        details.update(seed_specLB=seed[0].size * s_sigma ** 2,
-                       seed_specLB_subset=tuple(int(c) for c in cols[seed[0]]))
+        s_sigma = _sigma_min_certified(A, A0, cols, seed, z)
+        details.update(seed_specLB=seed.size * s_sigma ** 2,
+                       seed_specLB_subset=tuple(int(c) for c in cols[seed]))
     else:
         details.update(seed_specLB=0.0, seed_specLB_subset=None)
-    if total <= 0.0:
+    if best is None or total <= 0.0:  # no subset gives a positive bound
         details.update(size=0, sigma_min=0.0, multiplicity=0, total_squared_error=0.0)
         return LowerBound(0.0, measure, binds, None, details)
-    idx = best[0]
+    idx = best
     details.update(size=int(idx.size), sigma_min=sigma, multiplicity=m,
                    p_m=float(hypothesis_error_floor(eps, dlt, m)),
                    delta_m=float(group_privacy_delta(eps, dlt, m)), total_squared_error=total)
@@ -474,7 +481,7 @@ def packing_lower_bound(W: Any, epsilon: float, n: float, *, relation: str = "ad
     """
     A = _as_matrix(W)
     eps = _check_epsilon(epsilon)
-    n_ = _check_n(n, required=True)
+    n_ = _required_n(n)
     rel = _relation(relation)
     k, N = A.shape
     m_max = math.floor(n_)

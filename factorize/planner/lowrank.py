@@ -70,8 +70,11 @@ to stop; failures and time-outs raise ``solvers.errors`` exceptions.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -177,7 +180,7 @@ def solve_approx_gamma_2_scalable(W: np.ndarray, eta: float, *, gap_tol: float =
     for outer in range(1, max_outer + 1):
         stats["outer_iterations"] = outer
         remaining()
-        x, info_in = _lbfgs(lambda z, lp=lam_p, lm=lam_m, rh=rho: alm.value_grad(z, lp, lm, rh), x,
+        x, info_in = _lbfgs(functools.partial(alm.value_grad, lam_p=lam_p, lam_m=lam_m, rho=rho), x,
                             INNER_MAX_ITERS, gtol,
                             deadline=None if time_limit is None else start + time_limit,
                             precond=precond)
@@ -340,7 +343,9 @@ class _ALM:
         return value, grad, (V, t, X, P_p, P_m)
 
 
-def _lbfgs(fun, x, max_iters, gtol, deadline=None, precond=None):
+def _lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, Any]], x: np.ndarray, max_iters: int,
+           gtol: float, deadline: float | None = None,
+           precond: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Plain L-BFGS with Armijo backtracking (two-loop recursion, Nocedal–Wright Alg. 7.4).
 
     Vectors are handled flat with in-place BLAS updates (the two-loop recursion would

@@ -60,7 +60,6 @@ from workloads import (
     VStackWorkload,
     Workload,
 )
-from workloads.base import issparse
 
 __all__ = [
     "MAX_ALGEBRA_TERMS",
@@ -159,7 +158,7 @@ class DistinctBlock(NamedTuple):
     max_weight: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class MarginalFamily:
     """A stack of (weighted) marginal blocks over one product domain.
 
@@ -176,9 +175,13 @@ class MarginalFamily:
     sizes: tuple[int, ...]
     subsets: tuple[tuple[int, ...], ...]
     rows: tuple[int, ...]
-    weights: tuple[float, ...] | None = None
+    weights: tuple[float, ...]
 
-    def __post_init__(self) -> None:
+    def __init__(self, sizes: Sequence[int], subsets: Sequence[Sequence[int]], rows: Sequence[int],
+                 weights: Sequence[float] | None = None) -> None:
+        # the fields as given, then checked and made tuples in place (frozen: object.__setattr__)
+        for name, value in (("sizes", sizes), ("subsets", subsets), ("rows", rows)):
+            object.__setattr__(self, name, value)
         if not self.sizes or any(not isinstance(n, int) or isinstance(n, bool) or n < 1
                                  for n in self.sizes):
             raise ValueError(f"sizes must be a non-empty tuple of positive ints, got {self.sizes}")
@@ -199,10 +202,10 @@ class MarginalFamily:
                 expect = checked[S] = math.prod(self.sizes[j] for j in S)
             if r != expect:
                 raise ValueError(f"block {S} has {r} rows, expected Π_(j∈S) n_j")
-        if self.weights is None:
+        if weights is None:
             object.__setattr__(self, "weights", (1.0,) * len(self.subsets))
         else:
-            ws = tuple(_check_weight(w) for w in self.weights)
+            ws = tuple(_check_weight(w) for w in weights)
             if len(ws) != len(self.subsets):
                 raise ValueError(f"{len(ws)} block weights for {len(self.subsets)} blocks")
             object.__setattr__(self, "weights", ws)
@@ -406,13 +409,13 @@ def _build_incidence(family: MarginalFamily) -> SubsetIncidence:
     pair_s: list[np.ndarray] = []
     for t in sorted(found_rows):
         R = np.concatenate(found_rows[t])
-        ids = np.concatenate(found_ids[t])
+        block_ids = np.concatenate(found_ids[t])
         if t == 0:
-            uniq, inv = np.zeros((1, 0), dtype=np.int64), np.zeros(len(ids), dtype=np.int64)
+            uniq, inv = np.zeros((1, 0), dtype=np.int64), np.zeros(len(block_ids), dtype=np.int64)
         else:
             uniq, inv = _unique_rows(R, bits)
         pair_t.append(inv + len(masks))
-        pair_s.append(ids)
+        pair_s.append(block_ids)
         masks.extend(sum(1 << a for a in row) for row in uniq.tolist())
         attr_blocks.append(uniq)
     attrs = np.full((len(masks), smax), d, dtype=np.int64)
@@ -452,10 +455,7 @@ def _scalar_of(f: Workload) -> float | None:
             return float(np.asarray(f.matrix).reshape(-1)[0])
         if isinstance(f, SparseWorkload):
             return float(f.matrix.sum())
-        M = f.dense()
-        if issparse(M):  # pragma: no cover - dense() returns ndarrays
-            M = M.toarray()
-        return float(np.asarray(M).reshape(-1)[0])
+        return float(f.dense().reshape(-1)[0])
     except Exception:  # noqa: BLE001 - any failure to look at the value means "not recognised"
         return None
 
@@ -500,8 +500,6 @@ def _classify_factor(f: Workload) -> tuple[str, float] | None:
         M = f.dense()
     except Exception:  # noqa: BLE001 - any failure to look at the values means "not recognised"
         return None
-    if issparse(M):  # pragma: no cover - dense() returns ndarrays
-        M = M.toarray()
     if k == 1:
         return ("1", 1.0) if bool(np.all(M == 1.0)) else None
     return ("I", 1.0) if bool(np.array_equal(M, np.eye(n))) else None
@@ -573,17 +571,19 @@ def marginal_family(W: Workload) -> MarginalFamily | None:
     described: list[list[tuple[str, int]]] = []
     weights: list[float] = []
     for B in blocks:
-        factors = B.factors if isinstance(B, KronWorkload) else (B,)
+        factors: Sequence[Workload] = B.factors if isinstance(B, KronWorkload) else (B,)
         if any(isinstance(f, KronWorkload) for f in factors):
             factors = _flat_factors(B)
         desc = []
         weight = 1.0
         for f in factors:
             key = id(f)
-            got = cache.get(key, False)
-            if got is False:
-                kind = _classify_factor(f)
-                got = cache[key] = None if kind is None else (kind[0], int(f.shape[1]), kind[1])
+            if key in cache:
+                got = cache[key]
+            else:
+                classified = _classify_factor(f)
+                got = cache[key] = (None if classified is None
+                                    else (classified[0], int(f.shape[1]), classified[1]))
             if got is None:
                 return None
             if got[0] == "w":
@@ -790,13 +790,14 @@ def apply_algebra(sizes: Sequence[int], coeffs: Mapping[int, float], h: np.ndarr
         k_items = [it for it in its if not it[0] >> j & 1]
         c_items = [it for it in its if it[0] >> j & 1]
         mean = u.mean(axis=pos)
-        out = None
-        if c_items:
-            out = rec(u - np.expand_dims(mean, pos), j + 1, pos + 1, c_items)
-        if k_items:
-            rk = np.expand_dims(rec(mean, j + 1, pos, k_items), pos)
-            out = np.broadcast_to(rk, u.shape) if out is None else out + rk
-        return out
+        # ``its`` is never empty (``items`` is not, and each branch below is followed only
+        # with the items it holds), so at least one of the two parts exists
+        if not k_items:
+            return rec(u - np.expand_dims(mean, pos), j + 1, pos + 1, c_items)
+        rk = np.expand_dims(rec(mean, j + 1, pos, k_items), pos)
+        if not c_items:
+            return np.broadcast_to(rk, u.shape)
+        return rec(u - np.expand_dims(mean, pos), j + 1, pos + 1, c_items) + rk
 
     res = rec(h.reshape(*sizes, m), 0, 0, items)
     res = np.ascontiguousarray(res, dtype=np.float64).reshape(N, m)

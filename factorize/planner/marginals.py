@@ -93,7 +93,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -169,6 +169,17 @@ class MarginalSolution:
         """The achieved norm of the plan (= the certified upper bound)."""
         return self.upper
 
+    def block_weights(self) -> tuple[tuple[tuple[int, ...], ...], tuple[float, ...]] | None:
+        """``(weight_subsets, weights)``: the γ₂ dual weights ω_S with their subsets, or None
+        when the solution states none (γ_F). :class:`CertificateInvalidError` when only one
+        of the two is stated."""
+        if self.weights is None and self.weight_subsets is None:
+            return None
+        if self.weights is None or self.weight_subsets is None:
+            raise CertificateInvalidError("the marginal solution states block weights without their "
+                                          "subsets, or subsets without weights")
+        return self.weight_subsets, self.weights
+
     def diagonal_shares(self) -> dict[tuple[int, ...], float]:
         """``y_T = x_T dim_T / N`` for every subset T of the plan (``Σ_T y_T = diag X = 1``).
 
@@ -205,7 +216,8 @@ class MarginalSolution:
     def summary_dict(self) -> dict:
         """Plain-JSON summary (``shape`` as Python ints: N may exceed 2⁵³)."""
         fam = self.family
-        out = {
+        omega = self.block_weights()
+        out: dict[str, Any] = {
             "workload": self.workload_spec,
             "fingerprint": self.fingerprint,
             "shape": [int(fam.k), int(fam.N)],
@@ -222,9 +234,8 @@ class MarginalSolution:
             "distinct_subsets": len(fam.unique()),
             "algebra_terms": len(self.x.subsets),
             "coefficients": self.x.to_dict(),
-            "block_weights": (None if self.weights is None else
-                              {"subsets": [list(S) for S in self.weight_subsets],
-                               "weights": list(self.weights)}),
+            "block_weights": (None if omega is None else
+                              {"subsets": [list(S) for S in omega[0]], "weights": list(omega[1])}),
         }
         if not fam.unit_weights:
             out["row_weights"] = list(fam.weights)
@@ -301,10 +312,11 @@ def solve_marginals(W: Workload | str | MarginalFamily, norm: Norm = "gamma_f",
     else:
         if isinstance(W, str):
             W = parse_workload(W)
-        family = marginal_family(W)
-        if family is None:
+        found = marginal_family(W)
+        if found is None:
             raise ValueError("the workload is not a stack of marginal blocks (Kronecker products "
                              "of identities and all-ones rows over one product domain)")
+        family = found
         spec, fingerprint = W.spec, W.fingerprint()
     if family.N.bit_length() > MAX_LOG2_N:
         raise ValueError(f"the domain has N ≈ 2^{family.N.bit_length()} cells, above the "

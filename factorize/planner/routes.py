@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from factorize.choices import METHODS, Method, Norm
+from factorize.errors import InputError
 from factorize.factorization import Factorization, kron_compose
 from factorize.planner import recovery
 from factorize.planner.certificate import (
@@ -39,6 +40,7 @@ from factorize.planner.certificate import (
     Gamma2Witness,
     GammaFWitness,
     Verification,
+    Witness,
     verify,
 )
 from solvers.dual_gamma_2 import solve_gamma_2_dual
@@ -217,6 +219,7 @@ def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None
 
     fact = kron_compose([by_fingerprint[fp][0] for fp in order])
     parts = [by_fingerprint[fp][1] for fp in order]
+    witness: Witness
     if norm == "gamma_f":
         witness = GammaFWitness(q=tuple(p[0] for p in parts))
     elif norm == "gamma_2":
@@ -243,6 +246,17 @@ def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None
 
 #: What solving one leaf returns: its factorization, witness parts, report and its verify().
 _LeafResult = tuple[Factorization, tuple, FactorSolve, Verification]
+
+#: One SDP attempt of :func:`_solve_dense`: factorization, witness parts, primal route, solve
+#: info, certified gap, back-end tolerance and the verify() it was certified by.
+_Attempt = tuple[Factorization, tuple, str, SolveInfo, float, float, Verification]
+
+
+def _radius(eta: float | None) -> float:
+    """The entrywise radius η of approximate γ₂ (:func:`solve` requires it with that norm)."""
+    if eta is None:
+        raise InputError("approx_gamma_2 needs the entrywise radius eta")
+    return eta
 
 
 def _describe(s: FactorSolve) -> str:
@@ -304,7 +318,7 @@ def _solve_unit_leaf(W: np.ndarray, norm: Norm, eta: float | None, method: Metho
     """
     if norm == "approx_gamma_2" and (method == "low-rank" or
                                      (method == "auto" and sum(W.shape) >= LOWRANK_MIN_SIZE)):
-        return _solve_dense_lowrank(W, eta, opts, residual_tol, gap_target)
+        return _solve_dense_lowrank(W, _radius(eta), opts, residual_tol, gap_target)
     if norm == "approx_gamma_2" or method == "sdp":
         return _solve_dense(W, norm, eta, opts, residual_tol, gap_target, structure)
     start = time.perf_counter()
@@ -385,7 +399,7 @@ def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptio
     """
     schedule = (opts.eps,) if opts.eps is not None else TOLERANCE_SCHEDULE[opts.backend]
     start = time.perf_counter()
-    best = None
+    best: _Attempt | None = None
     for i, eps in enumerate(schedule):
         step = SolverOptions(opts.backend, eps, opts.max_iters, opts.time_limit, opts.verbose)
         step = step.remaining(time.perf_counter() - start)
@@ -408,6 +422,8 @@ def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptio
             best = (fact, parts, route, info, gap, eps, check)
         if gap <= gap_target:
             break
+    if best is None:  # every schedule has a tolerance: the loop solved once or raised
+        raise SolverError(f"no back-end tolerance to solve at for {opts.backend}")
     fact, parts, route, info, gap, eps, check = best
     report = FactorSolve(shape=(int(W.shape[0]), int(W.shape[1])), method="sdp", backend=info.backend,
                          status=info.status, seconds=time.perf_counter() - start,
@@ -418,7 +434,7 @@ def _solve_dense(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptio
 
 def _first_looser(W: np.ndarray, norm: Norm, eta: float | None, opts: SolverOptions,
                   residual_tol: float, start: float,
-                  structure: Workload | None = None) -> tuple | None:
+                  structure: Workload | None = None) -> _Attempt | None:
     """The first of ``LOOSER_ON_STALL[backend]`` at which the back-end solves (the best-so-far
     tuple of :func:`_solve_dense`), or None if it stalls at every one."""
     for eps in LOOSER_ON_STALL[opts.backend]:
@@ -472,28 +488,29 @@ def _solve_dense_once(W: np.ndarray, norm: Norm, eta: float | None, opts: Solver
     from solvers.sdp_gamma_f import solve_gamma_f_sdp
 
     if norm == "gamma_f":
-        res = solve_gamma_f_sdp(W, opts)
-        q = recovery.normalized_weights(res.diag_multipliers)
-        candidates = {"gram": lambda: recovery.factorization_from_gram(W, res.X),
+        res_f = solve_gamma_f_sdp(W, opts)
+        q = recovery.normalized_weights(res_f.diag_multipliers)
+        candidates = {"gram": lambda: recovery.factorization_from_gram(W, res_f.X),
                       "weights": lambda: recovery.factorization_from_weights(W, None, q)}
         route, fact = _best_candidate(W, candidates, norm, residual_tol)
-        return fact, (q,), route, res.info
+        return fact, (q,), route, res_f.info
     if norm == "gamma_2":
-        res = solve_gamma_2_sdp(W, opts)
-        p = recovery.normalized_weights(res.row_multipliers)
-        q = recovery.normalized_weights(res.col_multipliers)
-        candidates = {"gram": lambda: recovery.factorization_from_gram(W, res.X),
+        res_2 = solve_gamma_2_sdp(W, opts)
+        p = recovery.normalized_weights(res_2.row_multipliers)
+        q = recovery.normalized_weights(res_2.col_multipliers)
+        candidates = {"gram": lambda: recovery.factorization_from_gram(W, res_2.X),
                       "weights": lambda: recovery.factorization_from_weights(W, p, q)}
         route, fact = _best_candidate(W, candidates, norm, residual_tol)
-        return fact, (p, q), route, res.info
+        return fact, (p, q), route, res_2.info
+    eta = _radius(eta)
     w_max = float(np.max(np.abs(W)))
     if eta >= w_max:
         raise ValueError(f"eta = {eta:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
                          "so γ₂(W; η) = 0 and there is nothing to plan")
-    res = solve_approx_gamma_2_sdp(W, eta, opts)
+    res_a = solve_approx_gamma_2_sdp(W, eta, opts)
     radius = eta + 0.5 * residual_tol * w_max  # half of verify's slack
-    fact = recovery.factorization_from_psd_blocks(W, res.P, radius)
-    return fact, (recovery.approx_witness_from_dual(W, res.Y),), "psd-blocks", res.info
+    fact = recovery.factorization_from_psd_blocks(W, res_a.P, radius)
+    return fact, (recovery.approx_witness_from_dual(W, res_a.Y),), "psd-blocks", res_a.info
 
 
 def _best_candidate(W: np.ndarray, candidates: dict, norm: Norm,

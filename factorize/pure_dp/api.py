@@ -108,6 +108,9 @@ class PureDPStrategy:
                     B = np.kron(B, F)
                 blocks.append(a * B)
             return np.vstack(blocks)
+        if self.marginal is None:
+            raise StructureError(f"the {self.family} pure-DP strategy states none of its factors, union "
+                                 "or marginal weights")
         return marginal_strategy_dense(self.sizes, self.marginal)
 
 

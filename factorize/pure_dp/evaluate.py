@@ -182,7 +182,7 @@ def marginal_strategy_dense(sizes: Sequence[int],
     """Dense ``[θ_S Q_S]_S`` (small domains, tests)."""
     blocks = []
     for w, S in weighted_subsets:
-        M = np.ones((1, 1))
+        M: np.ndarray = np.ones((1, 1))
         for j, n in enumerate(sizes):
             M = np.kron(M, np.eye(n) if j in set(S) else np.ones((1, n)))
         blocks.append(w * M)

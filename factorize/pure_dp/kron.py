@@ -176,11 +176,9 @@ def optimize_kron(P: ProductWorkload, *, sweeps: int = 8, tol: float = 1e-7, see
         ks = _one_free_factor(P, grams, w2, fixed, seed=seed, opts=opts)
         return KronStrategy(ks.factors, ks.value, 1, ks.history, ks.searches,
                             time.perf_counter() - t0, ks.init)
-    best: KronStrategy | None = None
-    for init in ("identity", "normalised sum"):
-        ks = _alternate(P, grams, w2, fixed, init, sweeps=sweeps, tol=tol, seed=seed, opts=opts)
-        if best is None or ks.value < best.value:
-            best = ks
+    tried = [_alternate(P, grams, w2, fixed, init, sweeps=sweeps, tol=tol, seed=seed, opts=opts)
+             for init in ("identity", "normalised sum")]
+    best = min(tried, key=lambda ks: ks.value)  # the first on a tie
     if escape:
         best = _escape(P, grams, w2, fixed, best, seed=seed, opts=opts)
     return KronStrategy(best.factors, best.value, best.sweeps, best.history, best.searches,
@@ -349,12 +347,13 @@ def _alternate(P: ProductWorkload, grams: list[list[np.ndarray]], w2: np.ndarray
             G = _weighted_gram(others, grams[i])
             k_i = max(b.factors[i].shape[0] for b in blocks)
             run = dict(opts)
-            if thetas[i] is not None:  # from the current factor, no fresh restarts
+            theta_i = thetas[i]
+            if theta_i is not None:  # from the current factor, no fresh restarts
                 run.update(restarts=0, trees=False, polish_top=1,
                            stage1_iters=min(run.get("stage1_iters", 100), WARM_POLISH_ITERS),
                            polish_iters=min(run.get("polish_iters", 1500), WARM_POLISH_ITERS))
             res = optimize_p_identity(G, k_i, seed=seed + 1000 * i + 100 * (sweep + 1),
-                                      warm_starts=[] if thetas[i] is None else [thetas[i]], **run)
+                                      warm_starts=[] if theta_i is None else [theta_i], **run)
             trial = T.copy()
             trial[:, i] = _traces(grams[i], gram_inverse(res.A, res.theta))
             if objective(trial) <= objective(T):

@@ -95,11 +95,12 @@ class MarginalWeightsObjective:
         N = float(fam.N)
         if self.eigenvalues is None:
             lam = gram_eigenvalues(fam)
-            missing = [t for t in lam if float(lam[t]) > 0 and t not in set(inc.masks)]
+            have_masks = set(inc.masks)
+            missing = any(float(lam[t]) > 0 and t not in have_masks for t in lam)
             ell = np.array([float(lam.get(m, 0)) / N for m in inc.masks])
         else:
             have = set(inc.subsets)
-            missing = [T for T, v in self.eigenvalues.items() if v > 0 and T not in have]
+            missing = any(v > 0 and T not in have for T, v in self.eigenvalues.items())
             ell = np.array([float(self.eigenvalues.get(T, 0.0)) / N for T in inc.subsets])
         if missing:
             raise ValueError("the candidate subsets do not cover the workload's marginals")

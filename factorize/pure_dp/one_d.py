@@ -218,7 +218,7 @@ def optimize_p_identity(G: np.ndarray, k: int, *, p_values: Sequence[int] | None
     left = None if time_budget is None else max(0.0, time_budget - (time.perf_counter() - t0))
     search = multistart(lambda st: obj.value_and_grad, flat, stage1_iters=stage1_iters,
                         polish_top=polish_top, polish_iters=polish_iters,
-                        work_budget=work_budget, cost=lambda st: iteration_cost(st.key, n),
+                        work_budget=work_budget, cost=lambda st: iteration_cost(st.x0.size // n, n),
                         time_budget=left, spent=work[0], min_starts=deterministic)
     theta = search.best.x.reshape(-1, n)
     return PIdentityResult(theta, search.value, int(k), search, time.perf_counter() - t0)

@@ -62,8 +62,11 @@ class ProductWorkload:
 def _sizes(W: Workload) -> tuple[int, ...]:
     blocks = getattr(W, "blocks", None)
     first = W if blocks is None or getattr(W, "factors", None) is not None else blocks[0]
-    while getattr(first, "factors", None) is None and getattr(first, "blocks", None) is not None:
-        first = first.blocks[0]
+    while getattr(first, "factors", None) is None:
+        inner = getattr(first, "blocks", None)
+        if inner is None:
+            break
+        first = inner[0]
     return tuple(int(leaf.shape[1]) for leaf in kron_leaves(first) if leaf.shape != (1, 1))
 
 

@@ -12,11 +12,22 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from factorize.choices import Norm
 from factorize.errors import InputError
+
+#: The norms a structured plan optimises: γ_F and γ₂ (not approximate γ₂).
+STRUCTURED_NORMS: tuple[Norm, ...] = ("gamma_f", "gamma_2")
 
 
 class StructureError(InputError):
     """A structured strategy or reconstruction is malformed (shapes, names, supports)."""
+
+
+def structured_norm(norm: str) -> Norm:
+    """``norm`` as one of :data:`STRUCTURED_NORMS`; :class:`StructureError` for any other."""
+    if norm not in STRUCTURED_NORMS:
+        raise StructureError(f"structured plans optimise gamma_f or gamma_2, not {norm!r}")
+    return norm
 
 
 @dataclass(frozen=True)

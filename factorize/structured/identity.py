@@ -197,10 +197,10 @@ def _basis_residual(recon: StructuredReconstruction, o: int, wb: WorkloadBlock, 
     for c, et in zip(choices, e.tolist()):
         alphas, a_prod, ae_prod = [], 1.0, 1.0
         for j, B, lv in zip(attrs, bases, live):
-            key = ("proj", j, wb.factor(j).key, c.get(j, (None, None)))
-            if key not in memo:
-                memo[key] = _project(recon, j, c.get(j, (None, None)), B)
-            a01, eta = memo[key]
+            pkey = ("proj", j, wb.factor(j).key, c.get(j, (None, None)))
+            if pkey not in memo:
+                memo[pkey] = _project(recon, j, c.get(j, (None, None)), B)
+            a01, eta = memo[pkey]
             a = sum(abs(a01[b]) * B[2][b] for b in lv)
             a_prod *= a
             ae_prod *= a + eta

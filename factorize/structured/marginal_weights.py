@@ -73,7 +73,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
     from .workload_blocks import workload_blocks
 
     wblocks = workload_blocks(W, plan.domain.sizes)
-    lowers = {f.key: witness_lower(plan, f"cert.w{i}", f.matrix)
+    lowers = {f.key: witness_lower(plan, f"cert.w{i}", f.explicit)
               for i, f in enumerate(_matrix_factors(wblocks))}
     expected = {f"cert.w{i}.{k}" for i in range(len(lowers))
                 for k in (("q",) if plan.norm == "gamma_f" else ("q", "p"))}

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .blocks import KronBlock, StructureError, Term
+from .blocks import KronBlock, StructureError, Term, structured_norm
 from .marginal_weights import (
     CERTIFICATE,
     CERTIFICATE_GRAM,
@@ -112,7 +112,7 @@ def _constant_rows(f: Any) -> bool:
         return True
     if f.kind == "identity":
         return f.n == 1
-    return bool(np.all(f.matrix == f.matrix[:, :1]))
+    return bool(np.all(f.explicit == f.explicit[:, :1]))
 
 
 def _subsets(attrs: set[int]) -> list[tuple[int, ...]]:
@@ -131,12 +131,13 @@ def marginal_certificate(W: Any, norm: str) -> tuple[dict[str, Any], dict[str, n
     family = marginal_family(W)
     if family is None:
         return None
-    sol = solve_marginals(family, norm)
+    sol = solve_marginals(family, structured_norm(norm))
     subsets = [tuple(T) for T in sol.x.subsets]
     arrays = {"cert.x": np.asarray(sol.x.values, dtype=np.float64), "cert.x_support": _pad(subsets)}
-    if sol.weights is not None:
-        arrays["cert.omega"] = np.asarray(sol.weights, dtype=np.float64)
-        arrays["cert.omega_support"] = _pad([tuple(S) for S in sol.weight_subsets])
+    omega = sol.block_weights()
+    if omega is not None:
+        arrays["cert.omega"] = np.asarray(omega[1], dtype=np.float64)
+        arrays["cert.omega_support"] = _pad([tuple(S) for S in omega[0]])
     return {"method": CERTIFICATE_MARGINAL, "norm": norm, "lower": float(sol.lower)}, arrays
 
 

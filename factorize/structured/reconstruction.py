@@ -132,8 +132,8 @@ class StructuredReconstruction:
         for i, t in enumerate(self.terms):
             part = y[s.offsets[t.in_block]:s.offsets[t.in_block + 1]]
             lo, hi = self.offsets[t.out_block], self.offsets[t.out_block + 1]
-            M = self._small.get(i)
-            out[lo:hi] += M @ part if M is not None else kron_matvec(self._factors(t), part)
+            small = self._small.get(i)
+            out[lo:hi] += small @ part if small is not None else kron_matvec(self._factors(t), part)
         return out
 
     def _row_reduce(self, fn, scale_fn) -> np.ndarray:

@@ -141,8 +141,9 @@ def check(bias: dict[str, Any], arrays: dict[str, np.ndarray], recon: Structured
     if not (isinstance(o, int) and not isinstance(o, bool) and 0 <= o < len(wblocks)):
         raise StructureError("the n bound names no workload block")
     k = len([n for n in arrays if n.startswith(PREFIX)])
-    weights = [arrays.get(f"{PREFIX}{i}") for i in range(k)]
-    if any(w is None or w.ndim != 1 for w in weights):
+    stored = [arrays.get(f"{PREFIX}{i}") for i in range(k)]
+    weights = [w for w in stored if w is not None and w.ndim == 1]
+    if len(weights) != k:
         raise StructureError("the n-bound weights must be vectors nbound.0, nbound.1, …")
     leaves, _, weights = _block_parts(recon, wblocks[o], o, weights)
     mu, l1, _ = certified_mu("weights", weights, None, leaves)
@@ -162,9 +163,9 @@ def n_upper(plan: Any, derived: dict[str, Any], noisy: np.ndarray, estimates: np
         noise = plan.noise
         if method == "total":
             s = plan.strategy.measured()
-            b = next(i for i, blk in enumerate(s.blocks) if not blk.support)
-            num = float(noisy[s.offsets[b]]) + 0.5 * (noise.grid or 0.0) + tail_multiplier(noise.family) * sd
-            return 0.0 if num <= 0 else min(N_CAP, round_up(num / abs(s.blocks[b].scale), 4))
+            tb = next(i for i, blk in enumerate(s.blocks) if not blk.support)
+            num = float(noisy[s.offsets[tb]]) + 0.5 * (noise.grid or 0.0) + tail_multiplier(noise.family) * sd
+            return 0.0 if num <= 0 else min(N_CAP, round_up(num / abs(s.blocks[tb].scale), 4))
         if method == "weights":
             o = derived["n_block"]
             recon = plan.reconstruction

@@ -137,7 +137,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
             if f.kind != "matrix":
                 continue
             if f.key not in per_factor:
-                per_factor[f.key] = union.witness_lower(plan, f"cert.f{index[f.key]}", f.matrix)
+                per_factor[f.key] = union.witness_lower(plan, f"cert.f{index[f.key]}", f.explicit)
             L *= per_factor[f.key]
         lower_blocks.append((wb.rows, L))
     return union.with_uniform_bound(plan, union.combine_block_bounds(plan.norm, lower_blocks), wblocks,

@@ -20,13 +20,16 @@ Operations never form an N-column object except :meth:`StructuredStrategy.dense`
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from factorize.kron import kron_matvec, kron_matvec_sparse
 
 from .blocks import KronBlock, StructureError, check_arrays
+
+if TYPE_CHECKING:
+    from factorize.engines.marginals import SparseTable
 
 #: Largest N for the dense forms (tests, dense cross-checks, exact small-domain sensitivity).
 MAX_DENSE_COLUMNS = 1 << 16
@@ -104,19 +107,19 @@ class StructuredStrategy:
         return self._measured
 
     # -- products ---------------------------------------------------------------------------
-    def apply_tables(self, tables: Mapping[tuple[int, ...], np.ndarray]) -> np.ndarray:
+    def apply_tables(self, tables: Mapping[tuple[int, ...], np.ndarray | SparseTable]) -> np.ndarray:
         """``A h`` in floating point from the marginal tables of h (one per support)."""
         parts = []
         for b, blk in enumerate(self.blocks):
             t = _table(tables, blk.support, self)
-            if _is_sparse(t):
+            if isinstance(t, np.ndarray):
+                parts.append(kron_matvec(self.factors(b), t))
+            else:
                 parts.append(kron_matvec_sparse(self.factors(b), _with_scale_code(t.codes()),
                                                 t.counts.astype(np.float64)))
-            else:
-                parts.append(kron_matvec(self.factors(b), t))
         return np.concatenate(parts)
 
-    def measure(self, tables: Mapping[tuple[int, ...], np.ndarray], grid: float) -> np.ndarray:
+    def measure(self, tables: Mapping[tuple[int, ...], np.ndarray | SparseTable], grid: float) -> np.ndarray:
         """``round(Ã h / γ)`` exactly, block by block, from the integer marginal tables of h
         (``privacy.lattice.lattice_image``). int64, or an object array of Python ints when
         some value reaches 2⁶²."""
@@ -125,10 +128,10 @@ class StructuredStrategy:
         parts = []
         for b, blk in enumerate(self.blocks):
             t = _table(tables, blk.support, self)
-            if _is_sparse(t):
+            if not isinstance(t, np.ndarray):
                 parts.append(lattice_image_sparse(self.factors(b), _with_scale_code(t.codes()), t.counts, grid))
                 continue
-            counts = np.asarray(t)
+            counts = t
             if counts.dtype.kind not in "iu":
                 raise StructureError("marginal tables must hold integer counts")
             parts.append(lattice_image(self.factors(b), counts.astype(np.int64), grid))
@@ -180,24 +183,21 @@ def _with_scale_code(codes: np.ndarray) -> np.ndarray:
     return np.hstack([np.zeros((codes.shape[0], 1), dtype=np.int64), codes])
 
 
-def _is_sparse(t: object) -> bool:
-    from factorize.engines.marginals import SparseTable
+def _table(tables: Mapping[tuple[int, ...], np.ndarray | SparseTable], support: tuple[int, ...],
+           strategy: StructuredStrategy) -> np.ndarray | SparseTable:
+    """The table of ``support``: a dense count vector (as an array), or an
+    ``engines.SparseTable`` (the records' distinct cells and counts, for tables too large to
+    hold densely)."""
+    from factorize.engines.marginals import SparseTable  # lazily: engines loads duckdb
 
-    return isinstance(t, SparseTable)
-
-
-def _table(tables: Mapping[tuple[int, ...], np.ndarray], support: tuple[int, ...],
-           strategy: StructuredStrategy) -> np.ndarray:
-    """The table of ``support``: a dense count vector, or an ``engines.SparseTable`` (the
-    records' distinct cells and counts, for tables too large to hold densely)."""
     if support not in tables:
         raise StructureError(f"no marginal table for attributes {support}")
     t = tables[support]
-    if _is_sparse(t):
+    if isinstance(t, SparseTable):
         if t.shape != tuple(strategy.sizes[j] for j in support):
             raise StructureError(f"the sparse table of {support} has shape {t.shape}")
         return t
     want = math.prod(strategy.sizes[j] for j in support)
     if np.shape(t) != (want,):
         raise StructureError(f"the marginal table of {support} has shape {np.shape(t)}, expected ({want},)")
-    return t
+    return np.asarray(t)

@@ -168,7 +168,7 @@ class Reduction:
     @property
     def orbit_sizes(self) -> np.ndarray:
         """Cells per orbit, as the orbit tensor (attribute 0 slowest)."""
-        out = np.ones(1)
+        out: np.ndarray = np.ones(1)
         for s in self.class_sizes:
             out = np.kron(out, s.astype(np.float64))
         return out.reshape(self.shape)

@@ -131,7 +131,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
                 continue
             i = index[names[j]]
             if f.key not in per_factor:
-                per_factor[f.key] = witness_lower(plan, f"cert.f{i}", f.matrix)
+                per_factor[f.key] = witness_lower(plan, f"cert.f{i}", f.explicit)
             L *= per_factor[f.key]
         lower_blocks.append((wb.rows, L))
     return with_uniform_bound(plan, combine_block_bounds(plan.norm, lower_blocks), wblocks, CERTIFICATE_GRAM)

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .blocks import KronBlock, Term
+from .blocks import KronBlock, StructureError, Term, structured_norm
 from .reconstruction import StructuredReconstruction
 from .strategy import StructuredStrategy
 from .union import CERTIFICATE, CERTIFICATE_GRAM, FAMILY, combine_block_bounds, encode, planned_trace_lower
@@ -21,11 +21,14 @@ def _factorize(f: AxisFactor, norm: str, options: Any) -> tuple[np.ndarray, np.n
     """``(R, A, witness arrays, lower bound)`` of one workload factor, A at unit column norm."""
     if f.kind == "identity":
         return np.eye(f.n), np.eye(f.n), {}, 1.0
-    from factorize.planner.routes import solve
+    from factorize.planner.certificate import Gamma2Witness, GammaFWitness
+    from factorize.planner.routes import CertifiedFactorization, solve
     from workloads import DenseWorkload
 
     kwargs = {"options": options} if options is not None else {}
-    res = solve(DenseWorkload(f.matrix), norm, **kwargs)
+    res = solve(DenseWorkload(f.explicit), structured_norm(norm), **kwargs)
+    if not isinstance(res, CertifiedFactorization):  # an explicit factor is no marginal family
+        raise StructureError("a workload factor was solved as a marginal family, not densely")
     fact, w = res.certificate.factorization, res.certificate.witness
     R, A = fact.R_factors[0], fact.A_factors[0]
     if len(fact.R_factors) > 1:
@@ -33,17 +36,23 @@ def _factorize(f: AxisFactor, norm: str, options: Any) -> tuple[np.ndarray, np.n
 
         R, A = reduce(np.kron, fact.R_factors), reduce(np.kron, fact.A_factors)
     c = float(np.max(np.linalg.norm(A, axis=0)))
-    witness = {"q": np.asarray(w.q[0] if len(w.q) == 1 else _kron(w.q), dtype=np.float64)}
-    if norm == "gamma_2":
-        witness["p"] = np.asarray(w.p[0] if len(w.p) == 1 else _kron(w.p), dtype=np.float64)
+    if isinstance(w, Gamma2Witness):
+        witness = {"q": _kron(w.q), "p": _kron(w.p)}
+    elif isinstance(w, GammaFWitness):
+        witness = {"q": _kron(w.q)}
+    else:
+        raise StructureError(f"a {norm} solve gave a {type(w).__name__}, not a γ_F or γ₂ witness")
     return R * c, A / c, witness, float(res.verification.lower)
 
 
 def _kron(vs: Sequence[np.ndarray]) -> np.ndarray:
-    out = np.ones(1)
+    """``v_0 ⊗ v_1 ⊗ …`` as float64 (a single vector as it is)."""
+    if len(vs) == 1:
+        return np.asarray(vs[0], dtype=np.float64)
+    out: np.ndarray = np.ones(1)
     for v in vs:
         out = np.kron(out, v)
-    return out
+    return np.asarray(out, dtype=np.float64)
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, options: Any = None,
@@ -69,21 +78,23 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, 
             lowers[f.key] = lower
             for key, v in witness.items():
                 cert_arrays[f"cert.f{i}.{key}"] = v
-    V, kappa, supports = [], [], []
+    variances: list[float] = []
+    kappas: list[float] = []
+    supports = []
     for wb in wblocks:
         support = tuple(j for j, f in enumerate(wb.factors) if f.kind != "total")
         supports.append(support)
         Rs = [arrays[f"R.{names[wb.factors[j].key]}"] for j in support]
         As = [arrays[f"A.{names[wb.factors[j].key]}"] for j in support]
         if norm == "gamma_f":
-            V.append(wb.weight ** 2 * math.prod(float(np.sum(R * R)) for R in Rs))
+            variances.append(wb.weight ** 2 * math.prod(float(np.sum(R * R)) for R in Rs))
         else:
-            V.append(wb.weight ** 2 * math.prod(float(np.max(np.sum(R * R, axis=1))) for R in Rs))
+            variances.append(wb.weight ** 2 * math.prod(float(np.max(np.sum(R * R, axis=1))) for R in Rs))
         if sensitivity_norm == "l1":
-            kappa.append(math.prod(float(np.max(np.sum(np.abs(A), axis=0))) for A in As))
+            kappas.append(math.prod(float(np.max(np.sum(np.abs(A), axis=0))) for A in As))
         else:
-            kappa.append(math.prod(float(np.max(np.sum(A * A, axis=0))) for A in As))
-    V, kappa = np.array(V), np.array(kappa)
+            kappas.append(math.prod(float(np.max(np.sum(A * A, axis=0))) for A in As))
+    V, kappa = np.array(variances), np.array(kappas)
     if sensitivity_norm == "l1":
         s1 = np.cbrt(V / kappa) if norm == "gamma_f" else np.sqrt(V)
         s1 /= float(np.sum(s1 * kappa))

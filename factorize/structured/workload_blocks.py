@@ -33,11 +33,29 @@ class AxisFactor:
 
     kind: str                           # "identity" | "total" | "matrix"
     n: int
-    matrix: np.ndarray | None = None    # for "matrix"
+    matrix: np.ndarray | None = None    # for "matrix" (and only for it)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("identity", "total", "matrix") or (self.matrix is None) != (self.kind != "matrix"):
+            raise StructureError(f"an attribute factor is \"identity\", \"total\" or \"matrix\" with its "
+                                 f"matrix (only), got kind {self.kind!r} "
+                                 f"{'without' if self.matrix is None else 'with'} a matrix")
+
+    @property
+    def explicit(self) -> np.ndarray:
+        """The stored matrix of a ``"matrix"`` factor (:class:`StructureError` for an identity or
+        total, which store none: :meth:`dense` builds those)."""
+        if self.matrix is None:
+            raise StructureError(f"a {self.kind!r} attribute factor has no explicit matrix")
+        return self.matrix
 
     @property
     def rows(self) -> int:
-        return {"identity": self.n, "total": 1}.get(self.kind) or int(self.matrix.shape[0])
+        if self.kind == "identity":
+            return self.n
+        if self.kind == "total":
+            return 1
+        return int(self.explicit.shape[0])
 
     @property
     def key(self) -> str:
@@ -46,18 +64,18 @@ class AxisFactor:
             return f"{self.kind}:{self.n}"
         import hashlib
 
-        return "matrix:" + hashlib.sha256(np.ascontiguousarray(self.matrix).tobytes()
-                                          + str(self.matrix.shape).encode()).hexdigest()
+        M = self.explicit
+        return "matrix:" + hashlib.sha256(np.ascontiguousarray(M).tobytes() + str(M.shape).encode()).hexdigest()
 
     def dense(self) -> np.ndarray:
         if self.kind == "identity":
             return np.eye(self.n)
         if self.kind == "total":
             return np.ones((1, self.n))
-        return self.matrix
+        return self.explicit
 
     def max_abs(self) -> float:
-        return 1.0 if self.kind != "matrix" else float(np.max(np.abs(self.matrix)))
+        return 1.0 if self.kind != "matrix" else float(np.max(np.abs(self.explicit)))
 
 
 class WorkloadBlock:
@@ -72,8 +90,10 @@ class WorkloadBlock:
         self.weight = float(weight)
         self._factors = None if factors is None else tuple(factors)
         self._sizes = None if sizes is None else tuple(int(n) for n in sizes)
-        self._support = None
+        self._support: tuple[int, ...] | None = None
         if support is not None:
+            if self._sizes is None:
+                raise StructureError("a marginal workload block needs the attribute sizes with its support")
             self._support = tuple(j for j in support if self._sizes[j] > 1)
         elif self._factors is not None and not any(f.kind == "matrix" for f in self._factors):
             self._support = tuple(j for j, f in enumerate(self._factors)
@@ -85,29 +105,39 @@ class WorkloadBlock:
     def marginal(cls, weight: float, sizes: Sequence[int], support: Sequence[int]) -> "WorkloadBlock":
         return cls(weight, sizes=sizes, support=support)
 
+    def _marginal_parts(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """``(sizes, support)`` of a block stored as a marginal (the constructor refuses a
+        block with neither these nor its factors)."""
+        if self._sizes is None or self._support is None:
+            raise StructureError("a workload block needs its factors or its sizes and support")
+        return self._sizes, self._support
+
     @property
     def factors(self) -> tuple[AxisFactor, ...]:
         if self._factors is None:
-            chosen = set(self._support)
+            sizes, support = self._marginal_parts()
+            chosen = set(support)
             self._factors = tuple(AxisFactor("identity" if j in chosen else "total", n)
-                                  for j, n in enumerate(self._sizes))
+                                  for j, n in enumerate(sizes))
         return self._factors
 
     def factor(self, j: int) -> AxisFactor:
         if self._factors is None:
-            return AxisFactor("identity" if j in self._support else "total", self._sizes[j])
+            sizes, support = self._marginal_parts()
+            return AxisFactor("identity" if j in support else "total", sizes[j])
         return self._factors[j]
 
     def active(self) -> tuple[int, ...]:
         """The attributes whose factor is not the all-ones row."""
         if self._factors is None:
-            return self._support
+            return self._marginal_parts()[1]
         return tuple(j for j, f in enumerate(self._factors) if f.kind != "total")
 
     @property
     def rows(self) -> int:
         if self._factors is None:
-            return math.prod(self._sizes[j] for j in self._support)
+            sizes, support = self._marginal_parts()
+            return math.prod(sizes[j] for j in support)
         return math.prod(f.rows for f in self._factors)
 
     def max_abs(self) -> float:
