@@ -187,3 +187,17 @@ def test_manifest_is_plain_json_with_policy(tmp_path):
         assert key in manifest
     assert set(manifest["noise"]) >= {"family", "scale", "sensitivity", "sampler", "grid", "base_sensitivity"}
     json.dumps(manifest, allow_nan=False)
+
+
+def test_canonical_header_check_reads_plan_bytes(tmp_path):
+    """``check_canonical_header`` without a header reads it from a ``PlanBytes``'s own bytes
+    (it passed the PlanBytes to ``container.read_header`` as a path: a TypeError), and still
+    refuses bytes the header does not describe."""
+    from factorize.plan.files import PlanBytes, check_canonical_header, read_plan_bytes
+
+    path = tmp_path / "p.plan"
+    save_plan(small_plan("prefix:8", "rho=0.5"), path)
+    pb = read_plan_bytes(path)
+    check_canonical_header(pb)  # the writer's canonical header: accepted
+    with pytest.raises(PlanFormatError, match="data appended"):
+        check_canonical_header(PlanBytes(pb.name, pb.data + b"\0"))

@@ -27,7 +27,14 @@ import json
 import sys
 from typing import Any, Sequence
 
-from factorize.choices import MECHANISMS, NEIGHBOURING, NORMS, STRUCTURED_FAMILIES
+from factorize.choices import (
+    MECHANISMS,
+    NEIGHBOURING,
+    NORMS,
+    STRUCTURED_FAMILIES,
+    NoiseFamily,
+    StructuredFamily,
+)
 from factorize.cli.common import (
     EXIT_INPUT,
     EXIT_OK,
@@ -37,6 +44,11 @@ from factorize.cli.common import (
     parse_domain,
     solver_options,
 )
+
+#: ``--noise`` → the planner's noise family (None: the guarantee's default; the CLI spells
+#: ``l2_knorm`` as ``knorm``).
+_NOISE: dict[str, NoiseFamily | None] = {"auto": None, "gaussian": "gaussian", "laplace": "laplace",
+                                         "knorm": "l2_knorm"}
 
 
 def register(subparsers: Any) -> None:
@@ -79,7 +91,7 @@ def register(subparsers: Any) -> None:
                    help='JSON file name→size (e.g. adult-domain.json), or a domain schema '
                         '(docs/schema.md), or inline "sex=2,race=5"')
     p.add_argument("--attributes", default=None, help="comma-separated subset/order of --domain file")
-    p.add_argument("--noise", default="auto", choices=("auto", "gaussian", "laplace", "knorm"),
+    p.add_argument("--noise", default="auto", choices=tuple(_NOISE),
                    help="noise family (auto: Gaussian for (ε,δ)/zCDP, Laplace for pure DP; "
                         "knorm = ℓ2-ball K-norm for pure DP, float sampler)")
     p.add_argument("--postprocess", default="none", choices=("none", "nonneg"))
@@ -158,7 +170,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     options = None
     if args.solver is not None or args.eps is not None or args.time_limit is not None:
         options = solver_options(args)
-    family = {"auto": None, "knorm": "l2_knorm"}.get(args.noise, args.noise)
+    family = _NOISE[args.noise]
     from factorize.plan.projection_plan import PROJECTION_KINDS
     if args.mechanism in PROJECTION_KINDS:
         return _plan_projection(args, domain, family)
@@ -202,7 +214,7 @@ def _refuse_replace_invariant(spec: str) -> None:
                          "with --neighbouring add_remove")
 
 
-def _searchable(args: argparse.Namespace, family: str | None) -> bool:
+def _searchable(args: argparse.Namespace, family: NoiseFamily | None) -> bool:
     """``--strategy auto`` searches every strategy family (``factorize.families``) for the
     factorization mechanism of γ_F or γ₂ under Gaussian or Laplace noise, without
     post-processing; any other request is the dense planner's."""
@@ -210,7 +222,7 @@ def _searchable(args: argparse.Namespace, family: str | None) -> bool:
             and args.norm in ("gamma_f", "gamma_2") and family in (None, "gaussian", "laplace"))
 
 
-def _plan_search(args: argparse.Namespace, domain: Any, family: str | None, options: Any) -> int:
+def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | None, options: Any) -> int:
     """The best plan of every family that applies (``families.search``), with its table."""
     from factorize.families import PlanProblem, search
     from factorize.plan.build import plan_inputs
@@ -219,6 +231,8 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: str | None, opti
 
     W, g, rel, dom = plan_inputs(args.workload, args.privacy, args.neighbouring, domain,
                                  args.allow_weak_guarantee)
+    if family == "l2_knorm":  # not _searchable: the families plan Gaussian or Laplace noise
+        raise ValueError("the strategy search plans Gaussian or Laplace noise, not the K-norm")
     noise = family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     problem = PlanProblem(W, g, rel, dom, noise, args.norm, options=options, gap_tol=gap_tol(args),
                           seed=args.search_seed, allow_weak_guarantee=args.allow_weak_guarantee)
@@ -230,7 +244,8 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: str | None, opti
     return _print_written(plan, args)
 
 
-def _plan_structured(args: argparse.Namespace, domain: Any, family: str | None, strategy: str) -> int:
+def _plan_structured(args: argparse.Namespace, domain: Any, family: NoiseFamily | None,
+                     strategy: StructuredFamily) -> int:
     from factorize.plan.build_structured import build_structured_plan
     from factorize.plan.structured_plan import save_structured_plan
 
@@ -254,7 +269,7 @@ def _print_written(plan: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _plan_projection(args: argparse.Namespace, domain: Any, family: str | None) -> int:
+def _plan_projection(args: argparse.Namespace, domain: Any, family: NoiseFamily | None) -> int:
     from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.plan_file import save_projection_plan
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -104,7 +105,7 @@ COUNTS_WITHHELD = ("values and counts are not shown: the records are private; th
                    "gets the counts with `factorize data check`")
 
 
-def _column_parts(columns: list[tuple[str, tuple[tuple[int, str], ...]]], counted: bool) -> list[str]:
+def _column_parts(columns: Sequence[tuple[str, tuple[tuple[int, str], ...]]], counted: bool) -> list[str]:
     """``column 'name': 3 rows missing …, 1 row not an integer`` (``counted``) or ``column
     'name': rows missing …, rows not an integer`` for every column with a nonzero count: each
     column given as its name and its ``(count, what)`` pairs, in order."""
@@ -116,7 +117,7 @@ def _column_parts(columns: list[tuple[str, tuple[tuple[int, str], ...]]], counte
     return parts
 
 
-def _problems(columns: list[tuple[str, tuple[tuple[int, str], ...]]], n_rows: int, what: str,
+def _problems(columns: Sequence[tuple[str, tuple[tuple[int, str], ...]]], n_rows: int, what: str,
               hint: str) -> Problems | None:
     """The two renderings (:class:`Problems`) of per-column counts, or None if all are zero."""
     public = _column_parts(columns, counted=False)

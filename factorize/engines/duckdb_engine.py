@@ -205,8 +205,8 @@ def _blank_line(p: Path) -> int | None:
     except (OSError, ValueError):
         return None  # unreadable: DuckDB reports it
     try:
-        with open(p, newline="", encoding="utf-8-sig", errors="replace") as fh:
-            reader = csv.reader(fh, delimiter=",", quotechar='"', doublequote=True)
+        with open(p, newline="", encoding="utf-8-sig", errors="replace") as text:
+            reader = csv.reader(text, delimiter=",", quotechar='"', doublequote=True)
             for row in reader:
                 if not row:
                     return reader.line_num
@@ -365,6 +365,16 @@ def type_class(sql_type: str) -> str | None:
     return None
 
 
+def _schema_type_class(attr: Any, sql_type: str) -> str:
+    """:func:`type_class` of the column read for schema attribute ``attr``; a
+    :class:`DataError` for a type the schema cannot map."""
+    tc = type_class(sql_type)
+    if tc is None:
+        raise DataError(f"column {attr.name!r} has type {sql_type}, which the domain schema cannot "
+                        "map (a text, integer, float, decimal or boolean column is needed)")
+    return tc
+
+
 def _signed_type(size: int) -> str:
     """The smallest DuckDB integer type holding the codes ``0 .. size-1`` and the statuses
     ``-1 .. -3`` (narrow group keys aggregate faster)."""
@@ -387,10 +397,7 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool =
     preps: list[list[str]] = []
     codes: list[str] = []
     for j, attr in enumerate(domain.schema.attributes):
-        tc = type_class(types[j])
-        if tc is None:
-            raise DataError(f"column {attr.name!r} has type {types[j]}, which the domain schema cannot "
-                            "map (a text, integer, float, decimal or boolean column is needed)")
+        tc = _schema_type_class(attr, types[j])
         ref = refs[j] if not types[j].upper().startswith("ENUM(") else f"CAST({refs[j]} AS VARCHAR)"
         try:
             exprs = prepare_sql(attr, ref, tc, "duckdb")
@@ -451,7 +458,7 @@ def _quick_scan(con: Any, domain: Domain, refs: list[str], types: list[str], sou
     counted = f"count(*) AS {_COUNT}"
     sizes = domain.sizes
     packable = [j for j, (attr, t) in enumerate(zip(domain.schema.attributes, types))
-                if not quick_is_enum(attr, type_class(t))]
+                if not quick_is_enum(attr, _schema_type_class(attr, t))]
 
     def scan(raw: frozenset[int]) -> QuickScan:
         pack = [j for j in packable if j not in raw]
@@ -492,7 +499,7 @@ def _raw_status_code(attr: Any, v: str, sql_type: str) -> tuple[str, str]:
     as the second scan computes it per row."""
     from workloads.schema_sql import code_sql, prepare_sql
 
-    tc = type_class(sql_type)
+    tc = _schema_type_class(attr, sql_type)
     return _status_code(code_sql(attr, prepare_sql(attr, v, tc, 'duckdb'), tc, 'duckdb'))
 
 
@@ -808,7 +815,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
                     unpacked = f"({_ident(_PACKED)} // {qs.packed[j]}) % {domain.sizes[j]}"
                     status_code.append(("0", f"CAST({unpacked} AS BIGINT)"))
                 else:
-                    status_code.append(("0", quick_key_code(attr, type_class(types[j]), v)))
+                    status_code.append(("0", quick_key_code(attr, _schema_type_class(attr, types[j]), v)))
         else:
             # 1'. Some value is refused or needs trimming: map the data again, by the full
             # SQL (codes, or a negative status per reason), in one scan that decides alone
@@ -844,11 +851,12 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         raise DataError(f"{subject} has no records: refusing to build an empty histogram")
     counts = [(0, 0, 0)] * d
     for i, j in enumerate(checked):
-        counts[j] = tuple(int(row[1 + 3 * i + k] or 0) for k in range(3))
+        base = 1 + 3 * i
+        counts[j] = (int(row[base] or 0), int(row[base + 1] or 0), int(row[base + 2] or 0))
     if domain.schema is not None:
-        problems = format_schema_problems(domain.schema, counts, n_rows)  # type: ignore[arg-type]
+        problems = format_schema_problems(domain.schema, counts, n_rows)
     else:
-        problems = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)  # type: ignore[arg-type]
+        problems = format_problems(list(domain.attributes), list(domain.sizes), counts, n_rows)
     if problems:
         raise problems.error(subject)
     return status_code, n_rows

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -250,7 +250,8 @@ class MarginalTables:
 
     __slots__ = ("_domain", "_n_records", "_tables")
 
-    def __init__(self, domain: Domain, n_records: int, tables: dict[Subset, np.ndarray]) -> None:
+    def __init__(self, domain: Domain, n_records: int,
+                 tables: Mapping[Subset, np.ndarray | SparseTable]) -> None:
         self._domain = domain
         self._n_records = int(n_records)
         for s, t in tables.items():
@@ -288,7 +289,7 @@ class MarginalTables:
 
     def __contains__(self, subset: object) -> bool:
         try:
-            return self._key(subset) in self._tables  # type: ignore[arg-type]
+            return self._key(subset) in self._tables
         except TypeError:
             return False
 
@@ -301,7 +302,7 @@ class MarginalTables:
     def keys(self) -> list[Subset]:
         return list(self._tables)
 
-    def items(self) -> list[tuple[Subset, np.ndarray]]:
+    def items(self) -> list[tuple[Subset, np.ndarray | SparseTable]]:
         return list(self._tables.items())
 
     def shape(self, subset: Sequence[int]) -> tuple[int, ...]:
@@ -340,7 +341,7 @@ class TableBuilder:
         self.sizes = domain.sizes
         self.n_records = int(n_records)
         self.subsets = list(subsets)
-        self.tables: dict[Subset, np.ndarray] = {}
+        self.tables: dict[Subset, np.ndarray | SparseTable] = {}
         d = len(domain)
         self._pending = [s for s in self.subsets if s]
         self._member = _membership(self._pending, d)

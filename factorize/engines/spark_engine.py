@@ -66,7 +66,7 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -85,6 +85,9 @@ from ._common import (
 from .duckdb_engine import INTEGER_PATTERN, check_blank_lines, csv_header, match_columns, source_columns
 from .errors import DataError
 from .marginals import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 __all__ = [
     "SparkUnavailableError",
@@ -296,12 +299,13 @@ def _resolve(path: Any, fmt_override: str | None) -> tuple[str, str, str, Path |
         label = s
         name = s.rstrip("/").rsplit("/", 1)[-1]
     suffix = Path(name).suffix.lower()
+    fmt: str | None
     if fmt_override is not None:
         if fmt_override not in ("csv", "parquet"):
             raise DataError(f"format must be 'csv', 'parquet' or None, got {fmt_override!r}")
         fmt = fmt_override
     else:
-        fmt = _FORMATS.get(suffix)  # type: ignore[assignment]
+        fmt = _FORMATS.get(suffix)
         if fmt is None:
             raise DataError(
                 f"unsupported data file suffix {suffix!r} for {label!r}: give --data a .csv, .parquet "
@@ -731,12 +735,21 @@ def _raise_problems(domain: Domain, chunks: list[list[int]], bad_masks: list[np.
             for kind in (1, 2, 3):
                 counts[j][kind - 1] += int(bad_cnt[st == kind].sum())
     if domain.schema is not None:
-        problems = format_schema_problems(domain.schema, [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
+        problems = format_schema_problems(domain.schema, [(a, b, c) for a, b, c in counts], n_rows)
     else:
         problems = format_problems(list(domain.attributes), list(domain.sizes),
-                                   [tuple(c) for c in counts], n_rows)  # type: ignore[misc]
+                                   [(a, b, c) for a, b, c in counts], n_rows)
     if problems:
         raise problems.error(subject)
+
+
+def _column_sum(terms: Sequence[Column]) -> Column:
+    """``terms[0] + terms[1] + …`` for a non-empty list of Spark columns (the cell index
+    has a term per attribute, and a domain has at least one)."""
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
 
 
 def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], strict: bool,
@@ -745,10 +758,7 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
 
     staged3, chunks, masks = _staged(df_in, names, domain, wanted, strict, what, label, fmt)
     strides = row_major_strides(domain.sizes)
-    cell = None
-    for j, stride in enumerate(strides):
-        term = F.col(f"k{j}") * F.lit(stride).cast("long")
-        cell = term if cell is None else cell + term
+    cell = _column_sum([F.col(f"k{j}") * F.lit(stride).cast("long") for j, stride in enumerate(strides)])
     # Stage 4: the cell and the problem masks; stage 5: the group key(s).
     stage4 = [cell.alias("cell")] + [m.alias(f"m{t}") for t, m in enumerate(masks)]
     zero = F.lit(0).cast("long")
@@ -756,10 +766,7 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
         keys = [F.when(F.col("m0") == zero, F.col("cell")).otherwise(F.lit(-1).cast("long") - F.col("m0")).alias("k")]
         key_names = ["k"]
     else:
-        valid = None
-        for t in range(len(chunks)):
-            v = F.col(f"m{t}") == zero
-            valid = v if valid is None else valid & v
+        valid = functools.reduce(lambda x, y: x & y, [F.col(f"m{t}") == zero for t in range(len(chunks))])
         keys = [F.when(valid, F.col("cell")).otherwise(F.lit(-1).cast("long")).alias("k")]
         keys += [F.col(f"m{t}") for t in range(len(chunks))]
         key_names = ["k"] + [f"m{t}" for t in range(len(chunks))]

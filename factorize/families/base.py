@@ -83,10 +83,15 @@ class PlanProblem:
 
 @runtime_checkable
 class StrategyFamily(Protocol):
-    """A family of strategies (module docstring). ``name`` is what plans and tables print."""
+    """A family of strategies (module docstring). ``name`` is what plans and tables print.
+    Both are read-only here, so a family may narrow them (a structured family's ``name`` is a
+    ``choices.StructuredFamily``)."""
 
-    name: str
-    kind: Kind
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> Kind: ...
 
     def applies(self, problem: PlanProblem) -> str | None:
         """None when the family fits the problem, else the reason it does not."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import PlanProblem
+from .base import Kind, PlanProblem
 
 #: The dense family applies to a workload other than one Kronecker product (which it plans
 #: factor by factor) when densifying W stores at most this many entries (k·N) ...
@@ -26,14 +26,15 @@ DENSE_MAX_LAPLACE_UNION_CELLS = 2048
 
 class Dense:
     name = "dense"
-    kind = "dense"
+    kind: Kind = "dense"
 
     def applies(self, problem: PlanProblem) -> str | None:
         k, N = problem.shape
         if N > DENSE_MAX_CELLS:
             return f"N = {N:,} cells (> {DENSE_MAX_CELLS:,})"
         blocks = problem.blocks()
-        union = blocks is not None and len(blocks) > 1
+        n_blocks = 0 if blocks is None else len(blocks)
+        union = n_blocks > 1
         # one Kronecker product is planned factor by factor (``plan.build``), never densified
         if (blocks is None or union) and k * N > DENSE_MAX_ENTRIES:
             return f"densifying W stores k·N = {k * N:,} entries (> {DENSE_MAX_ENTRIES:,})"
@@ -41,7 +42,7 @@ class Dense:
             return ("a family of marginals under Gaussian noise: the residual family is the "
                     "certified optimum over all strategies")
         if union and problem.noise == "laplace" and N > DENSE_MAX_LAPLACE_UNION_CELLS:
-            return (f"a union of {len(blocks)} Kronecker products over N = {N:,} cells "
+            return (f"a union of {n_blocks} Kronecker products over N = {N:,} cells "
                     f"(> {DENSE_MAX_LAPLACE_UNION_CELLS:,}): the dense pure-DP search takes minutes")
         if union and problem.noise == "gaussian" and k * N * min(k, N) > DENSE_MAX_WORK:
             return (f"a union whose dense solves cost k·N·min(k,N) = {k * N * min(k, N):.3g} "

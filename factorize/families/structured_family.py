@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from factorize.choices import StructuredFamily
+
 from .base import Kind, PlanProblem
 
 
@@ -12,7 +14,7 @@ class StructuredFamilyBase:
     """A structured family: ``applies`` checks the workload has Kronecker blocks over the
     domain, then the family's own condition (:meth:`fits`)."""
 
-    name: str = ""
+    name: StructuredFamily  # each family's own (``choices.STRUCTURED_FAMILIES``)
     kind: Kind = "structured"
 
     def applies(self, problem: PlanProblem) -> str | None:

@@ -34,7 +34,7 @@ def remove_stale(target: str | os.PathLike[str]) -> list[Path]:
     """Remove hidden partial files of ``target`` left by processes that no longer exist;
     returns what was removed."""
     target = Path(os.fspath(target))
-    removed = []
+    removed: list[Path] = []
     prefix = f".{target.name}{_PARTIAL}"
     try:
         entries = list(target.parent.iterdir())
@@ -129,7 +129,7 @@ class AtomicOutput:
                 os.link(f"/proc/self/fd/{self._fd}", hidden, follow_symlinks=True)
             except OSError:
                 # no linkat of an unnamed file here: copy it under the hidden name instead
-                self._copy_to(hidden)
+                self._copy_to(self._fd, hidden)
             self._named = hidden
         os.close(self._fd)
         self._fd = None
@@ -137,12 +137,13 @@ class AtomicOutput:
         self._named = None
         self.committed = True
 
-    def _copy_to(self, hidden: Path) -> None:
+    def _copy_to(self, fd: int, hidden: Path) -> None:
+        """Copy the open unnamed file ``fd`` to the new file ``hidden`` (when it cannot be linked)."""
         out = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             offset = 0
             while True:
-                block = os.pread(self._fd, 1 << 20, offset)
+                block = os.pread(fd, 1 << 20, offset)
                 if not block:
                     break
                 os.write(out, block)

@@ -12,8 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from factorize.choices import NORMS, Norm
 from factorize.factorization import Factorization
-from factorize.planner.certificate import ApproxGamma2Witness, Certificate, Gamma2Witness, GammaFWitness
+from factorize.planner.certificate import (
+    ApproxGamma2Witness,
+    Certificate,
+    Gamma2Witness,
+    GammaFWitness,
+    Witness,
+)
 
 
 def certificate_arrays(cert: Certificate) -> dict[str, np.ndarray]:
@@ -55,15 +62,17 @@ def certificate_from_arrays(arrays: dict[str, np.ndarray], norm: str, kron_facto
     d = int(kron_factors)
     if d < 1:
         raise ValueError(f"kron_factors must be ≥ 1, got {kron_factors!r}")
+    known: Norm | None = next((n for n in NORMS if n == norm), None)
+    if known is None:
+        raise ValueError(f"unknown norm {norm!r}")
     fact = Factorization(tuple(arrays[f"R.{i}"] for i in range(d)),
                          tuple(arrays[f"A.{i}"] for i in range(d)))
-    if norm == "gamma_f":
+    witness: Witness
+    if known == "gamma_f":
         witness = GammaFWitness(q=tuple(arrays[f"q.{i}"] for i in range(d)))
-    elif norm == "gamma_2":
+    elif known == "gamma_2":
         witness = Gamma2Witness(p=tuple(arrays[f"p.{i}"] for i in range(d)),
                                 q=tuple(arrays[f"q.{i}"] for i in range(d)))
-    elif norm == "approx_gamma_2":
-        witness = ApproxGamma2Witness(U=arrays["U"], d=arrays["d"])
     else:
-        raise ValueError(f"unknown norm {norm!r}")
-    return Certificate(norm=norm, factorization=fact, witness=witness, eta=eta)
+        witness = ApproxGamma2Witness(U=arrays["U"], d=arrays["d"])
+    return Certificate(norm=known, factorization=fact, witness=witness, eta=eta)

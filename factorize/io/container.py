@@ -31,7 +31,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Callable, TypeGuard, TypeVar
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -62,7 +62,7 @@ def array_digest(a: np.ndarray) -> str:
     h = hashlib.sha256()
     h.update(f"{a.dtype.str}|{a.shape}|".encode())
     # 1-D view of the contiguous bytes (memoryview.cast refuses shapes such as (0, 5))
-    h.update(memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B"))
+    h.update(np.ascontiguousarray(a).reshape(-1).data.cast("B"))
     return h.hexdigest()
 
 
@@ -193,7 +193,8 @@ def _cap(max_total_bytes: int | None) -> int:
     return cap
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
+    """An ``int`` that is not a ``bool`` (JSON integers only)."""
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -224,7 +225,7 @@ def _tensor(path: Path, name: str, entry: Any) -> TensorInfo:
     return TensorInfo(name, tuple(shape), begin, end)
 
 
-def _read_header(fh: BinaryIO, path: Path, cap: int) -> Header:
+def _read_header(fh: io.BufferedIOBase, path: Path, cap: int) -> Header:
     """Read and validate the header from the open file ``fh`` (positioned at 0); reads at
     most 8 + MAX_HEADER_BYTES bytes and no array data."""
     if isinstance(fh, io.BytesIO):  # the file's bytes, read once by the caller (``data=``)
@@ -307,7 +308,11 @@ def parse_manifest(path: str | Path, header: dict[str, Any]) -> Any:
 # read
 
 
-def _open_and(path: Path, fn: Any, data: bytes | None = None) -> Any:
+_T = TypeVar("_T")
+
+
+def _open_and(path: Path, fn: Callable[[io.BufferedIOBase], _T], data: bytes | None = None) -> _T:
+    """``fn`` applied to the open file ``path`` (or to ``data``, the file's bytes, when given)."""
     if data is not None:
         return fn(io.BytesIO(data))
     if not path.is_file():
@@ -316,7 +321,7 @@ def _open_and(path: Path, fn: Any, data: bytes | None = None) -> Any:
         return fn(fh)
 
 
-def _guard(path: Path, fn: Any) -> Any:
+def _guard(path: Path, fn: Callable[[], _T]) -> _T:
     """``fn()``, any failure but ContainerError / MemoryError / KeyboardInterrupt turned into
     a ContainerError."""
     try:
@@ -354,7 +359,7 @@ def _check_manifest(path: Path, manifest: Any, head: Header, fmt: str, max_versi
     return manifest
 
 
-def _read_arrays(fh: BinaryIO, path: Path, head: Header) -> dict[str, np.ndarray]:
+def _read_arrays(fh: io.BufferedIOBase, path: Path, head: Header) -> dict[str, np.ndarray]:
     """The validated byte ranges as float64 C-contiguous arrays, read from the same file."""
     arrays: dict[str, np.ndarray] = {}
     for t in head.tensors:
@@ -362,7 +367,7 @@ def _read_arrays(fh: BinaryIO, path: Path, head: Header) -> dict[str, np.ndarray
         want = t.end - t.begin
         if want:
             fh.seek(head.data_start + t.begin)
-            view = memoryview(a).cast("B")
+            view = a.data.cast("B")
             got = 0
             while got < want:
                 k = fh.readinto(view[got:])
@@ -398,7 +403,7 @@ def read_with_header(path: str | Path, fmt: str, max_version: int, *,
     path = Path(path)
     cap = _cap(max_total_bytes)
 
-    def run(fh: BinaryIO) -> tuple[dict[str, Any], dict[str, np.ndarray], Header]:
+    def run(fh: io.BufferedIOBase) -> tuple[dict[str, Any], dict[str, np.ndarray], Header]:
         head = _read_header(fh, path, cap)
         manifest = _check_manifest(path, parse_manifest(path, head.header), head, fmt, max_version)
         arrays = _read_arrays(fh, path, head)

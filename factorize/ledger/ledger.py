@@ -179,10 +179,11 @@ class Ledger:
             if name in state.datasets:
                 raise LedgerError(f"dataset {name!r} already has a budget in {self.path} "
                                   "(budgets are never changed or replaced)")
-            body = {"name": name, "budget": b, "relation": rel, "created": now()}
+            created = now()
+            body = {"name": name, "budget": b, "relation": rel, "created": created}
             seq = self._append(conn, state, "dataset", body)
-            storage.insert_dataset(conn, name, b, rel, body["created"], seq)
-        return {"name": name, "budget": b, "relation": rel, "created": body["created"]}
+            storage.insert_dataset(conn, name, b, rel, created, seq)
+        return {"name": name, "budget": b, "relation": rel, "created": created}
 
     def charge(self, dataset: str, guarantee: Mapping[str, Any], *, plan_sha256: str,
                relation: str) -> Charge:
@@ -210,13 +211,14 @@ class Ledger:
                     f"{describe(composition.remaining(budget, ds.spent))} — refused, nothing "
                     "charged")
             cid = len(state.charges) + 1
-            body = {"id": cid, "dataset": dataset, "guarantee": g, "cost": exact_dict(cost),
-                    "plan_sha256": plan_sha256, "relation": rel, "charged_at": now()}
+            exact_cost, charged_at = exact_dict(cost), now()
+            body = {"id": cid, "dataset": dataset, "guarantee": g, "cost": exact_cost,
+                    "plan_sha256": plan_sha256, "relation": rel, "charged_at": charged_at}
             seq = self._append(conn, state, "charge", body)
-            storage.insert_charge(conn, cid, dataset, g, body["cost"], plan_sha256, rel,
-                                  body["charged_at"], seq)
+            storage.insert_charge(conn, cid, dataset, g, exact_cost, plan_sha256, rel,
+                                  charged_at, seq)
         return Charge(id=cid, dataset=dataset, guarantee=g, cost=cost, plan_sha256=plan_sha256,
-                      relation=rel, status="charged", charged_at=body["charged_at"])
+                      relation=rel, status="charged", charged_at=charged_at)
 
     def mark_released(self, charge_id: int, output_sha256: str | None) -> None:
         """Record that charge ``charge_id``'s answers are released (``output_sha256``: the
@@ -232,9 +234,11 @@ class Ledger:
                 raise LedgerError(f"no charge {charge_id} in {self.path}")
             if c["status"] != "charged":
                 raise LedgerError(f"charge {charge_id} is already marked released")
-            body = {"charge_id": charge_id, "output_sha256": output_sha256, "released_at": now()}
+            released_at = now()
+            body = {"charge_id": charge_id, "output_sha256": output_sha256,
+                    "released_at": released_at}
             seq = self._append(conn, state, "release", body)
-            storage.mark_released(conn, charge_id, output_sha256, body["released_at"], seq)
+            storage.mark_released(conn, charge_id, output_sha256, released_at, seq)
 
     # -- reading -----------------------------------------------------------------------------
 

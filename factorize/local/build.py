@@ -20,7 +20,7 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
                      domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
     """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
     from factorize.plan.rules import check_eta, default_domain
-    from factorize.planner.routes import solve
+    from factorize.planner.routes import CertifiedFactorization, solve
     from factorize.privacy import parse_guarantee
     from factorize.privacy.policy import check_guarantee
     from workloads import parse_workload
@@ -39,9 +39,13 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
     Wd = W.dense()
     wmax = float(np.max(np.abs(Wd)))
     grid = [eta] if eta is not None else [e * wmax for e in ETA_GRID]
-    best = None
+    # (score, predicted errors, η, R, A, the solve, the randomizer) of the best η so far
+    best: tuple[float, dict[str, float], float, np.ndarray, np.ndarray, CertifiedFactorization,
+                dict[str, Any]] | None = None
     for e in grid:
         res = solve(W, "approx_gamma_2", eta=float(e))
+        if not isinstance(res, CertifiedFactorization):
+            raise PlanError("the approximate-γ₂ solve gave no factorization (R, A)")
         fact = res.factorization
         R, A = fact.R_factors[0], fact.A_factors[0]
         if len(fact.R_factors) > 1:
@@ -60,14 +64,18 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
                  else pred["predicted_max_error"])
         if best is None or score < best[0]:
             best = (score, pred, float(e), R, A, res, spec)
+    if best is None:
+        raise PlanError("no approximation radius η to plan with (the η grid is empty)")
     _, pred, e, R, A, res, spec = best
-    v = res.verification
-    w = res.certificate.witness
-    U = np.asarray(w.U if hasattr(w, "U") else w.U_factors[0], dtype=np.float64)
-    d = np.asarray(w.d if hasattr(w, "d") else w.d_factors[0], dtype=np.float64)
-    residual = float(np.max(np.abs(Wd - R @ A)))
     from factorize.factorization import Factorization
     from factorize.planner.certificate import ApproxGamma2Witness, Certificate, verify
+
+    w = res.certificate.witness
+    if not isinstance(w, ApproxGamma2Witness):
+        raise PlanError(f"the approximate-γ₂ solve returned a {type(w).__name__}, not its (U, d) witness")
+    U = np.asarray(w.U, dtype=np.float64)
+    d = np.asarray(w.d, dtype=np.float64)
+    residual = float(np.max(np.abs(Wd - R @ A)))
 
     # the certificate of the stored (compressed, normalised) factors, as the verifier sees it
     cert = Certificate("approx_gamma_2", Factorization.dense(R, A), ApproxGamma2Witness(U=U, d=d), eta=e)

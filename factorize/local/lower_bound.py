@@ -239,9 +239,10 @@ def _witness_arrays(obj: Any) -> tuple[np.ndarray, np.ndarray, float | None]:
     if hasattr(obj, "certificate") and isinstance(obj.certificate, Certificate):
         obj = obj.certificate
     if isinstance(obj, Certificate):
-        if obj.norm != "approx_gamma_2":
+        w = obj.witness
+        if not isinstance(w, ApproxGamma2Witness) or obj.eta is None:  # i.e. not approx_gamma_2
             raise ValueError(f"a {obj.norm} certificate has no approximate-γ₂ witness (U, d)")
-        return np.asarray(obj.witness.U), np.asarray(obj.witness.d), float(obj.eta)
+        return np.asarray(w.U), np.asarray(w.d), float(obj.eta)
     if isinstance(obj, ApproxGamma2Witness):
         return np.asarray(obj.U), np.asarray(obj.d), None
     if isinstance(obj, (tuple, list)) and len(obj) == 2:
@@ -510,8 +511,9 @@ def _factors(obj: Any) -> tuple[np.ndarray, np.ndarray, float | None]:
         eta = obj.eta
         obj = obj.factorization
     if hasattr(obj, "R_factors") and hasattr(obj, "A_factors"):
-        R = reduce(np.kron, [np.asarray(f, dtype=np.float64) for f in obj.R_factors])
-        A = reduce(np.kron, [np.asarray(f, dtype=np.float64) for f in obj.A_factors])
+        Rs: list[np.ndarray] = [np.asarray(f, dtype=np.float64) for f in obj.R_factors]
+        As: list[np.ndarray] = [np.asarray(f, dtype=np.float64) for f in obj.A_factors]
+        R, A = reduce(np.kron, Rs), reduce(np.kron, As)
         return R, A, eta
     if isinstance(obj, (tuple, list)) and len(obj) == 2:
         return np.asarray(obj[0], dtype=np.float64), np.asarray(obj[1], dtype=np.float64), None

@@ -122,16 +122,16 @@ def randomizer_spec(kind: str, guarantee: Any, dim: int) -> dict[str, Any]:
         if guarantee.kind != "pure_dp":
             raise PlanError("the ℓ2 randomizer is the pure ε-LDP randomizer; use --randomizer "
                             "gaussian for (ε, δ)-LDP")
-        rz = L2Randomizer(guarantee.epsilon, dim)
-        return {"kind": "l2", "epsilon": guarantee.epsilon, "dim": dim, "scale": float(rz.scale),
-                "variance": float(rz.scale) ** 2 / dim}
+        ball = L2Randomizer(guarantee.epsilon, dim)
+        return {"kind": "l2", "epsilon": guarantee.epsilon, "dim": dim, "scale": float(ball.scale),
+                "variance": float(ball.scale) ** 2 / dim}
     if kind == "gaussian":
         if guarantee.kind != "approx_dp":
             raise PlanError("the Gaussian randomizer needs an (ε, δ) guarantee")
-        rz = GaussianLocalRandomizer(guarantee.epsilon, guarantee.delta, dim)
+        gauss = GaussianLocalRandomizer(guarantee.epsilon, guarantee.delta, dim)
         return {"kind": "gaussian", "epsilon": guarantee.epsilon, "delta": guarantee.delta,
-                "dim": dim, "scale": float(rz.sigma), "variance": float(rz.sigma) ** 2,
-                "sensitivity": float(rz.sensitivity)}
+                "dim": dim, "scale": float(gauss.sigma), "variance": float(gauss.sigma) ** 2,
+                "sensitivity": float(gauss.sensitivity)}
     raise PlanError(f"unknown randomizer {kind!r}; expected one of {RANDOMIZERS}")
 
 
@@ -230,6 +230,7 @@ def _load(path: Path) -> LocalPlan:
         PlanFormatError,
         check_finite,
         embedded_from,
+        optional_dict,
         read_plan_container,
         typed_values,
         workload_and_domain,
@@ -255,7 +256,7 @@ def _load(path: Path) -> LocalPlan:
     return LocalPlan(workload=_dict(m, "workload"), domain=values.domain, guarantee=values.guarantee,
                      randomizer=rz, eta=float(eta), R=R, A=A, U=arrays["U"], d=arrays["d"],
                      bounds=_dict(m, "bounds"),
-                     provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+                     provenance=optional_dict(m, "provenance"),
                      embedded=embedded)
 
 

@@ -122,6 +122,8 @@ def message_sums(plan: LocalPlan, path: str | Path, *, threads: int | None = Non
         raise DataError(f"messages file {str(p)!r} cannot be read ({type(exc).__name__})") from None
     finally:
         con.close()
+    if row is None:  # an aggregate without GROUP BY returns one row: DuckDB broke its contract
+        raise DataError(f"messages file {str(p)!r} cannot be read (the count query returned no row)")
     n, bad = int(row[0]), int(row[1])
     if n == 0:
         raise DataError(f"messages file {str(p)!r} has no messages")

@@ -455,14 +455,14 @@ class GaussianLocalRandomizer:
         if (isinstance(delta, bool) or not isinstance(delta, numbers.Real)
                 or not 0.0 < float(delta) < 1.0):
             raise PrivacyError(f"delta must satisfy 0 < delta < 1, got {delta!r}")
-        self.delta = float(delta)
-        self.dim = _dim(dim)
+        self.delta: float = float(delta)
+        self.dim: int = _dim(dim)
         if (isinstance(sensitivity, bool) or not isinstance(sensitivity, numbers.Real)
                 or not math.isfinite(float(sensitivity)) or not float(sensitivity) > 0):
             raise PrivacyError(f"sensitivity must be finite and > 0, got {sensitivity!r}")
-        self.sensitivity = float(sensitivity)
-        self.sigma = analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
-        self.scale = self.sigma
+        self.sensitivity: float = float(sensitivity)
+        self.sigma: float = analytic_gaussian_sigma(self.epsilon, self.delta, self.sensitivity)
+        self.scale: float = self.sigma
 
     @classmethod
     def from_strategy(cls, epsilon: float, delta: float, A: Any) -> GaussianLocalRandomizer:

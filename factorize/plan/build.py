@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,10 @@ from factorize.planner.certificate import Certificate, verify
 from workloads import Domain, Workload, parse_workload
 
 from .errors import PlanError
+
+if TYPE_CHECKING:
+    from factorize.factorization import Factorization
+    from factorize.privacy import NoiseSpec
 from .lower_bound import any_mechanism_lower_bound, laplace_bound
 from .model import POSTPROCESS_METHODS, Plan, expected_error
 from .rules import (
@@ -151,16 +155,16 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
 
     solves: list[dict] = []
     if certificate is None:
-        from factorize.planner.routes import DEFAULT_GAP_TOL, solve
+        from factorize.planner.routes import DEFAULT_GAP_TOL, CertifiedFactorization, solve
 
-        kwargs = {"eta": eta, "gap_tol": gap_tol or DEFAULT_GAP_TOL}
-        if options is not None:
-            kwargs["options"] = options
-        result = solve(W, norm, **kwargs)
-        if not hasattr(result, "certificate"):
+        tol = gap_tol or DEFAULT_GAP_TOL
+        result = solve(W, norm, eta=eta, options=options, gap_tol=tol)
+        if not isinstance(result, CertifiedFactorization):
             # a marginal-algebra solution has no dense factors for the executor: plan the
             # same workload densely (the executor needs R and A; fine while W fits in memory)
-            result = solve(W, norm, method="dual", **kwargs)
+            result = solve(W, norm, eta=eta, method="dual", options=options, gap_tol=tol)
+        if not isinstance(result, CertifiedFactorization):
+            raise PlanError("the planner gave no dense factorization (R, A) for the executor")
         cert, v = result.certificate, result.verification
         if mechanism == "ellipsoid":
             from factorize.geometry import ellipsoid_factorization
@@ -181,7 +185,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
         if not v.passed:
             raise PlanError("the given certificate does not verify: " + "; ".join(v.failures))
         source = "explicit certificate (re-verified)"
-    family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
+    family: NoiseFamily = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     choice = None
     if certificate is None and mechanism == "factorization" and norm in ("gamma_f", "gamma_2") \
             and (family != "gaussian" or rel.key == "replace"):
@@ -236,8 +240,8 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
 OPTIMIZED_MAX_ENTRIES = 50_000_000
 
 
-def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: str, exact: bool,
-                     norm: str, search_seed: int = 0) -> tuple[Certificate, dict[str, Any], Any]:
+def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: NoiseFamily,
+                     exact: bool, norm: Norm, search_seed: int = 0) -> tuple[Certificate, dict[str, Any], Any]:
     """The optimal γ_F / γ₂ factorization is optimal for Gaussian noise under add/remove
     neighbours only. For Laplace (pure DP: L1 sensitivity) or K-norm noise, or replace
     neighbours, the plan takes the best, by its own calibrated objective, of that optimum and
@@ -270,7 +274,7 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: s
         except Exception:  # noqa: BLE001 - a candidate that cannot be calibrated is skipped
             continue
     best = min(scores, key=scores.__getitem__)
-    choice = {"chosen": best, "objective": "rmse" if norm == "gamma_f" else "per_query_std_max",
+    choice: dict[str, Any] = {"chosen": best, "objective": "rmse" if norm == "gamma_f" else "per_query_std_max",
               "candidates": scores}
     if optimized:
         choice["search_seed"] = int(search_seed)
@@ -331,8 +335,8 @@ def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | N
                     "weights nbound.* (Wᵀb ≥ μ > residual_bound·‖b‖₁), or by 2^53 ('cap')"}, weights
 
 
-def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None, fact,
-                      noise: dict[str, Any]) -> dict[str, Any] | None:
+def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None,
+                      fact: Factorization, noise: NoiseSpec) -> dict[str, Any] | None:
     """The plan's post-processing step (run by the executor on released values only)."""
     from .model import least_squares_bound_coefficient
 

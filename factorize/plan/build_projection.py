@@ -30,7 +30,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
     ``rng``: the randomness for T (jl); default OS randomness (``SecureRandom``) — T is public
     and data-independent, but a predictable T is not what a production plan should ship.
     """
-    from factorize.privacy import Neighbouring, calibrate, parse_guarantee
+    from factorize.privacy import Neighbouring, PureDP, calibrate, parse_guarantee
     from factorize.privacy.policy import check_guarantee
     from workloads import parse_workload
     from workloads.domain import check_workload_axes
@@ -57,7 +57,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
     k, N = W.shape
     arrays: dict[str, np.ndarray] = {}
     if kind == "jl":
-        if g.kind != "pure_dp":
+        if not isinstance(g, PureDP):
             raise PlanError("the JL mechanism is the pure ε-DP mechanism of seed 000; use "
                             "--mechanism least-squares for (ε, δ)-DP or zCDP")
         if noise_family not in (None, "l2_knorm"):

@@ -223,7 +223,7 @@ def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[dict[str, Any], d
 # families
 
 
-def _residual(W: Workload, dom: Domain, wblocks: list, norm: str, gap_tol: float):
+def _residual(W: Workload, dom: Domain, wblocks: list, norm: Norm, gap_tol: float):
     """The certified marginal optimum as residual blocks (``structured.residual``)."""
     from factorize.planner.marginal_algebra import marginal_family
     from factorize.planner.marginals import solve_marginals
@@ -240,6 +240,8 @@ def _residual(W: Workload, dom: Domain, wblocks: list, norm: str, gap_tol: float
     cert = {"method": residual.CERTIFICATE, "norm": norm, "upper": float(sol.upper), "lower": float(sol.lower), "gap": float(sol.gap)}
     arrays = {"cert.x": np.array([x[T] for T in closure])}
     if sol.weights is not None:
+        if sol.weight_subsets is None:
+            raise PlanError("the marginal optimum states dual weights without their subsets")
         arrays["cert.omega"] = np.asarray(sol.weights, dtype=np.float64)
         arrays["cert.omega_support"] = residual._pad([tuple(S) for S in sol.weight_subsets])
     return strat, recon, enc, cert, arrays

@@ -69,8 +69,9 @@ def guard(out: PlanCheck, name: str, fn: Any) -> Any:
     return None
 
 
-def same_number(stated: Any, recomputed: float, rel: float = 1e-9, absolute: float = 0.0) -> bool:
-    """The stated claim equals the recomputed value up to ``rel`` (both finite numbers)."""
+def same_number(stated: Any, recomputed: float | None, rel: float = 1e-9, absolute: float = 0.0) -> bool:
+    """The stated claim equals the recomputed value up to ``rel`` (both finite numbers); a
+    recomputed None (nothing to claim) matches only a stated None."""
     if recomputed is None:
         return stated is None
     if not is_number(stated) or not is_number(recomputed):

@@ -26,10 +26,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
+from factorize.choices import Norm
 from factorize.numerics import is_int, is_number
 
 from .check_record import PlanCheck, guard, same_number
 from .errors import PlanError
+from .files import json_int, json_number
 from .model import POSTPROCESS_METHODS, Plan, expected_error
 
 #: Largest iteration count a plan may ask the executor's post-processing for.
@@ -82,14 +86,18 @@ def _check_bias(out: PlanCheck, plan: Plan, W: Any) -> float:
     residual = out.derived.get("residual")
     if residual is None:
         raise PlanError("the residual W − RÃ was not certified")
+    beta: float
+    weights: tuple[np.ndarray, ...]
     if not bias and plan.schema_version < 2:  # written before issue 13: derive it, cap n
         beta, method, weights = residual, "cap", ()
     else:
-        beta, method, weights = bias.get("residual_bound"), bias.get("n_bound"), plan.n_weights
-        if not is_number(beta) or beta < 0:
-            raise PlanError(f"bias.residual_bound must be a finite number ≥ 0, got {beta!r}")
-        if method not in METHODS:
-            raise PlanError(f"unknown n-bound method {method!r}")
+        stated, n_bound, weights = json_number(bias.get("residual_bound")), bias.get("n_bound"), plan.n_weights
+        if stated is None or stated < 0:
+            raise PlanError(f"bias.residual_bound must be a finite number ≥ 0, got "
+                            f"{bias.get('residual_bound')!r}")
+        if not isinstance(n_bound, str) or n_bound not in METHODS:
+            raise PlanError(f"unknown n-bound method {n_bound!r}")
+        beta, method = stated, n_bound
         if (method == "weights") != bool(weights):
             raise PlanError("n-bound weights are present if and only if the method is 'weights'")
     if beta < residual:
@@ -150,13 +158,13 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
         return
     if not isinstance(post, dict) or post.get("method") not in POSTPROCESS_METHODS:
         raise PlanError(f"unknown post-processing {post!r}")
-    it = post.get("max_iter")
-    if not (is_int(it) and 1 <= it <= MAX_ITERATIONS):
-        raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {it!r}")
+    it = json_int(post.get("max_iter"))
+    if it is None or not 1 <= it <= MAX_ITERATIONS:
+        raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {post.get('max_iter')!r}")
     if post["method"] == "nonneg":
-        tol = post.get("tol")
-        if not (is_number(tol) and tol >= 0):
-            raise PlanError(f"tol must be a finite number ≥ 0, got {tol!r}")
+        tol = json_number(post.get("tol"))
+        if tol is None or tol < 0:
+            raise PlanError(f"tol must be a finite number ≥ 0, got {post.get('tol')!r}")
         out.record("postprocess", True, f"nonneg: at most {it} iterations, tolerance {tol:g}")
         return
     fact = plan.factorization
@@ -204,7 +212,8 @@ def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
     if not isinstance(cands, dict) or choice.get("chosen") not in cands:
         raise PlanError("strategy_choice must name the chosen candidate among its candidates")
     objective = choice.get("objective")
-    norm = {"rmse": "gamma_f", "per_query_std_max": "gamma_2"}.get(objective)
+    norms: dict[str, Norm] = {"rmse": "gamma_f", "per_query_std_max": "gamma_2"}
+    norm = norms.get(objective)
     if norm is None:
         raise PlanError(f"unknown strategy-choice objective {objective!r}")
     rel = plan.relation

@@ -79,6 +79,7 @@ def read_embedded(listing: Any, arrays: dict[str, np.ndarray]) -> dict[str, Any]
                 and all(is_int(s) and s >= 1 for s in item["shape"])):
             raise PlanError(f"workload.embedded[{i}] is malformed")
         k, N = item["shape"]
+        w: DenseWorkload | SparseWorkload
         try:
             if item["format"] == "dense":
                 name = f"{PREFIX}{i}"

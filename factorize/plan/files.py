@@ -43,7 +43,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from factorize.io import container
-from factorize.numerics import is_int, is_positive_number
+from factorize.numerics import is_int, is_number, is_positive_number
 
 from .errors import PlanError
 
@@ -171,14 +171,14 @@ def read_plan_container(path: Path | PlanBytes, fmt: str, version: int
     return manifest, arrays
 
 
-def check_canonical_header(path: Path, head: Any = None) -> None:
+def check_canonical_header(path: Path | PlanBytes, head: container.Header | None = None) -> None:
     """The header must be the writer's compact JSON followed by < 8 padding spaces.
 
     ``head``: the validated header the arrays were read with (``container.read_with_header``);
     read here (bounded) when not given."""
     if head is None:
         try:
-            head = container.read_header(path)
+            head = container.read_header(str(path), data=_bytes_of(path))
         except container.ContainerError as exc:
             raise PlanFormatError(str(exc)) from None
     body = head.raw.rstrip(b" ")
@@ -240,6 +240,23 @@ def require_dict(m: dict[str, Any], key: str) -> dict[str, Any]:
     return v
 
 
+def optional_dict(m: dict[str, Any], key: str) -> dict[str, Any]:
+    """The manifest's object ``key``, or ``{}`` when it is missing or not an object (the
+    optional ``provenance``)."""
+    v = m.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def json_int(value: Any) -> int | None:
+    """``value`` when it is a JSON integer (:func:`~factorize.numerics.is_int`: an int, never
+    a bool), else None — a manifest field typed for the checks that follow."""
+    return value if is_int(value) else None
+
+
+def json_number(value: Any) -> float | None:
+    """``value`` when it is a finite JSON number (:func:`~factorize.numerics.is_number`: an
+    int or float, never a bool), else None."""
+    return value if is_number(value) else None
 
 
 def workload_and_domain(path: Path, m: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
@@ -342,7 +359,7 @@ def typed_values(path: Path, m: dict[str, Any], *, relation: bool = True,
                 raise PlanFormatError(f"{path}: noise {key} must be a finite positive number")
     try:
         domain = Domain(dom["attributes"], dom["sizes"], _domain_schema(dom))
-        rel = Neighbouring.parse(m.get("neighbouring")) if relation else None
+        rel = Neighbouring.parse(m["neighbouring"]) if relation else None
         guarantee = guarantee_from_dict(require_dict(m, "guarantee"))
         if noise:
             known = NoiseSpec.__dataclass_fields__

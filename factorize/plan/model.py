@@ -226,9 +226,13 @@ def search_text(record: dict[str, Any]) -> str:
 
 def guarantee_text(g: Guarantee) -> str:
     """A guarantee in short form: ``(ε=1, δ=1e-06)-DP``, ``ρ=0.5-zCDP``, ``ε=1 pure DP``."""
-    return {"approx_dp": lambda: f"(ε={g.epsilon:g}, δ={g.delta:g})-DP",
-            "zcdp": lambda: f"ρ={g.rho:g}-zCDP",
-            "pure_dp": lambda: f"ε={g.epsilon:g} pure DP"}[g.kind]()
+    from factorize.privacy import ZCDP, ApproxDP
+
+    if isinstance(g, ApproxDP):
+        return f"(ε={g.epsilon:g}, δ={g.delta:g})-DP"
+    if isinstance(g, ZCDP):
+        return f"ρ={g.rho:g}-zCDP"
+    return f"ε={g.epsilon:g} pure DP"
 
 
 def domain_manifest(domain: Domain) -> dict[str, Any]:

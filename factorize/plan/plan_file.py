@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays, expected_array_names
-from factorize.numerics import is_int
 
 from .files import (  # noqa: F401 (API)
     COMPATIBILITY,
@@ -49,6 +48,8 @@ from .files import (  # noqa: F401 (API)
     PlanBytes,
     PlanFormatError,
     file_sha256,
+    json_int,
+    optional_dict,
     plan_format,
     save_with_embedded,
     typed_values,
@@ -88,10 +89,10 @@ def _load(path: Path) -> Plan:
     weights = {k: v for k, v in arrays.items() if k.startswith(N_WEIGHTS + ".")}
     arrays = {k: v for k, v in arrays.items() if k not in weights}
     fz = _dict(m, "factorization")
-    norm, d = fz.get("norm"), fz.get("kron_factors")
+    norm, d = fz.get("norm"), json_int(fz.get("kron_factors"))
     if norm not in ("gamma_f", "gamma_2", "approx_gamma_2"):
         raise PlanFormatError(f"{path}: unknown norm {norm!r}")
-    if not is_int(d) or not 1 <= d <= 64:
+    if d is None or not 1 <= d <= 64:
         raise PlanFormatError(f"{path}: kron_factors must be an integer in 1..64")
     if set(arrays) != expected_array_names(norm, d):
         raise PlanFormatError(f"{path}: the arrays do not match a {norm} certificate with {d} factor(s)")
@@ -123,7 +124,7 @@ def _load(path: Path) -> Plan:
     return Plan(workload=wl, domain=values.domain, relation=values.relation,
                 guarantee=values.guarantee, certificate=cert, bounds=_dict(m, "certificate"),
                 noise=values.noise, postprocess=post, expected_error=_dict(m, "expected_error"),
-                provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+                provenance=optional_dict(m, "provenance"),
                 bias=bias, n_weights=tuple(weights[f"{N_WEIGHTS}.{i}"] for i in range(nw)),
                 embedded=embedded, schema_version=int(m["schema_version"]),
                 sensitivity_exact=exact if isinstance(exact, bool) else None)
@@ -165,13 +166,13 @@ def _load_projection(path: Path) -> Any:
         raise PlanFormatError(f"{path}: T must have k={shape[0]} columns")
     if m.get("neighbouring") != "replace":
         raise PlanFormatError(f"{path}: projection plans need replace-one neighbours (public n)")
-    n = m.get("n")
-    if not (is_int(n) and n >= 1):
+    n = json_int(m.get("n"))
+    if n is None or n < 1:
         raise PlanFormatError(f"{path}: the public dataset size n must be a positive integer")
     values = typed_values(path, m)
     return ProjectionPlan(kind=kind, workload=wl, domain=values.domain, relation=values.relation,
                           guarantee=values.guarantee, n=n, noise=values.noise,
                           decoder=_dict(m, "decoder"), bounds=_dict(m, "bounds"),
                           expected_error=_dict(m, "expected_error"), arrays=arrays,
-                          provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+                          provenance=optional_dict(m, "provenance"),
                           embedded=embedded, schema_version=int(m["schema_version"]))

@@ -261,6 +261,8 @@ def projection_claims(kind: str, W: Any, g: Any, n: int, noise: Any,
     if kind == "jl":
         from factorize.geometry.jl import jl_error_bound, workload_diameter
 
+        if ell is None:
+            raise PlanError("a jl plan's claims need its projection dimension ℓ (the rows of T)")
         Wd = W.dense()
         norms = np.linalg.norm(Wd, axis=0)
         diam = workload_diameter(Wd)

@@ -31,13 +31,17 @@ no solver.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from factorize.numerics import is_number
 
 from .check_record import PlanCheck, guard, same_number
 from .checks import check_guarantee_policy, check_sensitivity_exact, rebuild_workload, rederive_noise
+from .files import json_number
 from .structured_plan import StructuredPlan, achieved_norm, expected_error
+
+if TYPE_CHECKING:
+    from factorize.structured.workload_blocks import WorkloadBlock
 
 
 def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
@@ -80,7 +84,7 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
     return out.finish(t0, raise_on_failure)
 
 
-def _structure(out: PlanCheck, plan: StructuredPlan, W: Any) -> list:
+def _structure(out: PlanCheck, plan: StructuredPlan, W: Any) -> list[WorkloadBlock] | None:
     """Steps 3–4: the workload's blocks against the plan's output blocks and family rules."""
     from factorize.structured.workload_blocks import workload_blocks
 
@@ -101,7 +105,7 @@ def _structure(out: PlanCheck, plan: StructuredPlan, W: Any) -> list:
     return wblocks if not problems else None
 
 
-def _residual_rules(plan: StructuredPlan, wblocks: list) -> list[str]:
+def _residual_rules(plan: StructuredPlan, wblocks: list[WorkloadBlock]) -> list[str]:
     from itertools import combinations
 
     from factorize.structured.residual import unpad_subsets
@@ -110,18 +114,19 @@ def _residual_rules(plan: StructuredPlan, wblocks: list) -> list[str]:
     problems = []
     out_support = unpad_subsets(plan.encoding["recon.support"], d, "recon.support")
     weights = plan.encoding["recon.weight"].reshape(-1)
+    supports: list[tuple[int, ...]] = []
     for o, wb in enumerate(wblocks):
         S = wb.marginal_support
         if S is None:
             return [f"workload block {o} is not a marginal"]
+        supports.append(S)
         if out_support[o] != S:
             problems.append(f"output block {o} reconstructs {out_support[o]}, the workload's "
                             f"block is {S}")
         if float(weights[o]) != float(wb.weight):
             problems.append(f"output block {o} has weight {float(weights[o])!r}, the workload's "
                             f"{float(wb.weight)!r}")
-    closure = {T for wb in wblocks for r in range(len(wb.marginal_support) + 1)
-               for T in combinations(wb.marginal_support, r)}
+    closure = {T for S in supports for r in range(len(S) + 1) for T in combinations(S, r)}
     have = [b.support for b in plan.strategy.blocks]
     extra = [T for T in have if T not in closure]
     missing = sorted(closure - set(have), key=lambda T: (len(T), T))
@@ -236,7 +241,8 @@ def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
             problems.append(f"strategy_choice.gaussian_rmse_per_sigma {stated!r} ≠ {mine:.10g}")
     for r in choice.get("runners_up") or []:
         v = r.get(key) if isinstance(r, dict) else "?"
-        if v is not None and not (is_number(v) and v >= mine * (1.0 - 1e-9)):
+        stated_v = json_number(v)
+        if v is not None and (stated_v is None or stated_v < mine * (1.0 - 1e-9)):
             problems.append(f"a runner-up is stated better ({v!r}) than the chosen {mine:.6g}")
     return problems
 

@@ -282,6 +282,7 @@ def _load(path: Path) -> StructuredPlan:
         PlanFormatError,
         check_finite,
         embedded_from,
+        optional_dict,
         read_plan_container,
         require_dict,
         typed_values,
@@ -331,6 +332,6 @@ def _load(path: Path) -> StructuredPlan:
         structure=st, encoding=encoding, noise=noise, certificate=cert,
         certificate_arrays=cert_arrays, expected_error=require_dict(m, "expected_error"),
         bias=require_dict(m, "bias"), n_weights=n_weights,
-        provenance=m.get("provenance") if isinstance(m.get("provenance"), dict) else {},
+        provenance=optional_dict(m, "provenance"),
         embedded=embedded, schema_version=int(m["schema_version"]))
 

@@ -487,10 +487,12 @@ def baselines(W: Workload | str | np.ndarray, guarantee: Any,
     W = as_workload(W)
     g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
     rel = Neighbouring.parse(relation)
-    kw = {"exact": exact, "noise_family": noise_family, "max_entries": max_entries}
-    out = [direct_baseline(W, g, rel, **kw), identity_baseline(W, g, rel, **kw),
-           tree_baseline(W, g, rel, branching=branching, **kw)]
-    out.extend(marginal_baselines(W, g, rel, **kw))
+    out = [direct_baseline(W, g, rel, exact=exact, noise_family=noise_family, max_entries=max_entries),
+           identity_baseline(W, g, rel, exact=exact, noise_family=noise_family, max_entries=max_entries),
+           tree_baseline(W, g, rel, branching=branching, exact=exact, noise_family=noise_family,
+                         max_entries=max_entries)]
+    out.extend(marginal_baselines(W, g, rel, exact=exact, noise_family=noise_family,
+                                  max_entries=max_entries))
     return out
 
 

@@ -169,8 +169,10 @@ def _search_section(record: Any) -> Section | None:
                      (f"failed: {str(r.get('failed'))[:120]}" if s is None else "")])
     for r in record.get("not_applicable") or []:
         rows.append([str(r.get("family")), "—", "—", f"did not apply: {str(r.get('why'))[:160]}"])
+    objective = record.get("objective")
     what = {"rmse": "RMSE over all queries", "per_query_std_max":
-            "largest per-query standard deviation"}.get(record.get("objective"), "error")
+            "largest per-query standard deviation"}.get(objective, "error") \
+        if isinstance(objective, str) else "error"
     return Section("Strategy search", [
         f"The planner tried every strategy family that applies to this workload and kept "
         f"{record.get('chosen')}, the least {what} under this plan's own noise (seed "

@@ -38,7 +38,7 @@ import io
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -53,6 +53,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.typing import RcKeyType
 
 __all__ = ["DPI", "FIGSIZE", "MAX_GENERIC_POINTS", "comparison_plot", "error_vs_n_plot",
            "per_query_std_plot", "png_data_uri", "results_plot", "interval_width_plot"]
@@ -106,11 +111,15 @@ def _pt(points: float) -> float:
     return points / 72.0
 
 
-def _rc_points(key: str) -> float:
+def _rc_points(key: RcKeyType) -> float:
     """A font size setting in points (``"medium"`` etc. resolved against ``font.size``)."""
     from matplotlib.font_manager import FontProperties
 
     return float(FontProperties(size=matplotlib.rcParams[key]).get_size_in_points())
+
+
+#: The rc setting of the tick label size of an x or y axis (by ``Axis.axis_name``).
+_TICK_LABEL_SIZE: dict[str, RcKeyType] = {"x": "xtick.labelsize", "y": "ytick.labelsize"}
 
 
 def _tick_label_width(axis: Any) -> float:
@@ -119,7 +128,7 @@ def _tick_label_width(axis: Any) -> float:
     characters × ``_CHAR_EM`` ems, mathtext markup (``$\\mathdefault{10^{4}}$``) not
     counted."""
     lo, hi = sorted(axis.get_view_interval())
-    size = _rc_points(f"{axis.axis_name}tick.labelsize")
+    size = _rc_points(_TICK_LABEL_SIZE[axis.axis_name])
     chars = 0
     for locs, fmt in ((axis.get_majorticklocs(), axis.get_major_formatter()),
                       (axis.get_minorticklocs(), axis.get_minor_formatter())):
@@ -412,7 +421,8 @@ def error_vs_n_plot(ns: Any, series: Mapping[str, Any], *, title: str, relative:
     def draw() -> Figure:
         fig, axes = _new_figure((11.0, 4.0) if relative else FIGSIZE, ncols=2 if relative else 1,
                                 constrained=False)
-        panels = [(axes[0], 1.0, "RMSE per query (counts)", "absolute error")]
+        panels: list[tuple[Axes, float | None, str, str]] = [
+            (axes[0], 1.0, "RMSE per query (counts)", "absolute error")]
         if relative:
             panels.append((axes[1], None, "RMSE / n (fraction of the records)", "relative to n"))
         for ax, _, ylabel, sub in panels:
@@ -512,7 +522,7 @@ def comparison_plot(names: Sequence[str], rmse: Any, max_std: Any, *, highlight:
             ax.set_xlim(0, hi * 1.45 if hi > 0 else 1.0)
         ax.set_xlabel(f"error per query ({unit})" + (", log scale" if log else ""))
         ax.grid(True, axis="x", which="both", alpha=0.3, zorder=0)
-        handles = []
+        handles: list[Artist] = []
         if highlight is not None:
             handles.append(Patch(color=_HIGHLIGHT, label=f"RMSE: {labels[highlight]}"))
             if m > 1:
@@ -620,7 +630,7 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
                 gid = np.zeros(k, dtype=np.int64) - 1
                 for j, (_, s, t) in enumerate(grp):
                     gid[s:t] = j
-                colours = [f"C{gid[i] % 10}" if gid[i] >= 0 else "0.6" for i in idx]
+                colours: list[str] | str = [f"C{gid[i] % 10}" if gid[i] >= 0 else "0.6" for i in idx]
             else:
                 colours = "C0"
             if idx.size <= 300:

@@ -49,10 +49,12 @@ def results_report(path: str | Path) -> Report:
                         "and are NOT PRIVATE.")
     title = f"Released answers: {spec}"
     g = meta.get("guarantee")
-    try:
-        gtxt = guarantee_text(guarantee_from_dict(g))
-    except (KeyError, TypeError, ValueError):
-        gtxt = json.dumps(g, ensure_ascii=False)
+    gtxt = json.dumps(g, ensure_ascii=False)  # as stated, when it is not a guarantee we read
+    if isinstance(g, dict):
+        try:
+            gtxt = guarantee_text(guarantee_from_dict(g))
+        except (KeyError, TypeError, ValueError):
+            pass
     subtitle = (f"{est.size} answers · {gtxt} · "
                 f"{meta.get('neighbouring', '?')} neighbours · plan sha256 "
                 f"{str(meta.get('plan_sha256', '?'))[:16]}…")
@@ -170,7 +172,7 @@ def _cdf_series(W: Any, attributes: list[str], sizes: Any) -> list[tuple[str, np
     out: list[tuple[str, np.ndarray]] = [(f"axis:{names[p]}", np.zeros(0, dtype=np.int64))]
     others = [j for j in range(len(factors)) if j != p]
     for combo in np.ndindex(*[shape[j] for j in others]):
-        sl = [0] * len(factors)
+        sl: list[int | slice] = [0] * len(factors)
         for j, c in zip(others, combo):
             sl[j] = c
         sl[p] = slice(None)

@@ -6,7 +6,7 @@ Writes reports/bench_executor.md (+ .json).
 1. plan load + verify (privacy checks, W = RA by probes) for k = N = 4096: prefix:4096 with
    its square-root factorization L = M·M (M Toeplitz, c_j = binom(2j, j)/4^j, docs/math.md §5.5)
    and a uniform γ_F witness (any non-negative witness is a valid lower bound);
-2. exact-noise throughput through the executor path (``release_answers`` on an identity
+2. exact-noise throughput through the executor path (``release_dense`` on an identity
    plan kron(identity:1000, identity:1000), m = 10⁶ coordinates, SecureRandom);
 3. the whole ``factorize run`` (a fresh process: imports, load, verify, DuckDB histogram of
    the Adult CSV, noise, answers, atomic write) for the 78-query 2-way-marginal plan and a
@@ -93,7 +93,7 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
     """Rows 1–3: the report's table, and the same rows with their timings for the JSON."""
     import numpy as np
 
-    from factorize.executor import release_answers
+    from factorize.executor.release import release_dense
     from factorize.plan.checks import verify_plan
     from factorize.plan.plan_file import load_plan, save_plan
     from factorize.privacy import SecureRandom
@@ -148,7 +148,7 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
         p2 = explicit_plan("kron(identity:1000,identity:1000)", [(eye, eye), (eye, eye)], "epsilon=1,delta=1e-6")
         h = np.ones(10**6, dtype=np.int64) * 3
         check2 = verify_plan(p2, raise_on_failure=True)
-        rel = harness.measure(lambda: release_answers(p2, h, SecureRandom(), check=check2), 3)
+        rel = harness.measure(lambda: release_dense(p2, h, SecureRandom(), check=check2), 3)
         row("exact discrete-Gaussian release (exact Ã h, noise, R ỹ, se, CI with the n bound), SecureRandom",
             "m = 10^6 coordinates", f"{1e6 / rel.best:,.0f} coordinates/s", timing=rel)
 

@@ -7,7 +7,7 @@ JL mechanism on 10⁴ queries.
 
 writes ``reports/geometric.md``, ``reports/geometric.json`` and ``geometric_*.png`` next to
 them (the report keeps its name: the plan code and README cite ``reports/geometric.md``).
-Releases use the executor's own functions (``release_answers`` / ``release_projection``) with
+Releases use the executor's own functions (``release_dense`` / ``release_projection``) with
 test-mode noise (``TestRandom``): reproducible, NOT private — an evaluation, not a release.
 The same noise seed is used for every mechanism at a given (n, repetition).
 """
@@ -99,7 +99,7 @@ def experiment_marginals(reps: int, ns: list[int]) -> dict:
     """All 2-way marginals over 8 binary attributes, (ε=1, δ=1e-6), add/remove neighbours."""
     import numpy as np
 
-    from factorize.executor.release import release_answers
+    from factorize.executor.release import release_dense
     from factorize.plan.build import build_plan
     from factorize.privacy import TestRandom
     from workloads import parse_workload
@@ -121,7 +121,7 @@ def experiment_marginals(reps: int, ns: list[int]) -> dict:
                 h = np.bincount(cells_of(subsample(pool, n, rng)), minlength=256).astype(float)
                 y = Wd @ h
                 for m, plan in plans.items():
-                    rel = release_answers(plan, h, TestRandom(1000 * n + rep), workload=W)
+                    rel = release_dense(plan, h, TestRandom(1000 * n + rep), workload=W)
                     est = rel.postprocessed if m == "least-squares" else rel.estimate
                     se[m].append(float(np.mean((est - y) ** 2)))
                     if m == "least-squares":
@@ -141,7 +141,7 @@ def experiment_jl(reps: int, ns: list[int]) -> dict:
     import numpy as np
 
     from factorize.executor.projection import release_projection
-    from factorize.executor.release import release_answers
+    from factorize.executor.release import release_dense
     from factorize.plan.build import build_plan
     from factorize.plan.build_projection import build_projection_plan
     from factorize.privacy import TestRandom
@@ -163,7 +163,7 @@ def experiment_jl(reps: int, ns: list[int]) -> dict:
             for rep in range(reps):
                 h = np.bincount(subsample(pool, n, rng), minlength=40).astype(float)
                 y = Wd @ h
-                rf = release_answers(fact, h, TestRandom(2000 * n + rep), workload=W)
+                rf = release_dense(fact, h, TestRandom(2000 * n + rep), workload=W)
                 sf.append(float(np.mean((rf.estimate - y) ** 2)))
                 plan = jl_plans[n]
                 rj = release_projection(plan, plan.arrays["T"] @ y, n, TestRandom(2000 * n + rep),
@@ -184,7 +184,7 @@ def experiment_moments(reps: int, ns: list[int], d: int = 10) -> dict:
     import numpy as np
 
     from factorize.executor.projection import release_projection
-    from factorize.executor.release import release_answers
+    from factorize.executor.release import release_dense
     from factorize.plan.build import build_plan
     from factorize.plan.build_projection import build_projection_plan
     from factorize.privacy import TestRandom
@@ -210,7 +210,7 @@ def experiment_moments(reps: int, ns: list[int], d: int = 10) -> dict:
                 S = 1 - 2 * X
                 v = (S.T @ S)[iu].astype(float)
                 h = np.bincount(cells_of(X), minlength=2 ** d).astype(float)
-                rf = release_answers(fact, h, TestRandom(3000 * n + rep), workload=W)
+                rf = release_dense(fact, h, TestRandom(3000 * n + rep), workload=W)
                 se["factorization"].append(float(np.mean((rf.estimate - v) ** 2)))
                 for m, plan in plans.items():
                     rel = release_projection(plan, v, n, TestRandom(3000 * n + rep), workload=W)
@@ -228,7 +228,7 @@ def experiment_marginals_replace(reps: int, ns: list[int]) -> dict:
     import numpy as np
 
     from factorize.executor.projection import release_projection
-    from factorize.executor.release import release_answers
+    from factorize.executor.release import release_dense
     from factorize.plan.build import build_plan
     from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.projection_plan import moment_layout
@@ -258,8 +258,8 @@ def experiment_marginals_replace(reps: int, ns: list[int]) -> dict:
                 codes, counts = np.unique(X, axis=0, return_counts=True)
                 v = lay.moments(codes, counts)
                 seed = 4000 * n + rep
-                se["factorization"].append(float(np.mean((release_answers(fact, h, TestRandom(seed), workload=W).estimate - y) ** 2)))
-                rl = release_answers(ls, h, TestRandom(seed), workload=W)
+                se["factorization"].append(float(np.mean((release_dense(fact, h, TestRandom(seed), workload=W).estimate - y) ** 2)))
+                rl = release_dense(ls, h, TestRandom(seed), workload=W)
                 se["least-squares"].append(float(np.mean((rl.postprocessed - y) ** 2)))
                 bnd["least-squares"].append(rl.metadata["postprocess"]["rmse_bound"])
                 for m, plan in mom.items():
