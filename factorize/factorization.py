@@ -29,7 +29,7 @@ class Factorization:
     def __post_init__(self) -> None:
         if len(self.R_factors) == 0 or len(self.R_factors) != len(self.A_factors):
             raise ValueError("a factorization needs as many R factors as A factors, at least one")
-        for i, (R, A) in enumerate(zip(self.R_factors, self.A_factors)):
+        for i, (R, A) in enumerate(zip(self.R_factors, self.A_factors, strict=True)):
             if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0]:
                 raise ValueError(
                     f"factor {i}: R {R.shape} and A {A.shape} cannot be multiplied")
@@ -37,7 +37,7 @@ class Factorization:
                 raise ValueError(f"factor {i}: R or A has a non-finite entry")
 
     @classmethod
-    def dense(cls, R: np.ndarray, A: np.ndarray) -> "Factorization":
+    def dense(cls, R: np.ndarray, A: np.ndarray) -> Factorization:
         """One factor pair, stored C-contiguous: norms summed over another memory layout
         can differ in the last bit from those of the same matrix read back from a file."""
         return cls((np.ascontiguousarray(R, dtype=np.float64),),
@@ -117,10 +117,10 @@ class Factorization:
     def A_dense(self) -> np.ndarray:
         return _kron_all(self.A_factors)
 
-    def normalized(self) -> "Factorization":
+    def normalized(self) -> Factorization:
         """Rescale every pair so that each ``||A_i||_{1→2} = 1`` (values are invariant)."""
         Rs, As = [], []
-        for R, A in zip(self.R_factors, self.A_factors):
+        for R, A in zip(self.R_factors, self.A_factors, strict=True):
             c = norms.col_norm_max(A)
             if c == 0.0:
                 raise ValueError("strategy factor with all-zero columns")
@@ -153,9 +153,9 @@ def kron_residual_max(W_factors: list[np.ndarray], fact: Factorization) -> float
     ``||X ⊗ Y||_max = ||X||_max ||Y||_max`` give
     ``Σ_j Π_{i<j} ||W̃_i||_max · ||W_j − W̃_j||_max · Π_{i>j} ||W_i||_max``.
     """
-    approx = [R @ A for R, A in zip(fact.R_factors, fact.A_factors)]
+    approx = [R @ A for R, A in zip(fact.R_factors, fact.A_factors, strict=True)]
     total = 0.0
-    for j, (Wj, Aj) in enumerate(zip(W_factors, approx)):
+    for j, (Wj, Aj) in enumerate(zip(W_factors, approx, strict=True)):
         term = float(np.max(np.abs(Wj - Aj)))
         for i in range(j):
             term *= float(np.max(np.abs(approx[i])))

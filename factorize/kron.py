@@ -3,7 +3,7 @@ planner, the verifier and the executor)."""
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -44,8 +44,9 @@ import contextlib
 import math
 import os
 import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from factorize.errors import InputError
 

@@ -41,7 +41,7 @@ class Anderson:
             self._g.pop(0)
         if len(self._x) < 2:
             return g
-        F = np.array([gi - xi for gi, xi in zip(self._g, self._x)])  # (m+1, n)
+        F = np.array([gi - xi for gi, xi in zip(self._g, self._x, strict=True)])  # (m+1, n)
         dF = np.diff(F, axis=0)
         dG = np.diff(np.array(self._g), axis=0)
         # Tikhonov-regularised normal equations: the differences can be nearly dependent.

@@ -310,7 +310,7 @@ class _Problem:
     abs_sum: float  # Σ|c_ij| (for the rounding allowance of the lower bound)
 
 
-def _solve(p: _Problem, *, rank, V0, gap_tol, abs_tol, max_iters, time_limit, rng,
+def _solve(p: _Problem, *, rank, V0, gap_tol, abs_tol, max_iters, time_limit, rng,  # noqa: C901 (counted allow-list)
            require_gap) -> GrothendieckResult:
     start = time.perf_counter()
     if not (gap_tol >= 0 and abs_tol >= 0) or (gap_tol == 0 and abs_tol == 0):
@@ -461,7 +461,7 @@ def _lbfgs_direction(Rg, mem_s, mem_y, G):
     flat_s = [s_vec.ravel() for s_vec in mem_s]
     flat_y = [y_vec.ravel() for y_vec in mem_y]
     alphas = []
-    for s_vec, y_vec in zip(reversed(flat_s), reversed(flat_y)):
+    for s_vec, y_vec in zip(reversed(flat_s), reversed(flat_y), strict=True):
         rho = 1.0 / float(np.dot(y_vec, s_vec))
         a = rho * float(np.dot(s_vec, q))
         alphas.append((a, rho))
@@ -470,7 +470,7 @@ def _lbfgs_direction(Rg, mem_s, mem_y, G):
         q *= float(np.dot(flat_s[-1], flat_y[-1])) / float(np.dot(flat_y[-1], flat_y[-1]))
     else:
         q /= max(float(np.max(np.sqrt(np.einsum("ij,ij->j", G, G)))), 1e-300)
-    for (s_vec, y_vec), (a, rho) in zip(zip(flat_s, flat_y), reversed(alphas)):
+    for (s_vec, y_vec), (a, rho) in zip(zip(flat_s, flat_y, strict=True), reversed(alphas), strict=True):
         b = rho * float(np.dot(y_vec, q))
         q += (a - b) * s_vec
     return q.reshape(shape)
@@ -575,7 +575,7 @@ def _initial_point(n: int, rank, V0, rng) -> np.ndarray:
             V[:, norms == 0] = _rng(rng).standard_normal((V.shape[0], int(np.sum(norms == 0))))
         return _normalize(V)
     r = default_rank(n) if rank is None else int(rank)
-    if not 1 <= r:
+    if not r >= 1:
         raise ValueError(f"rank must be ≥ 1, got {rank}")
     return _normalize(_rng(rng).standard_normal((r, n)))
 

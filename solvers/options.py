@@ -57,7 +57,7 @@ class SolverOptions:
     def iteration_cap(self) -> int:
         return self.max_iters if self.max_iters is not None else DEFAULT_MAX_ITERS[self.backend]
 
-    def remaining(self, elapsed: float) -> "SolverOptions":
+    def remaining(self, elapsed: float) -> SolverOptions:
         """The same options with the time limit reduced by ``elapsed`` seconds."""
         if self.time_limit is None:
             return self

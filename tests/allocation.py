@@ -6,7 +6,8 @@ machine load, where a wall-clock limit fails on a busy machine (issue 28, item 7
 from __future__ import annotations
 
 import tracemalloc
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: A refusal "before reading the data" allocates less than this.
 SMALL = 64 << 20

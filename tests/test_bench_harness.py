@@ -39,7 +39,7 @@ def test_every_registered_suite_has_the_interface(name):
     mod = load_suite(name)
     for attr in INTERFACE:
         assert hasattr(mod, attr), f"{name} lacks {attr}"
-    assert mod.NAME == name
+    assert name == mod.NAME
     assert isinstance(mod.SUMMARY, str) and mod.SUMMARY.strip() and "\n" not in mod.SUMMARY
     assert callable(mod.add_arguments) and callable(mod.run)
     parser = suite_parser(name)

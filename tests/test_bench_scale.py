@@ -38,7 +38,7 @@ def test_fit_recovers_a_known_exponent():
     assert fit["exponent"] == pytest.approx(2.8, abs=1e-12)
     assert math.exp(fit["log_intercept"]) == pytest.approx(3e-9, rel=1e-9)
     assert fit["rms_log_residual"] < 1e-12
-    wiggle = [(n, s * f) for (n, s), f in zip(pts, (1.05, 0.95, 1.04, 0.97))]
+    wiggle = [(n, s * f) for (n, s), f in zip(pts, (1.05, 0.95, 1.04, 0.97), strict=True)]
     assert bs.fit_exponent(wiggle)["exponent"] == pytest.approx(2.8, abs=0.05)
 
 
@@ -149,7 +149,7 @@ def test_plan_runs_quick_suite():
 
 
 def test_marginal_specs(tmp_path):
-    assert bs.MARGINALS_20 == "marginals:" + "x".join(["2"] * 20) + ":2"
+    assert "marginals:" + "x".join(["2"] * 20) + ":2" == bs.MARGINALS_20
     dom = tmp_path / "d.json"
     dom.write_text(json.dumps({"z": 85, "a": 9, "m": 2}))
     assert bs.adult_marginals_spec(dom) == "marginals:85x9x2:2"  # the JSON's key order

@@ -48,7 +48,7 @@ def _matrices(rng: np.random.Generator):
 def _exact_max_l1(S_: np.ndarray) -> Fraction:
     """``max_{x≠y} Σ|s_x − s_y|`` in exact rational arithmetic."""
     cols = [[Fraction(float(v)) for v in S_[:, j]] for j in range(S_.shape[1])]
-    return max(sum((abs(a - b) for a, b in zip(cols[x], cols[y])), Fraction(0))
+    return max(sum((abs(a - b) for a, b in zip(cols[x], cols[y], strict=True)), Fraction(0))
                for x in range(len(cols)) for y in range(x + 1, len(cols)))
 
 

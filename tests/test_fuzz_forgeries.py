@@ -230,7 +230,7 @@ def _oracle_structured_scale(plan: Any) -> float:
     s = plan.strategy.measured()
     A = []
     for blk in s.blocks:
-        names = dict(zip(blk.support, blk.names))
+        names = dict(zip(blk.support, blk.names, strict=True))
         rows = [[Fraction(blk.scale)]]
         for j, n in enumerate(s.sizes):
             F = s.arrays[names[j]] if j in names else np.ones((1, n))
@@ -243,14 +243,14 @@ def _oracle_structured_scale(plan: Any) -> float:
 
 
 def _calibrated(A, l1, relation, g, grid, m, family, calibrate) -> float:
-    cols = list(zip(*A))
+    cols = list(zip(*A, strict=True))
 
     def size(vec: Any) -> Fraction:
         return sum((abs(c) if l1 else c * c for c in vec), Fraction(0))
     if relation == "add_remove":
         exact = max(size(c) for c in cols)
     else:
-        exact = max((size([u - v for u, v in zip(cols[x], cols[y])]) for x in range(len(cols))
+        exact = max((size([u - v for u, v in zip(cols[x], cols[y], strict=True)]) for x in range(len(cols))
                      for y in range(len(cols)) if x != y), default=Fraction(0))
     value = float(exact) if l1 else math.sqrt(float(exact))  # the smallest float ≥ the exact value
     while (Fraction(value) if l1 else Fraction(value) ** 2) < exact:
@@ -308,7 +308,7 @@ def _same_claims(base: dict, forged: dict, path: tuple = ()) -> list[str]:
             return []  # an empty listing dropped: the reader's default, the same plan
         if not isinstance(forged, list) or len(forged) != len(base):
             return [str(path)]
-        return [d for i, (a, b) in enumerate(zip(base, forged)) for d in _same_claims(a, b, path + (i,))]
+        return [d for i, (a, b) in enumerate(zip(base, forged, strict=True)) for d in _same_claims(a, b, path + (i,))]
     if isinstance(base, (int, float)) and not isinstance(base, bool):
         if not isinstance(forged, (int, float)) or isinstance(forged, bool):
             return [str(path)]

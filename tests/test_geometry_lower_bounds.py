@@ -221,7 +221,7 @@ def test_greedy_step_is_the_exact_argmax():
     W = np.random.default_rng(3).normal(size=(7, 12))
     prefixes = greedy_min_eig(W, 7)
     assert [p[0].size for p in prefixes] == list(range(1, 8))
-    for (S, lam, logdet), nxt in zip(prefixes, prefixes[1:] + [None]):
+    for (S, lam, logdet), nxt in zip(prefixes, prefixes[1:] + [None], strict=False):
         G = W[:, S].T @ W[:, S]
         assert lam == pytest.approx(np.linalg.eigvalsh(G)[0], rel=1e-10)
         assert logdet == pytest.approx(np.linalg.slogdet(G)[1], rel=1e-10)

@@ -164,7 +164,7 @@ def test_plain_frank_wolfe_gap_bounds_the_true_suboptimality(iters):
     assert res.iterations == iters
     f = _f(res.M, A, n)
     tol = 1e-7 * max(1.0, f_star)
-    assert 0.0 <= f - f_star + tol
+    assert f - f_star + tol >= 0.0
     assert f - f_star <= res.gap + tol
     assert res.gap > 1e-3  # a non-trivial certificate was tested
     assert res.clarkson_bound == pytest.approx(2 * elliptope_diameter_sq(m, n) / (iters + 2))

@@ -160,7 +160,7 @@ def _closure(edges: dict[str, set[str]], start: tuple[str, ...]) -> dict[str, st
 def test_no_import_circles():
     circles = set(_circles(_graph()[0]))
     assert circles <= ALLOWED_CIRCLES, sorted(sorted(c) for c in circles - ALLOWED_CIRCLES)
-    assert ALLOWED_CIRCLES <= circles, "an allowed circle is gone: remove it from ALLOWED_CIRCLES"
+    assert circles >= ALLOWED_CIRCLES, "an allowed circle is gone: remove it from ALLOWED_CIRCLES"
 
 
 def test_the_trusted_side_reaches_no_builder():

@@ -279,12 +279,12 @@ class Truth:
         return 0.5 * (self.lo + self.hi)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def dense_of(name: str) -> np.ndarray:
     return CASE_BY_NAME[name].workload().dense()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sandwich_of(name: str) -> Sandwich:
     return uniform_sandwich(dense_of(name))
 
@@ -450,7 +450,7 @@ def recheck_algebra(result: MarginalSolution, W: np.ndarray, norm: str) -> dict:
     out: dict = {}
     if N <= 4096:
         A = sum(math.sqrt(v) * projector(fam.sizes, tuple(T))
-                for T, v in zip(result.x.subsets, result.x.values))
+                for T, v in zip(result.x.subsets, result.x.values, strict=True))
         R = W @ np.linalg.pinv(A)
         out["residual"] = float(np.abs(W - R @ A).max())
         a = float(np.sqrt((A * A).sum(axis=0)).max())
@@ -461,10 +461,10 @@ def recheck_algebra(result: MarginalSolution, W: np.ndarray, norm: str) -> dict:
         out["lower"] = lss_lower(W, None, q)
     else:
         assert all(w == 1.0 for w in fam.weights), "the test families have unit weights"
-        omega = dict(zip((tuple(S) for S in result.weight_subsets), result.weights))
+        omega = dict(zip((tuple(S) for S in result.weight_subsets), result.weights, strict=True))
         copies = {S: sum(1 for T in fam.subsets if tuple(T) == S) for S in omega}
         p = np.concatenate([np.full(r, omega.get(tuple(S), 0.0) / (copies.get(tuple(S), 1) * r))
-                            for S, r in zip(fam.subsets, fam.rows)])
+                            for S, r in zip(fam.subsets, fam.rows, strict=True)])
         out["lower"] = lss_lower(W, p, q)
     return out
 

@@ -24,7 +24,7 @@ def test_objective_of_the_product_is_the_product_of_objectives(family, norm):
     from factorize.factorization import Factorization
 
     per = np.prod([per_factor_objective(Factorization((r,), (a,)), family, norm)
-                   for r, a in zip(fact.R_factors, fact.A_factors)])
+                   for r, a in zip(fact.R_factors, fact.A_factors, strict=True)])
     assert sens * err == pytest.approx(per, rel=1e-12)
 
 

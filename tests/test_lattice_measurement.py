@@ -43,7 +43,7 @@ def exact_image_factors(factors, h, grid):
         for c in nz:
             ci = np.unravel_index(c, cols)
             v = Fraction(1)
-            for q, a, b in zip(qs, ri, ci):
+            for q, a, b in zip(qs, ri, ci, strict=True):
                 v *= Fraction(float(q[a, b]))
             s += v * int(h[c])
         out.append(round(s / Fraction(grid)))
@@ -106,7 +106,7 @@ def test_huge_values_go_to_python_integers():
 def test_sparse_product_in_chunks_equals_the_dense_product(max_entries):
     rng = np.random.default_rng(7)
     cols = [5, 1, 7, 3]
-    factors = [rng.standard_normal((r, n)) for r, n in zip([2, 3, 4, 2], cols)]
+    factors = [rng.standard_normal((r, n)) for r, n in zip([2, 3, 4, 2], cols, strict=True)]
     h = np.zeros(math.prod(cols))
     nz = rng.choice(h.size, 40, replace=False)
     h[nz] = rng.integers(1, 50, 40)

@@ -185,8 +185,8 @@ def test_two_runs_racing_for_the_last_budget_exactly_one_succeeds(inputs, tmp_pa
     outs = [tmp_path / "a.csv", tmp_path / "b.csv"]
     markers = [tmp_path / "ma", tmp_path / "mb"]
     procs = [_start(inputs, o, L, pause="before_charge", marker=m, sleep=3.0)
-             for o, m in zip(outs, markers)]
-    for m, p in zip(markers, procs):
+             for o, m in zip(outs, markers, strict=True)]
+    for m, p in zip(markers, procs, strict=True):
         _wait_for(m, p)
     assert Ledger.open(L).history("adult") == []  # both past Ledger.open, neither charged yet
     results = [_finish(p) for p in procs]

@@ -206,7 +206,7 @@ def test_exact_density_ratio_bounded_and_tight(m, eps):
     np.testing.assert_allclose(D[0], 1.0, rtol=1e-14)
     # the module's density and ratio bound agree with the definition (p' differs by ~1e-16)
     r = L2Randomizer(eps, m)
-    for a, d in zip(ins, D):
+    for a, d in zip(ins, D, strict=True):
         np.testing.assert_allclose(r.output_density(z * r.scale, a), d, rtol=1e-12)
     assert math.exp(eps) * (1 - 1e-12) <= r.density_ratio_bound() <= math.exp(eps) + 1e-12
 

@@ -161,14 +161,14 @@ def test_strategy_matvec_matches_dense(sizes):
     subs = [subset_of(t) for t in _all_masks(d) if rng.random() < 0.7]
     vals = [float(rng.uniform(0.1, 4.0)) for _ in subs]
     x = AlgebraCoefficients(sizes=sizes, subsets=tuple(subs), values=tuple(vals))
-    A = _dense_algebra(sizes, {mask_of(T): math.sqrt(v) for T, v in zip(subs, vals)})
+    A = _dense_algebra(sizes, {mask_of(T): math.sqrt(v) for T, v in zip(subs, vals, strict=True)})
     N = math.prod(sizes)
     h = rng.normal(size=N)
     np.testing.assert_allclose(strategy_matvec(x, h), A @ h, atol=1e-12)
     H = rng.normal(size=(N, 3))
     np.testing.assert_allclose(strategy_matvec(x, H), A @ H, atol=1e-12)
     np.testing.assert_allclose(strategy_pinv_matvec(x, h), np.linalg.pinv(A) @ h, atol=1e-10)
-    np.testing.assert_allclose(A.T @ A, _dense_algebra(sizes, {mask_of(T): v for T, v in zip(subs, vals)}),
+    np.testing.assert_allclose(A.T @ A, _dense_algebra(sizes, {mask_of(T): v for T, v in zip(subs, vals, strict=True)}),
                                atol=1e-12)
     assert not np.any(apply_algebra(sizes, {}, h))
 
@@ -224,7 +224,7 @@ def _dense_plan_check(W, sol):
     SVD-based certificate formulas of factorize.planner.certificate reproduce the lower bound."""
     fam = sol.family
     Wd = W.dense()
-    xm = {mask_of(T): v for T, v in zip(sol.x.subsets, sol.x.values)}
+    xm = {mask_of(T): v for T, v in zip(sol.x.subsets, sol.x.values, strict=True)}
     A = _dense_algebra(fam.sizes, {t: math.sqrt(v) for t, v in xm.items()})
     R = Wd @ np.linalg.pinv(A)
     assert np.max(np.abs(R @ A - Wd)) < 1e-9
@@ -237,10 +237,10 @@ def _dense_plan_check(W, sol):
         lower = certificate.gamma_f_lower(Wd, q)
     else:
         value = np.sqrt(np.max(np.sum(R * R, axis=1))) * a12
-        wmap = {mask_of(S): w for S, w in zip(sol.weight_subsets, sol.weights)}
+        wmap = {mask_of(S): w for S, w in zip(sol.weight_subsets, sol.weights, strict=True)}
         mult = dict(fam.unique())
         p = np.concatenate([np.full(r, wmap[mask_of(S)] / (r * mult[mask_of(S)]))
-                            for S, r in zip(fam.subsets, fam.rows)])
+                            for S, r in zip(fam.subsets, fam.rows, strict=True)])
         lower = certificate.gamma_2_lower(Wd, p, q)
     assert value <= sol.upper * (1 + 1e-12)
     assert value == pytest.approx(sol.upper, rel=1e-10)

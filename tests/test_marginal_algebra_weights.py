@@ -38,7 +38,7 @@ def _block(sizes, S, w):
 
 
 def weighted_workload(sizes=SIZES, subsets=SUBSETS, weights=WEIGHTS):
-    return VStackWorkload([_block(sizes, S, w) for S, w in zip(subsets, weights)])
+    return VStackWorkload([_block(sizes, S, w) for S, w in zip(subsets, weights, strict=True)])
 
 
 class Described(VStackWorkload):
@@ -106,7 +106,7 @@ def test_structure_fast_path_does_not_walk_blocks(monkeypatch):
     sizes = (2, 1, 3)
     subsets = ((0, 1, 2), (1,), (0,), (0, 2))
     weights = (2.0, 0.5, 1.0, 3.0)
-    W = Described([_block(sizes, S, w) for S, w in zip(subsets, weights)], (sizes, subsets, weights))
+    W = Described([_block(sizes, S, w) for S, w in zip(subsets, weights, strict=True)], (sizes, subsets, weights))
 
     def refuse(_):
         raise AssertionError("walked the blocks")
@@ -120,13 +120,13 @@ def test_structure_fast_path_does_not_walk_blocks(monkeypatch):
 
 def test_structure_fast_path_agrees_with_the_walk():
     sizes, subsets, weights = SIZES, tuple(SUBSETS), tuple(WEIGHTS)
-    W = Described([_block(sizes, S, w) for S, w in zip(subsets, weights)], (sizes, subsets, weights))
+    W = Described([_block(sizes, S, w) for S, w in zip(subsets, weights, strict=True)], (sizes, subsets, weights))
     assert marginal_family(W) == marginal_family(weighted_workload())
     # a description that contradicts the shape is not trusted: the blocks are walked instead
-    lying = Described([_block(sizes, S, w) for S, w in zip(subsets, weights)],
+    lying = Described([_block(sizes, S, w) for S, w in zip(subsets, weights, strict=True)],
                       (sizes, subsets[:-1], weights[:-1]))
     assert marginal_family(lying) == marginal_family(weighted_workload())
-    broken = Described([_block(sizes, S, w) for S, w in zip(subsets, weights)], None)
+    broken = Described([_block(sizes, S, w) for S, w in zip(subsets, weights, strict=True)], None)
     assert marginal_family(broken) == marginal_family(weighted_workload())
 
 
@@ -163,7 +163,7 @@ def test_weighted_gram_trace_and_row_norms_match_dense(sizes, subsets, weights):
     assert set(lam) == set(closure(fam))
     np.testing.assert_allclose(_dense_algebra(fam.sizes, lam), G, atol=1e-10 * np.max(G))
     for t, v in lam.items():  # λ_T = Σ_{blocks S⊇T} w_S² N / rows_S
-        expect = sum(w * w * fam.N / r for S, r, w in zip(fam.subsets, fam.rows, fam.weights)
+        expect = sum(w * w * fam.N / r for S, r, w in zip(fam.subsets, fam.rows, fam.weights, strict=True)
                      if t & ~mask_of(S) & fam._nontrivial == 0)
         assert v == pytest.approx(expect, rel=1e-14)
     sv = np.linalg.svd(Wd, compute_uv=False)
@@ -176,7 +176,7 @@ def test_weighted_gram_trace_and_row_norms_match_dense(sizes, subsets, weights):
     norms2 = np.einsum("ij,ij->i", R, R)
     wmax = {b.mask: b.max_weight for b in fam.distinct_blocks()}
     offsets = np.cumsum((0,) + fam.rows)
-    for b, (S, w) in enumerate(zip(fam.subsets, fam.weights)):
+    for b, (S, w) in enumerate(zip(fam.subsets, fam.weights, strict=True)):
         smask = mask_of(S)
         heaviest = sum(cv / coeffs[t] for (s, t), cv in c.items() if s == smask)
         np.testing.assert_allclose(norms2[offsets[b]:offsets[b + 1]], heaviest * (w / wmax[smask]) ** 2,

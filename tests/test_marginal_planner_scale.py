@@ -69,7 +69,7 @@ def test_incidence_matches_python_enumeration(seed):
     masks, pairs = _python_incidence(fam)
     inc = fam.incidence
     assert list(inc.masks) == masks == closure(fam)
-    got = {(inc.blocks[s].mask, inc.masks[t]) for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist())}
+    got = {(inc.blocks[s].mask, inc.masks[t]) for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist(), strict=True)}
     assert got == pairs and inc.nnz == len(pairs)
     assert [mask_of(T) for T in inc.subsets] == masks
     dims = ma.attribute_product(np.array(sizes) - 1.0, inc.attrs)

@@ -34,7 +34,7 @@ def _workload(sizes, subsets, weights):
     return VStackWorkload([
         KronWorkload(([DenseWorkload([[w]])] if w != 1.0 else [])
                      + [identity(n) if j in S else total(n) for j, n in enumerate(sizes)])
-        for S, w in zip(subsets, weights)])
+        for S, w in zip(subsets, weights, strict=True)])
 
 
 def _family(sizes, subsets, weights=None):
@@ -46,20 +46,20 @@ def _family(sizes, subsets, weights=None):
 def _dense_plan(sol):
     fam = sol.family
     A = sum(math.sqrt(v) * projector_dense(fam.sizes, mask_of(T))
-            for T, v in zip(sol.x.subsets, sol.x.values))
+            for T, v in zip(sol.x.subsets, sol.x.values, strict=True))
     return A
 
 
 def _heaviest_p(fam, sol):
-    wmap = {mask_of(S): w for S, w in zip(sol.weight_subsets, sol.weights)}
+    wmap = {mask_of(S): w for S, w in zip(sol.weight_subsets, sol.weights, strict=True)}
     wmax = {b.mask: b.max_weight for b in fam.distinct_blocks()}
     copies = {}
-    for S, w in zip(fam.subsets, fam.weights):
+    for S, w in zip(fam.subsets, fam.weights, strict=True):
         if w == wmax[mask_of(S)]:
             copies[mask_of(S)] = copies.get(mask_of(S), 0) + 1
     return np.concatenate([
         np.full(r, wmap.get(mask_of(S), 0.0) / (r * copies[mask_of(S)]) if w == wmax[mask_of(S)] else 0.0)
-        for S, r, w in zip(fam.subsets, fam.rows, fam.weights)])
+        for S, r, w in zip(fam.subsets, fam.rows, fam.weights, strict=True)])
 
 
 @pytest.mark.parametrize("norm", ["gamma_f", "gamma_2"])
@@ -92,7 +92,7 @@ def test_weighted_plans_agree_with_the_dense_generic_planner(sizes, subsets, wei
     f = sol.block_variances()
     offsets = np.cumsum((0,) + sol.family.rows)
     rows2 = np.sum(R * R, axis=1)
-    for b, (S, w) in enumerate(zip(sol.family.subsets, sol.family.weights)):
+    for b, (S, w) in enumerate(zip(sol.family.subsets, sol.family.weights, strict=True)):
         np.testing.assert_allclose(rows2[offsets[b]:offsets[b + 1]], f[(S, w)], rtol=1e-10)
     assert sol.total_variance() == pytest.approx(float(np.sum(R * R)), rel=1e-10)
 
@@ -135,7 +135,7 @@ def test_block_variances_at_the_optimum(sizes, subsets, weights):
     assert math.fsum(y.values()) == pytest.approx(1.0, rel=1e-13)
     assert set(y) == set(g2.x.subsets) and all(v > 0 for v in y.values())
     f = g2.block_variances()
-    assert set(f) == set(zip(fam.subsets, fam.weights))
+    assert set(f) == set(zip(fam.subsets, fam.weights, strict=True))
     assert max(f.values()) == pytest.approx(g2.upper ** 2, rel=1e-9)
     assert max(f.values()) <= g2.upper ** 2
     gf = solve_marginals(fam, "gamma_f")

@@ -24,7 +24,7 @@ def test_round_trip_from_planner(tmp_path):
     back = load_plan(path)
     assert back.manifest() == plan.manifest()
     for a, b in zip(plan.factorization.R_factors + plan.factorization.A_factors,
-                    back.factorization.R_factors + back.factorization.A_factors):
+                    back.factorization.R_factors + back.factorization.A_factors, strict=True):
         np.testing.assert_array_equal(a, b)
     assert back.noise.sampler == "discrete_gaussian" and back.noise.grid > 0
     assert back.postprocess["method"] == "nonneg"

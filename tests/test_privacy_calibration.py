@@ -122,16 +122,16 @@ def test_analytic_monotone():
     delta_grid = [0.3, 1e-2, 1e-4, 1e-6, 1e-9, 1e-15, 1e-40]
     for delta in delta_grid:
         s = [analytic_gaussian_sigma(e, delta, 1.0) for e in eps_grid]
-        assert all(a > b for a, b in zip(s, s[1:]))
+        assert all(a > b for a, b in zip(s, s[1:], strict=False))
     for eps in eps_grid:
         s = [analytic_gaussian_sigma(eps, d, 1.0) for d in delta_grid]
-        assert all(a < b for a, b in zip(s, s[1:]))
+        assert all(a < b for a, b in zip(s, s[1:], strict=False))
 
 
 def test_gaussian_delta_decreasing_in_sigma():
     sig = np.geomspace(0.01, 100, 200)
     d = [gaussian_delta(1.0, s, 1.0) for s in sig]
-    assert all(a >= b for a, b in zip(d, d[1:]))
+    assert all(a >= b for a, b in zip(d, d[1:], strict=False))
     assert d[0] > 0.99
 
 

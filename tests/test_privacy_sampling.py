@@ -62,7 +62,7 @@ def chi2_pvalue(samples, support, probs):
     # merge adjacent bins until every expected count ≥ 20
     mo, me = [], []
     acc_o = acc_e = 0.0
-    for o, e in zip(obs, exp):
+    for o, e in zip(obs, exp, strict=True):
         acc_o += o
         acc_e += e
         if acc_e >= 20:

@@ -64,7 +64,7 @@ def test_marginal_weights_gradient_and_value(spec: str) -> None:
     fd = _fd_gradient(obj.value, theta)
     assert np.linalg.norm(g - fd) <= FD_RTOL * np.linalg.norm(fd)
     W = np.asarray(parse_workload(spec).dense(), dtype=np.float64)
-    A = marginal_strategy_dense(fam.sizes, list(zip(theta, obj.subsets)))
+    A = marginal_strategy_dense(fam.sizes, list(zip(theta, obj.subsets, strict=True)))
     assert f == pytest.approx(dense_laplace_objective(W, A), rel=1e-10)
 
 

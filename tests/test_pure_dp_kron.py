@@ -65,7 +65,7 @@ def test_union_of_kronecker_products_alternates_downhill_and_matches_dense() -> 
     P = product_structure(spec)
     ks = optimize_kron(P, one_d=FAST, sweeps=4)
     assert ks.sweeps >= 2
-    assert all(b <= a * (1 + 1e-12) for a, b in zip(ks.history, ks.history[1:]))
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(ks.history, ks.history[1:], strict=False))
     assert ks.history[-1] < ks.history[0]
     W = _dense(spec)
     assert ks.value < 0.95 * dense_laplace_objective(W, np.eye(96))  # the identity strategy
@@ -86,7 +86,7 @@ def test_weighted_union_of_kronecker_strategies() -> None:
     W_blocks = [_dense("kron(prefix:12,identity:4)"), _dense("kron(identity:12,prefix:4)")]
     delta = sum(a * np.abs(_kron(fs)).sum(axis=0).max() for a, fs in s.union)
     total = 0.0
-    for Wb, (a, fs) in zip(W_blocks, s.union):
+    for Wb, (a, fs) in zip(W_blocks, s.union, strict=True):
         Ab = a * _kron(fs)
         total += float(np.trace(Wb @ np.linalg.pinv(Ab.T @ Ab) @ Wb.T))
     assert s.rmse == pytest.approx(math.sqrt(2 * delta ** 2 * total / 96), rel=1e-9)

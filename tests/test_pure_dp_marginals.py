@@ -26,7 +26,7 @@ def test_algebra_error_matches_the_dense_strategy(spec: str) -> None:
     fam = marginal_structure_of(spec)
     rng = np.random.default_rng(1)
     subsets = [S for S in candidate_subsets(fam) if rng.random() < 0.6] + [(0, 1, 2)]
-    weighted = [(float(w), S) for w, S in zip(0.1 + rng.random(len(subsets)), subsets)]
+    weighted = [(float(w), S) for w, S in zip(0.1 + rng.random(len(subsets)), subsets, strict=True)]
     e = evaluate_marginal_weights(fam, weighted)
     A = marginal_strategy_dense(fam.sizes, weighted)
     d = evaluate_dense(_dense(spec), A)

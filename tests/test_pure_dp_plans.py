@@ -56,8 +56,8 @@ def test_plan_is_reproducible_from_its_recorded_seed(prefix_plan):
     seed = prefix_plan.provenance["strategy_choice"]["search_seed"]
     again = build_plan("prefix:64", "epsilon=1", search_seed=seed)
     a, b = prefix_plan.factorization, again.factorization
-    assert all(np.array_equal(x, y) for x, y in zip(a.A_factors, b.A_factors))
-    assert all(np.array_equal(x, y) for x, y in zip(a.R_factors, b.R_factors))
+    assert all(np.array_equal(x, y) for x, y in zip(a.A_factors, b.A_factors, strict=True))
+    assert all(np.array_equal(x, y) for x, y in zip(a.R_factors, b.R_factors, strict=True))
     other = build_plan("prefix:64", "epsilon=1", search_seed=seed + 100)
     rec = lambda p: p.provenance["strategy_choice"]["optimized"]  # noqa: E731
     name = lambda s: f"{OPTIMIZED_PREFIX}p-identity (seed {s})"  # noqa: E731

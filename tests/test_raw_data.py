@@ -64,7 +64,7 @@ def test_random_raw_records_csv_parquet_and_table_match_the_reference(tmp_path):
     cols = {"sex": sex, "age": [str(a) for a in age], "pay": pay_text}
     want = reference(DOM, cols, {"sex": "text", "age": "text", "pay": "text"})
     csv_path = write_csv(tmp_path / "raw.csv", ["age", "pay", "sex"],
-                         [[a, f'"{p}"', s] for a, p, s in zip(age, pay_text, sex)])
+                         [[a, f'"{p}"', s] for a, p, s in zip(age, pay_text, sex, strict=True)])
     np.testing.assert_array_equal(histogram_duckdb(csv_path, DOM), want)
     # typed Parquet: integer age, float pay (the same values), text sex
     pq.write_table(pa.table({"sex": sex, "age": pa.array(age, pa.int16()), "pay": pay}), tmp_path / "raw.parquet")
@@ -163,7 +163,7 @@ def test_integer_columns_are_grouped_by_raw_value_when_duckdb_keeps_its_perfect_
     np.testing.assert_array_equal(histogram_duckdb(tmp_path / "wide.parquet", DOM),
                                   reference(DOM, {"sex": sex, "age": wide, "pay": pay}, types))
     assert len(seen) == 1 and '"r1"' not in seen[0]
-    write_csv(tmp_path / "narrow.csv", ["sex", "age", "pay"], zip(sex, age, pay))
+    write_csv(tmp_path / "narrow.csv", ["sex", "age", "pay"], zip(sex, age, pay, strict=True))
     seen.clear()
     np.testing.assert_array_equal(histogram_duckdb(tmp_path / "narrow.csv", DOM), want)
     assert len(seen) == 1 and '"r1"' not in seen[0]

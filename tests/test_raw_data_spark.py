@@ -45,13 +45,13 @@ def test_spark_sql_equals_the_reference(spark, tmp_path):  # noqa: F811
             assert _type_class(df.schema[name].dataType) == tc
             exprs = prepare_sql(attr, f"`{name}`", tc, "spark")
             pnames = [f"p{j}_{k}" for k in range(len(exprs))]
-            preps += [F.expr(e).alias(p) for e, p in zip(exprs, pnames)]
+            preps += [F.expr(e).alias(p) for e, p in zip(exprs, pnames, strict=True)]
             codes.append(F.expr(code_sql(attr, [f"`{p}`" for p in pnames], tc, "spark")).alias(name))
         rows = df.select(*preps).select("i", *codes).orderBy("i").collect()
         for name in names:
             got = [r[name] for r in rows]
             want = python_codes(SCHEMA[name], columns[name], tc)
-            bad = [(v, g, w) for v, g, w in zip(columns[name].to_pylist(), got, want) if g != w]
+            bad = [(v, g, w) for v, g, w in zip(columns[name].to_pylist(), got, want, strict=True) if g != w]
             assert not bad, (name, tc, bad[:10])
 
 

@@ -242,7 +242,7 @@ def test_marginal_least_squares_against_the_algebra():
     # ||p_i||² = w_i (WᵀW)⁺ w_iᵀ = Σ_{T⊆S} c_{S,T}/λ_T for a row of table S
     expected = np.concatenate([
         np.full(rows, sum(c / lam[t] for (s, t), c in coef.items() if s == mask))
-        for mask, rows in zip(fam.masks, fam.rows)])
+        for mask, rows in zip(fam.masks, fam.rows, strict=True)])
     plain, ls = marginal_baselines(W, APPROX, exact=False)
     sigma = plain.noise_scale
     assert ls.noise_scale == sigma and ls.strategy_rows == plain.strategy_rows

@@ -28,7 +28,7 @@ def test_round_trip(tmp_path, spec, norm, eta):
     assert v.passed
     assert v.upper == r.upper and v.lower == r.lower
     assert loaded.manifest["workload"]["fingerprint"] == r.workload.fingerprint()
-    for a, b in zip(loaded.certificate.factorization.R_factors, r.factorization.R_factors):
+    for a, b in zip(loaded.certificate.factorization.R_factors, r.factorization.R_factors, strict=True):
         assert np.array_equal(a, b)
 
 

@@ -191,7 +191,7 @@ def test_duckdb_sql_row_by_row(tc):
     for attr in _attrs(tc):
         want = [attr.encode(v, tc) for v in values.to_pylist()]
         got = _duckdb_codes(attr, tc, values, lambda n, a=attr: code_sql(a, n, tc, "duckdb"))
-        bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), got, want) if g != w]
+        bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), got, want, strict=True) if g != w]
         assert not bad, (attr.name, tc, bad[:10])
         nulled = [w if w >= 0 else None for w in want]
         got = _duckdb_codes(attr, tc, values, lambda n, a=attr: code_sql(a, n, tc, "duckdb", refused_as_null=True))
@@ -201,7 +201,7 @@ def test_duckdb_sql_row_by_row(tc):
         assert quick == nulled, attr.name
         exact = _duckdb_codes(attr, tc, values,
                               lambda n, a=attr: quick_key_code(a, tc, quick_code_sql(a, n, tc, trim=False)))
-        bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), exact, nulled) if g is not None and g != w]
+        bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), exact, nulled, strict=True) if g is not None and g != w]
         assert not bad, (attr.name, tc, bad[:10])
 
 
@@ -275,7 +275,7 @@ def check_engine(measure, tmp: Path) -> int:
         assert _expected_refusal(schema, counts, n) in _refusal_text(info.value), (fname, str(info.value))
 
         # 2. refused values replaced by accepted ones: every record's code is the reference's
-        fixed = {a.name: [v if c >= 0 else _accepted_value(a, tc, values) for v, c in zip(values, want[a.name])]
+        fixed = {a.name: [v if c >= 0 else _accepted_value(a, tc, values) for v, c in zip(values, want[a.name], strict=True)]
                  for a in attrs}
         path = _write(tmp / f"fixed_{fname}", {"row": list(range(n)), **fixed}, tc)
         tables = measure(path, domain, subsets)

@@ -119,10 +119,10 @@ def test_duckdb_sql_equals_the_reference(name, type_class):
     preps = prepare_sql(attr, '"x"', type_class, "duckdb")
     names = [f'"p{k}"' for k in range(len(preps))]
     code = code_sql(attr, names, type_class, "duckdb")
-    inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names))
+    inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names, strict=True))
     got = [r[0] for r in con.execute(f"SELECT {code} FROM (SELECT i, {inner} FROM t) ORDER BY i").fetchall()]
     want = python_codes(attr, values, type_class)
-    bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), got, want) if g != w]
+    bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), got, want, strict=True) if g != w]
     assert not bad, bad[:10]
     # every result is a code of the attribute or a negative status
     assert all(-3 <= g < attr.size for g in got)
@@ -142,7 +142,7 @@ def _duckdb_codes(attr, type_class: str, values: pa.Array, code_of) -> list:
     con.register("t", table)
     preps = prepare_sql(attr, '"x"', type_class, "duckdb")
     names = [f'"p{k}"' for k in range(len(preps))]
-    inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names))
+    inner = ", ".join(f"{e} AS {n}" for e, n in zip(preps, names, strict=True))
     sql = f"SELECT {code_of(names)} FROM (SELECT i, {inner} FROM t) ORDER BY i"
     return [r[0] for r in con.execute(sql).fetchall()]
 
@@ -164,9 +164,9 @@ def test_duckdb_refused_as_null_and_quick_codes(name, type_class):
     assert quick == want
     exact = _duckdb_codes(attr, type_class, values,
                           lambda n: quick_key_code(attr, type_class, quick_code_sql(attr, n, type_class, trim=False)))
-    bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), exact, want) if g is not None and g != w]
+    bad = [(v, g, w) for v, g, w in zip(values.to_pylist(), exact, want, strict=True) if g is not None and g != w]
     assert not bad, bad[:10]
-    unsettled = [v for v, g, w in zip(values.to_pylist(), exact, want) if g is None and w is not None]
+    unsettled = [v for v, g, w in zip(values.to_pylist(), exact, want, strict=True) if g is None and w is not None]
     if unsettled:  # only text with surrounding spaces, for a categorical attribute that refuses
         assert type_class == "text" and attr.kind == "categorical" and attr.outside == "refuse"
         assert all(v != v.strip(" ") for v in unsettled), unsettled[:10]
@@ -180,14 +180,14 @@ def test_quick_codes_have_a_range_duckdb_can_use_for_a_perfect_hash_group_by():
     attrs = [SCHEMA[n] for n in ("cat_str", "cat_bool", "int_clamp", "num_clamp", "num_other", "cat_int")]
     types = ["text", "boolean", "integer", "float", "float", "integer"]
     rng = np.random.default_rng(5)
-    cols = {f"c{j}": raw_values(a.to_dict(), tc, rng, 50) for j, (a, tc) in enumerate(zip(attrs, types))}
+    cols = {f"c{j}": raw_values(a.to_dict(), tc, rng, 50) for j, (a, tc) in enumerate(zip(attrs, types, strict=True))}
     con = duckdb.connect(config={"perfect_ht_threshold": 24})
     con.register("t", pa.table(cols))
     preps, codes = [], []
-    for j, (a, tc) in enumerate(zip(attrs, types)):
+    for j, (a, tc) in enumerate(zip(attrs, types, strict=True)):
         exprs = prepare_sql(a, f'"c{j}"', tc, "duckdb")
         names = [f'"p{j}_{k}"' for k in range(len(exprs))]
-        preps += [f"{e} AS {n}" for e, n in zip(exprs, names)]
+        preps += [f"{e} AS {n}" for e, n in zip(exprs, names, strict=True)]
         codes.append(quick_code_sql(a, names, tc))
     sql = f"SELECT {', '.join(codes)}, count(*) FROM (SELECT {', '.join(preps)} FROM t) GROUP BY ALL"
     plan = con.execute(f"EXPLAIN {sql}").fetchall()[0][1]

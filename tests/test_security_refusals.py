@@ -48,7 +48,7 @@ def _write_records(path: Path, age: np.ndarray, b: np.ndarray) -> Path:
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["age", "b"])
-        w.writerows(zip(age.tolist(), b.tolist()))
+        w.writerows(zip(age.tolist(), b.tolist(), strict=True))
     return path
 
 
@@ -226,7 +226,7 @@ def test_data_check_prints_the_exact_counts(tmp_path, capsys):
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["age", "b"])
-        w.writerows(zip(age, b))
+        w.writerows(zip(age, b, strict=True))
     ages = [int(v) for v in age if v]
     missing, outside = age.count(""), sum(not 0 <= v <= 19 for v in ages)
     bad_b, b_out = b.count("x"), sum(v not in ("x", "0", "1", "2") for v in b)

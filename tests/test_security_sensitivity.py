@@ -157,7 +157,7 @@ def _exact_col(A, j, p):
 
 
 def _exact_pair(A, x, y, p):
-    d = [Fraction(float(a)) - Fraction(float(b)) for a, b in zip(A[:, x], A[:, y])]
+    d = [Fraction(float(a)) - Fraction(float(b)) for a, b in zip(A[:, x], A[:, y], strict=True)]
     return sum((abs(c) for c in d), Fraction(0)) if p == 1 else sum((c * c for c in d), Fraction(0))
 
 
@@ -200,13 +200,13 @@ def test_kronecker_sensitivity_upper_bound_across_the_float_range(A, B, norm, re
     FA = [[Fraction(float(v)) for v in row] for row in A]
     FB = [[Fraction(float(v)) for v in row] for row in B]
     K = [[a * b for a in ra for b in rb] for ra in FA for rb in FB]
-    cols = list(zip(*K))
+    cols = list(zip(*K, strict=True))
     def pw(vec):
         return sum((abs(c) if p == 1 else c * c for c in vec), Fraction(0))
     if relation == "add_remove":
         exact = max(pw(c) for c in cols)
     else:
-        exact = max((pw([u - v for u, v in zip(cols[x], cols[y])]) for x in range(len(cols))
+        exact = max((pw([u - v for u, v in zip(cols[x], cols[y], strict=True)]) for x in range(len(cols))
                      for y in range(len(cols)) if x != y), default=Fraction(0))
     assert _at_least(value, exact, p)
 

@@ -51,7 +51,7 @@ def test_descent_never_increases_and_is_the_dense_objective(spec):
     res = optimize_kron_l2(sizes, wb)
     h = res.history
     assert len(h) == res.sweeps + 1 and res.sweeps >= 1
-    assert all(b <= a for a, b in zip(h, h[1:])), h
+    assert all(b <= a for a, b in zip(h, h[1:], strict=False)), h
     assert res.value == h[-1]
     truth = _dense_objective(W.dense(), res.factors)
     assert abs(res.value - truth) <= 1e-9 * truth, (res.value, truth)

@@ -69,7 +69,7 @@ def test_named_plan_equals_sized_plan():
     ma, mb = a.manifest(), b.manifest()
     for key in ("workload", "domain", "noise", "certificate", "expected_error"):
         assert ma[key] == mb[key], key
-    for Ra, Rb in zip(a.certificate.factorization.R_factors, b.certificate.factorization.R_factors):
+    for Ra, Rb in zip(a.certificate.factorization.R_factors, b.certificate.factorization.R_factors, strict=True):
         np.testing.assert_array_equal(Ra, Rb)
 
 

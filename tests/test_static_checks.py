@@ -34,3 +34,16 @@ def test_every_allowed_module_exists():
         parts = m.split(".")
         assert (ROOT.joinpath(*parts).with_suffix(".py").is_file()
                 or (ROOT.joinpath(*parts) / "__init__.py").is_file()), f"{m}: no such module"
+
+
+#: Functions above the McCabe limit (``[tool.ruff.lint.mccabe]``), each marked
+#: ``# noqa: C901 (counted allow-list)``; the count may only go down.
+COMPLEX_ALLOWED = 25
+
+
+def test_the_complexity_allow_list_only_shrinks():
+    marked = [f"{p.relative_to(ROOT)}:{i}" for d in ("factorize", "solvers", "workloads", "tests")
+              for p in (ROOT / d).rglob("*.py")
+              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+              if "noqa: C901" in line and p.name != "test_static_checks.py"]
+    assert len(marked) <= COMPLEX_ALLOWED, "\n".join(marked)

@@ -36,7 +36,7 @@ CASES = [
 
 def _marginal_blocks(sizes, subsets, weights):
     return [WorkloadBlock(w, tuple(AxisFactor("identity" if j in S else "total", n)
-                                   for j, n in enumerate(sizes))) for S, w in zip(subsets, weights)]
+                                   for j, n in enumerate(sizes))) for S, w in zip(subsets, weights, strict=True)]
 
 
 def _dense_workload(wblocks):
@@ -229,7 +229,7 @@ def test_axis_factors_and_norms_refuse_inconsistent_input():
         with pytest.raises(StructureError):
             AxisFactor(kind, 3, matrix)
     with pytest.raises(StructureError, match="no explicit matrix"):
-        AxisFactor("identity", 3).explicit
+        _ = AxisFactor("identity", 3).explicit
     with pytest.raises(StructureError, match="sizes and support"):
         WorkloadBlock(1.0)
     assert [structured_norm(n) for n in ("gamma_f", "gamma_2")] == ["gamma_f", "gamma_2"]

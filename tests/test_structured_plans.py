@@ -350,13 +350,13 @@ def test_union_plan_measured_from_distinct_records_without_forming_the_domain(tm
         total = Fraction(0)
         for rec in codes:
             v = Fraction(blk.scale)
-            for F, a, x in zip(Fs, ri, rec):
+            for F, a, x in zip(Fs, ri, rec, strict=True):
                 v *= Fraction(float(F[a, x]))
             total += v
         assert int(q[i]) == round(total / Fraction(plan.noise.grid))
     rel = run(str(p), str(tmp_path / "r.csv"), str(tmp_path / "o.parquet"), seed=5)
     W = [np.array([[1.0 if i <= x < i + w else 0.0 for x in range(n)] for i in range(n - w + 1)])
-         for n, w in zip(sizes, (398, 398, 298))]
+         for n, w in zip(sizes, (398, 398, 298), strict=True)]
     truth = np.zeros(27)
     for rec in codes:
         truth += np.kron(np.kron(W[0][:, rec[0]], W[1][:, rec[1]]), W[2][:, rec[2]])

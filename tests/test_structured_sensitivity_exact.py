@@ -93,7 +93,7 @@ def _draw(rng: np.random.Generator, max_n: int) -> StructuredStrategy:
 def _block_dense(strategy: StructuredStrategy, blk: KronBlock) -> np.ndarray:
     """The block's rows without its scale (integer entries stay integers)."""
     M = np.ones((1, 1))
-    names = dict(zip(blk.support, blk.names))
+    names = dict(zip(blk.support, blk.names, strict=True))
     for j, n in enumerate(strategy.sizes):
         M = np.kron(M, strategy.arrays[names[j]] if j in names else np.ones((1, n)))
     return M
@@ -121,7 +121,7 @@ def brute_force(strategy: StructuredStrategy, norm: str, relation: str) -> tuple
             N = D.shape[1]
             per_block.append(np.stack([np.sum(np.abs(D[:, [x]] - D) ** p, axis=0) for x in range(N)]))
     scales = [abs(b.scale) ** p for b in strategy.blocks]
-    total = sum(s * t.astype(np.float64) for s, t in zip(scales, per_block))
+    total = sum(s * t.astype(np.float64) for s, t in zip(scales, per_block, strict=True))
     if relation == "replace":
         np.fill_diagonal(total, -1.0)
     top = float(np.max(total))
@@ -130,8 +130,8 @@ def brute_force(strategy: StructuredStrategy, norm: str, relation: str) -> tuple
     # the exact maximum is among the cells within float error of the float maximum
     fr = [Fraction(abs(b.scale)) ** p for b in strategy.blocks]
     best = Fraction(0)
-    for idx in zip(*np.nonzero(total >= top * (1.0 - 1e-9))):
-        best = max(best, sum((f * int(t[idx]) for f, t in zip(fr, per_block)), Fraction(0)))
+    for idx in zip(*np.nonzero(total >= top * (1.0 - 1e-9)), strict=True):
+        best = max(best, sum((f * int(t[idx]) for f, t in zip(fr, per_block, strict=True)), Fraction(0)))
     if p == 1:
         return float(best), True
     value = math.sqrt(float(best))  # rounded to nearest, then checked against the exact square
@@ -276,7 +276,7 @@ def _census_spec(tmp) -> str:
     mats = {"race1": race1, "race2": race2, "white": _grouping(64, [[1]]),
             "isH": _grouping(2, [[0]]), "notH": _grouping(2, [[1]]),
             "adult": _grouping(115, [list(range(18, 115))]),
-            "age1": _grouping(115, [list(range(a, b)) for a, b in zip(cuts, cuts[1:])]),
+            "age1": _grouping(115, [list(range(a, b)) for a, b in zip(cuts, cuts[1:], strict=False)]),
             "age3": _grouping(115, [[a] for a in range(100)] + [list(range(100, 105)),
                                                                list(range(105, 110)),
                                                                list(range(110, 115))])}
@@ -309,7 +309,7 @@ def _largest_column_l1(strategy: StructuredStrategy) -> float:
     all N cells (float64, relative error ≲ 1e-15), and its maximum."""
     total = np.zeros(strategy.N)
     for blk in strategy.blocks:
-        names = dict(zip(blk.support, blk.names))
+        names = dict(zip(blk.support, blk.names, strict=True))
         v = np.full(1, abs(blk.scale))
         for j, n in enumerate(strategy.sizes):
             c = np.abs(strategy.arrays[names[j]]).sum(axis=0) if j in names else np.ones(n)
@@ -352,11 +352,11 @@ def test_pure_dp_union_evaluation_uses_the_exact_sensitivity():
     terms = [(tri[b], np.tril(np.ones((4, 4))) if b == 2 else np.eye(4), np.eye(6)) for b in range(3)]
     weights = [0.5, 0.75, 1.25]
     err = evaluate_union(P, weights, terms)
-    A = np.vstack([a * _kron_all(t) for a, t in zip(weights, terms)])
+    A = np.vstack([a * _kron_all(t) for a, t in zip(weights, terms, strict=True)])
     truth = float(np.abs(A).sum(axis=0).max())
     assert err.add_remove.exact
     assert truth * (1 - FLOAT_TOL) <= err.add_remove.value <= truth * (1 + EXACT_TOL)
-    loose = sum(a * float(np.abs(_kron_all(t)).sum(axis=0).max()) for a, t in zip(weights, terms))
+    loose = sum(a * float(np.abs(_kron_all(t)).sum(axis=0).max()) for a, t in zip(weights, terms, strict=True))
     assert loose > 1.2 * truth  # what it stated before
 
 

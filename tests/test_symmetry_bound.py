@@ -92,7 +92,7 @@ def test_twin_classes_refine_groupings():
     factors = [AxisFactor("matrix", n, _grouping(a, n)), AxisFactor("matrix", n, 0.1 * _grouping(b, n))]
     grams = [symmetry.exact_gram(f) for f in factors]
     labels = symmetry.twin_classes(grams, n)
-    pairs = {(int(x), int(y)) for x, y in zip(a, b)}
+    pairs = {(int(x), int(y)) for x, y in zip(a, b, strict=True)}
     assert len(set(labels.tolist())) == len(pairs)
     for i in range(n):
         for j in range(n):

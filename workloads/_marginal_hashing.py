@@ -52,7 +52,7 @@ def block_fingerprints(sizes: Sequence[int], subsets: Sequence[tuple[int, ...]],
 
     weight_fp: dict[float, bytes] = {}
     headers: dict[tuple[int, int], Any] = {}
-    for b, (S, w) in enumerate(zip(subsets, weights)):
+    for b, (S, w) in enumerate(zip(subsets, weights, strict=True)):
         weighted = w != 1.0
         if d == 1 and not weighted:  # KronWorkload([F_0]) hashes as F_0
             yield (ident(0) if S else bytes(totals))[:-1].decode("ascii")

@@ -212,7 +212,7 @@ def apply_gram(plan: MarginalPlan, weights: Sequence[float], x: np.ndarray, n: i
     for b, g in enumerate(plan.block_group):
         coef[g] += weights[b] * weights[b]
     margs = _group_marginals(plan, xt)
-    acc: list[np.ndarray | None] = [c * t for c, t in zip(coef, margs)]
+    acc: list[np.ndarray | None] = [c * t for c, t in zip(coef, margs, strict=True)]
     return _finish(_spread(plan, acc, n, m), vector)
 
 

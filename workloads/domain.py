@@ -95,7 +95,7 @@ class Domain:
             raise DomainError(f"duplicate attribute names: {sorted(set(dups))}")
         self._attributes = tuple(attrs)
         self._sizes = tuple(
-            integer(f"size of attribute {a!r}", s, 1, DomainError) for a, s in zip(attrs, raw_sizes)
+            integer(f"size of attribute {a!r}", s, 1, DomainError) for a, s in zip(attrs, raw_sizes, strict=True)
         )
         if schema is not None:
             # a workloads.schema.DomainSchema (this module sits below it and never imports it):
@@ -104,9 +104,9 @@ class Domain:
                 raise DomainError(f"schema must be a DomainSchema, got {type(schema).__name__}")
             if schema.names != self._attributes or schema.sizes != self._sizes:
                 raise DomainError("the schema's attributes and sizes "
-                                  f"({', '.join(f'{a}={n}' for a, n in zip(schema.names, schema.sizes))}) "
+                                  f"({', '.join(f'{a}={n}' for a, n in zip(schema.names, schema.sizes, strict=True))}) "
                                   "differ from the domain's "
-                                  f"({', '.join(f'{a}={n}' for a, n in zip(self._attributes, self._sizes))})")
+                                  f"({', '.join(f'{a}={n}' for a, n in zip(self._attributes, self._sizes, strict=True))})")
         self._schema = schema
 
     # -- constructors -------------------------------------------------------
@@ -215,7 +215,7 @@ class Domain:
 
     def to_dict(self) -> dict[str, int]:
         """``{name: size}`` in attribute order."""
-        return dict(zip(self._attributes, self._sizes))
+        return dict(zip(self._attributes, self._sizes, strict=True))
 
     # -- records <-> cells --------------------------------------------------
     def _check_records(self, records: Any) -> np.ndarray:
@@ -245,7 +245,7 @@ class Domain:
         elif kind not in "iu":
             raise DomainError(f"records must be an integer array, got dtype {arr.dtype}")
         problems = []
-        for j, (a, s) in enumerate(zip(self._attributes, self._sizes)):
+        for j, (a, s) in enumerate(zip(self._attributes, self._sizes, strict=True)):
             col = arr[:, j]
             bad = int(np.count_nonzero((col < 0) | (col >= s)))
             if bad:
@@ -327,7 +327,7 @@ class Domain:
         return hash((self._attributes, self._sizes, self._schema))
 
     def __repr__(self) -> str:
-        inner = ", ".join(f"{a!r}: {s}" for a, s in zip(self._attributes, self._sizes))
+        inner = ", ".join(f"{a!r}: {s}" for a, s in zip(self._attributes, self._sizes, strict=True))
         return f"Domain({{{inner}}}{', with schema' if self._schema is not None else ''})"
 
 
@@ -385,7 +385,7 @@ def coarsens(axes: tuple[int, ...], sizes: Sequence[int]) -> bool:
     return i == len(attrs)
 
 
-def check_workload_axes(workload: Any, domain: "Domain") -> None:
+def check_workload_axes(workload: Any, domain: Domain) -> None:
     """Refuse (DomainError) a domain whose attributes do not line up with the workload's axes:
     every axis of every Kronecker block must be one attribute or a run of consecutive
     attributes (e.g. ``kron(prefix:4,identity:4)`` fits sizes (4, 4) or (2, 2, 4), not (2, 8))."""
@@ -394,7 +394,7 @@ def check_workload_axes(workload: Any, domain: "Domain") -> None:
             shown = "×".join(map(str, axes)) or "1"
             raise DomainError(
                 f"the workload's axes ({shown}) do not line up with the domain's attributes "
-                f"({', '.join(f'{a}={s}' for a, s in zip(domain.attributes, domain.sizes))}): each "
+                f"({', '.join(f'{a}={s}' for a, s in zip(domain.attributes, domain.sizes, strict=True))}): each "
                 "axis must be one attribute or a run of consecutive attributes")
 
 

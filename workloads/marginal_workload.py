@@ -70,7 +70,7 @@ def _check_subset(s: Any, d: int, b: int) -> tuple[int, ...]:
     if any(isinstance(j, bool) or not isinstance(j, numbers.Integral) for j in t):
         raise WorkloadError(f"subset {b} must hold integer attribute indices, got {t!r}")
     t = tuple(int(j) for j in t)
-    if any(not 0 <= j < d for j in t) or any(a >= c for a, c in zip(t, t[1:])):
+    if any(not 0 <= j < d for j in t) or any(a >= c for a, c in zip(t, t[1:], strict=False)):
         raise WorkloadError(f"subset {b} = {t} must be strictly increasing attribute indices in "
                             f"0..{d - 1}")
     return t
@@ -195,7 +195,7 @@ class MarginalWorkload(VStackWorkload):
             scale: dict[float, Workload] = {}
             out: list[Workload] = []
             n = self._shape[1]
-            for b, (S, w) in enumerate(zip(self._subsets, self._weights)):
+            for b, (S, w) in enumerate(zip(self._subsets, self._weights, strict=True)):
                 factors: list[Workload] = list(all_totals)
                 for j in S:
                     factors[j] = ident[self._sizes[j]]

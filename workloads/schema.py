@@ -215,7 +215,7 @@ class AttributeSchema:
 
     # -- parsing ----------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, obj: Any, where: str) -> "AttributeSchema":
+    def from_dict(cls, obj: Any, where: str) -> AttributeSchema:  # noqa: C901 (counted allow-list)
         """Parse and validate one attribute object; ``where`` prefixes every message."""
         if not isinstance(obj, dict):
             raise SchemaError(f"{where} must be a JSON object with \"name\" and \"kind\" ({_DOC})")
@@ -317,8 +317,8 @@ class AttributeSchema:
             return [str(v) for v in range(lo, hi + 1)]
         e = [_number_text(x) for x in self.edges or ()]
         if self.closed == "left":
-            return [f"[{a}, {b})" for a, b in zip(e, e[1:])]
-        return [f"({a}, {b}]" for a, b in zip(e, e[1:])]
+            return [f"[{a}, {b})" for a, b in zip(e, e[1:], strict=False)]
+        return [f"({a}, {b}]" for a, b in zip(e, e[1:], strict=False)]
 
     def labels(self) -> list[str]:
         """The label of every code, in code order. With ``"clamp"`` the first and last codes
@@ -569,7 +569,7 @@ def _check_edges(edges: Any, where: str) -> list[int | float]:
             raise SchemaError(f"{where}: integer edges must have magnitude at most 2**53 (exact as "
                               "64-bit floats)")
     f = [float(e) for e in edges]
-    if any(b <= a for a, b in zip(f, f[1:])):
+    if any(b <= a for a, b in zip(f, f[1:], strict=False)):
         raise SchemaError(f"{where}: \"edges\" must be strictly increasing (as 64-bit floats)")
     return list(edges)
 
@@ -601,7 +601,7 @@ class DomainSchema:
     # -- reading and writing ----------------------------------------------------------------
     @classmethod
     def from_dict(cls, obj: Any, *, source: str = "domain schema",
-                  allow_draft: bool = False) -> "DomainSchema":
+                  allow_draft: bool = False) -> DomainSchema:
         """Parse and validate a schema document. ``source`` names it in messages. A draft
         (``drafted_from_data`` present) is refused unless ``allow_draft``."""
         if not isinstance(obj, dict):
@@ -646,7 +646,7 @@ class DomainSchema:
             raise SchemaError(f"{source}: {exc}") from None
 
     @classmethod
-    def from_json(cls, path: str | os.PathLike[str], *, allow_draft: bool = False) -> "DomainSchema":
+    def from_json(cls, path: str | os.PathLike[str], *, allow_draft: bool = False) -> DomainSchema:
         """Read a schema file (strict JSON, no repeated keys)."""
         source = f"domain schema {os.fspath(path)!r}"
         return cls.from_dict(_read_json(path, source), source=source, allow_draft=allow_draft)
@@ -696,7 +696,7 @@ class DomainSchema:
         """The label of every code of ``attribute``, in code order."""
         return self[attribute].labels()
 
-    def project(self, names: Iterable[str]) -> "DomainSchema":
+    def project(self, names: Iterable[str]) -> DomainSchema:
         """The schema of the named attributes, in the order given."""
         return DomainSchema([self[n] for n in names], description=self.description,
                             drafted_from_data=self.drafted_from_data)

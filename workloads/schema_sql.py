@@ -141,7 +141,7 @@ def prepare_sql(attr: AttributeSchema, column: str, type_class: str, dialect: st
     return [column]
 
 
-def code_sql(attr: AttributeSchema, prepared: Sequence[str], type_class: str, dialect: str = "duckdb", *,
+def code_sql(attr: AttributeSchema, prepared: Sequence[str], type_class: str, dialect: str = "duckdb", *,  # noqa: C901 (counted allow-list)
              refused_as_null: bool = False) -> str:
     """The SQL expression (BIGINT) of the code of a row, over the stage-1 columns
     ``prepared`` (references to :func:`prepare_sql`'s expressions, in order): the code

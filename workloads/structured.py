@@ -214,7 +214,7 @@ class VStackWorkload(Workload):
     def _rmatvec(self, y: np.ndarray) -> np.ndarray:
         offs = self._offsets
         out = self.blocks[0]._rmatvec(y[offs[0]:offs[1]])  # a VStackWorkload has a block
-        for b, lo, hi in zip(self.blocks[1:], offs[1:-1], offs[2:]):
+        for b, lo, hi in zip(self.blocks[1:], offs[1:-1], offs[2:], strict=False):
             out = out + b._rmatvec(y[lo:hi])
         return out
 

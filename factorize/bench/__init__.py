@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Sequence
 from types import ModuleType
-from typing import Sequence
 
 #: Suite name → its module. The name is the report's: ``reports/bench_<name>.md``.
 SUITES: dict[str, str] = {name: f"factorize.bench.suites.{name}" for name in (
@@ -37,7 +37,7 @@ def load_suite(name: str) -> ModuleType:
         raise ValueError(f"unknown benchmark suite {name!r}; known: {', '.join(SUITES)}")
     mod = importlib.import_module(SUITES[name])
     missing = [a for a in INTERFACE if not hasattr(mod, a)]
-    if missing or mod.NAME != name:
+    if missing or name != mod.NAME:
         raise TypeError(f"{SUITES[name]} is not a suite: missing {missing}" if missing
                         else f"{SUITES[name]}.NAME is {mod.NAME!r}, registered as {name!r}")
     return mod

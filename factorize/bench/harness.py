@@ -33,6 +33,7 @@ imports only the standard library at the top, so ``factorize bench --list`` stay
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
@@ -46,9 +47,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 #: The repository checkout this package runs from (its subprocesses run there).
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -230,10 +232,8 @@ def run_process(cmd: Sequence[str], *, env: Mapping[str, str] | None = None, cwd
             with lock:
                 if not state["reaped"]:
                     state["killed"] = True
-                    try:
+                    with contextlib.suppress(ProcessLookupError):
                         os.kill(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
 
         timer = threading.Timer(deadline, kill) if deadline is not None else None
         if timer is not None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from factorize.choices import METHODS, NORMS
 from factorize.cli.common import (

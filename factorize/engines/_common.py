@@ -142,7 +142,7 @@ def format_problems(
     through which counts are nonzero."""
     columns = [(name, ((missing, "missing (NULL/empty/NaN)"), (nonint, "not an integer"),
                        (oor, f"outside 0..{size - 1}")))
-               for name, size, (missing, nonint, oor) in zip(names, sizes, counts)]
+               for name, size, (missing, nonint, oor) in zip(names, sizes, counts, strict=True)]
     hint = f" ({RAW_VALUES_HINT})" if any(c[1] for c in counts) else ""
     return _problems(columns, n_rows, "invalid values", hint)
 
@@ -162,5 +162,5 @@ def format_schema_problems(schema: Any, counts: list[tuple[int, int, int]], n_ro
     (names the rule each broke, from the public schema; never a value)."""
     columns = [(attr.name, ((missing, "missing (NULL/empty/NaN)"), (unparsed, attr.unparsed_text()),
                             (outside, attr.rule_text())))
-               for attr, (missing, unparsed, outside) in zip(schema.attributes, counts)]
+               for attr, (missing, unparsed, outside) in zip(schema.attributes, counts, strict=True)]
     return _problems(columns, n_rows, "values outside the domain schema", f" ({SCHEMA_HINT})")

@@ -408,7 +408,7 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool =
                 codes.append(f"CAST({code_sql(attr, names, tc, 'duckdb')} AS {_signed_type(attr.size)})")
         except SchemaTypeError as exc:
             raise DataError(f"column {attr.name!r} has type {types[j]}: it {exc}") from None
-        preps.append([f"{e} AS {n}" for e, n in zip(exprs, names)])
+        preps.append([f"{e} AS {n}" for e, n in zip(exprs, names, strict=True)])
     return preps, codes
 
 
@@ -457,7 +457,7 @@ def _quick_scan(con: Any, domain: Domain, refs: list[str], types: list[str], sou
 
     counted = f"count(*) AS {_COUNT}"
     sizes = domain.sizes
-    packable = [j for j, (attr, t) in enumerate(zip(domain.schema.attributes, types))
+    packable = [j for j, (attr, t) in enumerate(zip(domain.schema.attributes, types, strict=True))
                 if not quick_is_enum(attr, _schema_type_class(attr, t))]
 
     def scan(raw: frozenset[int]) -> QuickScan:
@@ -465,7 +465,7 @@ def _quick_scan(con: Any, domain: Domain, refs: list[str], types: list[str], sou
         cells = math.prod(int(sizes[j]) for j in pack)
         if len(pack) < 2 or cells > 2**62 or cells.bit_length() >= sum(int(sizes[j]).bit_length() for j in pack):
             pack = []
-        packed = dict(zip(pack, row_major_strides([sizes[j] for j in pack])))
+        packed = dict(zip(pack, row_major_strides([sizes[j] for j in pack]), strict=True))
         keys = [f"{_ident(f'r{j}')} AS {_ident(f'v{j}')}" if j in raw else f"{codes[j]} AS {_ident(f'v{j}')}"
                 for j in range(len(refs)) if j not in packed]
         if packed:
@@ -808,7 +808,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
                      .fetchone() if quick else (0,))
         if not unsettled[0]:
             status_code = []
-            for j, (attr, v) in enumerate(zip(domain.schema.attributes, vs)):
+            for j, (attr, v) in enumerate(zip(domain.schema.attributes, vs, strict=True)):
                 if j in qs.raw:
                     status_code.append(_raw_status_code(attr, v, types[j]))
                 elif j in qs.packed:
@@ -823,7 +823,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
             # scan of the file).
             con.execute("DROP TABLE g")
             preps, codes = _schema_sql(domain, refs, types)
-            select = ", ".join(f"{c} AS {v}" for c, v in zip(codes, vs))
+            select = ", ".join(f"{c} AS {v}" for c, v in zip(codes, vs, strict=True))
             con.execute(f"CREATE TEMP TABLE g AS SELECT {select}, count(*) AS {_COUNT} FROM "
                         f"(SELECT {', '.join(e for p in preps for e in p)} FROM {source}) GROUP BY ALL")
             status_code = [_status_code(v) for v in vs]
@@ -866,7 +866,7 @@ def _histogram(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_r
     """Step 3 for a dense histogram."""
     # 3. The histogram: GROUP BY the cell index Σ_j code_j · stride_j (row-major strides).
     strides = row_major_strides(domain.sizes)
-    index = " + ".join(f"{code} * {stride}" for (_, code), stride in zip(status_code, strides))
+    index = " + ".join(f"{code} * {stride}" for (_, code), stride in zip(status_code, strides, strict=True))
     res = con.execute(
         f"SELECT cell, CAST(sum({_COUNT}) AS BIGINT) AS n FROM "
         f"(SELECT {index} AS cell, {_COUNT} FROM g) GROUP BY cell"
@@ -943,7 +943,7 @@ def _scan_table(con: Any, domain: Domain, t: Subset) -> tuple[np.ndarray, np.nda
     ty = "INTEGER" if subset_cells(domain.sizes, t) < 2**31 else "BIGINT"
     strides = row_major_strides([domain.sizes[j] for j in t])
     index = " + ".join(
-        f"CAST({_ident(f'k{j}')} AS {ty})" + (f" * {stride}" if stride != 1 else "") for j, stride in zip(t, strides)
+        f"CAST({_ident(f'k{j}')} AS {ty})" + (f" * {stride}" if stride != 1 else "") for j, stride in zip(t, strides, strict=True)
     )
     res = con.execute(
         f"SELECT {index} AS cell, CAST(sum({_COUNT}) AS BIGINT) AS n FROM c GROUP BY cell"

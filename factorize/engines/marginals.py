@@ -118,7 +118,7 @@ def _as_subset(raw: Any, d: int, k: int) -> Subset:
         out.append(int(x))
     if any(not 0 <= j < d for j in out):
         raise ValueError(f"{where} = {tuple(out)} has an index outside 0..{d - 1} (the domain has {d} attributes)")
-    if any(a >= b for a, b in zip(out, out[1:])):
+    if any(a >= b for a, b in zip(out, out[1:], strict=False)):
         raise ValueError(f"{where} = {tuple(out)} must be strictly increasing (sorted, no repeats)")
     return tuple(out)
 
@@ -175,7 +175,7 @@ def maximal_subsets(subsets: Sequence[Subset]) -> list[Subset]:
             block = rows[start:start + 512]
             common = member[block] @ larger.T
             maximal[block] = ~(common >= k - 0.5).any(axis=1)
-    return [s for s, keep in zip(distinct, maximal) if keep]
+    return [s for s, keep in zip(distinct, maximal, strict=True) if keep]
 
 
 def plan_scans(sizes: Sequence[int], subsets: Sequence[Subset], budget: int) -> list[Subset]:

@@ -493,7 +493,7 @@ def _schema_exprs(domain: Domain, pos: list[int], types: list[Any]) -> tuple[lis
             codes.append(F.expr(code_sql(attr, [f"`{n}`" for n in names], tc, "spark")).alias(f"r{j}"))
         except SchemaTypeError as exc:
             raise DataError(f"column {attr.name!r} has type {types[j].simpleString().upper()}: it {exc}") from None
-        preps += [F.expr(e).alias(n) for e, n in zip(exprs, names)]
+        preps += [F.expr(e).alias(n) for e, n in zip(exprs, names, strict=True)]
     return preps, codes
 
 
@@ -695,7 +695,7 @@ def _staged(df_in: Any, names: list[str], domain: Domain, wanted: list[str], str
         if text:
             raise text_columns_error(text, what)
     exprs = [_column_exprs(j, types[j], size, attr)
-             for j, (size, attr) in enumerate(zip(domain.sizes, domain.attributes))]  # type checks first
+             for j, (size, attr) in enumerate(zip(domain.sizes, domain.attributes, strict=True))]  # type checks first
     # Stage 1: trimmed text (and NULL flags) / raw values; stages 2a-2c: text fast path and
     # the regular expression off it (see _prepare).
     stage1 = [e for j, i in enumerate(pos) for e in _prepare(F.col(f"c{i}"), types[j], j)]
@@ -815,7 +815,7 @@ def _marginals(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
     cells = []
     for t in plans:
         strides = row_major_strides([domain.sizes[j] for j in t])
-        cells.append(" + ".join(f"k{j} * CAST({stride} AS BIGINT)" for j, stride in zip(t, strides)))
+        cells.append(" + ".join(f"k{j} * CAST({stride} AS BIGINT)" for j, stride in zip(t, strides, strict=True)))
     stage4 = [m.alias(f"m{t}") for t, m in enumerate(masks)] + [F.expr(c).alias(f"p{i}") for i, c in enumerate(cells)]
     mask_keys = [f"named_struct('s', {-1 - t}, 'k', m{t})" for t in range(len(masks))]
     table_keys = [f"named_struct('s', {i}, 'k', p{i})" for i in range(len(plans))]

@@ -60,7 +60,7 @@ def synthetic_records(
         raise ValueError(f"correlation must be in [0, 1], got {correlation!r}")
     domain = synthetic_domain(sizes, prefix)
     dtypes = [np.min_scalar_type(s - 1) for s in sizes]
-    schema = pa.schema([pa.field(a, pa.from_numpy_dtype(t)) for a, t in zip(domain.attributes, dtypes)])
+    schema = pa.schema([pa.field(a, pa.from_numpy_dtype(t)) for a, t in zip(domain.attributes, dtypes, strict=True)])
     rng = np.random.default_rng(seed)
     p = Path(os.fspath(path))
     with pq.ParquetWriter(p, schema) as writer:
@@ -69,7 +69,7 @@ def synthetic_records(
             m = min(_CHUNK, n - done)
             cols: list[np.ndarray] = []
             prev: np.ndarray | None = None
-            for s, t in zip(sizes, dtypes):
+            for s, t in zip(sizes, dtypes, strict=True):
                 col = rng.integers(0, s, m, dtype=np.int64)
                 if prev is not None and correlation > 0.0:
                     copy = rng.random(m) < correlation

@@ -32,7 +32,8 @@ wrapper for each of its ~300 functions, about 40 ms of every run's start-up (iss
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def marginal_tables(W: Any, domain: Any) -> list[tuple[str, dict[str, Any], int,
     out, start = [], 0
     for S, rows, parts in _subset_parts([int(n) for n in sizes], subsets, value_labels(domain)):
         out.append((",".join(attrs[j] for j in S) if S else "total",
-                    {attrs[j]: p for j, p in zip(S, parts)}, start, start + rows))
+                    {attrs[j]: p for j, p in zip(S, parts, strict=True)}, start, start + rows))
         start += rows
     return out
 
@@ -84,7 +85,7 @@ def value_labels(domain: Any) -> list[list[str]]:
     code itself."""
     schema = getattr(domain, "schema", None)
     out = []
-    for a, n in zip(domain.attributes, domain.sizes):
+    for a, n in zip(domain.attributes, domain.sizes, strict=True):
         labels = schema.labels(a) if schema is not None else None
         out.append([str(x) for x in labels] if labels is not None else [str(i) for i in range(int(n))])
     return out
@@ -218,11 +219,11 @@ def _node(W: Any, axes: list[int], attrs: list[str], sizes: list[int], vals: lis
         if parts is not None:
             if all(int(f.shape[0]) == 1 for f in factors):  # one query: join its parts here
                 words = [w for w in (_one_label(f, ax, attrs, sizes, vals, cache)
-                                     for f, ax in zip(factors, parts)) if w]
+                                     for f, ax in zip(factors, parts, strict=True)) if w]
                 return pa.array([", ".join(words) if words else None], type=pa.string())
-            labs = [_node(f, ax, attrs, sizes, vals, cache) for f, ax in zip(factors, parts)]
+            labs = [_node(f, ax, attrs, sizes, vals, cache) for f, ax in zip(factors, parts, strict=True)]
             out = None
-            for f, lab in zip(factors, labs):
+            for f, lab in zip(factors, labs, strict=True):
                 if lab is None:
                     lab = pa.nulls(f.shape[0], pa.string())
                 out = lab if out is None else _kron(out, lab)
@@ -230,7 +231,7 @@ def _node(W: Any, axes: list[int], attrs: list[str], sizes: list[int], vals: lis
     blocks = getattr(W, "blocks", None)
     if blocks is not None:
         labs = [_node(b, axes, attrs, sizes, vals, cache) for b in blocks]
-        labs = [pa.nulls(b.shape[0], pa.string()) if lab is None else lab for b, lab in zip(blocks, labs)]
+        labs = [pa.nulls(b.shape[0], pa.string()) if lab is None else lab for b, lab in zip(blocks, labs, strict=True)]
         return pa.concat_arrays([x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x for x in labs])
     key = (id(W), tuple(axes))
     if key not in cache:  # W is kept with its labels: its id stays its own during the call
@@ -281,7 +282,7 @@ def _marginal_cells(sizes: list[int], attrs: list[str], vals: list[list[str]],
     """Query labels of a stack of marginals: ``a=v, b=w`` per cell (null: the empty marginal)."""
     import pyarrow as pa
 
-    named = [[f"{a}={v}" for v in vs] for a, vs in zip(attrs, vals)]
+    named = [[f"{a}={v}" for v in vs] for a, vs in zip(attrs, vals, strict=True)]
     out = [_joined(parts, ", ") if parts else pa.nulls(rows, pa.string())
            for _, rows, parts in _subset_parts(sizes, subsets, named)]
     return pa.concat_arrays(out) if out else pa.array([], pa.string())
@@ -297,7 +298,7 @@ def _subset_parts(sizes: Sequence[int], subsets: Sequence[Sequence[int]], labels
         rows = math.prod(sizes[j] for j in S)
         codes = np.unravel_index(np.arange(rows, dtype=np.int64), [sizes[j] for j in S]) if S else ()
         yield S, rows, [arrow_take(pa.array(labels[j], type=pa.string()), pa.array(c))
-                        for j, c in zip(S, codes)]
+                        for j, c in zip(S, codes, strict=True)]
 
 
 def _joined(parts: list, sep: str) -> Any:
@@ -359,7 +360,7 @@ def _cells(codes: np.ndarray, axes: list[int], attrs: list[str], sizes: list[int
 
     parts = np.unravel_index(codes, [sizes[j] for j in axes])
     lab = None
-    for j, c in zip(axes, parts):
+    for j, c in zip(axes, parts, strict=True):
         p = pa.array([f"{attrs[j]}={vals[j][int(x)]}" for x in c], type=pa.string())
         lab = p if lab is None else _join(lab, p)
     return lab
@@ -418,4 +419,4 @@ def _row_runs(W: Any, D: np.ndarray | None) -> list[tuple[int, int]] | None:
     first = np.where(cnt > 0, ones.argmax(axis=1), -1)
     last = np.where(cnt > 0, n - 1 - ones[:, ::-1].argmax(axis=1), -1)
     ok = binary.all(axis=1) & (cnt > 0) & (last - first + 1 == cnt)
-    return [(int(f), int(l)) if o else (-1, -1) for f, l, o in zip(first, last, ok)]
+    return [(int(f), int(l)) if o else (-1, -1) for f, l, o in zip(first, last, ok, strict=True)]

@@ -181,7 +181,7 @@ def open_marginal_tables(folder: str | os.PathLike[str], tables: list, *,
     folder = check_tables_folder(folder)
     names = [table_file_name(list(t[1])) for t in tables]
     seen: dict[str, str] = {}
-    for t, name in zip(tables, names):
+    for t, name in zip(tables, names, strict=True):
         first = seen.setdefault(name.casefold(), t[0])
         if first != t[0]:
             raise OutputError(f"--tables: the marginals {first!r} and {t[0]!r} would both be written "
@@ -189,7 +189,7 @@ def open_marginal_tables(folder: str | os.PathLike[str], tables: list, *,
                              "the attributes in the domain, or leave out --tables")
     opened: list[tuple[Any, AtomicOutput]] = []
     try:
-        for t, name in zip(tables, names):
+        for t, name in zip(tables, names, strict=True):
             opened.append((t, open_output(folder / name, protected=protected, overwrite=overwrite,
                                           option="--tables file")))
     except BaseException:

@@ -60,7 +60,7 @@ class ReleaseSession:
     @classmethod
     def start(cls, plan: Any, data_path: str | None, out_path: str | None, *,
               seed: int | None, ledger: str | None, dataset: str | None,
-              overwrite: bool = False) -> "ReleaseSession":
+              overwrite: bool = False) -> ReleaseSession:
         """Step 1 of the module docstring. ``plan``: the plan file's bytes, read once
         (``plan.files.PlanBytes``); ``overwrite``: replace an existing answers file."""
         if (ledger is None) != (dataset is None):
@@ -132,7 +132,7 @@ class ReleaseSession:
         if self.output is not None and not self.output.committed:
             self.output.abort()
 
-    def __enter__(self) -> "ReleaseSession":
+    def __enter__(self) -> ReleaseSession:
         return self
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:

@@ -202,7 +202,7 @@ def local_search(A: np.ndarray, idx: np.ndarray, score, flop_budget: float = 1e7
     move is one exact ``eigvalsh`` (≈ s³ flops), at most ``flop_budget`` flops in all. Skipped
     above ``max_columns`` columns."""
     N = A.shape[1]
-    if N > max_columns:
+    if max_columns < N:
         return idx
     G = A.T @ A
 

@@ -37,7 +37,7 @@ class Projection:
     clarkson_bound: float  # 2 C_f / (T + 2) with C_f ≤ diam² (an a-priori bound, for reports)
 
 
-def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool = False,
+def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool = False,  # noqa: C901 (counted allow-list)
                           alpha: float | None = None, max_iters: int | None = None,
                           gap_tol: float = 0.0, deadline: float | None = None) -> Projection:
     """Frank–Wolfe for ``min ½||W x − ỹ||²`` over x ∈ n·Δ_N (or n·B₁ with ``symmetric``).

@@ -365,10 +365,7 @@ def marginals_to_moments(tables: np.ndarray, d: int | None = None, *, n: float |
     np.add.at(first, ia, sa)
     np.add.at(first, ib, sb)
     first /= d - 1
-    if n is None:
-        n_est = math.fsum(tot.tolist()) / P
-    else:
-        n_est = positive_number("n", n)
+    n_est = math.fsum(tot.tolist()) / P if n is None else positive_number("n", n)
     M = np.empty((d + 1, d + 1))
     M[0, 1:] = first
     M[1:, 0] = first

@@ -17,9 +17,10 @@ from __future__ import annotations
 import errno
 import os
 import secrets
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Any
 
 from factorize.errors import EnvironmentProblem
 
@@ -164,13 +165,11 @@ class AtomicOutput:
             os.close(self._fd)
             self._fd = None
         if self._named is not None:
-            try:
+            with suppress(OSError):
                 self._named.unlink()
-            except OSError:
-                pass
             self._named = None
 
-    def __enter__(self) -> "AtomicOutput":
+    def __enter__(self) -> AtomicOutput:
         return self
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:

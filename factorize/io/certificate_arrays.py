@@ -27,7 +27,7 @@ def certificate_arrays(cert: Certificate) -> dict[str, np.ndarray]:
     """The named arrays of ``cert`` (factors and witness)."""
     fact = cert.factorization
     arrays: dict[str, np.ndarray] = {}
-    for i, (R, A) in enumerate(zip(fact.R_factors, fact.A_factors)):
+    for i, (R, A) in enumerate(zip(fact.R_factors, fact.A_factors, strict=True)):
         arrays[f"R.{i}"] = R
         arrays[f"A.{i}"] = A
     w = cert.witness

@@ -28,10 +28,11 @@ import math
 import os
 import stat
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 from safetensors.numpy import save_file
@@ -70,7 +71,7 @@ def _digests(arrays: dict[str, np.ndarray]) -> dict[str, str]:
     """Every array's digest, largest first, in threads (hashlib releases the GIL)."""
     names = sorted(arrays, key=lambda k: -arrays[k].size)
     with ThreadPoolExecutor(max_workers=min(4, max(1, len(names)))) as pool:
-        return dict(zip(names, pool.map(lambda k: array_digest(arrays[k]), names)))
+        return dict(zip(names, pool.map(lambda k: array_digest(arrays[k]), names), strict=True))
 
 
 def write(path: str | Path, fmt: str, version: int, manifest: dict[str, Any],

@@ -5,6 +5,7 @@ Used by result files, plans and every benchmark report, so they describe runs al
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import os
@@ -26,10 +27,8 @@ def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
         try:  # the installed distribution's version: no import (cvxpy alone takes seconds)
             out[name] = importlib.metadata.version(name)
         except Exception:  # noqa: BLE001 - provenance only: a missing module is just not listed
-            try:
+            with contextlib.suppress(Exception):
                 out[name] = str(importlib.import_module(name).__version__)
-            except Exception:  # noqa: BLE001
-                pass
     return out
 
 

@@ -243,7 +243,7 @@ def compare_tables(conn: sqlite3.Connection, db_path: Path, state: State) -> Non
 def _diff(got: list[tuple], expect: list[tuple]) -> str:
     if len(got) != len(expect):
         return f"{len(got)} rows, the log implies {len(expect)}"
-    for g, e in zip(got, expect):
+    for g, e in zip(got, expect, strict=True):
         if g != e:
             return f"row {g[0]!r} differs"
     return "rows differ"

@@ -93,4 +93,4 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
         domain=dom, guarantee=g, randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
         provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
-                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+                    "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")})

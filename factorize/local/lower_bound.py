@@ -363,7 +363,7 @@ def _bound_at(G: np.ndarray, A: float, prof: _Profile, g_sorted: np.ndarray, cum
     return np.where(p > 0, val, 0.0)
 
 
-def local_sample_size_lower_bound(witness_or_certificate: Any, W: Any, eta: float | None,
+def local_sample_size_lower_bound(witness_or_certificate: Any, W: Any, eta: float | None,  # noqa: C901 (counted allow-list)
                                   epsilon: float, alpha: float, *,
                                   error_model: str = "empirical", delta: float = 0.0,
                                   antipodes: Any = None, null_record: int | None = None

@@ -377,7 +377,7 @@ def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: dict[str, Any], record:
     searched = [e * wmax for e in ETA_GRID]
     record("eta grid", isinstance(grid, list) and plan.eta in grid and (
         grid == [plan.eta] or (len(grid) == len(searched)
-                               and all(same_number(a, b_, absolute=1e-300) for a, b_ in zip(grid, searched)))),
+                               and all(same_number(a, b_, absolute=1e-300) for a, b_ in zip(grid, searched, strict=True)))),
         f"the η grid {grid!r} is neither [η] nor the searched grid {searched!r}")
     n, alpha = b.get("plan_n"), b.get("target_alpha")
     if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):

@@ -26,7 +26,8 @@ The intervals then hold with probability ≥ 1 − α₁ − α₂ (Bonferroni),
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ def residual_bound(W_factors: Sequence[np.ndarray], R_factors: Sequence[np.ndarr
     # a forged plan's entries may be huge: an overflow gives β = inf, which every check refuses
     # (the safe direction), so it is allowed here without a warning
     with np.errstate(over="ignore", invalid="ignore"):
-        for W, R, A in zip(W_factors, R_factors, A_factors):
+        for W, R, A in zip(W_factors, R_factors, A_factors, strict=True):
             prod = R @ A
             slack = gamma(max(R.shape[1], 1)) * (np.abs(R) @ np.abs(A))
             res_max.append(round_up(float(np.max(np.abs(W - prod) + slack)), 3))
@@ -177,7 +178,7 @@ def certified_mu(method: str, weights: Sequence[np.ndarray], W: Any,
             raise PlanError("the n-bound weights do not match the workload's Kronecker factors")
         weights = normalized_weights(weights)
         mu, l1 = 1.0, 1.0
-        for b, L in zip(weights, W_leaves):
+        for b, L in zip(weights, W_leaves, strict=True):
             if b.shape != (L.shape[0],):
                 raise PlanError("the n-bound weights must be one per query")
             v = L.T @ b

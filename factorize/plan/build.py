@@ -79,7 +79,7 @@ def plan_inputs(workload: Workload | str, guarantee: Any, relation: str, domain:
     dom = domain if domain is not None else default_domain(W)
     if dom.size != N:
         raise PlanError(f"the workload has N={N} cells but the domain "
-                        f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes))}) has "
+                        f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes, strict=True))}) has "
                         f"{dom.size}")
     check_workload_axes(W, dom)
     return W, g, rel, dom
@@ -99,7 +99,7 @@ def _dense_witness(witness):
     return Gamma2Witness(p=(reduce(np.kron, witness.p),), q=(reduce(np.kron, witness.q),))
 
 
-def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_f",
+def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_f",  # noqa: C901 (counted allow-list)
                eta: float | None = None, relation: Neighbouring = "add_remove",
                domain: Domain | None = None, noise_family: NoiseFamily | None = None, exact: bool = True,
                postprocess: str | None = None, certificate: Certificate | None = None,
@@ -230,7 +230,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
         provenance={"versions": versions(), "mechanism": mechanism, "strategy_choice": choice,
                     "certificate_source": source, "solves": solves,
                     "solve_seconds": solve_seconds,
-                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+                    "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")},
     )
     return plan
 

@@ -103,7 +103,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
         raise PlanError(f"the workload has N={N} cells but the domain has {dom.size}")
     if kind in MOMENT_KINDS and list(dom.sizes) != [2] * moment_layout(W).d:
         raise PlanError(f"the {kind} mechanism needs {moment_layout(W).d} binary attributes in the "
-                        "domain, got " + ", ".join(f"{a}={s}" for a, s in zip(dom.attributes, dom.sizes)))
+                        "domain, got " + ", ".join(f"{a}={s}" for a, s in zip(dom.attributes, dom.sizes, strict=True)))
     check_workload_axes(W, dom)
     from factorize.io.provenance import versions
 
@@ -114,5 +114,5 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
         bounds=bounds, expected_error=expected, arrays=arrays, embedded=embedded_files(W),
         provenance={"versions": versions(), "mechanism": kind,
                     "plan_seconds": time.perf_counter() - t0,
-                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")},
+                    "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")},
     )

@@ -150,7 +150,7 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
         provenance={"versions": versions(), "mechanism": "factorization", "strategy": strategy,
                     "sensitivity_exact": sens.exact, "plan_seconds": time.perf_counter() - t0,
                     **({"strategy_choice": choice} if choice is not None else {}),
-                    "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")})
+                    "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")})
     return plan
 
 
@@ -234,7 +234,7 @@ def _residual(W: Workload, dom: Domain, wblocks: list, norm: Norm, gap_tol: floa
         raise PlanError("the residual strategy needs a marginal workload over the domain's "
                         "attributes")
     sol = solve_marginals(family, norm, gap_tol=gap_tol)
-    x = {tuple(T): float(v) for T, v in zip(sol.x.subsets, sol.x.values) if v > 0}
+    x = {tuple(T): float(v) for T, v in zip(sol.x.subsets, sol.x.values, strict=True) if v > 0}
     closure = sorted(x, key=lambda T: (len(T), T))
     strat, recon, enc = residual.build(dom.sizes, closure, x, wblocks)
     cert = {"method": residual.CERTIFICATE, "norm": norm, "upper": float(sol.upper), "lower": float(sol.lower), "gap": float(sol.gap)}

@@ -37,7 +37,7 @@ class PlanCheck:
         found = [c["ok"] for c in self.checks if c["name"] == name]
         return bool(found) and all(found)
 
-    def finish(self, t0: float, raise_on_failure: bool) -> "PlanCheck":
+    def finish(self, t0: float, raise_on_failure: bool) -> PlanCheck:
         """Collect the failures and the time; raise :class:`PlanRefused` when asked and any failed."""
         self.failures = [f"{c['name']}: {c['detail']}" for c in self.checks if not c["ok"]]
         self.passed = not self.failures

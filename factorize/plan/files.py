@@ -36,9 +36,10 @@ import json
 import math
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -163,11 +164,11 @@ def read_plan_container(path: Path | PlanBytes, fmt: str, version: int
     if manifest.get("content_sha256") != content_digest(manifest):
         raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
     stated = manifest.get("schema_version")
-    if stated == version + SCHEMA_BUMP or plan_version(version, manifest) != version:
-        if plan_version(version, manifest) != stated:
-            raise PlanFormatError(
-                f"{path}: schema version {stated} {'needs' if stated == version + SCHEMA_BUMP else 'cannot carry'} "
-                f"a domain value schema (a plan with one is written at version {version + SCHEMA_BUMP})")
+    if ((stated == version + SCHEMA_BUMP or plan_version(version, manifest) != version)
+            and plan_version(version, manifest) != stated):
+        raise PlanFormatError(
+            f"{path}: schema version {stated} {'needs' if stated == version + SCHEMA_BUMP else 'cannot carry'} "
+            f"a domain value schema (a plan with one is written at version {version + SCHEMA_BUMP})")
     return manifest, arrays
 
 

@@ -157,7 +157,7 @@ class Plan:
             f"workload    {self.workload['spec']}  ({k} queries × {N} cells)",
             f"fingerprint {self.workload['fingerprint']}",
             "domain      " + ", ".join(f"{a}={s}" for a, s in zip(self.domain.attributes,
-                                                                 self.domain.sizes)),
+                                                                 self.domain.sizes, strict=True)),
             f"guarantee   {gtxt} under {self.relation.key.replace('_', '/')} neighbours",
             f"strategy    m={self.strategy_rows} noisy measurements, "
             f"{len(self.factorization.R_factors)} Kronecker factor(s), norm {self.norm}",
@@ -334,7 +334,7 @@ def least_squares_bound_coefficient(fact: Factorization, noise: NoiseSpec) -> fl
     N = fact.shape[1]
     s = np.ones(1)
     with np.errstate(over="ignore"):  # a forged plan's huge R: inf, a claim verify refuses
-        for R, A in zip(fact.R_factors, fact.A_factors):
+        for R, A in zip(fact.R_factors, fact.A_factors, strict=True):
             s = np.kron(s, np.linalg.norm(R.T @ (R @ A), axis=0))
     sigma = math.sqrt(noise.variance_bound)
     return 2.0 * sigma * float(s.max()) * math.sqrt(2.0 * math.log(2.0 * N))

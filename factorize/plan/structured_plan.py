@@ -113,7 +113,7 @@ class StructuredPlan:
             f"workload    {self.workload['spec'][:120]}  ({k} queries × {N} cells)",
             f"fingerprint {self.workload['fingerprint']}",
             "domain      " + ", ".join(f"{a}={sz}" for a, sz in zip(self.domain.attributes,
-                                                                 self.domain.sizes)),
+                                                                 self.domain.sizes, strict=True)),
             f"guarantee   {guarantee_text(self.guarantee)} under "
             f"{self.relation.key.replace('_', '/')} neighbours",
             f"strategy    structured, {fam}: {len(s.blocks)} blocks, m={s.m} measurements "

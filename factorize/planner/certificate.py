@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Union
 
 import numpy as np
 
@@ -69,7 +68,7 @@ class ApproxGamma2Witness:
     d: np.ndarray
 
 
-Witness = Union[GammaFWitness, Gamma2Witness, ApproxGamma2Witness]
+Witness = GammaFWitness | Gamma2Witness | ApproxGamma2Witness
 
 
 @dataclass(frozen=True)
@@ -192,7 +191,7 @@ def _dyadic_bits(F: np.ndarray) -> int:
         return 0
     for t in range(65):
         G = np.ldexp(F, t)
-        if np.all(G == np.round(G)):
+        if np.all(np.round(G) == G):
             return max(1, math.ceil(math.log2(float(np.max(np.abs(G))) + 1.0)))
     return 99
 
@@ -288,11 +287,11 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
         structured = (gamma_f_lower_structured(workload, w.q[0])
                       if len(W_factors) == 1 and not isinstance(workload, np.ndarray) else None)
         lower = (structured if structured is not None
-                 else math.prod(gamma_f_lower(W, q) for W, q in zip(W_factors, w.q)))
+                 else math.prod(gamma_f_lower(W, q) for W, q in zip(W_factors, w.q, strict=True)))
     elif isinstance(w, Gamma2Witness):
         _match_factor_count(w.q, W_factors, "q")
         _match_factor_count(w.p, W_factors, "p")
-        lower = math.prod(gamma_2_lower(W, p, q) for W, p, q in zip(W_factors, w.p, w.q))
+        lower = math.prod(gamma_2_lower(W, p, q) for W, p, q in zip(W_factors, w.p, w.q, strict=True))
     else:
         if len(W_factors) != 1:
             raise ValueError("approximate γ₂ certificates are for dense workloads")

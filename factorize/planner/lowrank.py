@@ -107,7 +107,7 @@ LBFGS_MEMORY = 10
 ETA_SHRINK = 1e-9
 
 
-def solve_approx_gamma_2_scalable(W: np.ndarray, eta: float, *, gap_tol: float = 1e-6,
+def solve_approx_gamma_2_scalable(W: np.ndarray, eta: float, *, gap_tol: float = 1e-6,  # noqa: C901 (counted allow-list)
                                   time_limit: float | None = None, rank: int | None = None,
                                   max_outer: int = 200, rng: np.random.Generator | None = None,
                                   residual_tol: float = DEFAULT_RESIDUAL_TOL,
@@ -139,7 +139,7 @@ def solve_approx_gamma_2_scalable(W: np.ndarray, eta: float, *, gap_tol: float =
     es = eta / w_max
     es_in = es * (1.0 - ETA_SHRINK)
     r = int(rank) if rank is not None else min(k + N, min(k, N) + 3)
-    if not 1 <= r:
+    if not r >= 1:
         raise ValueError(f"rank must be ≥ 1, got {rank}")
     alm = _ALM(Ws, es, c=float(k * N))
     x = _initial_point(Ws, r, gen)
@@ -360,7 +360,7 @@ def _lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, Any]], x: np.nda
     mem_y: list[np.ndarray] = []
     rhos: list[float] = []
     it = 0
-    for it in range(max_iters):
+    for it in range(max_iters):  # noqa: B007 - the count is read after the loop
         g_norm = float(np.linalg.norm(grad))
         if g_norm <= gtol:
             break
@@ -368,7 +368,7 @@ def _lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, Any]], x: np.nda
             break
         q = grad.copy()
         alphas = []
-        for s_vec, y_vec, rho_i in zip(reversed(mem_s), reversed(mem_y), reversed(rhos)):
+        for s_vec, y_vec, rho_i in zip(reversed(mem_s), reversed(mem_y), reversed(rhos), strict=True):
             a = rho_i * float(np.dot(s_vec, q))
             alphas.append(a)
             q -= a * y_vec
@@ -380,7 +380,7 @@ def _lbfgs(fun: Callable[[np.ndarray], tuple[float, np.ndarray, Any]], x: np.nda
             q *= float(np.dot(mem_s[-1], y_last)) / yDy
         else:
             q *= 1e-2 / max(float(np.linalg.norm(q)), 1e-300)
-        for s_vec, y_vec, rho_i, a in zip(mem_s, mem_y, rhos, reversed(alphas)):
+        for s_vec, y_vec, rho_i, a in zip(mem_s, mem_y, rhos, reversed(alphas), strict=True):
             b = rho_i * float(np.dot(y_vec, q))
             q += (a - b) * s_vec
         direction = q

@@ -194,7 +194,7 @@ class MarginalFamily:
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         d = len(self.sizes)
         checked: dict[tuple[int, ...], int] = {}
-        for S, r in zip(self.subsets, self.rows):
+        for S, r in zip(self.subsets, self.rows, strict=True):
             expect = checked.get(S)
             if expect is None:
                 if tuple(sorted(set(S))) != tuple(S) or any(not 0 <= j < d for j in S):
@@ -255,7 +255,7 @@ class MarginalFamily:
         mult: list[int] = []
         squares: list[list[float]] = []
         wmax: list[float] = []
-        for S, w in zip(self.subsets, self.weights):
+        for S, w in zip(self.subsets, self.weights, strict=True):
             i = index.get(S)
             if i is None:
                 index[S] = len(mult)
@@ -542,7 +542,7 @@ def _family_from_structure(W: Workload) -> MarginalFamily | None:
     return family if family.shape == tuple(W.shape) else None
 
 
-def marginal_family(W: Workload) -> MarginalFamily | None:
+def marginal_family(W: Workload) -> MarginalFamily | None:  # noqa: C901 (counted allow-list)
     """Recognise a stack of (weighted) marginal blocks; ``None`` for anything else.
 
     Fast path: a workload with a ``marginal_structure()`` method (duck-typed, e.g.
@@ -657,11 +657,11 @@ def _block_gram_terms(family: MarginalFamily) -> list[int] | list[float]:
     N = family.N
     ratios = [N // math.prod(family.sizes[j] for j in b.subset) for b in family.distinct_blocks()]
     if family.unit_weights:
-        return [b.multiplicity * r for b, r in zip(family.distinct_blocks(), ratios)]
+        return [b.multiplicity * r for b, r in zip(family.distinct_blocks(), ratios, strict=True)]
     exact: dict[tuple[int, ...], Fraction] = {}
-    for S, w in zip(family.subsets, family.weights):
+    for S, w in zip(family.subsets, family.weights, strict=True):
         exact[S] = exact.get(S, 0) + Fraction(w) ** 2
-    return [float(exact[b.subset] * r) for b, r in zip(family.distinct_blocks(), ratios)]
+    return [float(exact[b.subset] * r) for b, r in zip(family.distinct_blocks(), ratios, strict=True)]
 
 
 def gram_eigenvalues(family: MarginalFamily) -> dict[int, int] | dict[int, float]:
@@ -676,13 +676,13 @@ def gram_eigenvalues(family: MarginalFamily) -> dict[int, int] | dict[int, float
     m = inc.num_subsets
     if family.unit_weights:
         lam = [0] * m
-        for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist()):
+        for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist(), strict=True):
             lam[t] += terms[s]
-        return dict(zip(inc.masks, lam))
+        return dict(zip(inc.masks, lam, strict=True))
     parts: list[list[float]] = [[] for _ in range(m)]
-    for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist()):
+    for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist(), strict=True):
         parts[t].append(terms[s])
-    return {mk: math.fsum(p) for mk, p in zip(inc.masks, parts)}
+    return {mk: math.fsum(p) for mk, p in zip(inc.masks, parts, strict=True)}
 
 
 def trace_norm(family: MarginalFamily) -> float:
@@ -690,7 +690,7 @@ def trace_norm(family: MarginalFamily) -> float:
     lam = gram_eigenvalues(family)
     sizes = family.sizes
     return math.fsum(float(math.prod(sizes[j] - 1 for j in T)) * math.sqrt(float(lam[t]))
-                     for t, T in zip(family.incidence.masks, family.incidence.subsets))
+                     for t, T in zip(family.incidence.masks, family.incidence.subsets, strict=True))
 
 
 def row_norm_coefficients(family: MarginalFamily) -> dict[tuple[int, int], float]:
@@ -707,7 +707,7 @@ def row_norm_coefficients(family: MarginalFamily) -> dict[tuple[int, int], float
     blocks = inc.blocks
     rows = [math.prod(family.sizes[j] for j in b.subset) for b in blocks]
     out: dict[tuple[int, int], float] = {}
-    for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist()):
+    for t, s in zip(inc.pair_t.tolist(), inc.pair_s.tolist(), strict=True):
         c = (dims[t] * N) / (rows[s] * rows[s])
         w = blocks[s].max_weight
         out[(blocks[s].mask, inc.masks[t])] = c if w == 1.0 else (w * w) * c
@@ -738,7 +738,7 @@ class AlgebraCoefficients:
         """The (constant) diagonal ``Σ_T x_T dim_T / N`` of X (floating point)."""
         N = math.prod(self.sizes)
         return math.fsum(float(v) * (subset_dim(self.sizes, mask_of(T)) / N)
-                         for T, v in zip(self.subsets, self.values))
+                         for T, v in zip(self.subsets, self.values, strict=True))
 
     def to_dict(self) -> dict:
         return {"subsets": [list(T) for T in self.subsets], "x": [float(v) for v in self.values]}
@@ -811,7 +811,7 @@ def strategy_matvec(x: AlgebraCoefficients, h: np.ndarray) -> np.ndarray:
     """
     if any(v < 0 or not math.isfinite(v) for v in x.values):
         raise ValueError("strategy coefficients must be finite and non-negative")
-    return apply_algebra(x.sizes, {mask_of(T): math.sqrt(v) for T, v in zip(x.subsets, x.values)}, h)
+    return apply_algebra(x.sizes, {mask_of(T): math.sqrt(v) for T, v in zip(x.subsets, x.values, strict=True)}, h)
 
 
 def strategy_pinv_matvec(x: AlgebraCoefficients, y: np.ndarray) -> np.ndarray:
@@ -819,4 +819,4 @@ def strategy_pinv_matvec(x: AlgebraCoefficients, y: np.ndarray) -> np.ndarray:
     if any(v < 0 or not math.isfinite(v) for v in x.values):
         raise ValueError("strategy coefficients must be finite and non-negative")
     return apply_algebra(x.sizes, {mask_of(T): 1.0 / math.sqrt(v)
-                                   for T, v in zip(x.subsets, x.values) if v > 0}, y)
+                                   for T, v in zip(x.subsets, x.values, strict=True) if v > 0}, y)

@@ -188,7 +188,7 @@ class MarginalSolution:
         """
         sizes, N = self.family.sizes, self.family.N
         return {tuple(T): float(v) * (math.prod(sizes[j] - 1 for j in T) / N)
-                for T, v in zip(self.x.subsets, self.x.values)}
+                for T, v in zip(self.x.subsets, self.x.values, strict=True)}
 
     def block_variances(self) -> dict[tuple[tuple[int, ...], float], float]:
         """``f_S(y) = w_S² Σ_{T⊆S} ρ_{S,T}² / y_T`` for every distinct (subset, weight) block.
@@ -201,7 +201,7 @@ class MarginalSolution:
         """
         base = _unit_block_variances(self.family, self.x)
         out: dict[tuple[tuple[int, ...], float], float] = {}
-        for S, w in zip(self.family.subsets, self.family.weights):
+        for S, w in zip(self.family.subsets, self.family.weights, strict=True):
             key = (S, w)
             if key not in out:
                 out[key] = (w * w) * base[S]
@@ -211,7 +211,7 @@ class MarginalSolution:
         """``Σ_blocks rows_S f_S(y) = ||R||_F²`` (repeats counted; ``= k γ_F²`` at the γ_F optimum)."""
         f = self.block_variances()
         return math.fsum(r * f[(S, w)] for S, r, w in
-                         zip(self.family.subsets, self.family.rows, self.family.weights))
+                         zip(self.family.subsets, self.family.rows, self.family.weights, strict=True))
 
     def summary_dict(self) -> dict:
         """Plain-JSON summary (``shape`` as Python ints: N may exceed 2⁵³)."""
@@ -249,7 +249,7 @@ def _unit_block_variances(family: MarginalFamily, x: AlgebraCoefficients) -> dic
     inc = family.incidence
     index = inc.subset_index
     xv = np.zeros(inc.num_subsets)
-    for T, v in zip(x.subsets, x.values):
+    for T, v in zip(x.subsets, x.values, strict=True):
         i = index.get(tuple(T))
         if i is not None:
             xv[i] = float(v)
@@ -258,7 +258,7 @@ def _unit_block_variances(family: MarginalFamily, x: AlgebraCoefficients) -> dic
         y = xv * arr.delta
         terms = (arr.dims[inc.pair_t] / arr.rows[inc.pair_s]) ** 2 / y[inc.pair_t]
     f = np.bincount(inc.pair_s, weights=terms, minlength=inc.num_blocks)
-    return {b.subset: float(v) for b, v in zip(inc.blocks, f)}
+    return {b.subset: float(v) for b, v in zip(inc.blocks, f, strict=True)}
 
 
 # ---------------------------------------------------------------------------------
@@ -519,7 +519,7 @@ def _spd_solve(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return out * s[:, None]
 
 
-def _maximise_dual(Q: sp.csr_array | np.ndarray, target: float = 1e-13, max_outer: int = 40,
+def _maximise_dual(Q: sp.csr_array | np.ndarray, target: float = 1e-13, max_outer: int = 40,  # noqa: C901 (counted allow-list)
                    max_inner: int = 60) -> tuple[np.ndarray, dict]:
     """Maximise ``φ(ω) = Σ_T √((Qω)_T)`` over the simplex by a log-barrier Newton method.
 
@@ -559,7 +559,7 @@ def _maximise_dual(Q: sp.csr_array | np.ndarray, target: float = 1e-13, max_oute
     steps = 0
     best_w, best_fw = w.copy(), math.inf
     outer = stalled = 0
-    for outer in range(1, max_outer + 1):
+    for outer in range(1, max_outer + 1):  # noqa: B007 - the count is read after the loop
         best_err, no_progress = math.inf, 0
         for _ in range(max_inner):
             L, phi, grad = values(w)
@@ -643,10 +643,10 @@ def _is_subset_tuple(T: tuple, d: int) -> bool:
     """A strictly increasing tuple of attribute indices < d (ints, not bools)."""
     if any(isinstance(j, bool) or not isinstance(j, (int, np.integer)) for j in T):
         return False
-    return all(0 <= j < d for j in T) and all(a < b for a, b in zip(T, T[1:]))
+    return all(0 <= j < d for j in T) and all(a < b for a, b in zip(T, T[1:], strict=False))
 
 
-def verify_marginal_solution(family: MarginalFamily, sol: MarginalSolution
+def verify_marginal_solution(family: MarginalFamily, sol: MarginalSolution  # noqa: C901 (counted allow-list)
                              ) -> tuple[float, float, float, bool, tuple[str, ...]]:
     """Recompute ``(upper, lower, gap, passed, failures)`` from ``sol.x`` and the witness alone.
 
@@ -682,7 +682,7 @@ def verify_marginal_solution(family: MarginalFamily, sol: MarginalSolution
     xv = np.zeros(len(support))
     stray: dict[int, float] = {}  # coefficients off the support (count in diag X only)
     seen: set[int] = set()
-    for T, v in zip(sol.x.subsets, sol.x.values):
+    for T, v in zip(sol.x.subsets, sol.x.values, strict=True):
         v = float(v)
         T = tuple(T)
         if not _is_subset_tuple(T, d):
@@ -748,7 +748,7 @@ def verify_marginal_solution(family: MarginalFamily, sol: MarginalSolution
             bindex = inc.block_index
             omega = np.zeros(B)
             strays = []
-            for S, v in zip(sol.weight_subsets, sol.weights):
+            for S, v in zip(sol.weight_subsets, sol.weights, strict=True):
                 v = float(v)
                 S = tuple(S)
                 if not (math.isfinite(v) and v >= 0):

@@ -159,10 +159,10 @@ class CertifiedFactorization:
         }
 
 
-def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None = None,
+def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None = None,  # noqa: C901 (counted allow-list)
           method: Method = "auto", options: SolverOptions | None = None,
           gap_tol: float = DEFAULT_GAP_TOL,
-          residual_tol: float = DEFAULT_RESIDUAL_TOL) -> "CertifiedFactorization | MarginalSolution":
+          residual_tol: float = DEFAULT_RESIDUAL_TOL) -> CertifiedFactorization | MarginalSolution:
     """Optimal γ_F / γ₂ / approximate-γ₂ factorization of ``workload`` with a verified certificate.
 
     Marginal workloads (``auto`` or ``algebra``) return a ``planner.marginals.MarginalSolution``:

@@ -128,12 +128,12 @@ def strategy_candidates(W, family: NoiseFamily, norm: Norm, relation: str,
 
     k, N = W.shape
     out: list[tuple[str, Factorization]] = []
-    if N <= max_cells and k * N <= max_entries:
+    if max_cells >= N and k * N <= max_entries:
         out += candidate_factorizations(W.dense())
     leaves = kron_leaves(W)
-    if len(leaves) >= 2 and relation == "add_remove":
-        if all(leaf.shape[0] * leaf.shape[1] <= max_entries for leaf in leaves):
-            cand = kron_candidate([leaf.dense() for leaf in leaves], family, norm)
-            if cand is not None:
-                out.append(cand)
+    if (len(leaves) >= 2 and relation == "add_remove"
+            and all(leaf.shape[0] * leaf.shape[1] <= max_entries for leaf in leaves)):
+        cand = kron_candidate([leaf.dense() for leaf in leaves], family, norm)
+        if cand is not None:
+            out.append(cand)
     return out

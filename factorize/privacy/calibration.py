@@ -57,8 +57,9 @@ Discrete Laplace accounting: for ``q`` into ``Z^m`` with L1 sensitivity Δ̃₁ 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from factorize.choices import NOISE_FAMILIES, SAMPLERS, NoiseFamily, Sampler
 from factorize.numerics import is_power_of_two, positive_number
@@ -306,7 +307,7 @@ class NoiseSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "NoiseSpec":
+    def from_dict(cls, data: Mapping[str, Any]) -> NoiseSpec:
         required = ("family", "scale", "sensitivity", "sensitivity_norm", "relation", "guarantee", "sampler")
         missing = [k for k in required if k not in data]
         if missing:
@@ -352,7 +353,7 @@ _ACCOUNTING_ANALYTIC = "analytic Gaussian mechanism (Balle & Wang 2018, Thm. 8)"
 _ACCOUNTING_DISCRETE = "discrete Gaussian: rho-zCDP (CKS20 Thm. 14) -> (eps, delta) by CKS20 Cor. 13"
 
 
-def calibrate(
+def calibrate(  # noqa: C901 (counted allow-list)
     guarantee: Guarantee,
     sensitivity_l2: float | Sensitivity | None = None,
     sensitivity_l1: float | Sensitivity | None = None,

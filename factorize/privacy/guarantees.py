@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Union
+from typing import Any
 
 from factorize.errors import InputError
 from factorize.numerics import positive_number, real_number
@@ -57,7 +58,7 @@ class Neighbouring(enum.Enum):
         return self.name.lower()
 
     @classmethod
-    def parse(cls, value: "Neighbouring | str") -> "Neighbouring":
+    def parse(cls, value: Neighbouring | str) -> Neighbouring:
         """Accept a member, its key (``"add_remove"``), its name, or its value text.
 
         Also tolerated: ``"add/remove"``, ``"add-remove"``, ``"addremove"``, any case.
@@ -104,7 +105,7 @@ class ApproxDP:
         return {"type": self.kind, "epsilon": self.epsilon, "delta": self.delta}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ApproxDP":
+    def from_dict(cls, data: Mapping[str, Any]) -> ApproxDP:
         _expect_keys(data, cls.kind, {"epsilon", "delta"})
         return cls(data["epsilon"], data["delta"])
 
@@ -127,7 +128,7 @@ class ZCDP:
         return {"type": self.kind, "rho": self.rho}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ZCDP":
+    def from_dict(cls, data: Mapping[str, Any]) -> ZCDP:
         _expect_keys(data, cls.kind, {"rho"})
         return cls(data["rho"])
 
@@ -150,7 +151,7 @@ class PureDP:
         return {"type": self.kind, "epsilon": self.epsilon}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "PureDP":
+    def from_dict(cls, data: Mapping[str, Any]) -> PureDP:
         _expect_keys(data, cls.kind, {"epsilon"})
         return cls(data["epsilon"])
 
@@ -158,7 +159,7 @@ class PureDP:
         return f"epsilon={self.epsilon!r}"
 
 
-Guarantee = Union[ApproxDP, ZCDP, PureDP]
+Guarantee = ApproxDP | ZCDP | PureDP
 
 _KINDS: dict[str, type[ApproxDP] | type[ZCDP] | type[PureDP]] = {ApproxDP.kind: ApproxDP, ZCDP.kind: ZCDP, PureDP.kind: PureDP}
 

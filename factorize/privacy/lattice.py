@@ -41,9 +41,9 @@ release is reproducible bit for bit, and the sensitivity bound holds for what is
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 
@@ -292,7 +292,7 @@ def _residues(Zs: Sequence[np.ndarray], counts: np.ndarray, p: int) -> np.ndarra
     return np.where(r < 0, r + p, r)
 
 
-def _exact_rounded(qf: Sequence[QuantizedFactor], hist: "_Dense | _Sparse", n: int, T: int,
+def _exact_rounded(qf: Sequence[QuantizedFactor], hist: _Dense | _Sparse, n: int, T: int,
                    todo: np.ndarray) -> list[int]:
     """``round_half_even((⊗Z_j)h · 2^(T−53d))`` exactly, for the coordinates ``todo``."""
     d = len(qf)
@@ -312,8 +312,8 @@ def _exact_rounded(qf: Sequence[QuantizedFactor], hist: "_Dense | _Sparse", n: i
     # only the factor rows the wanted coordinates use: a (Π|rows_j|)-entry tensor ≤ m
     idx = np.unravel_index(todo, [q.Z.shape[0] for q in qf])
     rows = [np.unique(i) for i in idx]
-    Zs = [q.Z[r] for q, r in zip(qf, rows)]
-    pos = np.ravel_multi_index([np.searchsorted(r, i) for r, i in zip(rows, idx)],
+    Zs = [q.Z[r] for q, r in zip(qf, rows, strict=True)]
+    pos = np.ravel_multi_index([np.searchsorted(r, i) for r, i in zip(rows, idx, strict=True)],
                                [r.size for r in rows])
     res = [hist.residues(Zs, p)[pos] for p in used]
     # Garner: mixed-radix digits v_k, Y = v_0 + p_0(v_1 + p_1(v_2 + ...)), all in int64
@@ -332,7 +332,7 @@ def _exact_rounded(qf: Sequence[QuantizedFactor], hist: "_Dense | _Sparse", n: i
         Y = 0
         for k in range(len(used) - 1, -1, -1):
             Y = Y * used[k] + int(digits[k][i])
-        if Y > half_M:
+        if half_M < Y:
             Y -= M
         out.append(_round_shift(Y, shift))
     return out

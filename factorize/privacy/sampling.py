@@ -351,7 +351,7 @@ def _to_fraction(name: str, x: Any) -> Fraction:
         f = Fraction(int(x))
     elif isinstance(x, Rational):
         f = Fraction(int(x.numerator), int(x.denominator))
-    elif isinstance(x, (float, np.floating)) or isinstance(x, Real):
+    elif isinstance(x, (float, np.floating, Real)):
         xf = float(x)
         if not math.isfinite(xf):
             raise PrivacyError(f"{name} must be finite, got {x!r}")
@@ -380,9 +380,8 @@ def _chunked(core: Any, n: int) -> list[np.ndarray]:
 
 def _finish(parts: list[np.ndarray], n: int, shape: tuple[int, ...]) -> np.ndarray:
     out = np.concatenate(parts)[:n] if parts else np.zeros(0, dtype=np.int64)
-    if out.dtype == object:
-        if n == 0 or max(abs(int(v)) for v in out) < (1 << 63):
-            out = out.astype(np.int64)
+    if out.dtype == object and (n == 0 or max(abs(int(v)) for v in out) < (1 << 63)):
+        out = out.astype(np.int64)
     return out.reshape(shape)
 
 
@@ -665,7 +664,7 @@ def sample_lattice(k: Any, noise_spec: Any, rng: Any = None) -> np.ndarray:
         y = discrete_laplace(b, k.shape, rng)
     if y.dtype == object or k.dtype == object or (k.size and (np.max(np.abs(y)) >= 2**62
                                                                or np.max(np.abs(k)) >= 2**62)):
-        total = np.array([int(a) + int(c) for a, c in zip(k.ravel(), y.ravel())], dtype=object)
+        total = np.array([int(a) + int(c) for a, c in zip(k.ravel(), y.ravel(), strict=True)], dtype=object)
         return (total.astype(np.float64) * grid).reshape(k.shape)
     return (k.astype(np.int64) + y).astype(np.float64) * grid
 

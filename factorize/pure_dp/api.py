@@ -22,6 +22,7 @@ RMSE = ``sqrt(2 Δ₁² tr / k)`` at ε = 1 (Laplace scale Δ₁/ε, variance 2b
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,7 +175,7 @@ def plan_kron_flat(W: Workload | str, *, seed: int = 0, one_d: dict | None = Non
     P = product_structure(W)
     ks = kron if kron is not None else _kron_plan(P, seed, one_d)
     thetas = []
-    for F, s in zip(ks.factors, ks.searches):
+    for F, s in zip(ks.factors, ks.searches, strict=True):
         if s is not None:
             thetas.append(s.theta)
         elif F.shape[0] == F.shape[1] and np.array_equal(F, np.eye(F.shape[0])):
@@ -202,7 +203,7 @@ def plan_union_kron(W: Workload | str, *, seed: int = 0, one_d: dict | None = No
     us = optimize_union(P, seed=seed, one_d=one_d)
     err = evaluate_union(P, us.weights, us.terms)
     return PureDPStrategy("union of kronecker", P.sizes, err,
-                          union=tuple(zip(us.weights, us.terms)),
+                          union=tuple(zip(us.weights, us.terms, strict=True)),
                           optimizer={"value": us.value, "block_values": list(us.block_values)},
                           seconds=time.perf_counter() - t0)
 
@@ -247,10 +248,8 @@ def plan_pure_dp(W: Workload | str, *, seed: int = 0, flat: bool = True,
         if len(P.blocks) > 1:
             out.append(plan_union_kron(W, seed=seed, one_d=one_d))
         if flat and N <= MAX_FLAT_CELLS and len(P.sizes) > 1:  # one attribute: the same problem
-            try:
+            with contextlib.suppress(StructureError):
                 out.append(plan_kron_flat(W, seed=seed, kron=ks))
-            except StructureError:
-                pass
             # and a fresh flat search: the Kronecker start's basin can miss the flat optimum
             # (vstack(scale(3,kron(prefix:4,prefix:8)),kron(F,G)): 14.07 from it, 13.23 fresh)
             out.append(plan_p_identity(W, seed=seed, **{"work_budget": FRESH_FLAT_WORK,

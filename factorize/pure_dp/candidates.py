@@ -60,7 +60,7 @@ def optimized_candidates(W: Workload, *, seed: int = 0, max_cells: int,
     dense_W: np.ndarray | None = None
     for s in found:
         fact = _kron_factorization(W, s)
-        if fact is None and N <= max_cells and k * N <= max_entries:
+        if fact is None and max_cells >= N and k * N <= max_entries:
             if dense_W is None:
                 dense_W = np.asarray(W.dense(), dtype=np.float64)
             fact = _dense_factorization(dense_W, s.dense())
@@ -77,10 +77,10 @@ def _kron_factorization(W: Workload, s: PureDPStrategy) -> Factorization | None:
         return None
     leaves = kron_leaves(W)
     if len(leaves) != len(s.factors) or any(leaf.shape[1] != A.shape[1]
-                                            for leaf, A in zip(leaves, s.factors)):
+                                            for leaf, A in zip(leaves, s.factors, strict=True)):
         return None
     R = tuple(_reconstruction(np.asarray(leaf.dense(), dtype=np.float64), A)
-              for leaf, A in zip(leaves, s.factors))
+              for leaf, A in zip(leaves, s.factors, strict=True))
     return Factorization(R, tuple(np.asarray(A, dtype=np.float64) for A in s.factors))
 
 

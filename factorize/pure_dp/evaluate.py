@@ -112,7 +112,7 @@ def evaluate_dense(W: np.ndarray, A: np.ndarray, *, replace: bool = True) -> Lap
 def _block_trace(block_factors: Sequence[np.ndarray], weight: float,
                  strategy: Sequence[np.ndarray]) -> float:
     t = weight * weight
-    for F, A in zip(block_factors, strategy):
+    for F, A in zip(block_factors, strategy, strict=True):
         t *= gram_trace(F.T @ F, A)
     return t
 
@@ -141,7 +141,7 @@ def evaluate_union(P: ProductWorkload, weights: Sequence[float],
     pm = product_max([abs(float(a)) for a in weights], tables)
     # block b's noise is scaled by 1/α_b relative to a unit-weight measurement
     trace = math.fsum(_block_trace(b.factors, b.weight, t) / (a * a)
-                      for b, a, t in zip(P.blocks, weights, terms))
+                      for b, a, t in zip(P.blocks, weights, terms, strict=True))
     ar = Sensitivity(pm.value, "l1", Neighbouring.ADD_REMOVE, pm.exact)
     rp = Sensitivity(2.0 * pm.value, "l1", Neighbouring.REPLACE, False)
     return LaplaceError(trace, P.k, ar, rp)

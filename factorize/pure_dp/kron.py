@@ -103,7 +103,7 @@ def _weighted_gram(coef: np.ndarray, grams: Sequence[np.ndarray]) -> np.ndarray:
     """``Σ_b coef_b G_b``, the blocks that share one Gram matrix (the same object) added
     once: the n×n matrix of attribute i's one-factor subproblem."""
     acc: dict[int, list] = {}
-    for c, g in zip(coef, grams):
+    for c, g in zip(coef, grams, strict=True):
         if id(g) in acc:
             acc[id(g)][0] += float(c)
         else:
@@ -128,7 +128,7 @@ def _shared_grams(blocks: Sequence, i: int) -> list[np.ndarray]:
 def _kind(F: np.ndarray) -> str:
     """"total" (c·1ᵀ), "identity" (c·I), "diagonal" or "matrix": a scaled identity factor is
     optimally measured by I, a scaled total by 1ᵀ (the scale only multiplies t)."""
-    if F.shape[0] == 1 and np.all(F == F[0, 0]) and F[0, 0] != 0:
+    if F.shape[0] == 1 and np.all(F[0, 0] == F) and F[0, 0] != 0:
         return "total"
     diag = np.diagonal(F)
     if F.shape[0] == F.shape[1] and np.array_equal(F, np.diag(diag)) and np.all(diag != 0):
@@ -197,7 +197,7 @@ def _start_factors(P: ProductWorkload, fixed: list[np.ndarray | None]) -> list[n
 def _trace_table(grams: list[list[np.ndarray]], factors: Sequence[np.ndarray],
                  thetas: Sequence[np.ndarray | None]) -> np.ndarray:
     """``T[b, i] = t_{b,i} = tr(G_{b,i} (A_iᵀA_i)⁺)`` (one inverse per attribute)."""
-    cols = [_traces(grams[i], gram_inverse(F, th)) for i, (F, th) in enumerate(zip(factors, thetas))]
+    cols = [_traces(grams[i], gram_inverse(F, th)) for i, (F, th) in enumerate(zip(factors, thetas, strict=True))]
     return np.array(cols, dtype=np.float64).T
 
 

@@ -197,7 +197,7 @@ class MarginalWeightsResult:
     def support(self, rel: float = 1e-12) -> list[tuple[float, tuple[int, ...]]]:
         """``(weight, subset)`` of the subsets with ``θ_S > rel·max θ``, heaviest first."""
         top = float(self.theta.max())
-        out = [(float(w), S) for w, S in zip(self.theta, self.subsets) if w > rel * top]
+        out = [(float(w), S) for w, S in zip(self.theta, self.subsets, strict=True) if w > rel * top]
         return sorted(out, key=lambda z: -z[0])
 
 

@@ -327,7 +327,7 @@ def identity_baseline(W: Workload | str | np.ndarray, guarantee: Any,
         Wd = _dense_or_none(W, max_entries)
         if Wd is None:
             return _skip(NAME_IDENTITY, _DESC_IDENTITY, _too_large("W", k * N, max_entries))
-        if N * N > max_entries:
+        if max_entries < N * N:
             return _skip(NAME_IDENTITY, _DESC_IDENTITY,
                          _too_large("the identity strategy", N * N, max_entries))
         fact = Factorization.dense(Wd, np.eye(N))

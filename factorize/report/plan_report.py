@@ -82,7 +82,7 @@ def _marginal_groups(W: Any, attributes: list[str]) -> list[tuple[str, int, int]
         return None
     names = attributes if len(attributes) == len(fam.sizes) else [f"x{i}" for i in range(len(fam.sizes))]
     out, start = [], 0
-    for subset, rows in zip(fam.subsets, fam.rows):
+    for subset, rows in zip(fam.subsets, fam.rows, strict=True):
         label = " × ".join(names[j] for j in subset) or "total"
         out.append((label, start, start + rows))
         start += rows
@@ -150,7 +150,7 @@ def _structured_accuracy(plan: Any) -> _Accuracy:
 
 def _header(plan: Any, mechanism: str) -> tuple[str, str]:
     k, N = plan.shape
-    dom = ", ".join(f"{a} ({s})" for a, s in zip(plan.domain.attributes, plan.domain.sizes))
+    dom = ", ".join(f"{a} ({s})" for a, s in zip(plan.domain.attributes, plan.domain.sizes, strict=True))
     return (f"Mechanism plan: {plan.workload['spec']}",
             f"{mechanism} mechanism · {k} queries over {N} cells · domain {dom} · "
             f"workload fingerprint {plan.workload['fingerprint'][:16]}…")
@@ -340,12 +340,12 @@ def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any], norm: str | No
         names.append(bl.name)
         rmse.append(bl.rmse)
         mx.append(bl.max_std)
-    numbers["baselines"] = {n_: r for n_, r in zip(names[1:], rmse[1:])}
+    numbers["baselines"] = {n_: r for n_, r in zip(names[1:], rmse[1:], strict=False)}
     paras = ["Standard strategies for the same workload and guarantee, calibrated by the same "
              "functions as the plan (computed now, not stored in the plan)."]
     if skipped:
         paras.append("Not applicable: " + "; ".join(skipped) + ".")
-    worse = [(nm, m) for nm, m in zip(names[1:], mx[1:]) if m < e["per_query_std_max"] * (1 - 1e-9)]
+    worse = [(nm, m) for nm, m in zip(names[1:], mx[1:], strict=False) if m < e["per_query_std_max"] * (1 - 1e-9)]
     if worse and norm == "gamma_f":
         nm, m = min(worse, key=lambda z: z[1])
         paras.append(f"On the worst query, {nm} beats this plan ({m:.6g} against "
@@ -385,7 +385,7 @@ def _projection_report(plan: Any) -> Report:
     sections.append(Section("Error bounds", cert, table=rows))
 
     W = plan_workload(plan)
-    ns = NS[NS <= max(10 * plan.n, 1000)]
+    ns = NS[max(10 * plan.n, 1000) >= NS]
     curve = _projection_bound_curve(plan, W, ns)
     if curve is not None:
         sections.append(Section("Error and dataset size", [

@@ -569,7 +569,7 @@ def _intervals(ci_low: Any, ci_high: Any, k: int) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
-def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
+def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,  # noqa: C901 (counted allow-list)
                  groups: Sequence[tuple[str, int, int]] | None = None, title: str,
                  truth: Any = None, unit: str = "counts", post: Any = None,
                  series: Sequence[tuple[str, Any]] | None = None,
@@ -618,7 +618,7 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
             notes.append(f"no interval for {missing:,} of {k:,} queries")
     full_title = _with_notes(title, notes)
 
-    def draw() -> Figure:
+    def draw() -> Figure:  # noqa: C901 (counted allow-list)
         fig, (ax,) = _new_figure()
         x = idx
         e = est[idx]
@@ -696,7 +696,7 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,
         ax.grid(True, axis="y", alpha=0.3)
         handles, names = ax.get_legend_handles_labels()
         rank = {"estimate": 0, "95% interval": 1, "post-processed": 2, "true value": 3}
-        pairs = sorted(zip(handles, names), key=lambda hn: rank.get(hn[1], 3))
+        pairs = sorted(zip(handles, names, strict=True), key=lambda hn: rank.get(hn[1], 3))
         handles, names = [h for h, _ in pairs], [n for _, n in pairs]
         if len(handles) > 1:
             fig.legend(handles, names, loc="outside lower center", ncols=min(len(handles), 4),

@@ -15,6 +15,7 @@ the file's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,8 @@ def results_report(path: str | Path) -> Report:
     g = meta.get("guarantee")
     gtxt = json.dumps(g, ensure_ascii=False)  # as stated, when it is not a guarantee we read
     if isinstance(g, dict):
-        try:
+        with contextlib.suppress(KeyError, TypeError, ValueError):
             gtxt = guarantee_text(guarantee_from_dict(g))
-        except (KeyError, TypeError, ValueError):
-            pass
     subtitle = (f"{est.size} answers · {gtxt} · "
                 f"{meta.get('neighbouring', '?')} neighbours · plan sha256 "
                 f"{str(meta.get('plan_sha256', '?'))[:16]}…")
@@ -173,10 +172,10 @@ def _cdf_series(W: Any, attributes: list[str], sizes: Any) -> list[tuple[str, np
     others = [j for j in range(len(factors)) if j != p]
     for combo in np.ndindex(*[shape[j] for j in others]):
         sl: list[int | slice] = [0] * len(factors)
-        for j, c in zip(others, combo):
+        for j, c in zip(others, combo, strict=True):
             sl[j] = c
         sl[p] = slice(None)
-        label = ", ".join(f"{names[j]}={c}" for j, c in zip(others, combo) if kinds[j] == "identity")
+        label = ", ".join(f"{names[j]}={c}" for j, c in zip(others, combo, strict=True) if kinds[j] == "identity")
         out.append((label, idx[tuple(sl)]))
     if len(out) > 13:
         return None  # too many lines to read: the generic plot

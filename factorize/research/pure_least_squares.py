@@ -392,7 +392,7 @@ def run_pure_least_squares(plan: PureLeastSquaresPlan, h: Any,
     # post-processing of the released values only
     rest = np.zeros(k)
     coords = []
-    for b, z in zip(plan.blocks, noisy):
+    for b, z in zip(plan.blocks, noisy, strict=True):
         if b.projected:
             coords.append(z)
         else:

@@ -7,8 +7,8 @@ factor once: the 4,526 blocks of all ≤3-way residuals over 30 attributes share
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class KronBlock:
     def __post_init__(self) -> None:
         if len(self.support) != len(self.names):
             raise StructureError("a block needs one factor name per support attribute")
-        if any(b <= a for a, b in zip(self.support, self.support[1:])):
+        if any(b <= a for a, b in zip(self.support, self.support[1:], strict=False)):
             raise StructureError(f"block support {self.support} is not strictly increasing")
         if not (isinstance(self.scale, float) and math.isfinite(self.scale) and self.scale != 0.0):
             raise StructureError(f"block scale {self.scale!r} must be a finite nonzero float")
@@ -69,7 +69,7 @@ class Term:
     def __post_init__(self) -> None:
         if len(self.attrs) != len(self.names):
             raise StructureError("a term needs one factor name per attribute")
-        if any(b <= a for a, b in zip(self.attrs, self.attrs[1:])):
+        if any(b <= a for a, b in zip(self.attrs, self.attrs[1:], strict=False)):
             raise StructureError(f"term attributes {self.attrs} are not strictly increasing")
         if not (isinstance(self.scale, float) and math.isfinite(self.scale)):
             raise StructureError(f"term scale {self.scale!r} must be a finite float")

@@ -47,7 +47,7 @@ term reading the wrong measurement.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -88,8 +88,8 @@ def reconstruction_residual(recon: StructuredReconstruction,
             raise StructureError(f"workload block {o} is not reconstructed by any term")
         choices: list[dict[int, Choice]] = []
         for t in terms:
-            inner = dict(zip(s.blocks[t.in_block].support, s.blocks[t.in_block].names))
-            mine = dict(zip(t.attrs, t.names))
+            inner = dict(zip(s.blocks[t.in_block].support, s.blocks[t.in_block].names, strict=True))
+            mine = dict(zip(t.attrs, t.names, strict=True))
             choices.append({j: (mine.get(j), inner.get(j)) for j in set(mine) | set(inner)})
         attrs = sorted({j for c in choices for j in c} | set(wb.active()))
         per_attr: list[list[Choice]] = []
@@ -113,7 +113,7 @@ def reconstruction_residual(recon: StructuredReconstruction,
                 f"per-attribute choices ({' × '.join(str(len(cs)) for cs in per_attr)} = {full}, "
                 f"{len(combos)} distinct): a residual is missing, duplicated or misplaced")
         q, eps, omega, p = [], [], [], []
-        for j, cs in zip(attrs, per_attr):
+        for j, cs in zip(attrs, per_attr, strict=True):
             wf = wb.factor(j)
             key = (j, tuple(cs), wf.key)
             if key not in memo:
@@ -194,9 +194,9 @@ def _basis_residual(recon: StructuredReconstruction, o: int, wb: WorkloadBlock, 
     kabs: dict[tuple[int, ...], float] = {}
     spread = 0.0
     d = len(attrs)
-    for c, et in zip(choices, e.tolist()):
+    for c, et in zip(choices, e.tolist(), strict=True):
         alphas, a_prod, ae_prod = [], 1.0, 1.0
-        for j, B, lv in zip(attrs, bases, live):
+        for j, B, lv in zip(attrs, bases, live, strict=True):
             pkey = ("proj", j, wb.factor(j).key, c.get(j, (None, None)))
             if pkey not in memo:
                 memo[pkey] = _project(recon, j, c.get(j, (None, None)), B)
@@ -219,7 +219,7 @@ def _basis_residual(recon: StructuredReconstruction, o: int, wb: WorkloadBlock, 
     for pat in _product([[(b, 0.0) for b in lv] for lv in live]):
         p = tuple(b for b, _ in pat)
         dev = abs(kappa.get(p, 0.0) - wb.weight) + gamma(n_ops) * kabs.get(p, 0.0)
-        size = math.prod(B[2][b] for B, b in zip(bases, p))
+        size = math.prod(B[2][b] for B, b in zip(bases, p, strict=True))
         total += round_up(dev, 2) * round_up(size, d)
     return round_up(round_up(total, len(kappa) + 2) + round_up(max(spread, 0.0), len(terms) + 1), 1)
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -184,7 +185,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], groups: Sequen
     terms: list[Term] = []
     r_names: dict[tuple[int, int, str], str] = {}
     covered: set[int] = set()
-    for gi, (g, alpha) in enumerate(zip(groups, alphas)):
+    for gi, (g, alpha) in enumerate(zip(groups, alphas, strict=True)):
         if len(g.factors) != len(sizes):
             raise StructureError(f"group {gi}: {len(g.factors)} factors for {len(sizes)} attributes")
         members = [wblocks[o] for o in g.blocks]

@@ -41,7 +41,8 @@ distinct explicit workload factor in order of first appearance.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .workload_blocks import WorkloadBlock
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

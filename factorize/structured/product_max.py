@@ -38,8 +38,8 @@ upper bounds of the quantities they stand for.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -85,7 +85,7 @@ def _reduce(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _objective(weights: np.ndarray, tuples: list[np.ndarray], choice: Sequence[int]) -> float:
     p = weights.copy()
-    for T, i in zip(tuples, choice):
+    for T, i in zip(tuples, choice, strict=True):
         p = p * T[i]
     return float(np.sum(p))
 
@@ -126,7 +126,7 @@ def _starts(weights: np.ndarray, tuples: list[np.ndarray]) -> list[list[int]]:
     return starts
 
 
-def product_max(weights: Sequence[float], tables: Sequence[np.ndarray], *,
+def product_max(weights: Sequence[float], tables: Sequence[np.ndarray], *,  # noqa: C901 (counted allow-list)
                 budget: int = WORK_BUDGET) -> ProductMax:
     """The certified ``max_x Σ_b w_b Π_j tables[j][x_j, b]`` (module docstring). ``weights``:
     B finite non-negative floats; ``tables[j]``: an ``n_j × B`` array of finite non-negative

@@ -18,7 +18,7 @@ independent noise coordinates.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -75,16 +75,16 @@ class StructuredReconstruction:
         s = self.strategy
         if not (0 <= t.out_block < len(self.out_rows) and 0 <= t.in_block < len(s.blocks)):
             raise StructureError(f"term {i} refers to a block that does not exist")
-        if t.attrs and not (0 <= t.attrs[0] and t.attrs[-1] < s.d):
+        if t.attrs and not (t.attrs[0] >= 0 and t.attrs[-1] < s.d):
             raise StructureError(f"term {i} names an attribute outside the domain")
         check_arrays(self.arrays, t.names, f"reconstruction term {i}")
         blk = s.blocks[t.in_block]
-        inner = dict(zip(blk.support, blk.names))
+        inner = dict(zip(blk.support, blk.names, strict=True))
         if not set(inner) <= set(t.attrs):
             raise StructureError(f"term {i} does not map every measured attribute of strategy "
                                  f"block {t.in_block}")
         rows = 1
-        for j, name in zip(t.attrs, t.names):
+        for j, name in zip(t.attrs, t.names, strict=True):
             G = self.arrays[name]
             want = s.arrays[inner[j]].shape[0] if j in inner else 1
             if G.shape[1] != want:
@@ -99,7 +99,7 @@ class StructuredReconstruction:
     def k(self) -> int:
         return self.offsets[-1]
 
-    def rebased(self, strategy: StructuredStrategy) -> "StructuredReconstruction":
+    def rebased(self, strategy: StructuredStrategy) -> StructuredReconstruction:
         """The same terms over ``strategy`` — the measured form of this one's strategy (same
         blocks, factors of the same shapes): no term needs checking again."""
         if strategy.block_rows != self.strategy.block_rows or len(strategy.blocks) != len(self.strategy.blocks):
@@ -163,7 +163,7 @@ class StructuredReconstruction:
                         u = self.terms[ui]
                         vec = kron_vector([inner.setdefault(
                             (g, h), np.einsum("ij,ij->i", self.arrays[g], self.arrays[h]))
-                            for g, h in zip(t.names, u.names)])
+                            for g, h in zip(t.names, u.names, strict=True)])
                         lo, hi = self.offsets[t.out_block], self.offsets[t.out_block + 1]
                         sq[lo:hi] += (2.0 * t.scale * u.scale) * vec
             np.maximum(sq, 0.0, out=sq)

@@ -21,7 +21,8 @@ per unit of μ; the verifier re-derives μ with rounding allowances and requires
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -116,12 +117,12 @@ def _assemble(sizes: tuple[int, ...], supports: Sequence[tuple[int, ...]], scale
               inverse: np.ndarray, arrays: dict[str, np.ndarray]
               ) -> tuple[StructuredStrategy, StructuredReconstruction]:
     blocks = [KronBlock(float(s), T, tuple(f"U.{sizes[j]}" for j in T))
-              for T, s in zip(supports, scales)]
+              for T, s in zip(supports, scales, strict=True)]
     strategy = StructuredStrategy(sizes, blocks, arrays, FAMILY)
     index = {T: i for i, T in enumerate(supports)}
     terms: list[Term] = []
     rows = []
-    for o, (S, w) in enumerate(zip(out_support, out_weight)):
+    for o, (S, w) in enumerate(zip(out_support, out_weight, strict=True)):
         rows.append(math.prod(sizes[j] for j in S))
         for r in range(len(S) + 1):
             for T in itertools.combinations(S, r):
@@ -158,7 +159,7 @@ def unpad_subsets(a: np.ndarray, d: int, what: str) -> list[tuple[int, ...]]:
         if any(not (v == int(v) and 0 <= v < d) for v in head):
             raise StructureError(f"{what}: entries must be attribute indices < {d}")
         T = tuple(int(v) for v in head)
-        if any(y <= x for x, y in zip(T, T[1:])):
+        if any(y <= x for x, y in zip(T, T[1:], strict=False)):
             raise StructureError(f"{what}: a subset is not strictly increasing")
         out.append(T)
     return out

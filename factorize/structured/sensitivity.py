@@ -273,7 +273,7 @@ def _exact_add_remove(strategy: StructuredStrategy, stats: dict[str, _FactorStat
     total = np.zeros(strategy.N)
     for blk in strategy.blocks:
         f, es = _block_scale(blk.scale)
-        names = dict(zip(blk.support, blk.names))
+        names = dict(zip(blk.support, blk.names, strict=True))
         vecs, e = [], es
         for j, n in enumerate(strategy.sizes):
             if j in names:
@@ -297,7 +297,7 @@ def _exact_replace_l2(strategy: StructuredStrategy, stats: dict[str, _FactorStat
         if not blk.support:
             continue
         f, es = _block_scale(blk.scale)
-        names = dict(zip(blk.support, blk.names))
+        names = dict(zip(blk.support, blk.names, strict=True))
         grams, e, c = [], es, 1.0
         for j, n in enumerate(strategy.sizes):
             if j in names:

@@ -28,7 +28,8 @@ order of first use over the blocks, which :func:`certificate_lower` re-derives f
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

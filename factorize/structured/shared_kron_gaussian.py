@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -68,7 +68,7 @@ def _best_factor(Ws: Sequence[np.ndarray], c: np.ndarray) -> tuple[np.ndarray, n
     """The dual solver's best strategy for ``min Σ_o c_o tr(G_o X⁻¹)`` and its traces."""
     from solvers.dual_gamma_f import solve_gamma_f_dual
 
-    H = sum(float(ci) * (W.T @ W) for ci, W in zip(c, Ws) if ci > 0)
+    H = sum(float(ci) * (W.T @ W) for ci, W in zip(c, Ws, strict=True) if ci > 0)
     H = 0.5 * (H + H.T)
     res = solve_gamma_f_dual(H, max(1, len(Ws)), target_gap=SUBPROBLEM_GAP)
     best: tuple[float, np.ndarray, np.ndarray] | None = None

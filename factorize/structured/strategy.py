@@ -20,7 +20,8 @@ Operations never form an N-column object except :meth:`StructuredStrategy.dense`
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,10 +55,10 @@ class StructuredStrategy:
         d = len(self.sizes)
         rows = []
         for i, b in enumerate(self.blocks):
-            if b.support and not (0 <= b.support[0] and b.support[-1] < d):
+            if b.support and not (b.support[0] >= 0 and b.support[-1] < d):
                 raise StructureError(f"block {i} names an attribute outside the domain (d={d})")
             check_arrays(self.arrays, b.names, f"strategy block {i}")
-            for j, name in zip(b.support, b.names):
+            for j, name in zip(b.support, b.names, strict=True):
                 if self.arrays[name].shape[1] != self.sizes[j]:
                     raise StructureError(f"factor {name!r} has {self.arrays[name].shape[1]} columns, "
                                          f"attribute {j} has {self.sizes[j]} values")
@@ -95,7 +96,7 @@ class StructuredStrategy:
         return list(seen)
 
     # -- the measured strategy --------------------------------------------------------------
-    def measured(self) -> "StructuredStrategy":
+    def measured(self) -> StructuredStrategy:
         """Every factor and scale quantized (``privacy.lattice.quantize``; computed once)."""
         if self._measured is None:
             from factorize.privacy.lattice import quantize
@@ -150,7 +151,7 @@ class StructuredStrategy:
         out = []
         for blk in self.blocks:
             M = np.array([[blk.scale]])
-            names = dict(zip(blk.support, blk.names))
+            names = dict(zip(blk.support, blk.names, strict=True))
             for j, n in enumerate(self.sizes):
                 M = np.kron(M, self.arrays[names[j]] if j in names else np.ones((1, n)))
             out.append(M)

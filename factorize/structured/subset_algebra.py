@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -176,10 +177,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
         key = (f.key, kind)
         if key not in factors:
             F = f.dense()
-            if kind == "U":
-                G = F @ arrays[a_name[f.n]].T
-            else:
-                G = F.sum(axis=1, keepdims=True) / f.n
+            G = F @ arrays[a_name[f.n]].T if kind == "U" else F.sum(axis=1, keepdims=True) / f.n
             if G.size > MAX_FACTOR_ENTRIES:
                 raise StructureError(f"a reconstruction factor of {G.size} entries is too large")
             if not np.any(G):

@@ -44,8 +44,9 @@ and by the eigensolver's allowance (Weyl) before its square root.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,13 +77,13 @@ def exact_gram(f: AxisFactor) -> np.ndarray | None:
     if n * n * rows > MAX_EXACT_GRAM_WORK:
         return None
     top = float(np.max(np.abs(M))) if M.size else 0.0
-    if np.all(M == np.round(M)) and top * top * rows < 2.0 ** 52:
+    if np.all(np.round(M) == M) and top * top * rows < 2.0 ** 52:
         return M.T @ M
     mant, expo = np.frexp(M)
     ints = np.array([int(x) for x in np.ldexp(mant, 53).ravel()], dtype=object).reshape(M.shape)
     shift = (expo - 53).astype(np.int64)
     base = int(np.min(shift[M != 0])) if np.any(M != 0) else 0
-    scaled = np.array([v << int(s - base) if v else 0 for v, s in zip(ints.ravel(), shift.ravel())],
+    scaled = np.array([v << int(s - base) if v else 0 for v, s in zip(ints.ravel(), shift.ravel(), strict=True)],
                       dtype=object).reshape(M.shape)
     return scaled.T.dot(scaled)
 
@@ -269,7 +270,7 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
     if len(sectors) > MAX_SECTORS:
         return None
     rows = [max((wb.factor(j).rows for wb in wblocks), default=1) for j in range(d)]
-    rounding = sum(r + n * n + 4 for r, n in zip(rows, sizes)) + 2 * d + len(wblocks) + 8
+    rounding = sum(r + n * n + 4 for r, n in zip(rows, sizes, strict=True)) + 2 * d + len(wblocks) + 8
     return Reduction(sizes, tuple(found), class_sizes,
                      tuple(s for s in sectors if np.any(s.gram != 0)), sum(wb.rows for wb in wblocks),
                      rounding)
@@ -278,7 +279,7 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
 def _sector(free, fixed, coef, coef_abs, red, class_sizes, d) -> Sector:
     size = math.prod(int(class_sizes[j].size) for j in free)
     G, Ga = np.zeros((size, size)), np.zeros((size, size))
-    for o, (c, ca) in enumerate(zip(coef, coef_abs)):
+    for o, (c, ca) in enumerate(zip(coef, coef_abs, strict=True)):
         if c == 0:
             continue
         K, Ka = np.array([[c]]), np.array([[ca]])
@@ -307,7 +308,7 @@ def evaluate(red: Reduction, d: np.ndarray, rel_tol: float = 1e-13) -> tuple[flo
         pairs.append(np.linalg.eigh(root[:, None] * s.gram * root[None, :]))
     top = max((float(lam[-1]) for lam, _ in pairs if lam.size), default=0.0)
     zeros = 0
-    for s, (lam, V) in zip(red.sectors, pairs):
+    for s, (lam, V) in zip(red.sectors, pairs, strict=True):
         r = np.where(lam > rel_tol * top, np.sqrt(np.maximum(lam, 0.0)), 0.0)
         zeros += s.multiplicity * int(np.sum(r == 0.0))
         total += s.multiplicity * float(np.sum(r))

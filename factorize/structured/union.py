@@ -35,7 +35,8 @@ each block's support and factor names and each term's attributes and factor name
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,13 +92,13 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
     if extra:
         raise StructureError(f"unexpected arrays in a union plan: {sorted(extra)[:5]}")
     blocks = []
-    for i, (b, s) in enumerate(zip(blocks_m, bs)):
+    for i, (b, s) in enumerate(zip(blocks_m, bs, strict=True)):
         if not isinstance(b, dict):
             raise StructureError(f"block {i} must be an object")
         blocks.append(KronBlock(float(s), _ints(b.get("support"), f"block {i} support"),
                                 _strs(b.get("factors"), f"block {i} factors")))
     terms = []
-    for i, (t, s) in enumerate(zip(terms_m, ts)):
+    for i, (t, s) in enumerate(zip(terms_m, ts, strict=True)):
         if not isinstance(t, dict) or not all(isinstance(t.get(k), int) and not isinstance(t.get(k), bool)
                                               for k in ("out", "in")):
             raise StructureError(f"term {i} must name its out and in blocks")
@@ -125,7 +126,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
     for o, wb in enumerate(wblocks):
         L = abs(wb.weight)
         blk = plan.strategy.blocks[o]
-        names = dict(zip(blk.support, blk.names))
+        names = dict(zip(blk.support, blk.names, strict=True))
         for j, f in enumerate(wb.factors):
             if f.kind != "matrix":
                 continue

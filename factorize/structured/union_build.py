@@ -6,7 +6,8 @@ never this module)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -104,9 +105,9 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, 
         s2 /= float(np.sum(s2 * kappa))
     scales = [float(quantize(np.array([[math.sqrt(v)]])).measured[0, 0]) for v in s2]
     blocks = [KronBlock(s, S, tuple(f"A.{names[wb.factors[j].key]}" for j in S))
-              for s, S, wb in zip(scales, supports, wblocks)]
+              for s, S, wb in zip(scales, supports, wblocks, strict=True)]
     terms = [Term(o, o, float(wb.weight / s), S, tuple(f"R.{names[wb.factors[j].key]}" for j in S))
-             for o, (s, S, wb) in enumerate(zip(scales, supports, wblocks))]
+             for o, (s, S, wb) in enumerate(zip(scales, supports, wblocks, strict=True))]
     strategy = StructuredStrategy(sizes, blocks, arrays, FAMILY)
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, arrays, strategy)
     lower = combine_block_bounds(norm, [(wb.rows, abs(wb.weight) * math.prod(

@@ -14,8 +14,9 @@ from the workload's structure, never from an N-column object:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -102,7 +103,7 @@ class WorkloadBlock:
             raise StructureError("a workload block needs its factors or its sizes and support")
 
     @classmethod
-    def marginal(cls, weight: float, sizes: Sequence[int], support: Sequence[int]) -> "WorkloadBlock":
+    def marginal(cls, weight: float, sizes: Sequence[int], support: Sequence[int]) -> WorkloadBlock:
         return cls(weight, sizes=sizes, support=support)
 
     def _marginal_parts(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -163,7 +164,7 @@ def workload_blocks(W: Any, sizes: Sequence[int]) -> list[WorkloadBlock]:
         if tuple(msizes) != sizes:
             raise StructureError(f"the marginal workload has attribute sizes {tuple(msizes)}, "
                                  f"the domain {sizes}")
-        return [WorkloadBlock.marginal(w, sizes, S) for S, w in zip(subsets, weights)]
+        return [WorkloadBlock.marginal(w, sizes, S) for S, w in zip(subsets, weights, strict=True)]
     return [_kron_block(B, sizes) for B in _flat_blocks(W)]
 
 

@@ -45,8 +45,9 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,7 @@ def union_spec(blocks: list[tuple[float, list[list[np.ndarray]]]], store: Factor
 
 
 def domain_string(names: list[str], sizes: list[int]) -> str:
-    return ",".join(f"{a}={n}" for a, n in zip(names, sizes))
+    return ",".join(f"{a}={n}" for a, n in zip(names, sizes, strict=True))
 
 
 # ---------------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ def kron_strategy_trace(blocks: list[tuple[float, list[np.ndarray]]], factors: l
     total, worst = 0.0, 0.0
     for w, Ws in blocks:
         prod = w * w
-        for M, P, G in zip(Ws, pinvs, grams):
+        for M, P, G in zip(Ws, pinvs, grams, strict=True):
             prod *= float(np.sum((M.T @ M) * P))
             worst = max(worst, float(np.linalg.norm(M @ P @ G - M) / max(np.linalg.norm(M), 1e-300)))
         total += prod

@@ -54,7 +54,7 @@ def write_records(n: int, domain, pq_path: Path, csv_path: Path | None, seed: in
             m = min(CHUNK, n - done)
             cols = [rng.integers(0, s, m, dtype=np.int32) for s in domain.sizes]
             expected += np.bincount(np.ravel_multi_index(tuple(cols), domain.sizes), minlength=domain.size)
-            table = pa.table(dict(zip(domain.attributes, cols)), schema=schema)
+            table = pa.table(dict(zip(domain.attributes, cols, strict=True)), schema=schema)
             writer.write_table(table, row_group_size=ROW_GROUP)
             if csv_writer is not None:
                 csv_writer.write_table(table)

@@ -135,8 +135,8 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
         grid = plan.noise.grid
         for records in (10**6, 10**9):
             hh = rng.multinomial(records, np.ones(n) / n).astype(np.int64)
-            t = harness.interleaved({"exact": lambda: lattice_image([A], hh, grid),
-                                     "plain": lambda: np.rint((A @ hh.astype(np.float64)) / grid)}, 3)
+            t = harness.interleaved({"exact": lambda hh=hh: lattice_image([A], hh, grid),
+                                     "plain": lambda hh=hh: np.rint((A @ hh.astype(np.float64)) / grid)}, 3)
             exact, plain = t["exact"].best, t["plain"].best
             row(f"exact measurement round(Ã h/γ) (privacy.lattice) vs float rint(A h/γ), "
                 f"n = {records:.0e} records", f"m = N = {n}",

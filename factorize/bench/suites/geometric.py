@@ -314,7 +314,7 @@ def plot(exp: dict, title: str, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(exp["data"]), figsize=(6.2 * len(exp["data"]), 4.4), squeeze=False)
-    for ax, (dname, res) in zip(axes[0], exp["data"].items()):
+    for ax, (dname, res) in zip(axes[0], exp["data"].items(), strict=True):
         for i, (m, r) in enumerate(res.items()):
             c = f"C{i}"
             ax.plot(exp["ns"], r["rmse"], "o-", color=c, label=f"{m} (measured)")

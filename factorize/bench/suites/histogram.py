@@ -50,7 +50,7 @@ def raw_groupby(path: Path, threads: int, bits: int, domain):
     import numpy as np
 
     strides = [int(np.prod(domain.sizes[j + 1 :])) for j in range(len(domain))]
-    index = " + ".join(f"CAST({a} AS BIGINT) * {s}" for a, s in zip(domain.attributes, strides))
+    index = " + ".join(f"CAST({a} AS BIGINT) * {s}" for a, s in zip(domain.attributes, strides, strict=True))
     con = duckdb.connect(":memory:", config={"threads": threads, "perfect_ht_threshold": bits, "temp_directory": ""})
     try:
         res = con.execute(

@@ -135,7 +135,7 @@ def packed_coded_sql(path: Path, sizes: tuple[int, ...]):
     from factorize.engines._common import row_major_strides
 
     names = [a["name"] for a in SCHEMA_DOC["attributes"]]
-    cell = " + ".join(f'CAST("{n}" AS INTEGER) * {st}' for n, st in zip(names, row_major_strides(sizes)))
+    cell = " + ".join(f'CAST("{n}" AS INTEGER) * {st}' for n, st in zip(names, row_major_strides(sizes), strict=True))
     con = _bench_con()
     try:
         con.execute(f"CREATE TEMP TABLE g AS SELECT {cell} AS cell, count(*) AS n FROM "
@@ -182,7 +182,7 @@ def numpy_floor(path: Path, sizes: tuple[int, ...], raw: bool, threads: int):
         else:
             cols = [t.column(j).to_numpy() for j in range(t.num_columns)]
         idx = cols[0].astype(np.int64)
-        for c, s in zip(cols[1:], sizes[1:]):
+        for c, s in zip(cols[1:], sizes[1:], strict=False):
             idx = idx * s + c
         return np.bincount(idx, minlength=n_cells)
 
@@ -203,7 +203,7 @@ def generate(n: int, tmp: Path, rng) -> dict[str, Any]:
     sizes = schema.sizes
     codes = [rng.integers(0, s, n).astype(np.int32) for s in sizes]
     names = list(schema.names)
-    pq.write_table(pa.table(dict(zip(names, codes))), tmp / "coded.parquet", row_group_size=ROW_GROUP)
+    pq.write_table(pa.table(dict(zip(names, codes, strict=True))), tmp / "coded.parquet", row_group_size=ROW_GROUP)
     e = np.asarray(SALARY_EDGES, dtype=np.float64)
     salary = e[codes[5]] + rng.random(n) * (e[codes[5] + 1] - e[codes[5]])
     raw = {"sex": pa.array(np.asarray(SEX, dtype=object)[codes[0]], pa.string()),
@@ -215,7 +215,7 @@ def generate(n: int, tmp: Path, rng) -> dict[str, Any]:
     pq.write_table(pa.table(raw), tmp / "raw.parquet", row_group_size=ROW_GROUP)
     pq.write_table(pa.table({k: v for k, v in raw.items() if k != "salary"}), tmp / "raw5.parquet",
                    row_group_size=ROW_GROUP)
-    pq.write_table(pa.table({k: v for k, v in zip(names[:5], codes[:5])}), tmp / "coded5.parquet",
+    pq.write_table(pa.table({k: v for k, v in zip(names[:5], codes[:5], strict=True)}), tmp / "coded5.parquet",
                    row_group_size=ROW_GROUP)
     hist = np.bincount(np.ravel_multi_index(tuple(codes), sizes), minlength=int(np.prod(sizes)))
     return {"schema": schema, "hist": hist, "raw_cols": raw, "codes": codes}
@@ -344,7 +344,7 @@ def run(args, harness):
 
         if args.csv_n:
             m = args.csv_n
-            coded_t = pa.table({a: c[:m] for a, c in zip(raw_dom.attributes, g["codes"])})
+            coded_t = pa.table({a: c[:m] for a, c in zip(raw_dom.attributes, g["codes"], strict=True)})
             raw_t = pa.table({k: v.slice(0, m) for k, v in g["raw_cols"].items()})
             pacsv.write_csv(coded_t, tmp / "coded.csv")
             pacsv.write_csv(raw_t, tmp / "raw.csv")
@@ -394,7 +394,7 @@ def ratio(rows: dict[str, Any], raw: str, coded: str, key: str) -> float:
 def paired(raw: dict[str, Any], coded: dict[str, Any]) -> dict[str, float]:
     """The raw / coded wall ratio of each round (the two runs of a round are close in time, so
     a change of the machine's load hits both): median, lowest and highest."""
-    r = [a / b for a, b in zip(raw["times"], coded["times"])]
+    r = [a / b for a, b in zip(raw["times"], coded["times"], strict=True)]
     return {"paired_median": statistics.median(r), "paired_min": min(r), "paired_max": max(r)}
 
 

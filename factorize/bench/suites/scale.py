@@ -135,7 +135,7 @@ def sdp_skip_reason(family: str, N: int, norm: str, backend: str, quick: bool = 
                 f"and an (N + r)-square PSD cone)")
     if backend in ("clarabel", "mosek"):
         cap = QUICK_INTERIOR_MAX_N if quick else CLARABEL_MAX_N
-        if N > cap:
+        if cap < N:
             name = {"clarabel": "Clarabel", "mosek": "MOSEK"}[backend]
             if quick:
                 return f"skipped: --quick runs {name} only up to N = {cap}"
@@ -481,9 +481,9 @@ def fit_exponent(points: list[tuple[float, float]]) -> dict | None:
     ys = [math.log(s) for _, s in pts]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     a = my - b * mx
-    resid = [y - (a + b * x) for x, y in zip(xs, ys)]
+    resid = [y - (a + b * x) for x, y in zip(xs, ys, strict=True)]
     return {"exponent": b, "log_intercept": a, "points": len(pts),
             "rms_log_residual": math.sqrt(sum(e * e for e in resid) / len(resid)),
             "N": [n for n, _ in pts], "seconds": [s for _, s in pts]}

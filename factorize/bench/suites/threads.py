@@ -167,7 +167,7 @@ def ratios(times: dict[str, list[float | None]], old_limit: float) -> dict:
     one, pol = best(times["threads1"]), best(times["policy"])
     old = best(times["old"])
     # the pair of one round ran back to back under the same load: their ratio, per round
-    paired = [p / o for p, o in zip(times["policy"], times["threads1"])]
+    paired = [p / o for p, o in zip(times["policy"], times["threads1"], strict=True)]
     out = {"policy_vs_1_paired": statistics.median(paired), "paired_ratios": paired,"best": {m: best(v) for m, v in times.items()}, "median": {m: med(v) for m, v in times.items()},
            "policy_vs_1_best": pol / one, "policy_vs_1_median": med(times["policy"]) / med(times["threads1"]),
            "old_vs_1_median": med(times["old"]) / med(times["threads1"]),
