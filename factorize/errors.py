@@ -12,11 +12,15 @@ code keeps working::
     │   ├── PlanError, PlanFormatError, ExecutionError             (factorize.plan, executor)
     │   ├── DataError                                              (factorize.engines)
     │   ├── PrivacyError                                           (factorize.privacy)
-    │   ├── LedgerError, BudgetExceeded, LedgerTampered            (factorize.ledger)
+    │   ├── LedgerError                                            (factorize.ledger)
+    │   │   ├── BudgetExceeded                                     exit 4
+    │   │   └── LedgerTampered                                     exit 5
     │   ├── ContainerError, NumericRangeError, StructureError, ThreadsError
     ├── EnvironmentProblem (OSError)         exit 2: MissingFolderError, SparkUnavailableError
-    └── SolverError (RuntimeError)           exit 3: solver failed / inaccurate / timed out,
-                                             certificate gap or invalid (solvers.errors)
+    ├── SolverError (RuntimeError)           exit 3: solver failed / inaccurate / timed out,
+    │                                        certificate gap or invalid (solvers.errors)
+    └── InternalError (RuntimeError)         exit 70: an invariant of factorize itself broke
+                                             (a bug, never bad input)
 
 This module imports nothing, so the lower packages (``workloads``, ``solvers``) can derive
 from it without loading anything of ``factorize`` (whose ``__init__`` is lazy). The CLI maps
@@ -31,16 +35,26 @@ __all__ = [
     "EXIT_OK",
     "EXIT_INPUT",
     "EXIT_SOLVER",
+    "EXIT_BUDGET",
+    "EXIT_TAMPERED",
+    "EXIT_INTERNAL",
     "FactorizeError",
     "InputError",
     "EnvironmentProblem",
     "SolverError",
+    "InternalError",
 ]
 
 #: Exit codes of the ``factorize`` command.
 EXIT_OK = 0
 EXIT_INPUT = 2
 EXIT_SOLVER = 3
+#: The charge does not fit the dataset's privacy budget (nothing was charged).
+EXIT_BUDGET = 4
+#: The ledger's database, chain or anchor is inconsistent (modified, rolled back, deleted).
+EXIT_TAMPERED = 5
+#: A bug in factorize (sysexits' EX_SOFTWARE).
+EXIT_INTERNAL = 70
 
 
 class FactorizeError(Exception):
@@ -67,3 +81,11 @@ class SolverError(FactorizeError, RuntimeError):
 
     exit_code = EXIT_SOLVER
     cli_label = "solver error"
+
+
+class InternalError(FactorizeError, RuntimeError):
+    """An invariant of factorize itself broke — a bug, never bad input; the message says
+    which invariant. Raised where code would otherwise continue on a wrong assumption."""
+
+    exit_code = EXIT_INTERNAL
+    cli_label = "internal error (a bug in factorize)"

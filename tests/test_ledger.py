@@ -456,8 +456,8 @@ def test_budget_cli(tmp_path, capsys):
     assert _budget("show", L, "--dataset", "nope") == 2
     _sql(Path(L), "UPDATE datasets SET budget = replace(budget, '0.5', '5.0') WHERE name='z'")
     capsys.readouterr()
-    assert _budget("verify", L) == 2
+    assert _budget("verify", L) == 5  # LedgerTampered's exit code
     assert "tampered" in capsys.readouterr().err
-    assert _budget("verify", L, "--json") == 2
+    assert _budget("verify", L, "--json") == 5
     assert json.loads(capsys.readouterr().out)["tampered"] is True
-    assert _budget("show", L) == 2
+    assert _budget("show", L) == 5

@@ -27,7 +27,7 @@ import sys
 from typing import Any
 
 from factorize.choices import NEIGHBOURING
-from factorize.cli.common import EXIT_INPUT, EXIT_OK, guarded
+from factorize.cli.common import EXIT_OK, guarded
 
 
 def register(subparsers: Any) -> None:
@@ -139,7 +139,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(json.dumps({"ledger": args.ledger, "ok": False,
                           "tampered": isinstance(exc, LedgerTampered), "error": str(exc)}))
         print(f"factorize: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+        return exc.exit_code  # 5 for a tampered ledger, 2 otherwise (factorize.errors)
     if args.json:
         print(json.dumps(dict(s, ok=True), allow_nan=False))
     else:

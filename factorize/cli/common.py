@@ -2,7 +2,9 @@
 rule, and the solver options (declared once, with one set of defaults).
 
 Exit codes (``factorize.errors``): 0 success; 2 bad input (workload, domain, plan, data,
-guarantee, ledger, arguments, environment); 3 the solver or the certificate failed. The
+guarantee, ledger, arguments, environment); 3 the solver or the certificate failed; 4 the
+charge does not fit the privacy budget; 5 the ledger is inconsistent (tampered?); 70 a bug
+in factorize (an internal invariant broke). The
 message is ``factorize: <label>: <what is wrong>``, the label from the exception's class
 (:attr:`factorize.errors.FactorizeError.cli_label`); a data error never quotes private
 values (``factorize.engines.errors.DataError``).

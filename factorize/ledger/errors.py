@@ -1,5 +1,6 @@
-"""The ledger's exceptions. All three are :class:`factorize.errors.InputError` (exit code 2 at
-the command line); :class:`LedgerTampered` prints as "ledger inconsistent (tampered?)".
+"""The ledger's exceptions, all :class:`factorize.errors.InputError`: exit code 2 at the command
+line, but 4 for :class:`BudgetExceeded` and 5 for :class:`LedgerTampered`, which prints as
+"ledger inconsistent (tampered?)" — so a script can tell a full budget from a broken ledger.
 
     LedgerError         the ledger cannot be used as asked: missing, unknown dataset, a
                         guarantee type its budget cannot take, another neighbouring
@@ -11,7 +12,7 @@ the command line); :class:`LedgerTampered` prints as "ledger inconsistent (tampe
 
 from __future__ import annotations
 
-from factorize.errors import InputError
+from factorize.errors import EXIT_BUDGET, EXIT_TAMPERED, InputError
 
 
 class LedgerError(InputError):
@@ -21,8 +22,11 @@ class LedgerError(InputError):
 class BudgetExceeded(LedgerError):
     """The charge would take the dataset past its privacy budget (nothing was charged)."""
 
+    exit_code = EXIT_BUDGET
+
 
 class LedgerTampered(LedgerError):
     """The ledger's database, chain or anchor is inconsistent: modified, rolled back, deleted."""
 
+    exit_code = EXIT_TAMPERED
     cli_label = "ledger inconsistent (tampered?)"
