@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from factorize import norms
+from factorize.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,13 @@ class Factorization:
 
     def __post_init__(self) -> None:
         if len(self.R_factors) == 0 or len(self.R_factors) != len(self.A_factors):
-            raise ValueError("a factorization needs as many R factors as A factors, at least one")
+            raise InputError("a factorization needs as many R factors as A factors, at least one")
         for i, (R, A) in enumerate(zip(self.R_factors, self.A_factors, strict=True)):
             if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0]:
-                raise ValueError(
+                raise InputError(
                     f"factor {i}: R {R.shape} and A {A.shape} cannot be multiplied")
             if not (np.all(np.isfinite(R)) and np.all(np.isfinite(A))):
-                raise ValueError(f"factor {i}: R or A has a non-finite entry")
+                raise InputError(f"factor {i}: R or A has a non-finite entry")
 
     @classmethod
     def dense(cls, R: np.ndarray, A: np.ndarray) -> Factorization:
@@ -92,7 +93,7 @@ class Factorization:
             return self.gamma_f_value()
         if norm in ("gamma_2", "approx_gamma_2"):
             return self.gamma_2_value()
-        raise ValueError(f"unknown norm {norm!r}")
+        raise InputError(f"unknown norm {norm!r}")
 
     def value_upper_bound(self, norm: str) -> float:
         """A certified upper bound on ``value(norm)`` (``numerics.scaled_norm_upper``: every
@@ -108,7 +109,7 @@ class Factorization:
         if norm in ("gamma_2", "approx_gamma_2"):
             r = scaled_norm_upper(list(self.R_factors), "row_max", "the reconstruction R")
             return product_upper([r, a])
-        raise ValueError(f"unknown norm {norm!r}")
+        raise InputError(f"unknown norm {norm!r}")
 
     # ---- the product -------------------------------------------------------------
     def R_dense(self) -> np.ndarray:
@@ -123,7 +124,7 @@ class Factorization:
         for R, A in zip(self.R_factors, self.A_factors, strict=True):
             c = norms.col_norm_max(A)
             if c == 0.0:
-                raise ValueError("strategy factor with all-zero columns")
+                raise InputError("strategy factor with all-zero columns")
             Rs.append(R * c)
             As.append(A / c)
         return Factorization(tuple(Rs), tuple(As))

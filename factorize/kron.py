@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from factorize.errors import InputError
+
 
 def kron_matvec(factors: Sequence[np.ndarray], x: np.ndarray) -> np.ndarray:
     """``(F_1 ⊗ … ⊗ F_d) x`` (numpy ``np.kron`` order, row-major cells) for a vector x
@@ -64,7 +66,7 @@ def kron_matvec_sparse(factors: Sequence[np.ndarray], codes: np.ndarray, weights
     weights = np.asarray(weights, dtype=np.float64)
     d = len(factors)
     if codes.ndim != 2 or codes.shape[1] != d or weights.shape != (codes.shape[0],):
-        raise ValueError(f"codes must be (records × {d}) with one weight per record")
+        raise InputError(f"codes must be (records × {d}) with one weight per record")
     rows = [int(F.shape[0]) for F in factors]
     m = 1
     for r in rows:

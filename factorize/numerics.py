@@ -268,7 +268,7 @@ def scaled_norm_upper(factors: list[np.ndarray], kind: str, what: str = "the mat
         elif kind == "frobenius":
             v = frobenius_upper(S, what)
         else:
-            raise ValueError(f"unknown norm kind {kind!r}")
+            raise InputError(f"unknown norm kind {kind!r}")
         value = product_upper([value, v])
     try:
         out = math.ldexp(value, e_total)
@@ -298,7 +298,7 @@ def column_norms_upper(A: Any, norm: str, what: str = "the matrix") -> np.ndarra
     if norm == "l2":
         s = np.einsum("ij,ij->j", arr, arr)
         return round_up_array(np.sqrt(s) * (1.0 + g), 3)
-    raise ValueError(f"norm must be 'l1' or 'l2', got {norm!r}")
+    raise InputError(f"norm must be 'l1' or 'l2', got {norm!r}")
 
 
 def row_norms_upper(R: Any, norm: str = "l2", what: str = "the matrix") -> np.ndarray:

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from solvers.errors import SolverInputError
+
 
 class Anderson:
     """A bounded history of (iterate, image) pairs and the mixed next iterate."""
 
     def __init__(self, memory: int = 5, regularization: float = 1e-10) -> None:
         if memory < 0:
-            raise ValueError("Anderson memory must be ≥ 0")
+            raise SolverInputError("Anderson memory must be ≥ 0")
         self.memory = memory
         self.regularization = regularization
         self._x: list[np.ndarray] = []

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from solvers.errors import SolverFailedError
+from solvers.errors import SolverFailedError, SolverInputError
 
 #: Eigenvalues below this fraction of the largest are treated as zero (rank detection).
 REL_EIG_TOL = 1e-13
@@ -68,9 +68,9 @@ def square_finite(M: np.ndarray, name: str) -> np.ndarray:
     """``M`` as a float64 non-empty square matrix with finite entries, or ``ValueError``."""
     M = np.asarray(M, dtype=np.float64)
     if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty square matrix, got shape {M.shape}")
+        raise SolverInputError(f"{name} must be a non-empty square matrix, got shape {M.shape}")
     if not np.all(np.isfinite(M)):
-        raise ValueError(f"{name} has a non-finite entry")
+        raise SolverInputError(f"{name} has a non-finite entry")
     return M
 
 

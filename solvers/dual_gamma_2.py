@@ -55,7 +55,7 @@ from solvers.dual_common import (
     positive_eigenpairs,
     simplex_from_log,
 )
-from solvers.errors import SolverFailedError
+from solvers.errors import SolverFailedError, SolverInputError
 
 #: The "balanced" estimate is formed where the iterate's "scaled" relative gap is at most this
 #: many times the target: measured at 0.52–0.68 (median) of the "scaled" gap, it cannot stop
@@ -74,9 +74,9 @@ def solve_gamma_2_dual(W: np.ndarray, *, target_gap: float = 1e-7, memory: int =
     """
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2 or 0 in W.shape:
-        raise ValueError(f"the workload must be a non-empty matrix, got shape {W.shape}")
+        raise SolverInputError(f"the workload must be a non-empty matrix, got shape {W.shape}")
     if not np.all(np.isfinite(W)):
-        raise ValueError("the workload has a non-finite entry")
+        raise SolverInputError("the workload has a non-finite entry")
     deadline = Deadline(time_limit)
     rows = np.any(W != 0, axis=1)
     cols = np.any(W != 0, axis=0)

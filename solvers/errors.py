@@ -2,16 +2,18 @@
 
 A solve never returns a silently poor answer: a failed, stalled, timed-out or inaccurate
 solve raises one of these, and the planner raises ``CertificateGapError`` when the
-re-checked certificate is looser than requested.
+re-checked certificate is looser than requested. Bad arguments to a solver (a non-finite
+workload, an unknown back-end, a tolerance out of range) are :class:`SolverInputError`, an
+``InputError`` (a ``ValueError``), not a solver failure.
 """
 
 from __future__ import annotations
 
-from factorize.errors import SolverError
+from factorize.errors import InputError, SolverError
 
 __all__ = [
     "SolverError", "BackendUnavailableError", "SolverFailedError", "SolverInaccurateError",
-    "SolverTimeLimitError", "CertificateGapError", "CertificateInvalidError",
+    "SolverTimeLimitError", "CertificateGapError", "CertificateInvalidError", "SolverInputError",
 ]
 
 
@@ -37,3 +39,9 @@ class CertificateGapError(SolverError):
 
 class CertificateInvalidError(SolverError):
     """The solution's certificate failed verification (residual, witness validity, bounds)."""
+
+
+class SolverInputError(InputError):
+    """A solver was called with arguments it cannot use (a matrix of the wrong shape or with
+    non-finite entries, the zero workload, an unknown back-end, a tolerance, rank or time
+    limit out of range): bad input, exit code 2, never a solver failure."""

@@ -68,7 +68,7 @@ from factorize.numerics import SPECTRAL_SAFETY as _SAFETY
 from factorize.numerics import U as _U
 from factorize.numerics import certified_psd_margin
 from solvers.dual_common import square_finite
-from solvers.errors import SolverInaccurateError, SolverTimeLimitError
+from solvers.errors import SolverInaccurateError, SolverInputError, SolverTimeLimitError
 
 #: Relative stationarity residual below which Newton steps are attempted.
 NEWTON_SWITCH = 1e-4
@@ -154,9 +154,9 @@ def gamma_2_star(U: np.ndarray, *, rank: int | None = None, V0: np.ndarray | Non
     """
     U = np.asarray(U, dtype=np.float64)
     if U.ndim != 2 or U.size == 0:
-        raise ValueError(f"U must be a non-empty matrix, got shape {U.shape}")
+        raise SolverInputError(f"U must be a non-empty matrix, got shape {U.shape}")
     if not np.all(np.isfinite(U)):
-        raise ValueError("U has a non-finite entry")
+        raise SolverInputError("U has a non-finite entry")
     k, N = U.shape
     n = k + N
     half_U = 0.5 * U
@@ -196,7 +196,7 @@ def gamma_2_star_at(U: np.ndarray, V: np.ndarray, *, check_margin: bool = True) 
     n = k + N
     V = _normalize(np.asarray(V, dtype=np.float64))
     if V.shape[1] != n:
-        raise ValueError(f"V must have {n} columns, got {V.shape}")
+        raise SolverInputError(f"V must have {n} columns, got {V.shape}")
     G = np.hstack([V[:, k:] @ (0.5 * U.T), V[:, :k] @ (0.5 * U)])
     d = np.einsum("ij,ij->j", V, G)
     lower = float(np.sum(d)) - _SAFETY * (n + V.shape[0] + 2) * _U * float(np.sum(np.abs(U)))
@@ -272,7 +272,7 @@ def cholesky_psd_certificate(C: np.ndarray, d: np.ndarray) -> np.ndarray | None:
     """
     n = C.shape[0]
     if C.shape != (n, n) or not np.array_equal(C, C.T):
-        raise ValueError("C must be an exactly symmetric square matrix")  # Cholesky reads one triangle
+        raise SolverInputError("C must be an exactly symmetric square matrix")  # Cholesky reads one triangle
     return _cholesky_certificate(C, d)
 
 
@@ -314,9 +314,9 @@ def _solve(p: _Problem, *, rank, V0, gap_tol, abs_tol, max_iters, time_limit, rn
            require_gap) -> GrothendieckResult:
     start = time.perf_counter()
     if not (gap_tol >= 0 and abs_tol >= 0) or (gap_tol == 0 and abs_tol == 0):
-        raise ValueError("need gap_tol > 0 or abs_tol > 0")
+        raise SolverInputError("need gap_tol > 0 or abs_tol > 0")
     if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be positive, got {time_limit}")
+        raise SolverInputError(f"time_limit must be positive, got {time_limit}")
     n = p.n
     V = _initial_point(n, rank, V0, rng)
     r = V.shape[0]
@@ -553,7 +553,7 @@ def _check_symmetric(C: np.ndarray) -> np.ndarray:
     if not np.array_equal(C, C.T):
         scale = max(float(np.max(np.abs(C))), 1e-300)
         if float(np.max(np.abs(C - C.T))) > 1e-12 * scale:
-            raise ValueError("C must be symmetric")
+            raise SolverInputError("C must be symmetric")
         C = 0.5 * (C + C.T)  # exactly symmetric in floating point (addition commutes)
     return C
 
@@ -566,7 +566,7 @@ def _initial_point(n: int, rank, V0, rng) -> np.ndarray:
     if V0 is not None:
         V = np.array(V0, dtype=np.float64)
         if V.ndim != 2 or V.shape[1] != n or not np.all(np.isfinite(V)):
-            raise ValueError(f"V0 must be a finite r×{n} matrix, got shape {V.shape}")
+            raise SolverInputError(f"V0 must be a finite r×{n} matrix, got shape {V.shape}")
         if rank is not None and rank > V.shape[0]:
             pad = 1e-3 * _rng(rng).standard_normal((rank - V.shape[0], n)) / math.sqrt(rank)
             V = np.vstack([V / np.maximum(np.linalg.norm(V, axis=0), 1e-300), pad])
@@ -576,7 +576,7 @@ def _initial_point(n: int, rank, V0, rng) -> np.ndarray:
         return _normalize(V)
     r = default_rank(n) if rank is None else int(rank)
     if not r >= 1:
-        raise ValueError(f"rank must be ≥ 1, got {rank}")
+        raise SolverInputError(f"rank must be ≥ 1, got {rank}")
     return _normalize(_rng(rng).standard_normal((r, n)))
 
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from factorize.choices import BACKENDS
-from solvers.errors import BackendUnavailableError, SolverTimeLimitError
+from solvers.errors import BackendUnavailableError, SolverInputError, SolverTimeLimitError
 
 __all__ = ["BACKENDS", "DEFAULT_EPS", "DEFAULT_MAX_ITERS", "SolveInfo", "SolverOptions",
            "backend_installed", "require_backend"]
@@ -43,11 +43,11 @@ class SolverOptions:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise ValueError(f"unknown solver back-end {self.backend!r}; expected one of {BACKENDS}")
+            raise SolverInputError(f"unknown solver back-end {self.backend!r}; expected one of {BACKENDS}")
         if self.eps is not None and not (0 < self.eps < 1):
-            raise ValueError(f"eps must be in (0, 1), got {self.eps}")
+            raise SolverInputError(f"eps must be in (0, 1), got {self.eps}")
         if self.time_limit is not None and not (self.time_limit > 0 and math.isfinite(self.time_limit)):
-            raise ValueError(f"time_limit must be a positive number of seconds, got {self.time_limit}")
+            raise SolverInputError(f"time_limit must be a positive number of seconds, got {self.time_limit}")
 
     @property
     def tolerance(self) -> float:

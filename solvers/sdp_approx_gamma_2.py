@@ -18,6 +18,7 @@ import cvxpy as cp
 import numpy as np
 
 from solvers.backends import SolveInfo, SolverOptions, solve_cvxpy
+from solvers.errors import SolverInputError
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ApproxGamma2SDPResult:
 def solve_approx_gamma_2_sdp(W: np.ndarray, eta: float, opts: SolverOptions) -> ApproxGamma2SDPResult:
     """Solve the approximate-γ₂ SDP of the dense workload W (k×N) with radius ``eta``."""
     if not (np.isfinite(eta) and eta >= 0):
-        raise ValueError(f"eta must be a finite number ≥ 0, got {eta}")
+        raise SolverInputError(f"eta must be a finite number ≥ 0, got {eta}")
     k, N = W.shape
     P = cp.Variable((k + N, k + N), symmetric=True)
     t = cp.Variable()

@@ -19,6 +19,7 @@ import cvxpy as cp
 import numpy as np
 
 from solvers.backends import SolveInfo, SolverOptions, solve_cvxpy
+from solvers.errors import SolverInputError
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ def solve_gamma_2_sdp(W: np.ndarray, opts: SolverOptions, rel_tol: float = 1e-12
     U, s, Vt = np.linalg.svd(W, full_matrices=False)
     keep = s > rel_tol * (s[0] if s.size else 0.0)
     if not np.any(keep):
-        raise ValueError("the workload is the zero matrix: every factorization norm is 0")
+        raise SolverInputError("the workload is the zero matrix: every factorization norm is 0")
     C = U[:, keep]                         # k×r, W = C B
     B = s[keep, None] * Vt[keep]           # r×N; unscaled: measured fastest for SCS on
     #                                        prefix and marginals (reports/bench_core.md)

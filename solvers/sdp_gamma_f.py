@@ -16,6 +16,7 @@ import cvxpy as cp
 import numpy as np
 
 from solvers.backends import SolveInfo, SolverOptions, solve_cvxpy
+from solvers.errors import SolverInputError
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def row_space_factor(W: np.ndarray, rel_tol: float = 1e-12) -> np.ndarray:
     _, s, Vt = np.linalg.svd(W, full_matrices=False)
     keep = s > rel_tol * (s[0] if s.size else 0.0)
     if not np.any(keep):
-        raise ValueError("the workload is the zero matrix: every factorization norm is 0")
+        raise SolverInputError("the workload is the zero matrix: every factorization norm is 0")
     return s[keep, None] * Vt[keep]
 
 

@@ -34,6 +34,7 @@ from .schema import (
     TRIMMED,
     UNPARSED,
     AttributeSchema,
+    SchemaError,
     value_text,
 )
 
@@ -100,7 +101,7 @@ def _dialect(name: str) -> _Dialect:
     try:
         return _DIALECTS[name]
     except KeyError:
-        raise ValueError(f"unknown SQL dialect {name!r}; expected 'duckdb' or 'spark'") from None
+        raise SchemaError(f"unknown SQL dialect {name!r}; expected 'duckdb' or 'spark'") from None
 
 
 def trim_sql(expr: str, dialect: str = "duckdb") -> str:

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from factorize.errors import InternalError
 from factorize.factorization import Factorization
 from factorize.geometry.mee import minimum_enclosing_ellipsoid
 
@@ -57,7 +58,8 @@ def ellipsoid_factorization(W: np.ndarray, *, tol: float = 1e-3) -> Factorizatio
         P = U.T @ W
         r_i = float(np.sqrt(np.max(np.einsum("ij,ij->j", P, P))))
         if not r_i > 0:
-            raise ValueError("a base-decomposition piece is orthogonal to every column")
+            raise InternalError("a base-decomposition piece is orthogonal to every column "
+                                "(the pieces span range(W), so each must meet one)")
         S_blocks.append(P / (math.sqrt(k) * r_i))
         R_blocks.append(U * (math.sqrt(k) * r_i))
     return Factorization.dense(np.hstack(R_blocks), np.vstack(S_blocks))

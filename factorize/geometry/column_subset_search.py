@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from factorize.geometry.errors import GeometryError
 from factorize.numerics import U as UNIT_ROUNDOFF
 
 __all__ = [
@@ -159,12 +160,12 @@ def _exhaustive_family(A: np.ndarray, max_size: int) -> list[Candidate]:
 def _candidates(A: np.ndarray, method: str, max_size: int) -> list[Candidate]:
     """Subsets (indices, λ_min of the Gram matrix, log det of the Gram matrix) to evaluate."""
     if method not in ("auto", "heuristic", "greedy", "qr", "exhaustive"):
-        raise ValueError(f"unknown method {method!r}; expected 'auto', 'heuristic', 'greedy', 'qr' "
+        raise GeometryError(f"unknown method {method!r}; expected 'auto', 'heuristic', 'greedy', 'qr' "
                          "or 'exhaustive'")
     N = A.shape[1]
     if method == "exhaustive" or (method == "auto" and N <= EXHAUSTIVE_N):
         if N > 20:
-            raise ValueError("exhaustive search is limited to N ≤ 20 columns")
+            raise GeometryError("exhaustive search is limited to N ≤ 20 columns")
         return _exhaustive_family(A, max_size)
     fams: list[Candidate] = []
     if method in ("auto", "heuristic", "qr"):
@@ -184,7 +185,7 @@ def _given_subset(A: np.ndarray, cols: np.ndarray, subset: Sequence[int],
     pos = {int(c): i for i, c in enumerate(cols)}
     raw = [int(j) for j in subset]
     if not raw or len(set(raw)) != len(raw) or any(j not in pos for j in raw):
-        raise ValueError("subset must be non-empty distinct column indices of W (not the replace anchor)")
+        raise GeometryError("subset must be non-empty distinct column indices of W (not the replace anchor)")
     if len(raw) > size_cap:
         return []
     idx = np.array([pos[j] for j in raw])

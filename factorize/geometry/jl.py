@@ -82,6 +82,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.geometry.errors import GeometryError, GeometryTypeError
 from factorize.geometry.least_squares import project_least_squares
 from factorize.numerics import integer, positive_number
 
@@ -248,17 +249,17 @@ def _relation_key(relation: Any) -> str:
             return "add_remove"
         if t in ("replace", "replaceonerecord"):
             return "replace"
-    raise ValueError(f"relation must be 'add_remove' or 'replace', got {relation!r}")
+    raise GeometryError(f"relation must be 'add_remove' or 'replace', got {relation!r}")
 
 
 def _geometry(column_norms: Any, diameter: float | None, symmetric: bool):
     cn = np.asarray(column_norms, dtype=np.float64)
     if cn.ndim != 1 or cn.size == 0:
-        raise ValueError("column_norms must be a non-empty 1-D array (one norm per column of W)")
+        raise GeometryError("column_norms must be a non-empty 1-D array (one norm per column of W)")
     if not np.all(np.isfinite(cn)) or np.any(cn < 0):
-        raise ValueError("column_norms must be finite and >= 0")
+        raise GeometryError("column_norms must be finite and >= 0")
     if not cn.max() > 0:
-        raise ValueError("the workload is zero (every column norm is 0): nothing to release")
+        raise GeometryError("the workload is zero (every column norm is 0): nothing to release")
     N = cn.size
     top = np.sort(cn)[::-1]
     tri = float(top[0] + top[1]) if N > 1 else 0.0  # ‖w_i − w_j‖ ≤ ‖w_i‖ + ‖w_j‖
@@ -267,15 +268,15 @@ def _geometry(column_norms: Any, diameter: float | None, symmetric: bool):
     else:
         L_pairs = float(diameter)
         if not (math.isfinite(L_pairs) and L_pairs >= 0):
-            raise ValueError(f"diameter must be finite and >= 0, got {diameter!r}")
+            raise GeometryError(f"diameter must be finite and >= 0, got {diameter!r}")
         if L_pairs > tri * (1 + 1e-9) + 1e-300:
-            raise ValueError(
+            raise GeometryError(
                 f"diameter {L_pairs} exceeds the sum of the two largest column norms {tri}: "
                 "it cannot be max_(i,j) ||w_i - w_j||"
             )
         spread = float(top[0] - top[-1])  # ‖w_i − w_j‖ ≥ |‖w_i‖ − ‖w_j‖|
         if L_pairs < spread * (1 - 1e-9):
-            raise ValueError(
+            raise GeometryError(
                 f"diameter {L_pairs} is below max_j ||w_j|| - min_j ||w_j|| = {spread}: "
                 "it cannot be max_(i,j) ||w_i - w_j||"
             )
@@ -331,7 +332,7 @@ def jl_error_bound(ell: int, n: float, epsilon: float, k: int, column_norms: Any
     k = integer("k", k, 1)
     gap = float(fw_gap)
     if not (math.isfinite(gap) and gap >= 0):
-        raise ValueError(f"fw_gap must be finite and >= 0, got {fw_gap!r}")
+        raise GeometryError(f"fw_gap must be finite and >= 0, got {fw_gap!r}")
     rel = _relation_key(relation)
     cn, _, Lp, Pp, Ld, Pd = _geometry(column_norms, diameter, bool(symmetric))
     arrs = _bound_arrays(np.array([ell]), n, eps, cn, Lp, Pp, Ld, Pd, rel, gap)
@@ -358,7 +359,7 @@ def choose_projection_dim(n: float, epsilon: float, k: int, column_norms: Any, *
     top = k if max_dim is None else integer("max_dim", max_dim, 1)
     gap = float(fw_gap)
     if not (math.isfinite(gap) and gap >= 0):
-        raise ValueError(f"fw_gap must be finite and >= 0, got {fw_gap!r}")
+        raise GeometryError(f"fw_gap must be finite and >= 0, got {fw_gap!r}")
     rel = _relation_key(relation)
     cn, _, Lp, Pp, Ld, Pd = _geometry(column_norms, diameter, bool(symmetric))
     ells = np.arange(1, top + 1)
@@ -387,14 +388,14 @@ def sample_projection(ell: int, k: int, rng: Any) -> np.ndarray:
     k = integer("k", k, 1)
     words = getattr(rng, "words", None)
     if not callable(words):
-        raise TypeError(
+        raise GeometryTypeError(
             f"rng must provide words(n) (SecureRandom / TestRandom), got {type(rng).__name__}"
         )
     nbits = ell * k
     nwords = -(-nbits // 64)
     w = np.asarray(words(nwords))
     if w.shape != (nwords,) or w.dtype != np.uint64:
-        raise ValueError(
+        raise GeometryError(
             f"rng.words({nwords}) must return {nwords} uint64 words, got {w.dtype} {w.shape}"
         )
     bits = np.unpackbits(w.astype("<u8").view(np.uint8), bitorder="little")[:nbits]
@@ -407,12 +408,12 @@ def _workload_operator(W: Any) -> tuple[Any, Any, tuple[int, int]]:
     if isinstance(W, np.ndarray):
         A = np.asarray(W, dtype=np.float64)
         if A.ndim != 2:
-            raise ValueError(f"W must be a 2-D array, got shape {A.shape}")
+            raise GeometryError(f"W must be a 2-D array, got shape {A.shape}")
         return (lambda v: A @ v), (lambda u: A.T @ u), A.shape
     if all(hasattr(W, a) for a in ("matvec", "rmatvec", "shape")):
         k, N = W.shape
         return W.matvec, W.rmatvec, (int(k), int(N))
-    raise ValueError("W must be a 2-D array or have matvec, rmatvec and shape")
+    raise GeometryError("W must be a 2-D array or have matvec, rmatvec and shape")
 
 
 def project_workload(T: np.ndarray, W: Any) -> np.ndarray:
@@ -420,10 +421,10 @@ def project_workload(T: np.ndarray, W: Any) -> np.ndarray:
     (row r of TW is ``Wᵀ t_r``: ℓ calls, W never formed)."""
     T = np.asarray(T, dtype=np.float64)
     if T.ndim != 2 or not np.all(np.isfinite(T)):
-        raise ValueError("T must be a finite 2-D array")
+        raise GeometryError("T must be a finite 2-D array")
     _, rmatvec, (k, _) = _workload_operator(W)
     if T.shape[1] != k:
-        raise ValueError(f"T has {T.shape[1]} columns but W has {k} rows")
+        raise GeometryError(f"T has {T.shape[1]} columns but W has {k} rows")
     if isinstance(W, np.ndarray):
         return T @ np.asarray(W, dtype=np.float64)
     return np.stack([np.asarray(rmatvec(t), dtype=np.float64) for t in T])
@@ -442,7 +443,7 @@ def jl_sensitivity(TW: np.ndarray, relation: Any = "add_remove") -> float:
 
     A = np.asarray(TW, dtype=np.float64)
     if A.ndim != 2 or A.size == 0 or not np.all(np.isfinite(A)):
-        raise ValueError("TW must be a non-empty finite 2-D array (ℓ × N)")
+        raise GeometryError("TW must be a non-empty finite 2-D array (ℓ × N)")
     rel = _relation_key(relation)
     return float(sensitivity(A, "l2", rel).value)
 
@@ -519,15 +520,15 @@ def jl_decode(TW: np.ndarray, z_noisy: np.ndarray, n: float, W: Any, *, symmetri
     """
     A = np.asarray(TW, dtype=np.float64)
     if A.ndim != 2 or A.size == 0 or not np.all(np.isfinite(A)):
-        raise ValueError("TW must be a non-empty finite 2-D array (ℓ × N)")
+        raise GeometryError("TW must be a non-empty finite 2-D array (ℓ × N)")
     ell, N = A.shape
     z = np.asarray(z_noisy, dtype=np.float64).ravel()
     if z.shape != (ell,) or not np.all(np.isfinite(z)):
-        raise ValueError(f"z_noisy must be {ell} finite numbers (TW has {ell} rows)")
+        raise GeometryError(f"z_noisy must be {ell} finite numbers (TW has {ell} rows)")
     n = positive_number("n", n)
     matvec, _, (_, NW) = _workload_operator(W)
     if NW != N:
-        raise ValueError(f"W has {NW} columns but TW has {N}")
+        raise GeometryError(f"W has {NW} columns but TW has {N}")
     max_iters = integer("max_iters", max_iters, 1)
     col_sq = float(np.max(np.einsum("ij,ij->j", A, A)))
     if gap_tol is None:
@@ -537,7 +538,7 @@ def jl_decode(TW: np.ndarray, z_noisy: np.ndarray, n: float, W: Any, *, symmetri
             gap_tol = 1e-4 * n * n * col_sq
     gap_tol = float(gap_tol)
     if not (math.isfinite(gap_tol) and gap_tol >= 0):
-        raise ValueError(f"gap_tol must be finite and >= 0, got {gap_tol!r}")
+        raise GeometryError(f"gap_tol must be finite and >= 0, got {gap_tol!r}")
     proj = project_least_squares(_SparseAwareDense(A), z, n, symmetric=bool(symmetric),
                                  max_iters=max_iters, gap_tol=gap_tol, deadline=deadline)
     x = proj.x
@@ -562,7 +563,7 @@ def jl_distortion(TW: np.ndarray, W: Any, *, symmetric: bool = False) -> tuple[f
     B = W if isinstance(W, np.ndarray) else W.dense()
     B = np.asarray(B, dtype=np.float64)
     if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[1]:
-        raise ValueError("TW (ℓ×N) and W (k×N) must be 2-D with the same number of columns")
+        raise GeometryError("TW (ℓ×N) and W (k×N) must be 2-D with the same number of columns")
     N = A.shape[1]
     dp, dm = 0.0, 0.0
     step = max(1, _CHUNK_ELEMENTS // max(1, N))

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from factorize.geometry.errors import GeometryError
+
 
 @dataclass(frozen=True)
 class Projection:
@@ -53,9 +55,9 @@ def project_least_squares(W, y_noisy: np.ndarray, n: float, *, symmetric: bool =
     k, N = shape
     y_noisy = np.asarray(y_noisy, dtype=np.float64).ravel()
     if y_noisy.shape != (k,) or not np.all(np.isfinite(y_noisy)):
-        raise ValueError(f"the noisy answers must be {k} finite numbers")
+        raise GeometryError(f"the noisy answers must be {k} finite numbers")
     if not (math.isfinite(n) and n > 0):
-        raise ValueError(f"the dataset size bound n must be positive, got {n}")
+        raise GeometryError(f"the dataset size bound n must be positive, got {n}")
     diam_sq = 4.0 * n * n * _max_column_norm_sq(W)  # n·K ⊆ ball of radius n·max||w_j||
     if max_iters is None:
         max_iters = clarkson_iterations(W, n, alpha if alpha is not None else 1e-3 * diam_sq)
@@ -151,7 +153,7 @@ def clarkson_iterations(W, n: float, alpha: float) -> int:
     """Iterations after which f(y_T) − min f ≤ α is guaranteed: T = ⌈2 C_f/α⌉ − 2 with the
     curvature C_f ≤ diam(n·K)² ≤ 4n²·max_j‖w_j‖² (Clarkson 2010, Thm 2.3)."""
     if not (math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"the accuracy alpha must be positive, got {alpha}")
+        raise GeometryError(f"the accuracy alpha must be positive, got {alpha}")
     diam_sq = 4.0 * n * n * _max_column_norm_sq(W)
     return max(1, math.ceil(2.0 * diam_sq / alpha) - 2)
 

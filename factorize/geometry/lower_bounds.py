@@ -60,6 +60,7 @@ from factorize.geometry.column_subset_search import (
     search_subsets,
     subset_size_cap,
 )
+from factorize.geometry.errors import GeometryError
 from factorize.norms import UNIT_ROUNDOFF, norm_upper_factor, rounding_allowance
 from factorize.privacy.guarantees import Neighbouring
 
@@ -153,23 +154,23 @@ def _as_matrix(W: Any) -> np.ndarray:
         W = W.dense()
     A = np.asarray(W, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
-        raise ValueError(f"W must be a non-empty 2-D matrix, got shape {A.shape}")
+        raise GeometryError(f"W must be a non-empty 2-D matrix, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
-        raise ValueError("W must be finite (no NaN or inf entries)")
+        raise GeometryError("W must be finite (no NaN or inf entries)")
     return A
 
 
 def _check_epsilon(epsilon: Any) -> float:
     e = float(epsilon)
     if not (math.isfinite(e) and e > 0):
-        raise ValueError(f"epsilon must be a finite positive number, got {epsilon!r}")
+        raise GeometryError(f"epsilon must be a finite positive number, got {epsilon!r}")
     return e
 
 
 def _check_delta(delta: Any) -> float:
     d = float(delta)
     if not (0.0 < d < 1.0):
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+        raise GeometryError(f"delta must lie in (0, 1), got {delta!r}")
     return d
 
 
@@ -181,10 +182,10 @@ def _check_n(n: Any) -> float | None:
 def _required_n(n: Any) -> float:
     """The dataset size bound n (finite, > 0); ValueError when not given."""
     if n is None:
-        raise ValueError("the dataset size bound n is required")
+        raise GeometryError("the dataset size bound n is required")
     v = float(n)
     if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"the dataset size bound n must be a finite positive number, got {n!r}")
+        raise GeometryError(f"the dataset size bound n must be a finite positive number, got {n!r}")
     return v
 
 
@@ -192,7 +193,7 @@ def _relation(relation: Any) -> str:
     try:
         return Neighbouring.parse(relation).key
     except ValueError as exc:  # PrivacyError is a ValueError; re-raise with the same message
-        raise ValueError(str(exc)) from None
+        raise GeometryError(str(exc)) from None
 
 
 def datasets_text(rel: str, n: float | None) -> str:
@@ -214,12 +215,12 @@ def _centred(A: np.ndarray, rel: str, anchor: int | None) -> tuple[np.ndarray, n
     if rel == "add_remove":
         return A, np.arange(N), None
     if N < 2:
-        raise ValueError("the replace relation needs at least two columns")
+        raise GeometryError("the replace relation needs at least two columns")
     if anchor is None:
         c = A.mean(axis=1, keepdims=True)
         anchor = int(np.argmin(np.einsum("ij,ij->j", A - c, A - c)))
     if not (0 <= int(anchor) < N):
-        raise ValueError(f"anchor must be a column index in [0, {N}), got {anchor}")
+        raise GeometryError(f"anchor must be a column index in [0, {N}), got {anchor}")
     z = int(anchor)
     keep = np.array([j for j in range(N) if j != z])
     return A[:, keep] - A[:, [z]], keep, z

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from factorize.geometry.errors import GeometryError
+from solvers.errors import SolverInaccurateError
+
 
 @dataclass(frozen=True)
 class EnclosingEllipsoid:
@@ -69,15 +72,15 @@ def minimum_enclosing_ellipsoid(A: np.ndarray, *, tol: float = 1e-6, max_iters: 
     start = time.perf_counter()
     A = np.asarray(A, dtype=np.float64)
     if A.ndim != 2 or 0 in A.shape:
-        raise ValueError(f"the points must be the columns of a non-empty d×N matrix, got {A.shape}")
+        raise GeometryError(f"the points must be the columns of a non-empty d×N matrix, got {A.shape}")
     if not np.all(np.isfinite(A)):
-        raise ValueError("a point has a non-finite coordinate")
+        raise GeometryError("a point has a non-finite coordinate")
     if not tol > 0:
-        raise ValueError("tol must be positive")
+        raise GeometryError("tol must be positive")
     U, s, _ = np.linalg.svd(A, full_matrices=False)
     keep = s > rank_tol * (float(s[0]) if s.size else 0.0)
     if not np.any(keep):
-        raise ValueError("all points are 0: the enclosing ellipsoid is the origin")
+        raise GeometryError("all points are 0: the enclosing ellipsoid is the origin")
     Bas = U[:, keep]
     X = Bas.T @ A  # r×N coordinates in the span
     r, N = X.shape
@@ -129,7 +132,7 @@ def minimum_enclosing_ellipsoid(A: np.ndarray, *, tol: float = 1e-6, max_iters: 
             p /= p.sum()
             Minv, g = _refresh(X, p)
     else:
-        raise RuntimeError(f"MEE: no (1 + {tol:g})-optimal design after {max_iters} iterations")
+        raise SolverInaccurateError(f"MEE: no (1 + {tol:g})-optimal design after {max_iters} iterations")
 
     p = np.maximum(p, 0.0)
     p /= p.sum()

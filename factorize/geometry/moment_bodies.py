@@ -109,6 +109,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from factorize.geometry.errors import GeometryError
 from factorize.geometry.spectral_projection import project_to_simplex, project_to_spectraplex
 from factorize.norms import UNIT_ROUNDOFF
 from factorize.numerics import positive_number
@@ -226,13 +227,13 @@ def project_to_elliptope(M_noisy: np.ndarray, n: float, *, alpha: float | None =
     S = _square_finite(M_noisy, "M_noisy")
     n = positive_number("n", n)
     if not (math.isfinite(gap_tol) and gap_tol >= 0):
-        raise ValueError(f"gap_tol must be a finite number ≥ 0, got {gap_tol}")
+        raise GeometryError(f"gap_tol must be a finite number ≥ 0, got {gap_tol}")
     if not (math.isfinite(rel_gap_tol) and rel_gap_tol >= 0):
-        raise ValueError(f"rel_gap_tol must be a finite number ≥ 0, got {rel_gap_tol}")
+        raise GeometryError(f"rel_gap_tol must be a finite number ≥ 0, got {rel_gap_tol}")
     if not (isinstance(dykstra_iters, (int, np.integer)) and dykstra_iters >= 0):
-        raise ValueError(f"dykstra_iters must be an integer ≥ 0, got {dykstra_iters}")
+        raise GeometryError(f"dykstra_iters must be an integer ≥ 0, got {dykstra_iters}")
     if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be positive, got {time_limit}")
+        raise GeometryError(f"time_limit must be positive, got {time_limit}")
     m = S.shape[0]
     S = 0.5 * (S + S.T)
     np.fill_diagonal(S, n)
@@ -241,7 +242,7 @@ def project_to_elliptope(M_noisy: np.ndarray, n: float, *, alpha: float | None =
         a = 1e-3 * c_f if alpha is None else positive_number("alpha", alpha)
         max_iters = max(1, math.ceil(2.0 * c_f / a) - 2)
     elif not (isinstance(max_iters, (int, np.integer)) and max_iters >= 1):
-        raise ValueError(f"max_iters must be an integer ≥ 1, got {max_iters}")
+        raise GeometryError(f"max_iters must be an integer ≥ 1, got {max_iters}")
     max_iters = int(max_iters)
 
     if m == 1:  # E_1 = {1}: nothing to optimise
@@ -344,16 +345,16 @@ def marginals_to_moments(tables: np.ndarray, d: int | None = None, *, n: float |
     T = np.asarray(tables, dtype=np.float64)
     if T.ndim == 1:
         if T.size % 4:
-            raise ValueError(f"a flat marginal vector must have 4 cells per pair, got {T.size} entries")
+            raise GeometryError(f"a flat marginal vector must have 4 cells per pair, got {T.size} entries")
         T = T.reshape(-1, 2, 2)
     if T.ndim != 3 or T.shape[1:] != (2, 2) or T.shape[0] == 0:
-        raise ValueError(f"expected tables of shape (P, 2, 2) with P ≥ 1, got {T.shape}")
+        raise GeometryError(f"expected tables of shape (P, 2, 2) with P ≥ 1, got {T.shape}")
     if not np.all(np.isfinite(T)):
-        raise ValueError("the marginal tables have a non-finite entry")
+        raise GeometryError("the marginal tables have a non-finite entry")
     P = T.shape[0]
     d_inf = _attributes_from_pairs(P)
     if d is not None and d != d_inf:
-        raise ValueError(f"{P} tables are the 2-way marginals of {d_inf} attributes, not {d}")
+        raise GeometryError(f"{P} tables are the 2-way marginals of {d_inf} attributes, not {d}")
     d = d_inf
     c00, c01, c10, c11 = T[:, 0, 0], T[:, 0, 1], T[:, 1, 0], T[:, 1, 1]
     tot = (c00 + c11) + (c01 + c10)
@@ -385,7 +386,7 @@ def moments_to_marginals(M: np.ndarray, *, n: float | None = None) -> np.ndarray
     """
     M = _square_finite(M, "M")
     if M.shape[0] < 3:
-        raise ValueError(f"a moment matrix of d ≥ 2 binary attributes is at least 3×3, got {M.shape}")
+        raise GeometryError(f"a moment matrix of d ≥ 2 binary attributes is at least 3×3, got {M.shape}")
     M = 0.5 * (M + M.T)
     d = M.shape[0] - 1
     n_val = float(M[0, 0]) if n is None else positive_number("n", n)
@@ -406,14 +407,14 @@ def moments_to_marginals(M: np.ndarray, *, n: float | None = None) -> np.ndarray
 def _attributes_from_pairs(P: int) -> int:
     d = (1 + math.isqrt(1 + 8 * P)) // 2
     if d * (d - 1) // 2 != P:
-        raise ValueError(f"{P} tables is not d(d−1)/2 for any number of attributes d")
+        raise GeometryError(f"{P} tables is not d(d−1)/2 for any number of attributes d")
     return d
 
 
 def _square_finite(M: np.ndarray, name: str) -> np.ndarray:
     A = np.array(M, dtype=np.float64)  # a copy: callers' arrays are never modified
     if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty square matrix, got shape {A.shape}")
+        raise GeometryError(f"{name} must be a non-empty square matrix, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
-        raise ValueError(f"{name} has a non-finite entry")
+        raise GeometryError(f"{name} has a non-finite entry")
     return A

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from factorize.geometry.errors import GeometryError
+
 
 def project_to_simplex(v: np.ndarray, total: float = 1.0) -> np.ndarray:
     """``argmin_{x ≥ 0, Σx = total} ||x − v||₂`` (``total`` > 0)."""
     v = np.asarray(v, dtype=np.float64).ravel()
     if v.size == 0 or not np.all(np.isfinite(v)):
-        raise ValueError("the vector must be non-empty and finite")
+        raise GeometryError("the vector must be non-empty and finite")
     if not total > 0:
-        raise ValueError(f"the simplex total must be positive, got {total}")
+        raise GeometryError(f"the simplex total must be positive, got {total}")
     u = np.sort(v)[::-1]
     css = np.cumsum(u) - total
     idx = np.arange(1, v.size + 1)
@@ -35,9 +37,9 @@ def project_to_spectraplex(M: np.ndarray, trace: float) -> np.ndarray:
     the projection of M equals that of (M + Mᵀ)/2, since the body is symmetric)."""
     M = np.asarray(M, dtype=np.float64)
     if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
-        raise ValueError(f"expected a non-empty square matrix, got shape {M.shape}")
+        raise GeometryError(f"expected a non-empty square matrix, got shape {M.shape}")
     if not np.all(np.isfinite(M)):
-        raise ValueError("the matrix has a non-finite entry")
+        raise GeometryError("the matrix has a non-finite entry")
     lam, V = np.linalg.eigh(0.5 * (M + M.T))
     mu = project_to_simplex(lam, trace)
     return (V * mu[None, :]) @ V.T

@@ -39,6 +39,7 @@ from factorize import norms
 from factorize.choices import NORMS, Norm
 from factorize.factorization import Factorization, kron_residual_max
 from factorize.numerics import relative_gap
+from factorize.planner.errors import PlannerError
 from workloads.structured import kron_leaves
 
 #: Default tolerance on ``||W − R·A||_max`` relative to ``||W||_max``.
@@ -82,15 +83,15 @@ class Certificate:
 
     def __post_init__(self) -> None:
         if self.norm not in NORMS:
-            raise ValueError(f"unknown norm {self.norm!r}; expected one of {NORMS}")
+            raise PlannerError(f"unknown norm {self.norm!r}; expected one of {NORMS}")
         expected = {"gamma_f": GammaFWitness, "gamma_2": Gamma2Witness,
                     "approx_gamma_2": ApproxGamma2Witness}[self.norm]
         if not isinstance(self.witness, expected):
-            raise ValueError(f"a {self.norm} certificate needs a {expected.__name__}")
+            raise PlannerError(f"a {self.norm} certificate needs a {expected.__name__}")
         if (self.norm == "approx_gamma_2") != (self.eta is not None):
-            raise ValueError("eta is required for approx_gamma_2 and only for it")
+            raise PlannerError("eta is required for approx_gamma_2 and only for it")
         if self.eta is not None and not (math.isfinite(self.eta) and self.eta >= 0):
-            raise ValueError(f"eta must be a finite number ≥ 0, got {self.eta}")
+            raise PlannerError(f"eta must be a finite number ≥ 0, got {self.eta}")
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ def approx_gamma_2_lower(W: np.ndarray, U: np.ndarray, d: np.ndarray, eta: float
     Valid only when ``diag(d) − ½ M_U ⪰ 0``; ``verify`` checks that separately.
     """
     if U.shape != W.shape:
-        raise ValueError(f"witness U has shape {U.shape}, the workload {W.shape}")
+        raise PlannerError(f"witness U has shape {U.shape}, the workload {W.shape}")
     n_terms = W.size
     inner = float(np.sum(W * U))
     l1 = float(np.sum(np.abs(U)))
@@ -232,9 +233,9 @@ def approx_gamma_2_lower(W: np.ndarray, U: np.ndarray, d: np.ndarray, eta: float
 
 def _check_weights(w: np.ndarray, n: int, name: str) -> None:
     if w.shape != (n,):
-        raise ValueError(f"witness {name} has shape {w.shape}, expected ({n},)")
+        raise PlannerError(f"witness {name} has shape {w.shape}, expected ({n},)")
     if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
-        raise ValueError(f"witness {name} must be finite, non-negative and not all zero")
+        raise PlannerError(f"witness {name} must be finite, non-negative and not all zero")
 
 
 # ---------------------------------------------------------------------------------
@@ -260,7 +261,7 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
     failures: list[str] = []
     if dense is not None and not isinstance(workload, np.ndarray) and not fact.is_kron:
         if dense.shape != tuple(workload.shape):
-            raise ValueError(f"dense has shape {dense.shape}, the workload {workload.shape}")
+            raise PlannerError(f"dense has shape {dense.shape}, the workload {workload.shape}")
         W_factors = [np.asarray(dense, dtype=np.float64)]
     else:
         W_factors = _workload_factors(workload, fact)
@@ -268,7 +269,7 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
 
     shape = (math.prod(W.shape[0] for W in W_factors), math.prod(W.shape[1] for W in W_factors))
     if fact.shape != shape:
-        raise ValueError(f"factorization has shape {fact.shape} but the workload {shape}")
+        raise PlannerError(f"factorization has shape {fact.shape} but the workload {shape}")
 
     if len(W_factors) == 1:
         W0 = W_factors[0]
@@ -294,10 +295,10 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
         lower = math.prod(gamma_2_lower(W, p, q) for W, p, q in zip(W_factors, w.p, w.q, strict=True))
     else:
         if len(W_factors) != 1:
-            raise ValueError("approximate γ₂ certificates are for dense workloads")
+            raise PlannerError("approximate γ₂ certificates are for dense workloads")
         W0 = W_factors[0]
         if w.d.shape != (sum(W0.shape),) or not np.all(np.isfinite(w.d)) or not np.all(np.isfinite(w.U)):
-            raise ValueError("approximate γ₂ witness: d must have length k+N and all entries finite")
+            raise PlannerError("approximate γ₂ witness: d must have length k+N and all entries finite")
         margin = grothendieck_psd_margin(w.U, w.d)
         details["grothendieck_psd_margin"] = margin
         if margin < 0:
@@ -306,7 +307,7 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
         # one for γ₂(W; residual), so the lower bound is taken at the same effective radius
         # (γ₂(W; ·) is non-increasing): both bound γ₂(W; η_eff), η ≤ η_eff ≤ η + tolerance.
         if cert.eta is None:
-            raise ValueError("an approximate γ₂ certificate must state its radius η")
+            raise PlannerError("an approximate γ₂ certificate must state its radius η")
         eta_eff = max(float(cert.eta), residual)
         details["eta_effective"] = eta_eff
         lower = approx_gamma_2_lower(W0, w.U, w.d, eta_eff)
@@ -323,7 +324,7 @@ def verify(cert: Certificate, workload, residual_tol: float = DEFAULT_RESIDUAL_T
 
 def _match_factor_count(ws: tuple[np.ndarray, ...], W_factors: list[np.ndarray], name: str) -> None:
     if len(ws) != len(W_factors):
-        raise ValueError(f"witness {name} has {len(ws)} Kronecker factors, the workload {len(W_factors)}")
+        raise PlannerError(f"witness {name} has {len(ws)} Kronecker factors, the workload {len(W_factors)}")
 
 
 def _workload_factors(workload, fact: Factorization) -> list[np.ndarray]:
@@ -333,7 +334,7 @@ def _workload_factors(workload, fact: Factorization) -> list[np.ndarray]:
     factors = kron_leaves(workload)
     if fact.is_kron:
         if len(factors) != len(fact.R_factors):
-            raise ValueError(
+            raise PlannerError(
                 f"a factorization with {len(fact.R_factors)} Kronecker factors needs a Kronecker "
                 "workload with as many factors")
         return [f.dense() for f in factors]

@@ -86,6 +86,7 @@ from factorize.planner.certificate import (
     approx_gamma_2_lower,
     verify,
 )
+from factorize.planner.errors import PlannerError
 from solvers.errors import (
     CertificateGapError,
     CertificateInvalidError,
@@ -140,7 +141,7 @@ def solve_approx_gamma_2_scalable(W: np.ndarray, eta: float, *, gap_tol: float =
     es_in = es * (1.0 - ETA_SHRINK)
     r = int(rank) if rank is not None else min(k + N, min(k, N) + 3)
     if not r >= 1:
-        raise ValueError(f"rank must be ≥ 1, got {rank}")
+        raise PlannerError(f"rank must be ≥ 1, got {rank}")
     alm = _ALM(Ws, es, c=float(k * N))
     x = _initial_point(Ws, r, gen)
     alm.t = _initial_t(x, k)
@@ -490,20 +491,20 @@ def _normalize(x: np.ndarray) -> np.ndarray:
 
 def _validate(W: np.ndarray, eta, gap_tol, time_limit) -> None:
     if W.ndim != 2 or W.size == 0:
-        raise ValueError(f"W must be a non-empty matrix, got shape {W.shape}")
+        raise PlannerError(f"W must be a non-empty matrix, got shape {W.shape}")
     if not np.all(np.isfinite(W)):
-        raise ValueError("W has a non-finite entry (NaN or inf)")
+        raise PlannerError("W has a non-finite entry (NaN or inf)")
     try:
         eta_f = float(eta)
     except (TypeError, ValueError):
-        raise ValueError(f"eta must be a number, got {eta!r}") from None
+        raise PlannerError(f"eta must be a number, got {eta!r}") from None
     if not (math.isfinite(eta_f) and eta_f >= 0):
-        raise ValueError(f"eta must be a finite number ≥ 0, got {eta}")
+        raise PlannerError(f"eta must be a finite number ≥ 0, got {eta}")
     w_max = float(np.max(np.abs(W)))
     if eta_f >= w_max:
-        raise ValueError(f"eta = {eta_f:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
+        raise PlannerError(f"eta = {eta_f:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
                          "so γ₂(W; η) = 0 and there is nothing to plan")
     if not (gap_tol > 0 and math.isfinite(gap_tol)):
-        raise ValueError(f"gap_tol must be a positive number, got {gap_tol}")
+        raise PlannerError(f"gap_tol must be a positive number, got {gap_tol}")
     if time_limit is not None and not (time_limit > 0 and math.isfinite(time_limit)):
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit}")
+        raise PlannerError(f"time_limit must be a positive number of seconds, got {time_limit}")

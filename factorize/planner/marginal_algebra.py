@@ -53,6 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from factorize.planner.errors import PlannerError
 from workloads import (
     DenseWorkload,
     KronWorkload,
@@ -134,10 +135,10 @@ def subset_dim(sizes: Sequence[int], mask: int) -> int:
 
 def _check_weight(w: object) -> float:
     if isinstance(w, bool) or not isinstance(w, numbers.Real):
-        raise ValueError(f"block weights must be real numbers, got {w!r}")
+        raise PlannerError(f"block weights must be real numbers, got {w!r}")
     v = float(w)
     if not (math.isfinite(v) and v > 0.0):
-        raise ValueError(f"block weights must be finite and > 0, got {v!r}")
+        raise PlannerError(f"block weights must be finite and > 0, got {v!r}")
     return v
 
 
@@ -184,9 +185,9 @@ class MarginalFamily:
             object.__setattr__(self, name, value)
         if not self.sizes or any(not isinstance(n, int) or isinstance(n, bool) or n < 1
                                  for n in self.sizes):
-            raise ValueError(f"sizes must be a non-empty tuple of positive ints, got {self.sizes}")
+            raise PlannerError(f"sizes must be a non-empty tuple of positive ints, got {self.sizes}")
         if not self.subsets or len(self.subsets) != len(self.rows):
-            raise ValueError("a marginal family needs at least one block, and one row count per block")
+            raise PlannerError("a marginal family needs at least one block, and one row count per block")
         if type(self.subsets) is not tuple or not all(type(S) is tuple for S in self.subsets):
             object.__setattr__(self, "subsets", tuple(tuple(S) for S in self.subsets))
         for name in ("sizes", "rows"):
@@ -198,16 +199,16 @@ class MarginalFamily:
             expect = checked.get(S)
             if expect is None:
                 if tuple(sorted(set(S))) != tuple(S) or any(not 0 <= j < d for j in S):
-                    raise ValueError(f"subset {S} is not a sorted set of attribute indices < {d}")
+                    raise PlannerError(f"subset {S} is not a sorted set of attribute indices < {d}")
                 expect = checked[S] = math.prod(self.sizes[j] for j in S)
             if r != expect:
-                raise ValueError(f"block {S} has {r} rows, expected Π_(j∈S) n_j")
+                raise PlannerError(f"block {S} has {r} rows, expected Π_(j∈S) n_j")
         if weights is None:
             object.__setattr__(self, "weights", (1.0,) * len(self.subsets))
         else:
             ws = tuple(_check_weight(w) for w in weights)
             if len(ws) != len(self.subsets):
-                raise ValueError(f"{len(ws)} block weights for {len(self.subsets)} blocks")
+                raise PlannerError(f"{len(ws)} block weights for {len(self.subsets)} blocks")
             object.__setattr__(self, "weights", ws)
 
     @property
@@ -350,7 +351,7 @@ def _effective_terms(family: MarginalFamily) -> int:
 def _check_terms(family: MarginalFamily) -> None:
     total = _effective_terms(family)
     if total > MAX_ALGEBRA_TERMS:
-        raise ValueError(
+        raise PlannerError(
             f"the subset algebra of this family has {total} (block, subset) pairs, above "
             f"MAX_ALGEBRA_TERMS={MAX_ALGEBRA_TERMS} (about 0.3 KB of memory each)")
 
@@ -730,9 +731,9 @@ class AlgebraCoefficients:
 
     def __post_init__(self) -> None:
         if len(self.subsets) != len(self.values):
-            raise ValueError("one coefficient per subset")
+            raise PlannerError("one coefficient per subset")
         if len({tuple(T) for T in self.subsets}) != len(self.subsets):
-            raise ValueError("subsets must be distinct")
+            raise PlannerError("subsets must be distinct")
 
     def diagonal(self) -> float:
         """The (constant) diagonal ``Σ_T x_T dim_T / N`` of X (floating point)."""
@@ -749,7 +750,7 @@ def projector_dense(sizes: Sequence[int], T: Iterable[int] | int) -> np.ndarray:
     mask = T if isinstance(T, int) else mask_of(T)
     N = math.prod(sizes)
     if N > 4096:
-        raise ValueError(f"projector_dense is for small domains (N = {N} > 4096)")
+        raise PlannerError(f"projector_dense is for small domains (N = {N} > 4096)")
     out = np.ones((1, 1))
     for j, n in enumerate(sizes):
         K = np.full((n, n), 1.0 / n)
@@ -771,13 +772,13 @@ def apply_algebra(sizes: Sequence[int], coeffs: Mapping[int, float], h: np.ndarr
     N = math.prod(sizes)
     h = np.asarray(h, dtype=np.float64)
     if h.ndim not in (1, 2) or h.shape[0] != N:
-        raise ValueError(f"expected a vector of length N={N} (or an (N, m) block), got shape {h.shape}")
+        raise PlannerError(f"expected a vector of length N={N} (or an (N, m) block), got shape {h.shape}")
     vector = h.ndim == 1
     m = 1 if vector else h.shape[1]
     items = [(int(t), float(c)) for t, c in coeffs.items()
              if c != 0.0 and subset_dim(sizes, int(t)) > 0]
     if any(t >> len(sizes) for t, _ in items):
-        raise ValueError("a subset names an attribute beyond the domain")
+        raise PlannerError("a subset names an attribute beyond the domain")
     if not items:
         return np.zeros(h.shape)
     d = len(sizes)
@@ -810,13 +811,13 @@ def strategy_matvec(x: AlgebraCoefficients, h: np.ndarray) -> np.ndarray:
     ``||A||_{1→2}² = diag X = Σ_T x_T dim_T / N``.
     """
     if any(v < 0 or not math.isfinite(v) for v in x.values):
-        raise ValueError("strategy coefficients must be finite and non-negative")
+        raise PlannerError("strategy coefficients must be finite and non-negative")
     return apply_algebra(x.sizes, {mask_of(T): math.sqrt(v) for T, v in zip(x.subsets, x.values, strict=True)}, h)
 
 
 def strategy_pinv_matvec(x: AlgebraCoefficients, y: np.ndarray) -> np.ndarray:
     """``A⁺ y = Σ_{x_T > 0} x_T^{-1/2} P_T y``; with it, ``R = W A⁺`` reconstructs ``R ỹ``."""
     if any(v < 0 or not math.isfinite(v) for v in x.values):
-        raise ValueError("strategy coefficients must be finite and non-negative")
+        raise PlannerError("strategy coefficients must be finite and non-negative")
     return apply_algebra(x.sizes, {mask_of(T): 1.0 / math.sqrt(v)
                                    for T, v in zip(x.subsets, x.values, strict=True) if v > 0}, y)

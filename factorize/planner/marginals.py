@@ -100,6 +100,7 @@ import numpy as np
 from factorize.choices import Method, Norm
 from factorize.numerics import U as _U
 from factorize.numerics import relative_gap
+from factorize.planner.errors import PlannerError
 from factorize.planner.marginal_algebra import (
     AlgebraCoefficients,
     MarginalFamily,
@@ -302,10 +303,10 @@ def solve_marginals(W: Workload | str | MarginalFamily, norm: Norm = "gamma_f",
     """
     start = time.perf_counter()
     if norm == "approx_gamma_2":
-        raise ValueError("approx_gamma_2 is not supported by the marginal algebra planner "
+        raise PlannerError("approx_gamma_2 is not supported by the marginal algebra planner "
                          "(the entrywise radius breaks the subset-algebra structure)")
     if norm not in MARGINAL_NORMS:
-        raise ValueError(f"unknown norm {norm!r}; expected one of {', '.join(MARGINAL_NORMS)}")
+        raise PlannerError(f"unknown norm {norm!r}; expected one of {', '.join(MARGINAL_NORMS)}")
     spec = fingerprint = None
     if isinstance(W, MarginalFamily):
         family = W
@@ -314,12 +315,12 @@ def solve_marginals(W: Workload | str | MarginalFamily, norm: Norm = "gamma_f",
             W = parse_workload(W)
         found = marginal_family(W)
         if found is None:
-            raise ValueError("the workload is not a stack of marginal blocks (Kronecker products "
+            raise PlannerError("the workload is not a stack of marginal blocks (Kronecker products "
                              "of identities and all-ones rows over one product domain)")
         family = found
         spec, fingerprint = W.spec, W.fingerprint()
     if family.N.bit_length() > MAX_LOG2_N:
-        raise ValueError(f"the domain has N ≈ 2^{family.N.bit_length()} cells, above the "
+        raise PlannerError(f"the domain has N ≈ 2^{family.N.bit_length()} cells, above the "
                          f"float64 range this planner certifies (2^{MAX_LOG2_N})")
 
     details: dict = {}
@@ -442,7 +443,7 @@ class _NewtonSystem:
         core = min(self.m2, B)
         need = 8 * 3 * core ** 2
         if need > MAX_GAMMA2_CORE_BYTES:
-            raise ValueError(f"the γ₂ Newton step needs a dense {core}×{core} matrix ({self.m2} "
+            raise PlannerError(f"the γ₂ Newton step needs a dense {core}×{core} matrix ({self.m2} "
                              f"subsets shared by several of the {B} blocks; ~{need / 2 ** 30:.1f} "
                              f"GiB), above MAX_GAMMA2_CORE_BYTES={MAX_GAMMA2_CORE_BYTES}")
         self.max_r = 0
@@ -463,7 +464,7 @@ class _NewtonSystem:
         if nR and m2 + nR < B:
             need = 8 * (3 * m2 * nR + 3 * nR * nR + 3 * m2 * m2)
             if need > MAX_GAMMA2_CORE_BYTES:
-                raise ValueError(f"the γ₂ Newton step needs dense matrices on {m2} shared subsets "
+                raise PlannerError(f"the γ₂ Newton step needs dense matrices on {m2} shared subsets "
                                  f"and {nR} nested blocks (~{need / 2 ** 30:.1f} GiB), above "
                                  f"MAX_GAMMA2_CORE_BYTES={MAX_GAMMA2_CORE_BYTES}")
         self.max_r = max(self.max_r, nR)

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from factorize.choices import METHODS, Method, Norm
-from factorize.errors import InputError
 from factorize.factorization import Factorization, kron_compose
 from factorize.planner import recovery
 from factorize.planner.certificate import (
@@ -43,12 +42,14 @@ from factorize.planner.certificate import (
     Witness,
     verify,
 )
+from factorize.planner.errors import PlannerError
 from solvers.dual_gamma_2 import solve_gamma_2_dual
 from solvers.dual_gamma_f import solve_gamma_f_dual
 from solvers.errors import (
     CertificateGapError,
     CertificateInvalidError,
     SolverError,
+    SolverFailedError,
     SolverInaccurateError,
     SolverTimeLimitError,
 )
@@ -178,16 +179,16 @@ def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None
     options = options or SolverOptions()
     W = parse_workload(workload) if isinstance(workload, str) else workload
     if norm not in NORMS:
-        raise ValueError(f"unknown norm {norm!r}; expected one of {', '.join(NORMS)}")
+        raise PlannerError(f"unknown norm {norm!r}; expected one of {', '.join(NORMS)}")
     if (norm == "approx_gamma_2") != (eta is not None):
-        raise ValueError("--eta is required with approx_gamma_2 and meaningless otherwise")
+        raise PlannerError("--eta is required with approx_gamma_2 and meaningless otherwise")
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+        raise PlannerError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     if norm == "approx_gamma_2" and method == "dual":
-        raise ValueError("method 'dual' solves γ_F and γ₂; approximate γ₂ uses 'low-rank' or "
+        raise PlannerError("method 'dual' solves γ_F and γ₂; approximate γ₂ uses 'low-rank' or "
                          "'sdp' (or 'auto')")
     if method == "low-rank" and norm != "approx_gamma_2":
-        raise ValueError("method 'low-rank' solves approximate γ₂ (--norm approx_gamma_2)")
+        raise PlannerError("method 'low-rank' solves approximate γ₂ (--norm approx_gamma_2)")
     if method in ("auto", "sdp"):
         require_backend(options)  # a back-end asked for must exist, even if auto never needs it
     if method in ("auto", "algebra") and norm != "approx_gamma_2":
@@ -198,7 +199,7 @@ def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None
         if family is not None and (method == "algebra" or W.shape[1] > ALGEBRA_MIN_CELLS):
             return solve_marginals(W, norm, gap_tol=gap_tol)
     if method == "algebra":
-        raise ValueError("method 'algebra' needs a marginal workload (a stack of Kronecker "
+        raise PlannerError("method 'algebra' needs a marginal workload (a stack of Kronecker "
                          "products of identities and all-ones rows) and norm gamma_f or gamma_2")
 
     leaves = [W] if norm == "approx_gamma_2" else kron_leaves(W)
@@ -255,7 +256,7 @@ _Attempt = tuple[Factorization, tuple, str, SolveInfo, float, float, Verificatio
 def _radius(eta: float | None) -> float:
     """The entrywise radius η of approximate γ₂ (:func:`solve` requires it with that norm)."""
     if eta is None:
-        raise InputError("approx_gamma_2 needs the entrywise radius eta")
+        raise PlannerError("approx_gamma_2 needs the entrywise radius eta")
     return eta
 
 
@@ -505,7 +506,7 @@ def _solve_dense_once(W: np.ndarray, norm: Norm, eta: float | None, opts: Solver
     eta = _radius(eta)
     w_max = float(np.max(np.abs(W)))
     if eta >= w_max:
-        raise ValueError(f"eta = {eta:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
+        raise PlannerError(f"eta = {eta:g} ≥ max|W_ij| = {w_max:g}: W̃ = 0 is within the radius, "
                          "so γ₂(W; η) = 0 and there is nothing to plan")
     res_a = solve_approx_gamma_2_sdp(W, eta, opts)
     radius = eta + 0.5 * residual_tol * w_max  # half of verify's slack
@@ -522,7 +523,7 @@ def _best_candidate(W: np.ndarray, candidates: dict, norm: Norm,
     for name, build in candidates.items():
         try:
             f = build()
-        except (ValueError, np.linalg.LinAlgError) as exc:
+        except (ValueError, SolverFailedError, np.linalg.LinAlgError) as exc:
             errors.append(f"{name}: {exc}")
             continue
         res = float(np.max(np.abs(W - f.R_factors[0] @ f.A_factors[0])))

@@ -14,6 +14,7 @@ import numpy as np
 
 from factorize.choices import NoiseFamily, Norm
 from factorize.factorization import Factorization
+from factorize.planner.errors import PlannerError
 
 #: Tree branchings tried.
 TREE_BRANCHING = (2, 4, 8, 16)
@@ -52,7 +53,7 @@ def tree_strategy(N: int, branching: int) -> np.ndarray:
     """
     N, b = int(N), int(branching)
     if N < 1 or b < 2:
-        raise ValueError(f"a tree needs N >= 1 cells and branching >= 2, got N={N}, b={b}")
+        raise PlannerError(f"a tree needs N >= 1 cells and branching >= 2, got N={N}, b={b}")
     L = 0
     while b ** L < N:
         L += 1

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.pure_dp.errors import PureDPError
 from factorize.structured.blocks import StructureError
 from workloads import Workload, parse_workload
 
@@ -127,7 +128,7 @@ def plan_p_identity(W: Workload | str, *, seed: int = 0, replace_exact: bool = T
     W = _workload(W)
     k, N = W.shape
     if N > MAX_DENSE_CELLS:
-        raise ValueError(f"a flat p-Identity strategy is planned for N ≤ {MAX_DENSE_CELLS} cells, got {N}")
+        raise PureDPError(f"a flat p-Identity strategy is planned for N ≤ {MAX_DENSE_CELLS} cells, got {N}")
     Wd = np.asarray(W.dense(), dtype=np.float64)
     res = optimize_p_identity(Wd.T @ Wd, k, seed=seed, **options)
     A = res.A
@@ -171,7 +172,7 @@ def plan_kron_flat(W: Workload | str, *, seed: int = 0, one_d: dict | None = Non
     W = _workload(W)
     k, N = W.shape
     if N > MAX_DENSE_CELLS:
-        raise ValueError(f"flat refinement is for N ≤ {MAX_DENSE_CELLS} cells, got {N}")
+        raise PureDPError(f"flat refinement is for N ≤ {MAX_DENSE_CELLS} cells, got {N}")
     P = product_structure(W)
     ks = kron if kron is not None else _kron_plan(P, seed, one_d)
     thetas = []

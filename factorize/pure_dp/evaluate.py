@@ -30,6 +30,7 @@ import numpy as np
 from factorize.planner.marginal_algebra import MarginalFamily, gram_eigenvalues, subset_dim
 from factorize.privacy.guarantees import Neighbouring
 from factorize.privacy.sensitivity import Sensitivity, kron_sensitivity, sensitivity
+from factorize.pure_dp.errors import PureDPError
 
 from .structure import ProductWorkload
 
@@ -94,7 +95,7 @@ def gram_trace(G: np.ndarray, A: np.ndarray) -> float:
     resid = float(np.sum(E * (G @ E)))
     scale = float(np.trace(G))
     if resid > 1e-16 * max(scale, 1.0) * A.shape[1]:
-        raise ValueError(f"the strategy does not support the workload (‖W − W A⁺A‖_F² = {resid:.3g})")
+        raise PureDPError(f"the strategy does not support the workload (‖W − W A⁺A‖_F² = {resid:.3g})")
     return float(np.sum(G * P))
 
 
@@ -135,7 +136,7 @@ def evaluate_union(P: ProductWorkload, weights: Sequence[float],
     from factorize.structured.product_max import product_max
 
     if len(weights) != len(P.blocks) or len(terms) != len(P.blocks):
-        raise ValueError("one weighted term per workload block")
+        raise PureDPError("one weighted term per workload block")
     tables = [np.stack([np.abs(np.asarray(t[i], dtype=np.float64)).sum(axis=0) for t in terms], axis=1)
               for i in range(len(P.sizes))]
     pm = product_max([abs(float(a)) for a in weights], tables)
@@ -155,7 +156,7 @@ def evaluate_marginal_weights(family: MarginalFamily,
     items = [(float(w), tuple(sorted(int(j) for j in S if family.sizes[int(j)] > 1)))
              for w, S in weighted_subsets if w > 0]
     if not items:
-        raise ValueError("the strategy has no positive weight")
+        raise PureDPError("the strategy has no positive weight")
     subsets = tuple(S for _, S in items)
     strat = MarginalFamily(sizes=family.sizes, subsets=subsets,
                            rows=tuple(math.prod(family.sizes[j] for j in S) for S in subsets),
@@ -168,7 +169,7 @@ def evaluate_marginal_weights(family: MarginalFamily,
             continue
         xt = float(x.get(t, 0.0))
         if xt <= 0.0:
-            raise ValueError(f"the strategy does not support the workload marginal {t:#b}")
+            raise PureDPError(f"the strategy does not support the workload marginal {t:#b}")
         terms.append(subset_dim(family.sizes, t) * (float(lt) / xt))
     trace = math.fsum(terms)
     delta = math.fsum(w for w, _ in items)

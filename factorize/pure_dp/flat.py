@@ -19,6 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from factorize.errors import InternalError
+from factorize.pure_dp.errors import PureDPError
+
 from .one_d import PIdentityResult
 from .optimizer import Start, multistart
 from .p_identity import PIdentityObjective
@@ -61,7 +64,7 @@ def flatten_kron_p_identity(thetas: Sequence[np.ndarray]) -> np.ndarray:
     D = A[ident].max(axis=0)  # each identity-block row has one nonzero, on its own cell
     order = np.argmax(A[ident], axis=0)
     if not np.array_equal(np.sort(order), np.arange(A.shape[1])):  # pragma: no cover - defensive
-        raise ValueError("the identity rows of the Kronecker product do not form a permutation")
+        raise InternalError("the identity rows of the Kronecker product do not form a permutation")
     return A[~ident] / D[None, :]
 
 
@@ -73,7 +76,7 @@ def refine_flat(G: np.ndarray, k: int, thetas: Sequence[np.ndarray], *,
     strategy, unperturbed and perturbed by each ``ε`` in ``perturbations`` (seed ``seed + i``)."""
     t0 = time.perf_counter()
     if flat_rows(thetas) > max_rows:
-        raise ValueError(f"the flattened strategy would have {flat_rows(thetas)} extra rows, "
+        raise PureDPError(f"the flattened strategy would have {flat_rows(thetas)} extra rows, "
                          f"above max_rows={max_rows}")
     obj = PIdentityObjective(G, k)
     base = flatten_kron_p_identity(thetas)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from factorize.planner.marginal_algebra import MarginalFamily, gram_eigenvalues
+from factorize.pure_dp.errors import PureDPError
 
 from .optimizer import MultiStartResult, Start, lbfgsb, multistart
 
@@ -90,7 +91,7 @@ class MarginalWeightsObjective:
         rows = tuple(math.prod(fam.sizes[j] for j in S) for S in self.subsets)
         sfam = MarginalFamily(sizes=fam.sizes, subsets=self.subsets, rows=rows)
         if len(sfam.distinct_blocks()) != len(self.subsets):
-            raise ValueError("candidate subsets must be distinct")
+            raise PureDPError("candidate subsets must be distinct")
         inc = sfam.incidence
         N = float(fam.N)
         if self.eigenvalues is None:
@@ -103,7 +104,7 @@ class MarginalWeightsObjective:
             missing = any(v > 0 and T not in have for T, v in self.eigenvalues.items())
             ell = np.array([float(self.eigenvalues.get(T, 0.0)) / N for T in inc.subsets])
         if missing:
-            raise ValueError("the candidate subsets do not cover the workload's marginals")
+            raise PureDPError("the candidate subsets do not cover the workload's marginals")
         dims = np.array([float(math.prod(fam.sizes[j] - 1 for j in T)) for T in inc.subsets])
         order = {b.subset: i for i, b in enumerate(inc.blocks)}
         perm = np.array([order[S] for S in self.subsets])  # candidate i ↔ incidence block perm[i]

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
+from factorize.pure_dp.errors import PureDPError
+
 __all__ = ["Start", "StartOutcome", "MultiStartResult", "lbfgsb", "multistart"]
 
 ValueAndGrad = Callable[[np.ndarray], tuple[float, np.ndarray]]
@@ -136,7 +138,7 @@ def multistart(fun_for: Callable[[Start], ValueAndGrad], starts: Sequence[Start]
     the machine's speed).
     """
     if not starts:
-        raise ValueError("multistart needs at least one start")
+        raise PureDPError("multistart needs at least one start")
     cost = cost or (lambda st: 1.0)
     t_begin = time.perf_counter()
     spent = float(spent)

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from factorize.pure_dp.errors import PureDPError
+
 __all__ = ["PIdentityObjective", "p_identity_strategy", "theta_from_strategy"]
 
 
@@ -52,7 +54,7 @@ class PIdentityObjective:
     def __post_init__(self) -> None:
         G = np.ascontiguousarray(np.asarray(self.G, dtype=np.float64))
         if G.ndim != 2 or G.shape[0] != G.shape[1]:
-            raise ValueError(f"G must be a square matrix, got shape {G.shape}")
+            raise PureDPError(f"G must be a square matrix, got shape {G.shape}")
         object.__setattr__(self, "G", G)
         object.__setattr__(self, "diag", np.diagonal(G).copy())
 
@@ -64,7 +66,7 @@ class PIdentityObjective:
         """p, the number of non-identity rows of a flat parameter vector."""
         size = int(np.asarray(theta).size)
         if size % self.n:
-            raise ValueError(f"a p-Identity parameter vector has a multiple of n={self.n} entries, "
+            raise PureDPError(f"a p-Identity parameter vector has a multiple of n={self.n} entries, "
                              f"got {size}")
         return size // self.n
 
@@ -114,7 +116,7 @@ def theta_from_strategy(M: np.ndarray, identity_share: float = 0.2) -> np.ndarra
     ``identity_share`` of the L1 mass of the widest column (``1/(1 + s·max_j ‖m_j‖₁)``)."""
     M = np.abs(np.asarray(M, dtype=np.float64))
     if M.ndim != 2:
-        raise ValueError("a strategy is a 2-D matrix")
+        raise PureDPError("a strategy is a 2-D matrix")
     width = float(M.sum(axis=0).max())
     if width <= 0.0:
         return np.zeros_like(M)

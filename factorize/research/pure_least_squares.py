@@ -125,6 +125,7 @@ from factorize.privacy import (
     calibrate,
     sensitivity,
 )
+from factorize.research.errors import ResearchError
 
 __all__ = [
     "NoiseBlock",
@@ -254,13 +255,13 @@ def _check_workload(W: Any) -> np.ndarray:
     try:
         A = np.asarray(W, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError("W must be a real k×N matrix") from None
+        raise ResearchError("W must be a real k×N matrix") from None
     if A.ndim != 2 or A.size == 0:
-        raise ValueError(f"W must be a non-empty 2-D array, got shape {A.shape}")
+        raise ResearchError(f"W must be a non-empty 2-D array, got shape {A.shape}")
     if not np.all(np.isfinite(A)):
-        raise ValueError("W must be finite")
+        raise ResearchError("W must be finite")
     if not np.any(A != 0):
-        raise ValueError("W is zero: nothing to release")
+        raise ResearchError("W is zero: nothing to release")
     return A
 
 
@@ -270,7 +271,7 @@ def _block(name: str, basis: np.ndarray, W: np.ndarray, eps_b: float, relation: 
     radius = float(np.sqrt(np.max(np.einsum("ij,ij->j", query, query))))
     delta = float(sensitivity(query, "l2", relation).value)
     if not (radius > 0 and delta > 0):
-        raise ValueError(f"block {name} has zero sensitivity (W's columns do not reach it)")
+        raise ResearchError(f"block {name} has zero sensitivity (W's columns do not reach it)")
     spec = calibrate(PureDP(eps_b), sensitivity_l2=delta, dim=basis.shape[1], relation=relation,
                      family="l2_knorm")
     m = basis.shape[1]
@@ -297,9 +298,9 @@ def plan_pure_least_squares(W: Any, n: float, epsilon: float, *,
     epsilon = positive_number("epsilon", epsilon)
     rel = Neighbouring.parse(relation)  # PrivacyError is a ValueError
     if not isinstance(symmetric, (bool, np.bool_)):
-        raise ValueError(f"symmetric must be a bool, got {symmetric!r}")  # noqa: TRY004 (project: ValueError)
+        raise ResearchError(f"symmetric must be a bool, got {symmetric!r}")
     if rel is Neighbouring.REPLACE and A.shape[1] < 2:
-        raise ValueError("replace neighbours need at least two record types (N ≥ 2)")
+        raise ResearchError("replace neighbours need at least two record types (N ≥ 2)")
     pieces = base_decomposition(A, tol=positive_number("ellipsoid_tol", ellipsoid_tol))
     dims = tuple(int(U.shape[1]) for U in pieces)
     radii = []
@@ -333,7 +334,7 @@ def plan_pure_least_squares(W: Any, n: float, epsilon: float, *,
     else:
         gap_tol = float(gap_tol)
         if not (math.isfinite(gap_tol) and gap_tol >= 0):
-            raise ValueError(f"gap_tol must be finite and >= 0, got {gap_tol!r}")
+            raise ResearchError(f"gap_tol must be finite and >= 0, got {gap_tol!r}")
     b_x = min(n_x + 2.0 * gap_tol, 2.0 * n * m_inner + gap_tol) if t else 0.0
     return PureLeastSquaresPlan(
         W=A, n=n, epsilon=epsilon, relation=rel, symmetric=bool(symmetric), rank=sum(dims),
@@ -352,18 +353,18 @@ def _check_histogram(plan: PureLeastSquaresPlan, h: Any) -> np.ndarray:
     try:
         x = np.asarray(h, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError("h must be a vector of counts") from None
+        raise ResearchError("h must be a vector of counts") from None
     N = plan.W.shape[1]
     if x.shape != (N,):
-        raise ValueError(f"h must have shape ({N},), got {x.shape}")
+        raise ResearchError(f"h must have shape ({N},), got {x.shape}")
     if not np.all(np.isfinite(x)) or np.any(x < 0):
-        raise ValueError("h must be finite and nonnegative")
+        raise ResearchError("h must be finite and nonnegative")
     # The public-n contract (as the executor's least-squares plans): the bound needs Wh ∈ nK.
     total = math.fsum(x)
     if plan.symmetric and total > plan.n * (1 + 1e-12):
-        raise ValueError(f"the data has {total} records, more than the public bound n={plan.n}")
+        raise ResearchError(f"the data has {total} records, more than the public bound n={plan.n}")
     if not plan.symmetric and abs(total - plan.n) > 1e-9 * plan.n:
-        raise ValueError(f"conv{{w_j}} needs exactly n={plan.n} records, the data has {total}")
+        raise ResearchError(f"conv{{w_j}} needs exactly n={plan.n} records, the data has {total}")
     return x
 
 
@@ -377,13 +378,13 @@ def run_pure_least_squares(plan: PureLeastSquaresPlan, h: Any,
     gap is ≤ plan.gap_tol or ``max_iters`` iterations). Returns answers ŷ' + ỹ'' and
     diagnostics (gap, iterations, budgets)."""
     if not isinstance(plan, PureLeastSquaresPlan):
-        raise ValueError("plan must come from plan_pure_least_squares")  # noqa: TRY004 (project: ValueError)
+        raise ResearchError("plan must come from plan_pure_least_squares")
     if isinstance(max_iters, bool) or not isinstance(max_iters, (int, np.integer)) or max_iters < 1:
-        raise ValueError(f"max_iters must be a positive integer, got {max_iters!r}")
+        raise ResearchError(f"max_iters must be a positive integer, got {max_iters!r}")
     if rng is None:
         rng = SecureRandom()
     if not isinstance(rng, (SecureRandom, TestRandom)):
-        raise ValueError(f"rng must be a SecureRandom or TestRandom, got {type(rng).__name__}")  # noqa: TRY004 (project: ValueError)
+        raise ResearchError(f"rng must be a SecureRandom or TestRandom, got {type(rng).__name__}")
     x_h = _check_histogram(plan, h)
     k, N = plan.W.shape
     # the releases (the only steps that touch h)

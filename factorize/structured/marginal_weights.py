@@ -44,6 +44,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from .blocks import StructureError
 from .workload_blocks import WorkloadBlock
 
 FAMILY = "marginal_weights"
@@ -80,7 +81,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
                 for k in (("q",) if plan.norm == "gamma_f" else ("q", "p"))}
     extra = _own_arrays(plan) - expected
     if extra:
-        raise ValueError(f"unexpected certificate arrays {sorted(extra)[:3]}")
+        raise StructureError(f"unexpected certificate arrays {sorted(extra)[:3]}")
     lower = combine_block_bounds(plan.norm, [(wb.rows, abs(wb.weight) * math.prod(
         lowers[f.key] for f in wb.factors if f.kind == "matrix")) for wb in wblocks])
     return with_uniform_bound(plan, lower, wblocks, CERTIFICATE_GRAM)
@@ -106,20 +107,20 @@ def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
 
         sup = plan.certificate_arrays.get("cert.x_support")
         if sup is None:
-            raise ValueError("a marginal certificate needs cert.x_support")
+            raise StructureError("a marginal certificate needs cert.x_support")
         extra = _own_arrays(plan) - {"cert.x", "cert.x_support", "cert.omega", "cert.omega_support"}
         if extra:
-            raise ValueError(f"unexpected certificate arrays {sorted(extra)[:3]}")
+            raise StructureError(f"unexpected certificate arrays {sorted(extra)[:3]}")
         _, lower, _ = marginal_solution_bounds(plan, W, unpad_subsets(sup, len(plan.domain.sizes), "cert.x_support"))
     elif plan.certificate.get("method") == CERTIFICATE_ALGEBRA:
         from .subset_algebra import algebra_lower
         from .workload_blocks import workload_blocks
 
         if plan.certificate_arrays:
-            raise ValueError("the subset-algebra certificate carries no arrays")
+            raise StructureError("the subset-algebra certificate carries no arrays")
         alg = algebra_lower(workload_blocks(W, plan.domain.sizes), plan.domain.sizes)
         if alg is None or plan.norm != "gamma_f":
-            raise ValueError("the subset-algebra certificate needs a workload whose Gram lies in "
+            raise StructureError("the subset-algebra certificate needs a workload whose Gram lies in "
                              "the algebra (identity and total factors) and gamma_f")
         lower = alg
     else:

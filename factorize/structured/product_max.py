@@ -43,7 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factorize.numerics import gamma, round_up
+from factorize.numerics import NumericRangeError, gamma, round_up
+
+from .blocks import StructureError
 
 #: Deterministic work budget of the exact search: Σ over expansions of (rows × B).
 WORK_BUDGET = 1 << 26
@@ -134,13 +136,13 @@ def product_max(weights: Sequence[float], tables: Sequence[np.ndarray], *,  # no
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
     B, d = w.size, len(tables)
     if B == 0 or not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("product_max needs at least one finite non-negative weight")
+        raise NumericRangeError("product_max needs at least one finite non-negative weight")
     raw = [np.asarray(T, dtype=np.float64) for T in tables]
     for T in raw:
         if T.ndim != 2 or T.shape[1] != B or T.shape[0] < 1:
-            raise ValueError(f"each table must be n_j × {B} with n_j ≥ 1, got {T.shape}")
+            raise StructureError(f"each table must be n_j × {B} with n_j ≥ 1, got {T.shape}")
         if not np.all(np.isfinite(T)) or np.any(T < 0):
-            raise ValueError("product_max needs finite non-negative tables")
+            raise NumericRangeError("product_max needs finite non-negative tables")
     if d == 0:  # one cell: the sum of the weights (correctly rounded)
         return ProductMax(round_up(math.fsum(w.tolist()), 1), True, (), 0)
     reduced = [_reduce(T) for T in raw]
@@ -151,7 +153,7 @@ def product_max(weights: Sequence[float], tables: Sequence[np.ndarray], *,  # no
     for x in big:
         slack *= x
     if not math.isfinite(slack):
-        raise ValueError("product_max: the tables' magnitudes overflow the rounding allowance")
+        raise NumericRangeError("product_max: the tables' magnitudes overflow the rounding allowance")
     # attributes with one tuple folded into the weights, blocks then alike merged (fsum)
     multi = [j for j in range(d) if reduced[j][0].shape[0] > 1]
     folded = w.copy()

@@ -222,19 +222,19 @@ def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, fl
     from factorize.planner.marginals import MarginalSolution, verify_marginal_solution
     family = marginal_family(W)
     if family is None:
-        raise ValueError("the workload is not a marginal family")
+        raise StructureError("the workload is not a marginal family")
     arrays = plan.certificate_arrays
     x = arrays.get("cert.x")
     subsets = tuple(tuple(S) for S in subsets)
     if x is None or x.reshape(-1).size != len(subsets):
-        raise ValueError("cert.x must hold one coefficient per subset")
+        raise StructureError("cert.x must hold one coefficient per subset")
     coeffs = AlgebraCoefficients(sizes=tuple(family.sizes), subsets=subsets,
                                  values=tuple(float(v) for v in x.reshape(-1)))
     weights = weight_subsets = None
     if plan.norm == "gamma_2":
         om, sup = arrays.get("cert.omega"), arrays.get("cert.omega_support")
         if om is None or sup is None:
-            raise ValueError("a γ₂ certificate needs block weights cert.omega")
+            raise StructureError("a γ₂ certificate needs block weights cert.omega")
         weight_subsets = tuple(unpad_subsets(sup, family.d, "cert.omega_support"))
         weights = tuple(float(v) for v in om.reshape(-1))
     draft = MarginalSolution(family=family, norm=plan.norm, x=coeffs, weight_subsets=weight_subsets,
@@ -242,5 +242,5 @@ def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, fl
                              verified=False, failures=(), seconds=0.0)
     upper, lower, gap, passed, failures = verify_marginal_solution(family, draft)
     if not passed:
-        raise ValueError("the certificate fails: " + "; ".join(failures))
+        raise StructureError("the certificate fails: " + "; ".join(failures))
     return upper, lower, gap

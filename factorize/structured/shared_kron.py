@@ -153,5 +153,5 @@ def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
     lower = certificate_lower(plan, W)
     upper = float(plan.certificate["achieved"])
     if not math.isfinite(upper):
-        raise ValueError("the certificate's achieved value is not finite")
+        raise StructureError("the certificate's achieved value is not finite")
     return upper, lower, relative_gap(upper, lower)

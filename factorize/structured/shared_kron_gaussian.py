@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from solvers.errors import SolverFailedError
+
 from .workload_blocks import WorkloadBlock
 
 #: Relative decrease of the objective below which a sweep counts as stalled.
@@ -82,7 +84,7 @@ def _best_factor(Ws: Sequence[np.ndarray], c: np.ndarray) -> tuple[np.ndarray, n
         if math.isfinite(v) and (best is None or v < best[0]):
             best = (v, A, t)
     if best is None:
-        raise ValueError("the dual solver returned no usable strategy for a Kronecker factor")
+        raise SolverFailedError("the dual solver returned no usable strategy for a Kronecker factor")
     return best[1], best[2]
 
 

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from .blocks import StructureError
 from .workload_blocks import AxisFactor, WorkloadBlock
 
 #: Largest sector (orbit count Π m_i) reduced: its eigendecomposition is one dual evaluation.
@@ -238,9 +239,9 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
             lab = np.asarray(labels[j], dtype=np.int64).reshape(-1)
             if lab.size != n or lab.min(initial=0) < 0 or not np.array_equal(
                     np.unique(lab), np.arange(int(lab.max(initial=-1)) + 1)):
-                raise ValueError(f"attribute {j}: the class labels must number 0…m−1 over its {n} values")
+                raise StructureError(f"attribute {j}: the class labels must number 0…m−1 over its {n} values")
             if not classes_valid(grams, lab):
-                raise ValueError(f"attribute {j}: the stated classes are not twin classes of "
+                raise StructureError(f"attribute {j}: the stated classes are not twin classes of "
                                  "the workload's factors")
             found.append(lab)
     class_sizes = tuple(np.bincount(lab).astype(np.int64) for lab in found)
@@ -323,7 +324,7 @@ def certified_trace(red: Reduction, d: np.ndarray) -> float:
 
     d = np.asarray(d, dtype=np.float64).reshape(red.shape)
     if not (np.all(np.isfinite(d)) and np.all(d >= 0)):
-        raise ValueError("orbit weights must be finite and non-negative")
+        raise StructureError("orbit weights must be finite and non-negative")
     g = gamma(red.rounding)
     parts = []
     for s in red.sectors:
@@ -359,23 +360,23 @@ def verify_bound(plan: Any, W: Any) -> float:
 
     stated = plan.certificate.get("symmetry")
     if not (isinstance(stated, dict) and stated.get("method") == METHOD):
-        raise ValueError("certificate.symmetry names another method")
+        raise StructureError("certificate.symmetry names another method")
     sizes = tuple(plan.domain.sizes)
     arrays = plan.certificate_arrays
     labels = []
     for j, n in enumerate(sizes):
         lab = arrays.get(f"cert.sym.labels.{j}")
         if lab is None or lab.size != n or not np.all(lab == np.round(lab)):
-            raise ValueError(f"cert.sym.labels.{j} must hold one integer class per value of attribute {j}")
+            raise StructureError(f"cert.sym.labels.{j} must hold one integer class per value of attribute {j}")
         labels.append(lab.reshape(-1).astype(np.int64))
     red = reduce(workload_blocks(W, sizes), sizes, labels)
     if red is None:
-        raise ValueError("the stated classes leave sectors too large to re-derive the bound")
+        raise StructureError("the stated classes leave sectors too large to re-derive the bound")
     d = arrays.get("cert.sym.d")
     if d is None or d.size != math.prod(red.shape):
-        raise ValueError(f"cert.sym.d must hold one weight per orbit ({math.prod(red.shape)})")
+        raise StructureError(f"cert.sym.d must hold one weight per orbit ({math.prod(red.shape)})")
     lower = certified_lower(red, d.reshape(red.shape))
     value = stated.get("lower")
     if not (isinstance(value, float) and value <= lower * (1.0 + 1e-12)):
-        raise ValueError(f"certificate.symmetry.lower {value!r} exceeds the re-derived {lower:.10g}")
+        raise StructureError(f"certificate.symmetry.lower {value!r} exceeds the re-derived {lower:.10g}")
     return lower

@@ -145,12 +145,12 @@ def witness_lower(plan: Any, prefix: str, matrix: np.ndarray) -> float:
 
     q = plan.certificate_arrays.get(f"{prefix}.q")
     if q is None:
-        raise ValueError(f"no witness {prefix}.q for a workload factor")
+        raise StructureError(f"no witness {prefix}.q for a workload factor")
     if plan.norm == "gamma_f":
         return gamma_f_lower(matrix, q.reshape(-1))
     p = plan.certificate_arrays.get(f"{prefix}.p")
     if p is None:
-        raise ValueError(f"no row witness {prefix}.p for a workload factor")
+        raise StructureError(f"no row witness {prefix}.p for a workload factor")
     return gamma_2_lower(matrix, p.reshape(-1), q.reshape(-1))
 
 
@@ -161,7 +161,7 @@ def with_uniform_bound(plan: Any, lower: float, wblocks: Sequence[WorkloadBlock]
         return lower
     gram = uniform_trace_lower(wblocks, plan.domain.sizes)
     if gram is None:
-        raise ValueError("the certificate names the uniform-weight bound, which this "
+        raise StructureError("the certificate names the uniform-weight bound, which this "
                          "workload's row count does not allow")
     return max(lower, gram)
 
