@@ -16,6 +16,10 @@ code keeps working::
     │   │   ├── BudgetExceeded                                     exit 4
     │   │   └── LedgerTampered                                     exit 5
     │   ├── ContainerError, NumericRangeError, StructureError, ThreadsError
+    │   ├── GeometryError, PlannerError, PureDPError, ResearchError, LocalError, ReportError,
+    │   │   UsageError (cli), BenchError               (each package's errors.py)
+    │   ├── RandomSourceError (PrivacyError, TypeError): an rng that is not a random source
+    │   └── SolverInputError                                       (solvers.errors: bad options)
     ├── EnvironmentProblem (OSError)         exit 2: MissingFolderError, SparkUnavailableError
     ├── SolverError (RuntimeError)           exit 3: solver failed / inaccurate / timed out,
     │                                        certificate gap or invalid (solvers.errors)

@@ -29,6 +29,7 @@ from factorize.bench.harness import (
     run_process,
 )
 from factorize.cli import main
+from factorize.errors import InternalError
 
 STACK = ("python", "numpy", "scipy", "cvxpy", "scs", "clarabel", "duckdb", "pyarrow")
 
@@ -169,7 +170,7 @@ def test_header_and_json(tmp_path):
     assert js == md.with_suffix(".json")
     assert data["bench"]["command"] == "factorize bench --suite demo --threads 2 --n 3 --label 'a b'"
     assert data["rows"] == [{"x": 1.0, "y": "nan"}] and data["where"] == str(tmp_path)
-    with pytest.raises(ValueError, match="bench"):
+    with pytest.raises(InternalError, match="bench"):  # a suite's bug, not bad input
         h.write(Report("t", "", {"bench": 1}), tmp_path / "x.md")
     # a suite that rewrites one section reads its own text back, without title and header
     assert previous_body(md) == "| a | b |\n|---|---|\n| 1 | 2 |\n"

@@ -263,11 +263,12 @@ CASES = {name[len("_case_"):]: fn for name, fn in globals().items() if name.star
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_deterministic_check_runs_before_the_charge(world, case, capsys):
-    """Each check, with a ledger: exit 2, nothing charged, no file changed or created."""
+    """Each check, with a ledger: refused (exit 2; 4 for a charge past the budget), nothing
+    charged, no file changed or created."""
     argv, needle = CASES[case](world)
     before = _snapshot(world)
     capsys.readouterr()
-    assert main(argv) == 2
+    assert main(argv) == (4 if case == "budget_exceeded" else 2)
     err = capsys.readouterr().err
     assert needle in err, err
     book = Ledger.open(world / "L.db")

@@ -17,6 +17,10 @@ import importlib
 from collections.abc import Sequence
 from types import ModuleType
 
+from factorize.errors import InternalError
+
+from .errors import BenchError
+
 #: Suite name → its module. The name is the report's: ``reports/bench_<name>.md``.
 SUITES: dict[str, str] = {name: f"factorize.bench.suites.{name}" for name in (
     "core", "scale", "pure_dp_table", "hdmm_suite", "marginals", "geometric", "mee",
@@ -34,12 +38,12 @@ def suite_names() -> tuple[str, ...]:
 
 def load_suite(name: str) -> ModuleType:
     if name not in SUITES:
-        raise ValueError(f"unknown benchmark suite {name!r}; known: {', '.join(SUITES)}")
+        raise BenchError(f"unknown benchmark suite {name!r}; known: {', '.join(SUITES)}")
     mod = importlib.import_module(SUITES[name])
     missing = [a for a in INTERFACE if not hasattr(mod, a)]
     if missing or name != mod.NAME:
-        raise TypeError(f"{SUITES[name]} is not a suite: missing {missing}" if missing
-                        else f"{SUITES[name]}.NAME is {mod.NAME!r}, registered as {name!r}")
+        raise InternalError(f"{SUITES[name]} is not a suite: missing {missing}" if missing
+                            else f"{SUITES[name]}.NAME is {mod.NAME!r}, registered as {name!r}")
     return mod
 
 

@@ -28,7 +28,8 @@ A suite that rewrites one section of an existing report reads the rest back with
 A suite is a module of ``factorize.bench.suites`` with ``NAME``, ``SUMMARY`` (one line),
 ``add_arguments(parser)`` (its own options; ``--out`` is added for every suite) and
 ``run(args, harness) -> Report | None`` (None: nothing to write, e.g. a dry run). The module
-imports only the standard library at the top, so ``factorize bench --list`` stays cheap.
+imports only the standard library (and the error classes, which import nothing else) at the
+top, so ``factorize bench --list`` stays cheap.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from factorize.bench.errors import BenchError
+from factorize.errors import InternalError
 
 #: The repository checkout this package runs from (its subprocesses run there).
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -265,11 +269,11 @@ def factorize_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def run_factorize(args: Sequence[str], *, env: Mapping[str, str] | None = None,
                   deadline: float | None = None) -> Process:
-    """``python -m factorize ARGS`` in a fresh process in the checkout; raises RuntimeError
-    when it fails."""
+    """``python -m factorize ARGS`` in a fresh process in the checkout; raises
+    :class:`BenchError` (with its exit status and stderr) when it fails."""
     p = run_process([sys.executable, "-m", "factorize", *args], env=env, cwd=REPO_ROOT, deadline=deadline)
     if p.returncode != 0:
-        raise RuntimeError(f"factorize {' '.join(list(args)[:3])} … failed ({p.returncode}): {p.stderr[-2000:]}")
+        raise BenchError(f"factorize {' '.join(list(args)[:3])} … failed ({p.returncode}): {p.stderr[-2000:]}")
     return p
 
 
@@ -417,7 +421,7 @@ class Harness:
     def write(self, report: Report, out: str | Path) -> tuple[Path, Path]:
         """``out`` (Markdown: title, common header, the suite's text) and its ``.json`` twin."""
         if "bench" in report.data:
-            raise ValueError("a suite's JSON payload may not use the key 'bench' (the common header)")
+            raise InternalError("a suite's JSON payload may not use the key 'bench' (the common header)")
         h = self.header()
         md = Path(out)
         md.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@
 ``app.py`` builds the parser and runs a subcommand; each command group registers itself
 from its own module — ``plan.py`` (plan, run, verify, inspect), ``report.py``,
 ``local.py``, ``budget.py``, ``schema.py`` — and ``common.py`` holds what they share
-(exit codes, the exception-to-exit-code rule, the solver options).
+(exit codes, the exception-to-exit-code rule, the solver options); ``errors.py`` holds
+``UsageError``, options that do not go together.
 """
 
 from factorize.cli.app import build_parser, main

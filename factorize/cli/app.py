@@ -38,6 +38,7 @@ from factorize.cli.common import (
     gap_tol,
     solver_options,
 )
+from factorize.cli.errors import UsageError
 
 
 def _solve(args: argparse.Namespace) -> int:
@@ -47,7 +48,7 @@ def _solve(args: argparse.Namespace) -> int:
     result = solve(args.workload, args.norm, eta=args.eta, method=args.method,
                    options=solver_options(args), gap_tol=gap_tol(args))
     if args.out and not hasattr(result, "certificate"):
-        raise ValueError("--out saves dense or Kronecker factors; a marginal-algebra solution "
+        raise UsageError("--out saves dense or Kronecker factors; a marginal-algebra solution "
                          "has none (its strategy is Σ_T x_T P_T, printed with --json). Use "
                          "--method dual for a dense factorization of a small marginal workload")
     if args.out:
@@ -89,6 +90,7 @@ def _print_summary(s: dict) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from factorize.io.container import ContainerError
     from factorize.io.result_file import load_result
     from factorize.planner.certificate import verify
     from workloads import parse_workload
@@ -96,11 +98,11 @@ def _check(args: argparse.Namespace) -> int:
     loaded = load_result(args.file)
     meta = loaded.manifest["workload"]
     if not meta.get("spec"):
-        raise ValueError(f"{args.file}: the workload has no spec to rebuild it from")
+        raise ContainerError(f"{args.file}: the workload has no spec to rebuild it from")
     workload = parse_workload(meta["spec"])
     if workload.fingerprint() != meta["fingerprint"]:
-        raise ValueError(f"{args.file}: the workload rebuilt from {meta['spec']!r} does not match "
-                         "the fingerprint recorded in the file")
+        raise ContainerError(f"{args.file}: the workload rebuilt from {meta['spec']!r} does not match "
+                             "the fingerprint recorded in the file")
     check = verify(loaded.certificate, workload)
     if args.json:
         print(json.dumps({"passed": check.passed, "upper": check.upper, "lower": check.lower,
@@ -138,6 +140,7 @@ def _json_default(x):
     """numpy scalars to Python numbers (everything else is already plain JSON)."""
     if hasattr(x, "item"):
         return x.item()
+    # json.dumps's ``default`` protocol: an object it cannot serialise must raise TypeError
     raise TypeError(f"cannot serialise {type(x).__name__}")
 
 

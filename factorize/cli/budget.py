@@ -28,6 +28,7 @@ from typing import Any
 
 from factorize.choices import NEIGHBOURING
 from factorize.cli.common import EXIT_OK, guarded
+from factorize.cli.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -68,12 +69,12 @@ def _cmd_create(args: argparse.Namespace) -> int:
     from factorize.privacy.guarantees import parse_guarantee
 
     if (args.dataset is None) != (args.budget is None):
-        raise ValueError("--dataset and --budget go together")
+        raise UsageError("--dataset and --budget go together")
     if args.dataset is None and not args.new:
-        raise ValueError("nothing to do: give --new (a new ledger) and/or --dataset NAME "
+        raise UsageError("nothing to do: give --new (a new ledger) and/or --dataset NAME "
                          "--budget SPEC")
     if args.relation is not None and args.dataset is None:
-        raise ValueError("--neighbouring belongs to a dataset (--dataset, --budget)")
+        raise UsageError("--neighbouring belongs to a dataset (--dataset, --budget)")
     budget = parse_guarantee(args.budget).to_dict() if args.budget is not None else None
     book = Ledger.create(args.ledger) if args.new else Ledger.open(args.ledger)
     out: dict[str, Any] = {"ledger": args.ledger, "new": bool(args.new)}

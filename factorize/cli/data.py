@@ -14,6 +14,7 @@ import argparse
 from typing import Any
 
 from factorize.cli.common import EXIT_INPUT, EXIT_OK, guarded
+from factorize.cli.errors import UsageError
 
 #: The first line of every output of ``factorize data check``.
 NOT_PRIVATE = ("NOT DIFFERENTIALLY PRIVATE: exact counts from the private records, for the data "
@@ -68,7 +69,7 @@ def _check(args: argparse.Namespace) -> int:
 def _domain(args: argparse.Namespace) -> Any:
     if args.plan is not None:
         if args.attributes:
-            raise ValueError("--attributes goes with --domain, not --plan")
+            raise UsageError("--attributes goes with --domain, not --plan")
         from factorize.plan.registry import load_any_plan
 
         return load_any_plan(args.plan).domain

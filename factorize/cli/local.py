@@ -82,6 +82,7 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
     client's ``--max-epsilon`` and δ the documented ceiling: a client never sends a message
     for a plan the verifier refuses. Its guarantee is shown on stderr before any message."""
     from factorize.local.plan import load_local_plan, verify_local_plan
+    from factorize.plan.errors import PlanRefused
     from factorize.plan.model import guarantee_text
     from factorize.privacy.policy import DELTA_CEILING, EPSILON_CEILING
 
@@ -89,18 +90,18 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
     # the ε ceiling is the client's own --max-epsilon; everything else as verify
     failures = verify_local_plan(plan, allow_weak_guarantee=True)
     if failures:
-        raise ValueError("plan refused: " + "; ".join(failures))
+        raise PlanRefused("plan refused: " + "; ".join(failures))
     eps = float(plan.guarantee.epsilon)
     limit = EPSILON_CEILING if max_epsilon is None else float(max_epsilon)
     print(f"guarantee   {guarantee_text(plan.guarantee)} local DP for this message "
           f"({plan.randomizer['kind']} randomizer)", file=sys.stderr)
     if not eps <= limit:
-        raise ValueError(f"the plan's ε = {eps:g} exceeds --max-epsilon {limit:g}; refusing to "
-                         "randomize with it")
+        raise PlanRefused(f"the plan's ε = {eps:g} exceeds --max-epsilon {limit:g}; refusing to "
+                          "randomize with it")
     delta = getattr(plan.guarantee, "delta", 0.0)
     if delta > DELTA_CEILING:
-        raise ValueError(f"the plan's δ = {delta:g} is above the ceiling "
-                         f"{DELTA_CEILING:g}; refusing to randomize with it")
+        raise PlanRefused(f"the plan's δ = {delta:g} is above the ceiling "
+                          f"{DELTA_CEILING:g}; refusing to randomize with it")
     return plan
 
 

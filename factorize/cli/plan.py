@@ -45,6 +45,7 @@ from factorize.cli.common import (
     parse_domain,
     solver_options,
 )
+from factorize.cli.errors import UsageError
 
 #: ``--noise`` → the planner's noise family (None: the guarantee's default; the CLI spells
 #: ``l2_knorm`` as ``knorm``).
@@ -177,7 +178,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return _plan_projection(args, domain, family)
     if args.strategy in STRUCTURED_FAMILIES:
         if args.mechanism != "factorization" or args.postprocess != "none" or args.norm == "approx_gamma_2":
-            raise ValueError(f"--strategy {args.strategy} plans the factorization mechanism for "
+            raise UsageError(f"--strategy {args.strategy} plans the factorization mechanism for "
                              "gamma_f or gamma_2, without --postprocess")
         return _plan_structured(args, domain, family, args.strategy)
     if args.strategy == "auto" and _searchable(args, family):
@@ -200,6 +201,7 @@ def _refuse_replace_invariant(spec: str) -> None:
     builder's own zero-sensitivity check."""
     import numpy as np
 
+    from factorize.plan.errors import PlanError
     from workloads import DEFAULT_MAX_DENSE_ENTRIES, parse_workload
 
     W = parse_workload(spec)
@@ -208,11 +210,11 @@ def _refuse_replace_invariant(spec: str) -> None:
         return
     D = np.asarray(W.dense())
     if np.array_equal(D, np.broadcast_to(D[:, :1], D.shape)):
-        raise ValueError("under replace neighbours every query of this workload has the same "
-                         "answer on neighbouring datasets (all its columns are equal, e.g. the "
-                         "total count, which replace neighbours keep public): there is nothing "
-                         "to protect and no noise to calibrate; compute it directly, or plan it "
-                         "with --neighbouring add_remove")
+        raise PlanError("under replace neighbours every query of this workload has the same "
+                        "answer on neighbouring datasets (all its columns are equal, e.g. the "
+                        "total count, which replace neighbours keep public): there is nothing "
+                        "to protect and no noise to calibrate; compute it directly, or plan it "
+                        "with --neighbouring add_remove")
 
 
 def _searchable(args: argparse.Namespace, family: NoiseFamily | None) -> bool:
@@ -233,7 +235,7 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
     W, g, rel, dom = plan_inputs(args.workload, args.privacy, args.neighbouring, domain,
                                  args.allow_weak_guarantee)
     if family == "l2_knorm":  # not _searchable: the families plan Gaussian or Laplace noise
-        raise ValueError("the strategy search plans Gaussian or Laplace noise, not the K-norm")
+        raise UsageError("the strategy search plans Gaussian or Laplace noise, not the K-norm")
     noise = family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     problem = PlanProblem(W, g, rel, dom, noise, args.norm, options=options, gap_tol=gap_tol(args),
                           seed=args.search_seed, allow_weak_guarantee=args.allow_weak_guarantee)
@@ -275,7 +277,7 @@ def _plan_projection(args: argparse.Namespace, domain: Any, family: NoiseFamily 
     from factorize.plan.plan_file import save_projection_plan
 
     if args.public_n is None:
-        raise ValueError(f"--mechanism {args.mechanism} needs --public-n N (and --neighbouring replace)")
+        raise UsageError(f"--mechanism {args.mechanism} needs --public-n N (and --neighbouring replace)")
     plan = build_projection_plan(args.workload, args.privacy, args.mechanism, n=args.public_n,
                                  relation=args.neighbouring, domain=domain, noise_family=family,
                                  allow_weak_guarantee=args.allow_weak_guarantee)

@@ -12,6 +12,7 @@ import argparse
 from typing import Any
 
 from factorize.cli.common import EXIT_OK, guarded
+from factorize.cli.errors import UsageError
 
 
 def register(subparsers: Any) -> None:
@@ -32,7 +33,7 @@ def register(subparsers: Any) -> None:
 @guarded
 def _cmd_report(args: argparse.Namespace) -> int:
     if (args.plan is None) == (args.results is None):
-        raise ValueError("give either a plan file or --results ANSWERS (one of the two)")
+        raise UsageError("give either a plan file or --results ANSWERS (one of the two)")
     from factorize.report.render import write_report
 
     if args.results is not None:
@@ -41,13 +42,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
         report = results_report(args.results)
     else:
         from factorize.plan.checks import verify_any
+        from factorize.plan.errors import PlanRefused
         from factorize.plan.registry import load_any_plan
         from factorize.report.plan_report import plan_report
 
         plan = load_any_plan(args.plan)
         failures = verify_any(plan)  # a report states the plan's claims: only verified ones
         if failures:
-            raise ValueError("plan refused: " + "; ".join(failures))
+            raise PlanRefused("plan refused: " + "; ".join(failures))
         report = plan_report(plan, baselines=not args.no_baselines)
     files = write_report(report, args.out, args.format)
     print(f"wrote       {files[0]}" + (f" (+{len(files) - 1} figure files)" if len(files) > 1 else ""))

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from factorize.errors import InternalError
 from workloads.domain import Domain
 
 from .errors import DataError
@@ -66,7 +67,7 @@ def check_counts(h: np.ndarray, where: str) -> int:
     such entries is in the error's ``holder_message``)."""
     h = np.asarray(h)
     if h.dtype != np.int64 or h.ndim != 1:
-        raise TypeError(f"check_counts needs a 1-D int64 array, got {h.dtype} {h.shape}")
+        raise InternalError(f"check_counts needs a 1-D int64 array, got {h.dtype} {h.shape}")
     if h.size == 0:
         return 0
     big = int(np.count_nonzero(h >= MAX_COUNT))

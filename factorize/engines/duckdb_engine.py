@@ -83,6 +83,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from factorize.errors import InternalError
 from workloads.domain import Domain
 
 from ._common import (
@@ -652,7 +653,8 @@ def marginals_duckdb(
     over the attributes of ``S`` (smallest index slowest): exactly the dense histogram's
     ``reshape(sizes).sum(other axes).ravel()``, without building the histogram, so the
     domain may have any number of cells (10**18, 2**100...). A subset of more than 2**40
-    cells, an index outside the domain or an unsorted tuple is a :class:`ValueError`.
+    cells, an index outside the domain or an unsorted tuple is a ``WorkloadError`` (the request,
+    not the data, is wrong).
 
     The records are read and checked exactly as by :func:`histogram_duckdb` (same parameters,
     one scan into an in-memory table of distinct raw tuples with counts, the same
@@ -876,7 +878,7 @@ def _histogram(con: Any, domain: Domain, status_code: list[tuple[str, str]], n_r
     check_counts(cnt, "the records' histogram")  # total < 2**53: no int64 wrap-around below
     n_cells = domain.size
     if cells.size and (cells.min() < 0 or cells.max() >= n_cells) or int(cnt.sum()) != n_rows:
-        raise RuntimeError("internal error: DuckDB histogram inconsistent with its checks")  # pragma: no cover
+        raise InternalError("DuckDB histogram inconsistent with its checks")  # pragma: no cover
     h = np.zeros(n_cells, dtype=np.int64)
     h[cells] = cnt
     return h
@@ -891,7 +893,7 @@ def _distinct(con: Any, domain: Domain, status_code: list[tuple[str, str]],
     cnt = np.asarray(res["n"], dtype=np.int64)
     check_counts(cnt, "the records' distinct tuples")  # total < 2**53: no int64 wrap-around below
     if int(cnt.sum()) != n_rows:
-        raise RuntimeError("internal error: DuckDB tuples inconsistent with the checks")  # pragma: no cover
+        raise InternalError("DuckDB tuples inconsistent with the checks")  # pragma: no cover
     return out, cnt
 
 

@@ -31,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from factorize.errors import InternalError
 from workloads.domain import Domain
+from workloads.errors import DenseTooLargeError, WorkloadError
 
 from ._common import MAX_HISTOGRAM_CELLS, check_counts
 from .errors import DataError
@@ -76,11 +78,11 @@ class SparseTable:
         self.shape = tuple(int(n) for n in shape)
         n_cells = math.prod(self.shape)
         if self.cells.ndim != 1 or self.cells.shape != self.counts.shape:
-            raise ValueError("internal error: a sparse table needs 1-D cells and counts of one length")
+            raise InternalError("a sparse table needs 1-D cells and counts of one length")
         if self.cells.size and (int(self.cells[0]) < 0 or int(self.cells[-1]) >= n_cells
                                 or bool((np.diff(self.cells) <= 0).any()) or int(self.counts.min()) <= 0):
-            raise ValueError("internal error: a sparse table's cells must be sorted distinct indices "
-                             "in range with positive counts")
+            raise InternalError("a sparse table's cells must be sorted distinct indices "
+                                "in range with positive counts")
         self.cells.setflags(write=False)
         self.counts.setflags(write=False)
 
@@ -110,34 +112,34 @@ def subset_cells(sizes: Sequence[int], subset: Subset) -> int:
 def _as_subset(raw: Any, d: int, k: int) -> Subset:
     where = f"subsets[{k}]"
     if isinstance(raw, (str, bytes)) or not isinstance(raw, Sequence) and not isinstance(raw, np.ndarray):
-        raise ValueError(f"{where} must be a tuple of attribute indices, got {type(raw).__name__}")
+        raise WorkloadError(f"{where} must be a tuple of attribute indices, got {type(raw).__name__}")
     out = []
     for x in raw:
         if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
-            raise ValueError(f"{where} must hold int attribute indices, got {type(x).__name__}")
+            raise WorkloadError(f"{where} must hold int attribute indices, got {type(x).__name__}")
         out.append(int(x))
     if any(not 0 <= j < d for j in out):
-        raise ValueError(f"{where} = {tuple(out)} has an index outside 0..{d - 1} (the domain has {d} attributes)")
+        raise WorkloadError(f"{where} = {tuple(out)} has an index outside 0..{d - 1} (the domain has {d} attributes)")
     if any(a >= b for a, b in zip(out, out[1:], strict=False)):
-        raise ValueError(f"{where} = {tuple(out)} must be strictly increasing (sorted, no repeats)")
+        raise WorkloadError(f"{where} = {tuple(out)} must be strictly increasing (sorted, no repeats)")
     return tuple(out)
 
 
 def normalize_subsets(domain: Domain, subsets: Any) -> list[Subset]:
-    """The distinct requested subsets, in order of first appearance; :class:`ValueError` if one
+    """The distinct requested subsets, in order of first appearance; ``WorkloadError`` if one
     is not a strictly increasing tuple of attribute indices of ``domain`` or has more than
     :data:`MAX_MARGINAL_CELLS` cells (these are properties of the request, not of the data)."""
     if not isinstance(domain, Domain):
         raise DataError(f"domain must be a workloads.Domain, got {type(domain).__name__}")
     if isinstance(subsets, (str, bytes)) or not isinstance(subsets, (Sequence, np.ndarray)):
-        raise ValueError(f"subsets must be a sequence of tuples of attribute indices, got {type(subsets).__name__}")
+        raise WorkloadError(f"subsets must be a sequence of tuples of attribute indices, got {type(subsets).__name__}")
     d = len(domain)
     seen: dict[Subset, None] = {}
     for k, raw in enumerate(subsets):
         s = _as_subset(raw, d, k)
         cells = subset_cells(domain.sizes, s)
         if cells > MAX_MARGINAL_CELLS:
-            raise ValueError(
+            raise WorkloadError(
                 f"subsets[{k}] = {s} has {cells} cells (> 2**40 = {MAX_MARGINAL_CELLS}): too large a "
                 f"marginal table; measure smaller subsets"
             )
@@ -257,10 +259,10 @@ class MarginalTables:
         for s, t in tables.items():
             if isinstance(t, SparseTable):
                 if t.shape != tuple(int(domain.sizes[j]) for j in s):
-                    raise ValueError(f"internal error: sparse table {s} has shape {t.shape}")
+                    raise InternalError(f"sparse table {s} has shape {t.shape}")
                 continue
             if t.dtype != np.int64 or t.shape != (subset_cells(domain.sizes, s),):
-                raise ValueError(f"internal error: table {s} has dtype {t.dtype} and shape {t.shape}")
+                raise InternalError(f"table {s} has dtype {t.dtype} and shape {t.shape}")
             t.setflags(write=False)
         self._tables = dict(tables)
 
@@ -313,8 +315,8 @@ class MarginalTables:
         """``self[subset]`` reshaped to :meth:`shape` (a read-only view; dense tables only)."""
         t = self[subset]
         if isinstance(t, SparseTable):
-            raise ValueError(f"the table of {self._key(subset)} has {t.n_cells} cells and is held "
-                             "sparse (self[subset].cells / .counts)")
+            raise DenseTooLargeError(f"the table of {self._key(subset)} has {t.n_cells} cells and is "
+                                     "held sparse (self[subset].cells / .counts)")
         return t.reshape(self.shape(subset))
 
     def names(self, subset: Sequence[int]) -> tuple[str, ...]:
@@ -356,11 +358,11 @@ class TableBuilder:
         counts = np.asarray(counts)
         n_cells = subset_cells(self.sizes, source)
         if cells.dtype != np.int64 or counts.dtype != np.int64 or cells.ndim != 1 or cells.shape != counts.shape:
-            raise RuntimeError(f"internal error: measured table over {source} is malformed")  # pragma: no cover
+            raise InternalError(f"measured table over {source} is malformed")  # pragma: no cover
         if cells.size and (int(cells.min()) < 0 or int(cells.max()) >= n_cells or int(counts.min()) < 0):
-            raise RuntimeError("internal error: a measured cell index is out of range")  # pragma: no cover
+            raise InternalError("a measured cell index is out of range")  # pragma: no cover
         if check_counts(counts, where) != self.n_records:
-            raise RuntimeError("internal error: a measured marginal does not sum to the number of records")  # pragma: no cover
+            raise InternalError("a measured marginal does not sum to the number of records")  # pragma: no cover
         if 4 * cells.size >= n_cells:
             table = np.zeros(n_cells, dtype=np.int64)
             table[cells] = counts
@@ -372,9 +374,9 @@ class TableBuilder:
         """Record the dense table (int64, C order) over ``source``."""
         table = np.asarray(table)
         if table.dtype != np.int64 or table.shape != (subset_cells(self.sizes, source),):
-            raise RuntimeError(f"internal error: measured table over {source} has the wrong shape")  # pragma: no cover
+            raise InternalError(f"measured table over {source} has the wrong shape")  # pragma: no cover
         if table.size and int(table.min()) < 0 or check_counts(table, where) != self.n_records:
-            raise RuntimeError("internal error: a measured marginal does not sum to the number of records")  # pragma: no cover
+            raise InternalError("a measured marginal does not sum to the number of records")  # pragma: no cover
         self._derive(source, table, None)
 
     def _derive(self, source: Subset, dense: np.ndarray | None,
@@ -415,7 +417,7 @@ class TableBuilder:
                     agg = np.bincount(inv.reshape(-1), weights=counts.astype(np.float64)).astype(np.int64)
                     sparse_out = SparseTable(u, agg, [self.sizes[j] for j in s])
                     if sparse_out.sum() != self.n_records:
-                        raise RuntimeError("internal error: a marginal does not sum to the number of records")  # pragma: no cover
+                        raise InternalError("a marginal does not sum to the number of records")  # pragma: no cover
                     self.tables[s] = sparse_out
                     continue
                 out = np.bincount(idx, weights=counts.astype(np.float64),
@@ -423,14 +425,14 @@ class TableBuilder:
             here[s] = out
             lengths_here.add(len(s))
             if int(out.sum()) != self.n_records:  # exact: every entry and the total < 2**53
-                raise RuntimeError("internal error: a marginal does not sum to the number of records")  # pragma: no cover
+                raise InternalError("a marginal does not sum to the number of records")  # pragma: no cover
             self.tables[s] = out
         self._open &= ~inside
 
     def result(self) -> MarginalTables:
         missing = [s for s in self.subsets if s not in self.tables]
         if missing:
-            raise RuntimeError(f"internal error: marginals {missing[:5]} were not measured")  # pragma: no cover
+            raise InternalError(f"marginals {missing[:5]} were not measured")  # pragma: no cover
         return MarginalTables(self.domain, self.n_records, {s: self.tables[s] for s in self.subsets})
 
 
@@ -440,7 +442,7 @@ def marginals_from_histogram(h: np.ndarray, domain: Domain, subsets: Sequence[Su
     subs = normalize_subsets(domain, subsets)
     h = np.asarray(h)
     if h.dtype != np.int64 or h.shape != (domain.size,):
-        raise ValueError(f"h must be an int64 vector of length {domain.size}, got {h.dtype} {h.shape}")
+        raise DataError(f"h must be an int64 vector of length {domain.size}, got {h.dtype} {h.shape}")
     n = check_counts(h, "the histogram")
     builder = TableBuilder(domain, subs, n)
     full = tuple(range(len(domain)))

@@ -124,7 +124,7 @@ def histogram_from_npy(path: str | os.PathLike[str], domain: Domain | int) -> np
             elif version in ((2, 0), (3, 0)):  # 3.0 differs only in utf-8 field names
                 shape, _, dtype = np.lib.format.read_array_header_2_0(fh)
             else:  # pragma: no cover - read_magic accepts only these
-                raise ValueError("unknown .npy version")
+                raise DataError(invalid)
         except (ValueError, OSError, EOFError, SyntaxError, TypeError):
             raise DataError(invalid) from None
         if dtype.hasobject:

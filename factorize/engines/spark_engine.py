@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from factorize.errors import EnvironmentProblem
+from factorize.errors import EnvironmentProblem, InternalError
 from workloads.domain import Domain
 from workloads.schema import TRIMMED
 
@@ -790,11 +790,11 @@ def _histogram(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
         bad_masks = [np.asarray(table[f"m{t}"], dtype=np.int64)[bad] for t in range(len(chunks))]
     _raise_problems(domain, chunks, bad_masks, cnt[bad], n_rows, subject)
     if bad.any():  # pragma: no cover - a bad row always has some non-zero status
-        raise RuntimeError("internal error: Spark keys inconsistent with the checks")
+        raise InternalError("Spark keys inconsistent with the checks")
 
     n_cells = domain.size
     if k.size and (k.min() < 0 or k.max() >= n_cells or np.unique(k).size != k.size):
-        raise RuntimeError("internal error: Spark histogram inconsistent with its checks")  # pragma: no cover
+        raise InternalError("Spark histogram inconsistent with its checks")  # pragma: no cover
     h = np.zeros(n_cells, dtype=np.int64)
     h[k] = cnt
     return h
@@ -846,13 +846,13 @@ def _marginals(df_in: Any, names: list[str], domain: Domain, wanted: list[str], 
                                  for u, sel in enumerate(sels)]) for t in range(len(chunks))]
     _raise_problems(domain, chunks, bad_masks, bad_cnt, n_rows, subject)
     if bad_cnt.size or not np.isin(sid, np.arange(-len(chunks), len(plans))).all():
-        raise RuntimeError("internal error: Spark keys inconsistent with the checks")  # pragma: no cover
+        raise InternalError("Spark keys inconsistent with the checks")  # pragma: no cover
     builder = TableBuilder(domain, subsets, n_rows)
     for i, t in enumerate(plans):
         sel = sid == i
         cells = k[sel]
         if np.unique(cells).size != cells.size:
-            raise RuntimeError("internal error: Spark marginal inconsistent with its checks")  # pragma: no cover
+            raise InternalError("Spark marginal inconsistent with its checks")  # pragma: no cover
         builder.add_sparse(t, cells, cnt[sel], "the records' marginal")  # indices and sums checked
     return builder.result()
 

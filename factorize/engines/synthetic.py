@@ -16,6 +16,8 @@ import numpy as np
 
 from workloads.domain import Domain
 
+from .errors import DataError
+
 __all__ = ["synthetic_domain", "synthetic_records"]
 
 _CHUNK = 1 << 18  # records per Parquet row group (bounded memory while writing)
@@ -52,12 +54,12 @@ def synthetic_records(
     import pyarrow.parquet as pq
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
-        raise ValueError(f"n must be a non-negative int, got {n!r}")
+        raise DataError(f"n must be a non-negative int, got {n!r}")
     sizes = [int(s) for s in sizes]
     if not sizes or any(s < 1 for s in sizes):
-        raise ValueError("sizes must be a non-empty sequence of positive ints")
+        raise DataError("sizes must be a non-empty sequence of positive ints")
     if not 0.0 <= float(correlation) <= 1.0:
-        raise ValueError(f"correlation must be in [0, 1], got {correlation!r}")
+        raise DataError(f"correlation must be in [0, 1], got {correlation!r}")
     domain = synthetic_domain(sizes, prefix)
     dtypes = [np.min_scalar_type(s - 1) for s in sizes]
     schema = pa.schema([pa.field(a, pa.from_numpy_dtype(t)) for a, t in zip(domain.attributes, dtypes, strict=True)])

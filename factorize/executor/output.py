@@ -44,7 +44,8 @@ from factorize.io.atomic import AtomicOutput, MissingFolderError
 
 class OutputError(InputError):
     """An output destination refused before anything irreversible (``open_output``,
-    ``open_marginal_tables``): a ``ValueError`` too, exit code 2."""
+    ``open_marginal_tables``), or a file read back as answers (``read_answers``) that is not
+    one: a ``ValueError`` too, exit code 2."""
 
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
@@ -326,7 +327,7 @@ def _parquet(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) 
 
 def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The columns and metadata of an answers file written by :func:`write_answers` (any of the
-    three formats); ValueError for a file that is not one."""
+    three formats); :class:`OutputError` for a file that is not one."""
     p = Path(os.fspath(path))
     fmt = output_format(p)
     try:
@@ -356,9 +357,9 @@ def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], d
             meta = json.loads(table.schema.metadata[b"factorize"])
             cols = {n: _column(n, table.column(n).to_pylist()) for n in table.column_names}
     except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
-        raise ValueError(f"{p}: not a factorize answers file ({type(exc).__name__}: {exc})") from None
+        raise OutputError(f"{p}: not a factorize answers file ({type(exc).__name__}: {exc})") from None
     if "query" not in cols or "estimate" not in cols:
-        raise ValueError(f"{p}: not a factorize answers file (no query/estimate columns)")
+        raise OutputError(f"{p}: not a factorize answers file (no query/estimate columns)")
     cols["query"] = cols["query"].astype(np.int64)
     return cols, meta
 

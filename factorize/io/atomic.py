@@ -22,7 +22,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-from factorize.errors import EnvironmentProblem
+from factorize.errors import EnvironmentProblem, InternalError
 
 _PARTIAL = ".partial."
 
@@ -108,7 +108,7 @@ class AtomicOutput:
     def write(self, writer: Callable[[IO[bytes]], None]) -> None:
         """``writer(file)`` writes the content to a binary file object (flushed and synced)."""
         if self._fd is None:
-            raise ValueError("the output is closed")
+            raise InternalError("the output is closed (a write or commit after commit or abort)")
         fh = os.fdopen(os.dup(self._fd), "wb")
         try:
             writer(fh)
@@ -120,7 +120,7 @@ class AtomicOutput:
     def commit(self) -> None:
         """Move the written file into place (hidden link, then ``os.replace``)."""
         if self._fd is None:
-            raise ValueError("the output is closed")
+            raise InternalError("the output is closed (a write or commit after commit or abort)")
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(self._fd, 0o666 & ~umask)

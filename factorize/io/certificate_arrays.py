@@ -4,8 +4,9 @@
 * the dual witness: ``q.i`` (γ_F), ``p.i`` and ``q.i`` (γ₂), or ``U`` and ``d`` (approximate γ₂).
 
 :func:`certificate_arrays` turns a ``Certificate`` into these arrays;
-:func:`certificate_from_arrays` rebuilds it (raising ``KeyError`` / ``ValueError`` /
-``TypeError`` on an inconsistent set, which callers turn into their own format error).
+:func:`certificate_from_arrays` rebuilds it (raising :class:`ContainerError` — a ``ValueError``
+— for an unknown norm or factor count, and ``KeyError`` / ``ValueError`` / ``TypeError`` from
+the arrays themselves on an inconsistent set; callers turn these into their own format error).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from factorize.choices import NORMS, Norm
 from factorize.factorization import Factorization
+from factorize.io.container import ContainerError
 from factorize.planner.certificate import (
     ApproxGamma2Witness,
     Certificate,
@@ -52,7 +54,7 @@ def expected_array_names(norm: str, kron_factors: int) -> set[str]:
     elif norm == "approx_gamma_2":
         names |= {"U", "d"}
     else:
-        raise ValueError(f"unknown norm {norm!r}")
+        raise ContainerError(f"unknown norm {norm!r}")
     return names
 
 
@@ -61,10 +63,10 @@ def certificate_from_arrays(arrays: dict[str, np.ndarray], norm: str, kron_facto
     """Rebuild the ``Certificate`` stored under the names of :func:`certificate_arrays`."""
     d = int(kron_factors)
     if d < 1:
-        raise ValueError(f"kron_factors must be ≥ 1, got {kron_factors!r}")
+        raise ContainerError(f"kron_factors must be ≥ 1, got {kron_factors!r}")
     known: Norm | None = next((n for n in NORMS if n == norm), None)
     if known is None:
-        raise ValueError(f"unknown norm {norm!r}")
+        raise ContainerError(f"unknown norm {norm!r}")
     fact = Factorization(tuple(arrays[f"R.{i}"] for i in range(d)),
                          tuple(arrays[f"A.{i}"] for i in range(d)))
     witness: Witness

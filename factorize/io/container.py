@@ -135,7 +135,7 @@ def json_depth(text: bytes, limit: int = MAX_JSON_DEPTH) -> int:
 
 
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
+    raise ContainerError(f"non-standard JSON constant {name}")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -144,7 +144,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise ValueError(f"duplicate key {key[:80]!r}")
+                raise ContainerError(f"duplicate key {key[:80]!r}")
             seen.add(key)
     return out
 
@@ -190,7 +190,7 @@ class Header:
 def _cap(max_total_bytes: int | None) -> int:
     cap = MAX_TOTAL_BYTES if max_total_bytes is None else max_total_bytes
     if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
-        raise TypeError(f"max_total_bytes must be a non-negative int or None, got {max_total_bytes!r}")
+        raise ContainerError(f"max_total_bytes must be a non-negative int or None, got {max_total_bytes!r}")
     return cap
 
 

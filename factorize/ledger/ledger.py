@@ -116,6 +116,8 @@ class Ledger:
 
     def __init__(self, path: str | os.PathLike[str], _token: object = None) -> None:
         if _token is not _PRIVATE:
+            # a call the class does not accept (like a wrong argument list): Python's TypeError,
+            # not a ledger error — no ledger was named or read
             raise TypeError("use Ledger.open(path) or Ledger.create(path)")
         self.path = Path(os.fspath(path))
         self.anchor_path = Path(f"{self.path}.head")

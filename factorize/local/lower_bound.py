@@ -17,7 +17,8 @@ in expectation:
 A protocol is non-interactive ε-LDP: user j applies a randomizer M_j, fixed before any data is
 seen (public coins allowed: every step below holds conditionally on them), with
 ``K_j(z|x) ≤ e^ε K_j(z|x')`` for all records x, x' and outputs z; the server post-processes
-the n messages. (ε, δ)-LDP with δ > 0 is NOT covered (``delta > 0`` raises).
+the n messages. (ε, δ)-LDP with δ > 0 is NOT covered (``delta > 0`` raises
+:class:`~factorize.local.errors.LocalError`, as does any other bad argument).
 
 The lower bound (derivation; all constants explicit)
 ----------------------------------------------------
@@ -160,6 +161,8 @@ from factorize.planner.certificate import (
     grothendieck_psd_margin,
 )
 
+from .errors import LocalError
+
 __all__ = [
     "ERROR_MODELS",
     "LocalLowerBound",
@@ -226,11 +229,11 @@ def _dense(W: Any) -> np.ndarray:
     try:
         W = np.asarray(W, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"the workload must be a matrix: {exc}") from None
+        raise LocalError(f"the workload must be a matrix: {exc}") from None
     if W.ndim != 2 or W.size == 0:
-        raise ValueError(f"the workload must be a non-empty k×N matrix, got shape {W.shape}")
+        raise LocalError(f"the workload must be a non-empty k×N matrix, got shape {W.shape}")
     if not np.all(np.isfinite(W)):
-        raise ValueError("the workload has a non-finite entry")
+        raise LocalError("the workload has a non-finite entry")
     return W
 
 
@@ -241,13 +244,13 @@ def _witness_arrays(obj: Any) -> tuple[np.ndarray, np.ndarray, float | None]:
     if isinstance(obj, Certificate):
         w = obj.witness
         if not isinstance(w, ApproxGamma2Witness) or obj.eta is None:  # i.e. not approx_gamma_2
-            raise ValueError(f"a {obj.norm} certificate has no approximate-γ₂ witness (U, d)")
+            raise LocalError(f"a {obj.norm} certificate has no approximate-γ₂ witness (U, d)")
         return np.asarray(w.U), np.asarray(w.d), float(obj.eta)
     if isinstance(obj, ApproxGamma2Witness):
         return np.asarray(obj.U), np.asarray(obj.d), None
     if isinstance(obj, (tuple, list)) and len(obj) == 2:
         return np.asarray(obj[0]), np.asarray(obj[1]), None
-    raise ValueError("expected an approx_gamma_2 Certificate, a planner result with .certificate, "
+    raise LocalError("expected an approx_gamma_2 Certificate, a planner result with .certificate, "
                      f"an ApproxGamma2Witness or a pair (U, d); got {type(obj).__name__}")
 
 
@@ -255,16 +258,16 @@ def _check_witness(W: np.ndarray, U: np.ndarray, d: np.ndarray) -> tuple[np.ndar
     U = np.asarray(U, dtype=np.float64)
     d = np.asarray(d, dtype=np.float64)
     if U.shape != W.shape:
-        raise ValueError(f"witness U has shape {U.shape}, the workload {W.shape}")
+        raise LocalError(f"witness U has shape {U.shape}, the workload {W.shape}")
     if d.shape != (sum(W.shape),):
-        raise ValueError(f"witness d has shape {d.shape}, expected ({sum(W.shape)},)")
+        raise LocalError(f"witness d has shape {d.shape}, expected ({sum(W.shape)},)")
     if not (np.all(np.isfinite(U)) and np.all(np.isfinite(d))):
-        raise ValueError("the witness has a non-finite entry")
+        raise LocalError("the witness has a non-finite entry")
     if not np.any(U != 0):
-        raise ValueError("the witness U is zero")
+        raise LocalError("the witness U is zero")
     margin = grothendieck_psd_margin(U, d)
     if not margin >= 0:
-        raise ValueError(f"diag(d) − ½[[0,U],[Uᵀ,0]] is not certified PSD (λ_min margin {margin:.3g}): "
+        raise LocalError(f"diag(d) − ½[[0,U],[Uᵀ,0]] is not certified PSD (λ_min margin {margin:.3g}): "
                          "the witness does not bound γ₂*(U)")
     return U, d, margin
 
@@ -273,12 +276,12 @@ def _antipodes(tau: Any, W: np.ndarray) -> np.ndarray:
     N = W.shape[1]
     t = np.asarray(tau)
     if t.shape != (N,) or not np.issubdtype(t.dtype, np.integer):
-        raise ValueError(f"antipodes must be an integer array of length N = {N}")
+        raise LocalError(f"antipodes must be an integer array of length N = {N}")
     if np.any(t < 0) or np.any(t >= N) or not np.array_equal(t[t], np.arange(N)):
-        raise ValueError("antipodes must be an involution of the records (τ(τ(x)) = x)")
+        raise LocalError("antipodes must be an involution of the records (τ(τ(x)) = x)")
     tol = 1e-12 * max(1.0, float(np.max(np.abs(W))))
     if not np.all(np.abs(W[:, t] + W) <= tol):
-        raise ValueError("antipodes: W[:, τ(x)] = −W[:, x] fails, the workload is not antipodal under τ")
+        raise LocalError("antipodes: W[:, τ(x)] = −W[:, x] fails, the workload is not antipodal under τ")
     return t.astype(np.intp)
 
 
@@ -315,7 +318,7 @@ def _profile(W: np.ndarray, U: np.ndarray, d: np.ndarray, antipodes: np.ndarray 
     d_r, d_c = d[:k].copy(), d[k:].copy()
     if antipodes is not None:
         if null_record is not None:
-            raise ValueError("null_record is meaningless on the antipodal route (antipodes=τ)")
+            raise LocalError("null_record is meaningless on the antipodal route (antipodes=τ)")
         U = 0.5 * (U - U[:, antipodes])
         d_c = 0.5 * (d_c + d_c[antipodes])
         Wp, groups, route, x0 = W, 1, "antipodal", None
@@ -325,10 +328,10 @@ def _profile(W: np.ndarray, U: np.ndarray, d: np.ndarray, antipodes: np.ndarray 
             x0 = int(np.argmin(s @ W))  # maximises Σ_v c_v = ⟨W, U⟩ − Σ_v W[v,x0] s_v
         else:
             if isinstance(null_record, bool) or not isinstance(null_record, (int, np.integer)):
-                raise ValueError(f"null_record must be a record index, got {null_record!r}")
+                raise LocalError(f"null_record must be a record index, got {null_record!r}")
             x0 = int(null_record)
             if not 0 <= x0 < N:
-                raise ValueError(f"null_record {x0} is outside 0..{N - 1}")
+                raise LocalError(f"null_record {x0} is outside 0..{N - 1}")
         Wp = W - W[:, [x0]]
         groups, route = 2, "two-group reduction"
     c = np.sum(Wp * U, axis=1)
@@ -383,22 +386,22 @@ def local_sample_size_lower_bound(witness_or_certificate: Any, W: Any, eta: floa
     k, N = W.shape
     U, d, cert_eta = _witness_arrays(witness_or_certificate)
     U, d, margin = _check_witness(W, U, d)
-    epsilon = positive_number("epsilon", epsilon, ValueError)
-    alpha = positive_number("alpha", alpha, ValueError)
+    epsilon = positive_number("epsilon", epsilon, LocalError)
+    alpha = positive_number("alpha", alpha, LocalError)
     if error_model not in ERROR_MODELS:
-        raise ValueError(f"unknown error_model {error_model!r}; expected one of {ERROR_MODELS}")
+        raise LocalError(f"unknown error_model {error_model!r}; expected one of {ERROR_MODELS}")
     try:
         delta_f = float(delta)
     except (TypeError, ValueError):
-        raise ValueError(f"delta must be a number, got {delta!r}") from None
+        raise LocalError(f"delta must be a number, got {delta!r}") from None
     if not delta_f == 0.0:
-        raise ValueError("the bound is for pure ε-LDP (δ = 0); an (ε, δ)-LDP protocol is not covered")
+        raise LocalError("the bound is for pure ε-LDP (δ = 0); an (ε, δ)-LDP protocol is not covered")
     if eta is None:
         eta = cert_eta
     if eta is not None:
         eta = float(eta)
         if not (math.isfinite(eta) and eta >= 0):
-            raise ValueError(f"eta must be a finite number ≥ 0, got {eta!r}")
+            raise LocalError(f"eta must be a finite number ≥ 0, got {eta!r}")
     tau = None if antipodes is None else _antipodes(antipodes, W)
 
     prof = _profile(W, U, d, tau, null_record)
@@ -517,7 +520,7 @@ def _factors(obj: Any) -> tuple[np.ndarray, np.ndarray, float | None]:
         return R, A, eta
     if isinstance(obj, (tuple, list)) and len(obj) == 2:
         return np.asarray(obj[0], dtype=np.float64), np.asarray(obj[1], dtype=np.float64), None
-    raise ValueError("expected a Certificate, a planner result, a Factorization or a pair (R, A); "
+    raise LocalError("expected a Certificate, a planner result, a Factorization or a pair (R, A); "
                      f"got {type(obj).__name__}")
 
 
@@ -533,20 +536,20 @@ def local_upper_bound_n(factorization_or_certificate: Any, W: Any, eta: float | 
     W = _dense(W)
     R, A, cert_eta = _factors(factorization_or_certificate)
     if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0] or (R.shape[0], A.shape[1]) != W.shape:
-        raise ValueError(f"R·A has shape ({R.shape[0]}, {A.shape[-1]}), the workload {W.shape}")
+        raise LocalError(f"R·A has shape ({R.shape[0]}, {A.shape[-1]}), the workload {W.shape}")
     if not (np.all(np.isfinite(R)) and np.all(np.isfinite(A))):
-        raise ValueError("the factorization has a non-finite entry")
-    alpha = positive_number("alpha", alpha, ValueError)
-    sigma = positive_number("sigma", sigma, ValueError)
+        raise LocalError("the factorization has a non-finite entry")
+    alpha = positive_number("alpha", alpha, LocalError)
+    sigma = positive_number("sigma", sigma, LocalError)
     if epsilon is not None:
-        epsilon = positive_number("epsilon", epsilon, ValueError)
+        epsilon = positive_number("epsilon", epsilon, LocalError)
     if error_model not in ERROR_MODELS:
-        raise ValueError(f"unknown error_model {error_model!r}; expected one of {ERROR_MODELS}")
+        raise LocalError(f"unknown error_model {error_model!r}; expected one of {ERROR_MODELS}")
     if eta is None:
         eta = cert_eta if cert_eta is not None else 0.0
     eta = float(eta)
     if not (math.isfinite(eta) and eta >= 0):
-        raise ValueError(f"eta must be a finite number ≥ 0, got {eta!r}")
+        raise LocalError(f"eta must be a finite number ≥ 0, got {eta!r}")
     k = W.shape[0]
     residual = float(np.max(np.abs(W - R @ A)))
     eta_eff = max(eta, residual * (1.0 + 4.0 * (R.shape[1] + 2) * _U))
@@ -587,7 +590,7 @@ def parity_witness(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     k, N = W.shape
     G = W @ W.T
     if not (np.allclose(G, N * np.eye(k)) and np.all(np.abs(np.abs(W) - 1.0) == 0)):
-        raise ValueError("parity_witness needs ±1 rows that are pairwise orthogonal (Hadamard rows)")
+        raise LocalError("parity_witness needs ±1 rows that are pairwise orthogonal (Hadamard rows)")
     s = 1.0 + 1e-9
     d = np.concatenate([np.full(k, s * N / (2.0 * math.sqrt(k))), np.full(N, s * math.sqrt(k) / 2.0)])
     return W.copy(), d

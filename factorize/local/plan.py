@@ -381,9 +381,9 @@ def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: dict[str, Any], record:
         f"the η grid {grid!r} is neither [η] nor the searched grid {searched!r}")
     n, alpha = b.get("plan_n"), b.get("target_alpha")
     if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
-        raise ValueError(f"plan_n must be a positive integer, got {n!r}")
+        raise PlanError(f"plan_n must be a positive integer, got {n!r}")
     if alpha is not None and not same_number(alpha, alpha):
-        raise ValueError("target_alpha must be a number")
+        raise PlanError("target_alpha must be a number")
     derived = derived_bounds(plan.R, plan.A, Wd, plan.eta, g, spec, n, alpha, cert)
     bad = [k for k, val in derived.items()
            if (isinstance(val, str) and b.get(k) != val) or (val is None and b.get(k) is not None)

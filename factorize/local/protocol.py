@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from factorize.engines.errors import DataError
+
 from .plan import Z95, LocalPlan
 
 
@@ -39,13 +41,14 @@ def _randomizer(plan: LocalPlan) -> Any:
 
 
 def cells_of_codes(plan: LocalPlan, codes: np.ndarray) -> np.ndarray:
-    """Row-major cell index of each code row (attribute 0 slowest); ValueError when out of range."""
+    """Row-major cell index of each code row (attribute 0 slowest); ``DataError`` when out of
+    range (the records are private: the message names no value)."""
     sizes = np.asarray(plan.domain.sizes, dtype=np.int64)
     codes = np.asarray(codes, dtype=np.int64)
     if codes.ndim != 2 or codes.shape[1] != sizes.size:
-        raise ValueError(f"a record has {sizes.size} attribute values")
+        raise DataError(f"a record has {sizes.size} attribute values")
     if np.any(codes < 0) or np.any(codes >= sizes):
-        raise ValueError("a record value is outside its attribute's domain")
+        raise DataError("a record value is outside its attribute's domain")
     strides = np.ones(sizes.size, dtype=np.int64)
     for j in range(sizes.size - 2, -1, -1):
         strides[j] = strides[j + 1] * sizes[j + 1]
@@ -64,7 +67,7 @@ def encode_record(plan: LocalPlan, record: dict[str, int], rng: Any = None) -> n
 
     attrs = list(plan.domain.attributes)
     if set(record) != set(attrs):
-        raise ValueError(f"the record must give exactly the attributes {attrs}")
+        raise DataError(f"the record must give exactly the attributes {attrs}")
     codes = np.array([[int(record[a]) for a in attrs]])
     cell = int(cells_of_codes(plan, codes)[0])
     return _randomizer(plan).randomize(plan.A[:, cell], rng if rng is not None else SecureRandom())
@@ -97,8 +100,6 @@ def message_sums(plan: LocalPlan, path: str | Path, *, threads: int | None = Non
     columns the plan's), with ``info`` the file's ``factorize`` metadata (plan digest, whether
     the messages were simulated in test mode)."""
     import duckdb
-
-    from factorize.engines import DataError
 
     m = plan.A.shape[0]
     p = Path(path)
@@ -149,7 +150,7 @@ def aggregate_sums(plan: LocalPlan, sums: np.ndarray, n: int) -> dict[str, Any]:
     """Counts R·ΣY with standard deviations and 95% intervals (module docstring)."""
     sums = np.asarray(sums, dtype=np.float64)
     if sums.shape != (plan.A.shape[0],) or not np.all(np.isfinite(sums)) or n < 1:
-        raise ValueError("the sums must be m finite numbers and n ≥ 1")
+        raise DataError("the sums must be m finite numbers and n ≥ 1")
     est = plan.R @ sums
     sd = plan.per_query_std(n)
     half = Z95 * sd + n * plan.eta

@@ -135,7 +135,9 @@ import numpy as np
 from factorize.numerics import gamma
 from factorize.privacy.calibration import analytic_gaussian_sigma
 from factorize.privacy.guarantees import PrivacyError
-from factorize.privacy.sampling import SecureRandom, TestRandom
+from factorize.privacy.sampling import RandomSourceError, SecureRandom, TestRandom
+
+from .errors import LocalError
 
 __all__ = [
     "NORM_TOLERANCE",
@@ -175,7 +177,7 @@ def _epsilon(v: Any) -> float:
 
 def _dim(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, numbers.Integral) or int(v) < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {v!r}")
+        raise LocalError(f"dim must be an integer >= 1, got {v!r}")
     return int(v)
 
 
@@ -183,29 +185,29 @@ def _check_rng(rng: Any) -> Any:
     if rng is None:
         return SecureRandom()
     if not isinstance(rng, (SecureRandom, TestRandom)):
-        raise TypeError("rng must be a SecureRandom or TestRandom instance, "
-                        f"got {type(rng).__name__}")
+        raise RandomSourceError("rng must be a SecureRandom or TestRandom instance, "
+                                f"got {type(rng).__name__}")
     return rng
 
 
 def _inputs(x: Any, dim: int, batch: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Validated float64 rows (n×m) and their norms; ValueError on shape, NaN/inf, ‖a‖ > 1."""
+    """Validated float64 rows (n×m) and their norms; LocalError on shape, NaN/inf, ‖a‖ > 1."""
     arr = np.asarray(x, dtype=np.float64)
     if batch:
         if arr.ndim != 2 or arr.shape[1] != dim:
-            raise ValueError(f"expected an (n, {dim}) array of inputs, got shape {arr.shape}")
+            raise LocalError(f"expected an (n, {dim}) array of inputs, got shape {arr.shape}")
     else:
         if arr.shape != (dim,):
-            raise ValueError(f"expected an input vector of shape ({dim},), got shape {arr.shape}")
+            raise LocalError(f"expected an input vector of shape ({dim},), got shape {arr.shape}")
         arr = arr.reshape(1, dim)
     if not np.all(np.isfinite(arr)):
-        raise ValueError("inputs must be finite")
+        raise LocalError("inputs must be finite")
     norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
     # certified: |computed − exact| ≤ γ_m·exact (+ underflowed squares, < 2^-1000 in all)
     m = arr.shape[1]
     slack = gamma(m + 4)  # Higham γ_{m+4}
     if norms.size and not float(norms.max()) * (1.0 + slack) + 2.0 ** -500 <= 1.0 + NORM_TOLERANCE:
-        raise ValueError(f"inputs must have ‖a‖₂ ≤ 1 (the plan normalises its columns), "
+        raise LocalError(f"inputs must have ‖a‖₂ ≤ 1 (the plan normalises its columns), "
                          f"got max ‖a‖ = {float(norms.max())!r}")
     return arr, norms
 
@@ -380,7 +382,7 @@ class L2Randomizer:
         pi = q * self.p + (1.0 - q) * (1.0 - self.p)
         Y = np.asarray(y, dtype=np.float64)
         if Y.shape[-1] != self.dim:
-            raise ValueError(f"outputs must have last dimension {self.dim}")
+            raise LocalError(f"outputs must have last dimension {self.dim}")
         return np.where(Y @ u >= 0.0, 2.0 * pi, 2.0 * (1.0 - pi))
 
     def noise_covariance(self, a: Any) -> np.ndarray:
@@ -430,9 +432,9 @@ def strategy_diameter(A: Any) -> float:
 
     M = np.asarray(A, dtype=np.float64)
     if M.ndim != 2 or M.shape[1] == 0:
-        raise ValueError(f"A must be an m×N matrix with N ≥ 1 columns, got shape {M.shape}")
+        raise LocalError(f"A must be an m×N matrix with N ≥ 1 columns, got shape {M.shape}")
     if not np.all(np.isfinite(M)):
-        raise ValueError("A must be finite")
+        raise LocalError("A must be finite")
     if M.shape[1] == 1:
         return 0.0
     return float(replace_sensitivity(M, "l2").value)
@@ -469,11 +471,11 @@ class GaussianLocalRandomizer:
         """Calibrated to the diameter of the columns of ``A`` (m×N, every ‖a_x‖ ≤ 1)."""
         M = np.asarray(A, dtype=np.float64)
         if M.ndim != 2:
-            raise ValueError("A must be an m×N matrix")
+            raise LocalError("A must be an m×N matrix")
         _inputs(M.T, M.shape[0], True)  # finite, columns in the unit ball
         diam = strategy_diameter(M)
         if not diam > 0:
-            raise ValueError("the strategy's columns are all zero: nothing to calibrate")
+            raise LocalError("the strategy's columns are all zero: nothing to calibrate")
         return cls(epsilon, delta, M.shape[0], sensitivity=diam)
 
     def __repr__(self) -> str:

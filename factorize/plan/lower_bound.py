@@ -26,6 +26,8 @@ from typing import Any
 
 from factorize.numerics import is_int
 
+from .errors import PlanError
+
 MAX_CELLS = 4096
 SEARCH_ENTRIES = 200_000
 IMPLIED_DELTA = 1e-9
@@ -54,7 +56,7 @@ def any_mechanism_lower_bound(W: Any, guarantee: Any, relation: str,
     if witness is not None:
         if not (isinstance(witness, dict) and isinstance(witness.get("subset"), list)
                 and all(is_int(c) for c in witness["subset"])):
-            raise ValueError("the any-mechanism bound's witness must list column indices")
+            raise PlanError("the any-mechanism bound's witness must list column indices")
         anchor = witness.get("anchor")
         best = spectral_lower_bound(Wd, eps, delta, n=n, relation=relation,
                                     subset=witness["subset"], anchor=anchor)

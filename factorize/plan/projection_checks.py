@@ -16,8 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from factorize.errors import InternalError
+
 from .check_record import PlanCheck
 from .checks import rebuild_workload
+from .errors import PlanError
 from .projection_plan import ProjectionPlan, moment_layout, moment_sensitivity
 
 #: Below this many cells the moment sensitivity is also recomputed from W's columns.
@@ -93,15 +96,15 @@ def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, 
         T = plan.arrays["T"]
         ell = T.shape[0]
         if not np.all(np.abs(np.abs(T) * math.sqrt(ell) - 1.0) <= 1e-12):
-            raise ValueError("T is not a ±1/√ℓ matrix (the plan's error bound assumes one)")
+            raise PlanError("T is not a ±1/√ℓ matrix (the plan's error bound assumes one)")
         if snorm != "l2":
-            raise ValueError("the JL mechanism's noise is calibrated to l2 sensitivity")
+            raise PlanError("the JL mechanism's noise is calibrated to l2 sensitivity")
         sens = jl_sensitivity(T @ W.dense(), "replace")
         return sens, ell, f"T ∈ R^({ell}×{T.shape[1]}), ±1/√ℓ; TW recomputed"
     lay = moment_layout(W)
     sizes = plan.domain.sizes
     if list(sizes) != [2] * lay.d:
-        raise ValueError(f"the moment mechanisms need d={lay.d} binary attributes in the domain")
+        raise PlanError(f"the moment mechanisms need d={lay.d} binary attributes in the domain")
     sens = moment_sensitivity(lay.m, snorm, "replace")
     detail = (f"±1 second moments of d={lay.d} binary attributes"
               + (" augmented by the constant 1 (marginal cells)" if lay.augmented else "")
@@ -114,6 +117,6 @@ def _measurement_sensitivity(plan: ProjectionPlan, W: Any) -> tuple[float, int, 
         A = np.stack([lay.moments(c[None, :], np.ones(1)) for c in codes], axis=1)
         brute = float(sensitivity(A, snorm, "replace").value)
         if not math.isclose(brute, sens, rel_tol=1e-9):
-            raise ValueError(f"moment sensitivity {sens} disagrees with the measurement's columns ({brute})")
+            raise InternalError(f"moment sensitivity {sens} disagrees with the measurement's columns ({brute})")
         detail += "; sensitivity cross-checked against the measurement's 2^d columns"
     return sens, lay.pairs, detail

@@ -43,6 +43,7 @@ from .guarantees import (
     parse_guarantee,
 )
 from .sampling import (
+    RandomSourceError,
     SecureRandom,
     TestRandom,
     add_noise,
@@ -82,7 +83,7 @@ __all__ = [
     "knorm_expected_sq_norm", "discretized_sensitivity", "NoiseSpec", "calibrate",
     "gaussian_approx_dp_holds", "gaussian_sigma_threshold",
     # sampling
-    "SecureRandom", "TestRandom", "bernoulli_exp", "discrete_laplace", "discrete_gaussian",
-    "round_to_grid", "lattice_sigma2", "lattice_laplace_scale", "sample_on_grid", "sample_lattice",
+    "RandomSourceError", "SecureRandom", "TestRandom", "bernoulli_exp", "discrete_laplace",
+    "discrete_gaussian", "round_to_grid", "lattice_sigma2", "lattice_laplace_scale", "sample_on_grid", "sample_lattice",
     "sample_float_noise", "add_noise",
 ]

@@ -46,6 +46,7 @@ import numpy as np
 from .guarantees import PrivacyError
 
 __all__ = [
+    "RandomSourceError",
     "SecureRandom",
     "TestRandom",
     "bernoulli_exp",
@@ -70,6 +71,12 @@ _U32_MAX = np.uint64(0xFFFFFFFF)
 # randomness sources
 
 
+class RandomSourceError(PrivacyError, TypeError):
+    """``rng`` is neither a :class:`SecureRandom` nor a :class:`TestRandom` (e.g. a numpy
+    Generator, whose outputs are neither secure nor marked as test-only). A ``TypeError``
+    as well as a :class:`PrivacyError`, so callers that catch either keep working."""
+
+
 class _RandomSource:
     """Common interface: raw uniform 64-bit words plus exact ``randbelow`` for big bounds."""
 
@@ -87,7 +94,7 @@ class _RandomSource:
         """Uniform integer in ``[0, bound)`` for any Python int ``bound ≥ 1`` (rejection, exact)."""
         bound = int(bound)
         if bound < 1:
-            raise ValueError("bound must be >= 1")
+            raise PrivacyError("bound must be >= 1")
         k = (bound - 1).bit_length()  # 2^(k-1) < bound <= 2^k, so acceptance >= 1/2
         if k == 0:
             return 0
@@ -149,7 +156,7 @@ def _check_rng(rng: Any) -> _RandomSource:
     if rng is None:
         return SecureRandom()
     if not isinstance(rng, (SecureRandom, TestRandom)):
-        raise TypeError(
+        raise RandomSourceError(
             f"rng must be a SecureRandom or TestRandom instance, got {type(rng).__name__}"
         )
     return rng

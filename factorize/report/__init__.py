@@ -5,5 +5,6 @@ self-contained HTML or Markdown with matplotlib figures.
 plan → Report (guarantee and noise in words, certificate, per-query error, error vs n,
 baselines). ``results_report``: released answers → Report. ``baselines``: standard strategies
 computed on the spot. ``plots``: the figures (Agg backend, PNG bytes). ``render``: HTML and
-Markdown writers. matplotlib is a dependency.
+Markdown writers. ``errors``: ``ReportError`` (bad figure data, an unknown report
+format). matplotlib is a dependency.
 """

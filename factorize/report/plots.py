@@ -28,7 +28,8 @@ axes, long row names) keep the constrained layout.
 - :func:`png_data_uri` — ``data:image/png;base64,…`` for embedding in HTML.
 
 Bad input (length mismatch, empty arrays, non-finite values where numbers are required,
-malformed groups) raises :class:`ValueError` naming the argument.
+malformed groups) raises :class:`~factorize.report.errors.ReportError` (a ``ValueError``)
+naming the argument.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+
+from .errors import ReportError
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -184,13 +187,13 @@ def _render(draw: Any) -> bytes:
 
 def _title(title: Any) -> str:
     if not isinstance(title, str):
-        raise ValueError(f"title must be a string, got {type(title).__name__}")
+        raise ReportError(f"title must be a string, got {type(title).__name__}")
     return title
 
 
 def _unit(unit: Any) -> str:
     if not isinstance(unit, str) or not unit:
-        raise ValueError(f"unit must be a non-empty string, got {unit!r}")
+        raise ReportError(f"unit must be a non-empty string, got {unit!r}")
     return unit
 
 
@@ -200,29 +203,29 @@ def _vector(x: Any, name: str, *, allow_nan: bool = False, min_value: float | No
     try:
         a = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be an array of numbers ({exc})") from None
+        raise ReportError(f"{name} must be an array of numbers ({exc})") from None
     if a.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
+        raise ReportError(f"{name} must be one-dimensional, got shape {a.shape}")
     if a.size == 0:
-        raise ValueError(f"{name} is empty: nothing to plot")
+        raise ReportError(f"{name} is empty: nothing to plot")
     bad = np.isinf(a) if allow_nan else ~np.isfinite(a)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} has {int(bad.sum())} non-finite value(s) (first at index {i}: "
-                         f"{a[i]})")
+        raise ReportError(f"{name} has {int(bad.sum())} non-finite value(s) (first at index {i}: "
+                          f"{a[i]})")
     ok = a[np.isfinite(a)]
     if positive and (ok <= 0).any():
         i = int(np.flatnonzero(np.isfinite(a) & (a <= 0))[0])
-        raise ValueError(f"{name} must be positive (log scale), got {a[i]} at index {i}")
+        raise ReportError(f"{name} must be positive (log scale), got {a[i]} at index {i}")
     if min_value is not None and (ok < min_value).any():
         i = int(np.flatnonzero(np.isfinite(a) & (a < min_value))[0])
-        raise ValueError(f"{name} must be ≥ {min_value:g}, got {a[i]} at index {i}")
+        raise ReportError(f"{name} must be ≥ {min_value:g}, got {a[i]} at index {i}")
     return a
 
 
 def _same_length(a: np.ndarray, name: str, k: int, ref: str) -> None:
     if a.size != k:
-        raise ValueError(f"{name} has {a.size} entries but {ref} has {k}")
+        raise ReportError(f"{name} has {a.size} entries but {ref} has {k}")
 
 
 def _groups(groups: Any, k: int, name: str) -> list[tuple[str, int, int]] | None:
@@ -230,22 +233,22 @@ def _groups(groups: Any, k: int, name: str) -> list[tuple[str, int, int]] | None
     if groups is None:
         return None
     if isinstance(groups, (str, bytes)) or not isinstance(groups, Sequence):
-        raise ValueError(f"{name} must be a list of (name, start, stop) tuples")
+        raise ReportError(f"{name} must be a list of (name, start, stop) tuples")
     out: list[tuple[str, int, int]] = []
     prev = 0
     for j, g in enumerate(groups):
         try:
             label, start, stop = g
         except (TypeError, ValueError):
-            raise ValueError(f"{name}[{j}] must be a (name, start, stop) tuple, got {g!r}") from None
+            raise ReportError(f"{name}[{j}] must be a (name, start, stop) tuple, got {g!r}") from None
         if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, stop)):
-            raise ValueError(f"{name}[{j}] = {g!r}: start and stop must be integers")
+            raise ReportError(f"{name}[{j}] = {g!r}: start and stop must be integers")
         start, stop = int(start), int(stop)
         if not 0 <= start < stop <= k:
-            raise ValueError(f"{name}[{j}] = {g!r}: need 0 ≤ start < stop ≤ {k} (the number of queries)")
+            raise ReportError(f"{name}[{j}] = {g!r}: need 0 ≤ start < stop ≤ {k} (the number of queries)")
         if start < prev:
-            raise ValueError(f"{name}[{j}] = {g!r} overlaps or precedes the previous group "
-                             f"(which ends at {prev}); groups must be in increasing order")
+            raise ReportError(f"{name}[{j}] = {g!r} overlaps or precedes the previous group "
+                              f"(which ends at {prev}); groups must be in increasing order")
         out.append((str(label), start, stop))
         prev = stop
     return out or None
@@ -328,11 +331,11 @@ def per_query_std_plot(std: Any, *, grid_shape: tuple[int, int] | None = None,
         try:
             r, c = (int(v) for v in grid_shape)
         except (TypeError, ValueError):
-            raise ValueError(f"grid_shape must be a pair (rows, cols), got {grid_shape!r}") from None
+            raise ReportError(f"grid_shape must be a pair (rows, cols), got {grid_shape!r}") from None
         if r < 1 or c < 1 or r * c != k:
-            raise ValueError(f"grid_shape {tuple(grid_shape)} does not match std: {r}·{c} ≠ {k} queries")
+            raise ReportError(f"grid_shape {tuple(grid_shape)} does not match std: {r}·{c} ≠ {k} queries")
         if labels is not None:
-            raise ValueError("labels (group bands) are only drawn on 1-D plots, not with grid_shape")
+            raise ReportError("labels (group bands) are only drawn on 1-D plots, not with grid_shape")
         grid = (r, c)
     groups = _groups(labels, k, "labels")
     rmse = float(np.sqrt(np.mean(s * s)))
@@ -397,15 +400,15 @@ def error_vs_n_plot(ns: Any, series: Mapping[str, Any], *, title: str, relative:
     title = _title(title)
     n = _vector(ns, "ns", positive=True)
     if not isinstance(series, Mapping) or not series:
-        raise ValueError("series must be a non-empty mapping name → RMSE values")
+        raise ReportError("series must be a non-empty mapping name → RMSE values")
     data: list[tuple[str, np.ndarray]] = []
     for name, vals in series.items():
         if not isinstance(name, str):
-            raise ValueError(f"series names must be strings, got {name!r}")
+            raise ReportError(f"series names must be strings, got {name!r}")
         v = _vector(vals, f"series[{name!r}]", allow_nan=True, positive=True)
         _same_length(v, f"series[{name!r}]", n.size, "ns")
         if not np.isfinite(v).any():
-            raise ValueError(f"series[{name!r}] has no finite value")
+            raise ReportError(f"series[{name!r}] has no finite value")
         data.append((name, v))
     order = np.argsort(n, kind="stable")
     n = n[order]
@@ -475,11 +478,11 @@ def comparison_plot(names: Sequence[str], rmse: Any, max_std: Any, *, highlight:
     """
     title, unit = _title(title), _unit(unit)
     if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
-        raise ValueError("names must be a list of strings")
+        raise ReportError("names must be a list of strings")
     labels = [str(x) for x in names]
     m = len(labels)
     if m == 0:
-        raise ValueError("names is empty: nothing to plot")
+        raise ReportError("names is empty: nothing to plot")
     r = _vector(rmse, "rmse", min_value=0.0)
     _same_length(r, "rmse", m, "names")
     if max_std is None:
@@ -490,7 +493,7 @@ def comparison_plot(names: Sequence[str], rmse: Any, max_std: Any, *, highlight:
     if highlight is not None:
         if not isinstance(highlight, (int, np.integer)) or isinstance(highlight, bool) \
                 or not -m <= int(highlight) < m:
-            raise ValueError(f"highlight must be an index into names (0…{m - 1}) or None, got {highlight!r}")
+            raise ReportError(f"highlight must be an index into names (0…{m - 1}) or None, got {highlight!r}")
         highlight = int(highlight) % m
     vals = np.concatenate([r, ms[np.isfinite(ms)]])
     hi = float(vals.max())
@@ -547,7 +550,7 @@ def _intervals(ci_low: Any, ci_high: Any, k: int) -> tuple[np.ndarray, np.ndarra
     if ci_low is None and ci_high is None:
         return None
     if ci_low is None or ci_high is None:
-        raise ValueError("ci_low and ci_high must both be given or both be None")
+        raise ReportError("ci_low and ci_high must both be given or both be None")
     lows = []
     for name, c in (("ci_low", ci_low), ("ci_high", ci_high)):
         a = np.asarray(c, dtype=np.float64)
@@ -558,14 +561,14 @@ def _intervals(ci_low: Any, ci_high: Any, k: int) -> tuple[np.ndarray, np.ndarra
     lo, hi = lows
     if not np.array_equal(np.isnan(lo), np.isnan(hi)):
         i = int(np.flatnonzero(np.isnan(lo) != np.isnan(hi))[0])
-        raise ValueError(f"ci_low and ci_high disagree on which queries have intervals "
-                         f"(index {i}: {lo[i]}, {hi[i]})")
+        raise ReportError(f"ci_low and ci_high disagree on which queries have intervals "
+                          f"(index {i}: {lo[i]}, {hi[i]})")
     if np.isnan(lo).all():
         return None
     ok = ~np.isnan(lo)
     if (lo[ok] > hi[ok]).any():
         i = int(np.flatnonzero(ok & (lo > hi))[0])
-        raise ValueError(f"ci_low > ci_high at index {i}: {lo[i]} > {hi[i]}")
+        raise ReportError(f"ci_low > ci_high at index {i}: {lo[i]} > {hi[i]}")
     return lo, hi
 
 
@@ -592,7 +595,7 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,  # noqa
     """
     title, unit = _title(title), _unit(unit)
     if kind not in ("marginals", "cdf", "generic"):
-        raise ValueError(f"kind must be 'marginals', 'cdf' or 'generic', got {kind!r}")
+        raise ReportError(f"kind must be 'marginals', 'cdf' or 'generic', got {kind!r}")
     est = _vector(estimate, "estimate")
     k = est.size
     iv = _intervals(ci_low, ci_high, k)
@@ -712,10 +715,10 @@ def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,  # noqa
 def png_data_uri(png: bytes) -> str:
     """``data:image/png;base64,…`` for an ``<img src=…>`` (checks the PNG signature)."""
     if not isinstance(png, (bytes, bytearray, memoryview)):
-        raise ValueError(f"png must be bytes, got {type(png).__name__}")
+        raise ReportError(f"png must be bytes, got {type(png).__name__}")
     png = bytes(png)
     if not png.startswith(PNG_MAGIC):
-        raise ValueError("png does not start with the PNG signature")
+        raise ReportError("png does not start with the PNG signature")
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 

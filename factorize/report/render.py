@@ -14,6 +14,7 @@ from pathlib import Path
 
 from factorize.io.atomic import atomic_target, require_folder
 
+from .errors import ReportError
 from .model import Report
 
 CSS = """
@@ -86,7 +87,7 @@ def write_report(report: Report, out: str | Path, fmt: str | None = None) -> lis
     p = Path(out)
     fmt = fmt or {".html": "html", ".htm": "html", ".md": "md"}.get(p.suffix.lower())
     if fmt not in ("html", "md"):
-        raise ValueError(f"report {str(p)!r}: use --format html|md or a .html / .md suffix")
+        raise ReportError(f"report {str(p)!r}: use --format html|md or a .html / .md suffix")
     require_folder(p)  # the image folder beside a .md report is the report's own
     if fmt == "html":
         with atomic_target(p) as tmp:

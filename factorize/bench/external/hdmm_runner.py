@@ -61,6 +61,7 @@ ATOL = 1e-12
 def _weight_text(w: float) -> str:
     """A spec WEIGHT literal: Python's shortest repr (no sign, no 'inf'/'nan')."""
     if not (math.isfinite(w) and w > 0):
+        # a plain ValueError: this script runs in HDMM's environment and never imports factorize
         raise ValueError(f"a block weight must be finite and positive, got {w!r}")
     text = repr(float(w))
     return text[:-2] if text.endswith(".0") else text

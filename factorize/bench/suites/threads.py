@@ -42,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from factorize.bench.errors import BenchError
 from factorize.bench.harness import ADULT_DIR, REPO_ROOT, format_load, load_average, run_process
 
 NAME = "threads"
@@ -96,7 +97,7 @@ def timed(cmd: list[str], env: dict[str, str], limit: float) -> tuple[float | No
     if p.killed:
         return None, None
     if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed: {p.stderr[-2000:]}")
+        raise BenchError(f"{' '.join(cmd)} failed: {p.stderr[-2000:]}")
     return p.wall_s, p.cpu_s
 
 
