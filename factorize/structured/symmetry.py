@@ -57,6 +57,12 @@ from .workload_blocks import AxisFactor, WorkloadBlock
 MAX_SECTOR = 1536
 #: Most non-zero sectors.
 MAX_SECTORS = 20000
+#: A plan uses the reduction only where it shrinks the dual at least this much (N / largest
+#: sector): without symmetry (prefix or range factors) the reduced dual is the dense one, an
+#: N×N eigendecomposition per iteration that the dense family already solves and certifies.
+MIN_REDUCTION = 8.0
+#: Largest Σ_s size_s³ of one dual evaluation a plan spends iterations on.
+MAX_EVALUATION_WORK = 2e9
 #: Largest ``n²·rows`` of an explicit factor whose Gram is formed exactly.
 MAX_EXACT_GRAM_WORK = 1 << 24
 #: Largest attribute size for which twin classes are searched among explicit factors.
@@ -221,7 +227,8 @@ def _reduced_factor(f: AxisFactor, labels: np.ndarray, sizes: np.ndarray
 
 
 def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
-           labels: Sequence[np.ndarray] | None = None) -> Reduction | None:
+           labels: Sequence[np.ndarray] | None = None, *,
+           min_reduction: float = MIN_REDUCTION) -> Reduction | None:
     """The sector decomposition of W (module docstring) under ``labels`` (found by
     :func:`twin_classes` when None; checked with :func:`classes_valid` when given — a
     ``ValueError`` if they are not twin classes); None when a factor is too large to check or
@@ -245,7 +252,8 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
                                  "the workload's factors")
             found.append(lab)
     class_sizes = tuple(np.bincount(lab).astype(np.int64) for lab in found)
-    if math.prod(int(s.size) for s in class_sizes) > MAX_SECTOR:
+    largest = math.prod(int(s.size) for s in class_sizes)
+    if largest > MAX_SECTOR or largest * min_reduction > math.prod(sizes):
         return None
     # per attribute and block: (T, β, T_abs, β_abs)
     red = [[_reduced_factor(wb.factor(j), found[j], class_sizes[j]) for wb in wblocks]
@@ -268,7 +276,8 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
                 walk(j + 1, free, fixed + ((j, int(c)),), coef * b, coef_abs * ba)
 
     walk(0, (), (), w2, np.abs(w2))
-    if len(sectors) > MAX_SECTORS:
+    if len(sectors) > MAX_SECTORS or (
+            min_reduction > 1.0 and sum(float(x.gram.shape[0]) ** 3 for x in sectors) > MAX_EVALUATION_WORK):
         return None
     rows = [max((wb.factor(j).rows for wb in wblocks), default=1) for j in range(d)]
     rounding = sum(r + n * n + 4 for r, n in zip(rows, sizes, strict=True)) + 2 * d + len(wblocks) + 8
@@ -369,7 +378,7 @@ def verify_bound(plan: Any, W: Any) -> float:
         if lab is None or lab.size != n or not np.all(lab == np.round(lab)):
             raise StructureError(f"cert.sym.labels.{j} must hold one integer class per value of attribute {j}")
         labels.append(lab.reshape(-1).astype(np.int64))
-    red = reduce(workload_blocks(W, sizes), sizes, labels)
+    red = reduce(workload_blocks(W, sizes), sizes, labels, min_reduction=1.0)
     if red is None:
         raise StructureError("the stated classes leave sectors too large to re-derive the bound")
     d = arrays.get("cert.sym.d")
