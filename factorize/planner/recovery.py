@@ -23,8 +23,8 @@ import numpy as np
 from factorize import norms
 from factorize.factorization import Factorization
 from factorize.planner.certificate import ApproxGamma2Witness
+from factorize.planner.errors import PlannerError
 from solvers.dual_common import cholesky_solve
-from solvers.errors import SolverFailedError
 
 _REL_EIG_TOL = 1e-13
 
@@ -35,7 +35,7 @@ def factorization_from_gram(W: np.ndarray, X: np.ndarray) -> Factorization:
     w, V = np.linalg.eigh(X)
     keep = w > _REL_EIG_TOL * max(float(w[-1]), 0.0)
     if not np.any(keep):
-        raise SolverFailedError("the solver returned a Gram matrix with no positive eigenvalue")
+        raise PlannerError("the solver returned a Gram matrix with no positive eigenvalue")
     root = np.sqrt(w[keep])
     A = root[:, None] * V[:, keep].T
     R = (W @ V[:, keep]) / root[None, :]
@@ -49,7 +49,7 @@ def factorization_from_weights(W: np.ndarray, p: np.ndarray | None, q: np.ndarra
     U, s, _ = np.linalg.svd(sp[:, None] * W * sq[None, :], full_matrices=False)
     keep = s > _REL_EIG_TOL * (float(s[0]) if s.size else 0.0)
     if not np.any(keep):
-        raise SolverFailedError("the dual weights annihilate the workload")
+        raise PlannerError("the dual weights annihilate the workload")
     A = (U[:, keep].T @ (sp[:, None] * W)) / np.sqrt(s[keep])[:, None]
     R = np.linalg.lstsq(A.T, W.T, rcond=None)[0].T
     return Factorization.dense(R, A).normalized()
@@ -63,7 +63,7 @@ def factorization_from_strategy(W: np.ndarray, A: np.ndarray) -> Factorization:
     try:
         R = cholesky_solve(A @ A.T, A @ W.T).T
     except np.linalg.LinAlgError as exc:
-        raise SolverFailedError(f"the strategy does not have full row rank: {exc}") from exc
+        raise PlannerError(f"the strategy does not have full row rank: {exc}") from exc
     return Factorization.dense(R, A).normalized()
 
 
@@ -109,7 +109,7 @@ def approx_witness_from_dual(W: np.ndarray, Y: np.ndarray, max_repairs: int = 4)
         if margin >= 0:
             return ApproxGamma2Witness(U=U, d=d)
         d = d + (-margin + 64 * norms.UNIT_ROUNDOFF * Y.shape[0] * scale)
-    raise SolverFailedError("could not certify the approximate-γ₂ dual witness (PSD repair failed)")
+    raise PlannerError("could not certify the approximate-γ₂ dual witness (PSD repair failed)")
 
 
 def normalized_weights(w: np.ndarray) -> np.ndarray:
@@ -117,5 +117,5 @@ def normalized_weights(w: np.ndarray) -> np.ndarray:
     w = np.maximum(np.asarray(w, dtype=np.float64).ravel(), 0.0)
     total = float(np.sum(w))
     if not total > 0:
-        raise SolverFailedError("the solver returned all-zero dual multipliers")
+        raise PlannerError("the solver returned all-zero dual multipliers")
     return w / total
