@@ -8,9 +8,9 @@ eigendecomposition per iteration, N in the hundreds. A second thread can at best
 a call on two cores, and only while nothing else runs; on a machine where any other process
 wants a core (a shared 2-core box, a CI runner, a second ``factorize``) the spinning workers
 and the process that owns the core take turns, every call waits for the slowest worker, and
-the same solve becomes several to 70× slower (issue 16: ``solve prefix:256 --norm gamma_2``
-9–49 s instead of 0.5–0.8 s; the README's ``local plan`` example 444 s instead of 23 s). That
-is oversubscription.
+the same solve becomes several to 70× slower (measured on a shared 2-core machine:
+``solve prefix:256 --norm gamma_2`` 9–49 s instead of 0.5–0.8 s; the README's ``local plan``
+example 444 s instead of 23 s). That is oversubscription.
 
 The policy, applied once at CLI start (``factorize.cli.main``) before numpy is imported:
 

@@ -1,7 +1,7 @@
 """A load-independent stand-in for "it returned at once": the peak of Python- and numpy-level
 allocations while a call runs (``tracemalloc``; numpy reports its array buffers to it). A check
 that refuses a multi-gigabyte declaration before reading it allocates kilobytes, under any
-machine load, where a wall-clock limit fails on a busy machine (issue 28, item 7)."""
+machine load, where a wall-clock limit fails on a busy machine."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Random unions of Kronecker products for the strategy-search generalization tests (issue 27,
-item 5).
+"""Random unions of Kronecker products for the strategy-search generalization tests.
 
 One draw is a :class:`UnionCase`: 1–6 Kronecker products (``vstack`` of ``scale(w, kron(…))``)
 over 2–5 attributes with N ≤ ``max_cells``; each factor is an identity, a total, a prefix, all

@@ -1,7 +1,7 @@
-"""A raw-valued copy of Adult for the schema tests (and ``factorize bench --suite raw``).
+"""A raw-valued copy of Adult for the schema tests (and ``python -m benchmarks --suite raw``).
 
-The code lives in ``factorize/bench/raw_adult.py`` (the benchmark suite needs it and the
-package never imports from ``tests/``); this module re-exports it under the names the tests
+The code lives in ``benchmarks/raw_adult.py`` (the benchmark suite needs it and the
+benchmarks never import from ``tests/``); this module re-exports it under the names the tests
 use: ``ADULT_DIR`` (``../shared/data/adult`` beside the checkout, or ``FACTORIZE_ADULT_DIR``:
 the one place the tests state where the shared Adult data set is), ``ADULT_CSV``,
 ``ADULT_DOMAIN``, the label lists, ``adult_schema()``, ``write_schema``, ``decode``,
@@ -10,7 +10,7 @@ the one place the tests state where the shared Adult data set is), ``ADULT_CSV``
 
 from __future__ import annotations
 
-from factorize.bench.raw_adult import (  # noqa: F401 - re-exported
+from benchmarks.raw_adult import (  # noqa: F401 - re-exported
     ADULT_CSV,
     ADULT_DIR,
     ADULT_DOMAIN,

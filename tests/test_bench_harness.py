@@ -1,24 +1,27 @@
-"""``factorize bench``: the suite registry, the CLI dispatch and the common harness.
+"""``python -m benchmarks``: the suite registry, the command line and the common harness.
 
 Independent truths: the interface every suite must have, what ``--list`` prints, the header a
 report must carry (machine, versions, load, the command as typed), timings of calls whose
-result and duration are known (a sleeping child killed at its deadline), ratios of hand-built
-rows, and one real run of the cheapest suite. No expensive benchmark runs here.
+result and duration are known (a sleeping child killed at its deadline; pytest-benchmark's
+statistics against the rounds recorded), ratios of hand-built rows, that the wheel leaves the
+benchmarks out, and one real run of the cheapest suite. No expensive benchmark runs here.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
+import tomllib
 
 import pytest
 
-import factorize.bench as bench
-from factorize.bench import INTERFACE, SUITES, load_suite, report_path, suite_parser
-from factorize.bench.harness import (
+import benchmarks as bench
+from benchmarks import INTERFACE, SUITES, load_suite, main, report_path, suite_parser
+from benchmarks.harness import (
     Harness,
     Report,
     add_ratios,
@@ -28,7 +31,7 @@ from factorize.bench.harness import (
     previous_body,
     run_process,
 )
-from factorize.cli import main
+from factorize.cli import main as factorize_main
 from factorize.errors import InternalError
 
 STACK = ("python", "numpy", "scipy", "cvxpy", "scs", "clarabel", "duckdb", "pyarrow")
@@ -53,19 +56,37 @@ def test_every_registered_suite_has_the_interface(name):
 
 
 def test_the_converted_scripts_are_gone():
-    from factorize.bench.harness import REPO_ROOT
+    from benchmarks.harness import REPO_ROOT
 
     for name in SUITES:
         assert not (REPO_ROOT / "reports" / f"bench_{name}.py").exists()
     assert not list((REPO_ROOT / "reports").glob("*.py"))  # every benchmark is a suite
     assert not (REPO_ROOT / "factorize" / "bench_scale.py").exists()
     assert not (REPO_ROOT / "factorize" / "pure_dp" / "bench_table.py").exists()
+    assert not list((REPO_ROOT / "factorize" / "bench").rglob("*.py"))  # moved to benchmarks/, not installed
     assert {"executor", "raw"} <= set(SUITES)
+
+
+def test_the_benchmarks_are_not_installed():
+    """The wheel's packages (setuptools' discovery with pyproject's patterns) are factorize,
+    solvers and workloads; ``benchmarks`` runs from a checkout only, and ``factorize`` has no
+    ``bench`` command."""
+    from setuptools import find_packages
+
+    from benchmarks.harness import REPO_ROOT
+
+    find = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    packages = find_packages(str(REPO_ROOT), include=find["packages"]["find"]["include"])
+    assert {p.split(".")[0] for p in packages} == {"factorize", "solvers", "workloads"}
+    assert "factorize.bench" not in packages
+    with pytest.raises(SystemExit) as exc:
+        factorize_main(["bench", "--list"])
+    assert exc.value.code == 2
 
 
 def test_no_mention_of_the_old_scripts():
     """The docs and reports name the suites' commands, not the scripts they replaced."""
-    from factorize.bench.harness import REPO_ROOT
+    from benchmarks.harness import REPO_ROOT
 
     texts = [REPO_ROOT / "README.md", REPO_ROOT / "ARCHITECTURE.md", *sorted((REPO_ROOT / "docs").glob("*.md")),
              *(REPO_ROOT / "reports" / f"bench_{name}.md" for name in ("executor", "raw"))]
@@ -80,25 +101,27 @@ def test_unknown_suite():
     with pytest.raises(ValueError, match="unknown benchmark suite"):
         load_suite("nope")
     with pytest.raises(SystemExit) as exc:
-        main(["bench", "--suite", "nope"])
+        main(["--suite", "nope"])
     assert exc.value.code == 2
 
 
 def test_listing_and_the_cli_import_nothing_heavy():
-    """Building the CLI imports no suite; listing imports every suite but no numpy."""
+    """Building the command line imports no suite; listing imports every suite but no numpy."""
+    from benchmarks.harness import REPO_ROOT
+
     code = ("import sys\n"
-            "import factorize.cli.app\n"
-            "assert not [m for m in sys.modules if m.startswith('factorize.bench.')], 'suite imported'\n"
-            "import factorize.bench as b\n"
+            "import benchmarks as b\n"
+            "b.build_parser()\n"
+            "assert not [m for m in sys.modules if m.startswith('benchmarks.suites.')], 'suite imported'\n"
             "b.list_suites()\n"
             "print('numpy' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
     assert out.stdout.strip() == "False"
 
 
 # -- the CLI ---------------------------------------------------------------------------------
 def test_bench_list(capsys):
-    assert main(["bench", "--list"]) == 0
+    assert main(["--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     names = [ln.split()[0] for ln in lines if not ln.startswith("(")]
     assert names == list(bench.suite_names())
@@ -110,29 +133,32 @@ def test_bench_list(capsys):
 
 def test_suite_options_are_the_suites(capsys):
     # scale keeps its options; a dry run solves and writes nothing
-    assert main(["bench", "--suite", "scale", "--quick", "--dry-run", "--solvers", "scs"]) == 0
+    assert main(["--suite", "scale", "--quick", "--dry-run", "--solvers", "scs"]) == 0
     out = capsys.readouterr().out
     assert "runs attempted" in out and "prefix:64" in out
     with pytest.raises(SystemExit) as exc:  # an option of another suite
-        main(["bench", "--suite", "core", "--dry-run"])
+        main(["--suite", "core", "--dry-run"])
     assert exc.value.code == 2
-    with pytest.raises(SystemExit) as exc:  # other commands still refuse unknown options
-        main(["check", "x.safetensors", "--quick"])
+    with pytest.raises(SystemExit) as exc:  # factorize's commands refuse unknown options
+        factorize_main(["check", "x.safetensors", "--quick"])
     assert exc.value.code == 2
     with pytest.raises(SystemExit) as exc:
-        main(["bench", "--suite", "core", "--help"])
+        main(["--suite", "core", "--help"])
     assert exc.value.code == 0
     assert "--time-limit" in capsys.readouterr().out
-    assert main(["bench", "--help"]) == 0
+    assert main(["--help"]) == 0
     assert "pure_dp_table" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:  # the thread count is checked as factorize checks it
+        main(["--threads", "0", "--list"])
+    assert exc.value.code == 2
 
 
 def test_cheapest_suite_end_to_end(tmp_path, capsys):
     out = tmp_path / "sub" / "bench_pure_dp_table.md"
-    assert main(["bench", "--suite", "pure_dp_table", "--only", "identity:256", "--out", str(out)]) == 0
+    assert main(["--suite", "pure_dp_table", "--only", "identity:256", "--out", str(out)]) == 0
     md = out.read_text()
     assert md.startswith("# Pure-DP strategy optimizer")
-    assert f"- command: `factorize bench --suite pure_dp_table --only identity:256 --out {out}`" in md
+    assert f"- command: `python -m benchmarks --suite pure_dp_table --only identity:256 --out {out}`" in md
     assert "- machine: " in md and "- load average (1, 5, 15 min): " in md and "- versions: " in md
     assert "identity:256" in md and "≤ok" in md
     data = json.loads(out.with_suffix(".json").read_text())
@@ -157,7 +183,7 @@ def test_header_and_json(tmp_path):
     text = md.read_text()
     lines = text.splitlines()
     assert lines[0] == "# A demo" and lines[1] == ""
-    assert lines[2] == "- command: `factorize bench --suite demo --threads 2 --n 3 --label 'a b'`"
+    assert lines[2] == "- command: `python -m benchmarks --suite demo --threads 2 --n 3 --label 'a b'`"
     assert lines[3].startswith("- started: ") and "duration" in lines[3]
     assert lines[4].startswith("- machine: ") and "logical" in lines[4]
     assert lines[5].startswith("- versions: factorize ")
@@ -168,7 +194,7 @@ def test_header_and_json(tmp_path):
     assert text.endswith("| 1 | 2 |\n")
     data = json.loads(js.read_text())
     assert js == md.with_suffix(".json")
-    assert data["bench"]["command"] == "factorize bench --suite demo --threads 2 --n 3 --label 'a b'"
+    assert data["bench"]["command"] == "python -m benchmarks --suite demo --threads 2 --n 3 --label 'a b'"
     assert data["rows"] == [{"x": 1.0, "y": "nan"}] and data["where"] == str(tmp_path)
     with pytest.raises(InternalError, match="bench"):  # a suite's bug, not bad input
         h.write(Report("t", "", {"bench": 1}), tmp_path / "x.md")
@@ -177,6 +203,9 @@ def test_header_and_json(tmp_path):
     old = tmp_path / "old.md"
     old.write_text("# Old report\n\nMachine: a box.\n\n## Section\n")  # written before the harness
     assert previous_body(old) == "Machine: a box.\n\n## Section\n"
+    # the header is known by its shape, whatever command wrote it (`factorize bench` before the move)
+    old.write_text("# Old report\n\n- command: `factorize bench --suite demo`\n- started: 2026-11-27\n\nrows\n")
+    assert previous_body(old) == "rows\n"
     assert previous_body(tmp_path / "missing.md") is None
 
 
@@ -192,7 +221,13 @@ def test_measure_and_interleaved():
     t = measure(lambda: calls.append(1) or len(calls), 3, warmup=2, check=lambda r: calls.append("checked"))
     assert len(t.times) == len(t.cpu) == len(t.load_before) == len(t.load_after) == 3
     assert t.result == 7 and calls.count("checked") == 3  # 2 warm-ups, then run/check × 3
-    assert t.best <= t.median and t.as_dict()["best_s"] == t.best
+    assert t.best <= t.median and t.as_dict()["best_s"] == t.best == min(t.times)
+    # the statistics are pytest-benchmark's, of the rounds recorded
+    d = t.as_dict()
+    assert d["median_s"] == t.median == statistics.median(t.times)
+    assert d["stats"]["rounds"] == 3 and d["stats"]["min"] == min(t.times) and d["stats"]["max"] == max(t.times)
+    assert d["stats"]["mean"] == pytest.approx(statistics.mean(t.times))
+    assert d["stats"]["stddev"] == pytest.approx(statistics.stdev(t.times))
     with pytest.raises(SystemExit):
         measure(lambda: 1, 2, check=lambda r: (_ for _ in ()).throw(SystemExit("mismatch")))
     order = []
@@ -241,9 +276,9 @@ def test_executor_section_startup_keeps_the_rest_of_the_report(tmp_path, monkeyp
     old_rows = "Measured 2026-11-23 by `factorize bench --suite executor`.\n\n| what | size | result |\n|---|---|---|\n"
     out.write_text(f"# {ex.TITLE}\n\n{old_rows}\n{ex.STARTUP_HEADING}\n\nold rows\n")
     for round_ in (1, 2):  # before the harness, then over the harness's own report
-        assert main(["bench", "--suite", "executor", "--section", "startup", "--quick", "--out", str(out)]) == 0
+        assert main(["--suite", "executor", "--section", "startup", "--quick", "--out", str(out)]) == 0
         md = out.read_text()
-        assert md.startswith(f"# {ex.TITLE}\n\n- command: `factorize bench --suite executor --section startup")
+        assert md.startswith(f"# {ex.TITLE}\n\n- command: `python -m benchmarks --suite executor --section startup")
         assert md.count("- command: ") == 1 and md.count(ex.STARTUP_HEADING) == 1
         assert old_rows in md and "old rows" not in md and md.endswith("new rows (quick=True)\n")
         assert json.loads(out.with_suffix(".json").read_text())["startup"] == {"rows": round_}
@@ -251,7 +286,7 @@ def test_executor_section_startup_keeps_the_rest_of_the_report(tmp_path, monkeyp
     full = Harness("executor", [], threads="max")
     full.write(Report(ex.TITLE, f"Measured today by `x` {ex.HEADER_REF}.\n\n{ex.STARTUP_HEADING}\n\nold rows\n",
                       {"rows": ["kept"]}), out)
-    assert main(["bench", "--suite", "executor", "--section", "startup", "--out", str(out)]) == 0
+    assert main(["--suite", "executor", "--section", "startup", "--out", str(out)]) == 0
     md = out.read_text()
     assert ex.HEADER_REF not in md and "Measured today by `x` (on " in md and "at the start of that run)" in md
     assert "OPENBLAS_NUM_THREADS=" in md.split(ex.STARTUP_HEADING)[0].split("Measured today")[1]

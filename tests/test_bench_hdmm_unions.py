@@ -1,4 +1,4 @@
-"""``factorize bench --suite hdmm_unions``: the pure parts, without HDMM (issue 27, item 6).
+"""``python -m benchmarks --suite hdmm_unions``: the pure parts, without HDMM.
 
 Independent truths: the dense matrices of the spec atoms written out by hand (HDMM's
 AllRange row order from ``itertools.combinations``), ``np.kron`` of the blocks against what
@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 import pytest
 
-from factorize.bench.external.hdmm_runner import (
+from benchmarks.external.hdmm_runner import (
     FactorStore,
     atom_spec,
     domain_string,
@@ -119,7 +119,7 @@ def test_kron_strategy_error_against_the_dense_formula():
 
 
 def test_missing_hdmm_environment_is_a_clear_error(tmp_path):
-    from factorize.bench.suites.hdmm_unions import run_hdmm
+    from benchmarks.suites.hdmm_unions import run_hdmm
 
     args = argparse.Namespace(cases=None, hdmm_python=None, hdmm_src=None, restarts=1, only=None)
     with pytest.raises(EnvironmentProblem, match="--hdmm-python"):

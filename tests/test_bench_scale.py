@@ -1,4 +1,4 @@
-"""The scaling benchmark (``factorize bench --suite scale``): its pure pieces and one real run.
+"""The scaling benchmark (``python -m benchmarks --suite scale``): its pure pieces and one real run.
 
 Independent truths: synthetic timings with a known power law (the fit), hand-built rows
 whose PASS/FAIL is evident (the targets), the limits of ``reports/bench_core.md`` (the skip
@@ -13,9 +13,9 @@ import signal
 
 import pytest
 
-from factorize.bench.harness import json_safe
-from factorize.bench.suites import core
-from factorize.bench.suites import scale as bs
+from benchmarks.harness import json_safe
+from benchmarks.suites import core
+from benchmarks.suites import scale as bs
 
 
 def _row(spec, norm, method, seconds=None, gap=1e-8, status="ok", backend=None, family=None, N=None):
@@ -192,7 +192,7 @@ def test_markdown_rendering():
             _row("prefix:64", "gamma_f", "sdp", seconds=0.5),
             _row("prefix:64", "gamma_f", "dual", seconds=0.0312)]
     md = bs.render_markdown(_report(rows))  # the machine, versions and command: the harness's header
-    assert "RLIMIT_AS" in md and "fresh process" in md and "factorize.bench.suites.scale --case" in md
+    assert "RLIMIT_AS" in md and "fresh process" in md and "benchmarks.suites.scale --case" in md
     assert "| γ_F prefix:1024 ≤ 12 s | **PASS** |" in md
     assert "| γ_F prefix:2048 ≤ 120 s | **N/A** |" in md
     assert "skipped: SCS beyond N = 256 (bench_core)" in md

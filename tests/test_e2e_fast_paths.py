@@ -1,4 +1,4 @@
-"""The fast paths the randomized end-to-end test relies on (issue 26 item 9), against the
+"""The fast paths the randomized end-to-end test relies on, against the
 slow reference computations they replace and against exact arithmetic.
 
 * ``privacy.sensitivity._replace_l1_rows``: the replace-one L1 sensitivity row by row over

@@ -176,7 +176,7 @@ def test_parquet_value_types(tmp_path):
     for name, col in cases.items():
         path = write_parquet(tmp_path / f"{name}.parquet", {"a": recs[:, 0], "b": recs[:, 1], "c": col})
         np.testing.assert_array_equal(histogram_duckdb(path, DOM), expected, err_msg=name)
-    # codes stored as text in a typed file (issue 16 item 2): a clear error naming the fixes
+    # codes stored as text in a typed file: a clear error naming the fixes
     for name, col in (("string", pa.array([str(v) for v in recs[:, 2]])),
                       ("dictionary", pa.array([str(v) for v in recs[:, 2]]).dictionary_encode())):
         path = write_parquet(tmp_path / f"{name}.parquet", {"a": recs[:, 0], "b": recs[:, 1], "c": col})

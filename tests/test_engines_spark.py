@@ -124,7 +124,7 @@ def test_value_types_order_and_extra_columns(spark, tmp_path):
     # columns=: file columns named differently from the attributes; other columns ignored
     renamed = Domain(["A", "B", "C", "D", "E", "F"], dom.sizes)
     same_histogram(path, renamed, reference(recs, dom), columns=list(dom.attributes))
-    # codes stored as text in a typed file: the same clear error from both engines (issue 16)
+    # codes stored as text in a typed file: the same clear error from both engines
     cols["s"] = pa.array([f" {v}.0" if v % 3 == 0 else f"+{v}" for v in recs[:, 5]])
     text = write_parquet(tmp_path / "text.pq", cols)
     msg = same_error(text, dom, allow_extra_columns=True)

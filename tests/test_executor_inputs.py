@@ -192,7 +192,7 @@ def test_failed_write_leaves_no_file(tmp_path, plan_path, monkeypatch):
 
 
 def test_out_into_a_missing_folder_is_an_error_and_creates_nothing(tmp_path, plan_path, capsys):
-    """Issue 16 item 8: ``--out`` into a folder that does not exist is refused (exit 2, the
+    """``--out`` into a folder that does not exist is refused (exit 2, the
     folder named), before any charge — never a silent ``mkdir -p``."""
     np.save(tmp_path / "h.npy", np.arange(6))
     out = tmp_path / "nope" / "deeper" / "o.csv"

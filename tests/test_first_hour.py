@@ -1,4 +1,4 @@
-"""Issue 26 item 8: the first hour's crashes, each as a regression at the command line.
+"""The first hour's crashes, each as a regression at the command line.
 
 * ``plan --workload marginals:2x5:2 --privacy epsilon=1`` died with ``AttributeError: nit``
   (scipy ≥ 1.17 leaves ``nit`` out of an L-BFGS-B result that stops at once);

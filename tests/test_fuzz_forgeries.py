@@ -1,4 +1,4 @@
-"""Issue 13, item 8: a fuzzer of structurally valid forgeries.
+"""A fuzzer of structurally valid forgeries.
 
 Each forgery starts from a genuine plan of some kind (factorization — dense Gaussian, Laplace,
 Kronecker, approximate γ₂, least squares, non-negative post-processing —, projection — jl,

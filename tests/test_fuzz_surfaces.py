@@ -1,4 +1,4 @@
-"""Issue 26, item 10: the forgery fuzzer (``test_fuzz_forgeries.py``) extended to the input and
+"""The forgery fuzzer (``test_fuzz_forgeries.py``) extended to the input and
 output surfaces of ``factorize run`` — hostile domain schemas, hostile data sources, hostile
 output paths — every case driven through the real command line (``factorize.cli.main``, in
 process) with a real ledger.
@@ -996,7 +996,7 @@ def test_hostile_output_paths(seed, tmp_path, cli, output_plans):
 
 
 # ---------------------------------------------------------------------------------------
-# (d) the plan file changed during the run (item 5): read once, the verified bytes charged
+# (d) the plan file changed during the run: read once, the verified bytes charged
 
 PLAN_SWAPS = ["another genuine plan", "one byte flipped", "truncated", "removed"]
 

@@ -1,4 +1,4 @@
-"""Import contracts (issue 28, item 2), read from the source, every import counted — module level
+"""Import contracts, read from the source, every import counted — module level
 and inside functions (a lazy import is still a dependency), not ``if TYPE_CHECKING:`` blocks:
 
 * no import circle among the modules of ``factorize``, ``solvers`` and ``workloads``

@@ -1,4 +1,4 @@
-"""Bounded resources, clean failures (issue 13 item 7): a container's header is validated
+"""Bounded resources, clean failures: a container's header is validated
 before any array data is read or allocated; every malformed file is a ContainerError (a
 PlanFormatError for plans), never a traceback; huge histogram counts are refused instead of
 wrapping around in int64."""

@@ -1,4 +1,4 @@
-"""Known-value workloads × every route of the planner (issue 17, item 4).
+"""Known-value workloads × every route of the planner.
 
 A cvxpy-style table: each workload with an independently known γ_F, γ₂ or γ₂(·; η) is
 solved by every route forced through ``planner.solve`` —

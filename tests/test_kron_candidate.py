@@ -1,4 +1,4 @@
-"""Per-factor standard strategies for Kronecker workloads under Laplace noise (issue 15):
+"""Per-factor standard strategies for Kronecker workloads under Laplace noise:
 the objective factorizes exactly, the plan chooses the product, the verifier recomputes it."""
 
 from __future__ import annotations

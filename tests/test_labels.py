@@ -1,4 +1,4 @@
-"""Labeled answers (issue 16 item 4): every answer names its query in the workload's terms.
+"""Labeled answers: every answer names its query in the workload's terms.
 
 Independent truth: each label is parsed back into the set of cells it describes (``a=v``,
 ``a in lo..hi``, ``total``) and that set's indicator must equal the query's row of the dense

@@ -1,5 +1,5 @@
 """The answer labels call Arrow's kernels by name (``executor.labels.arrow_call``) instead of
-importing ``pyarrow.compute`` (about 40 ms of every run's start-up, issue 16 item 5): the same
+importing ``pyarrow.compute`` (about 40 ms of every run's start-up): the same
 results as the public wrappers, nulls included (independent truth: ``pyarrow.compute``)."""
 
 from __future__ import annotations

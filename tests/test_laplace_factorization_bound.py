@@ -1,4 +1,4 @@
-"""The re-checkable lower bound for pure-DP factorization mechanisms (issue 15 item 2):
+"""The re-checkable lower bound for pure-DP factorization mechanisms:
 RMSE ≥ √2·γ_F(W)/ε under Laplace noise, checked against random and standard strategies
 (an independent computation of each strategy's Laplace error) and refused when forged."""
 

@@ -1,4 +1,4 @@
-"""The privacy-budget ledger (issue 8, items 3–5): composition (exact at the boundary), type
+"""The privacy-budget ledger: composition (exact at the boundary), type
 rules, history, the hash chain and its anchor (tampering, rollback, deletion, the one-entry
 lag after a crash), concurrent processes, and ``factorize budget``."""
 

@@ -1,4 +1,4 @@
-"""The ledger's layout (issue 17): the budget arithmetic (``factorize.ledger.composition``) is
+"""The ledger's layout: the budget arithmetic (``factorize.ledger.composition``) is
 pure — no database, no files, no clock — and exact; the package loads its database side only
 on first use; ``factorize budget create`` documents ``--neighbouring`` and still accepts the
 deprecated ``--relation``."""

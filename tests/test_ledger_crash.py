@@ -1,4 +1,4 @@
-"""``factorize run --ledger`` under crashes, races and a bad ledger (issue 8, item 5).
+"""``factorize run --ledger`` under crashes, races and a bad ledger.
 
 Each run is a real ``python -m factorize run`` process. Crashes: the process pauses at a fault
 checkpoint (``factorize.ledger.faults``) and is killed with SIGKILL; afterwards the ledger must

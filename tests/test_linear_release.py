@@ -1,4 +1,4 @@
-"""The one release of a linear measurement (issue 28 item 3, ``executor.linear_release``): the
+"""The one release of a linear measurement (``executor.linear_release``): the
 one float-noise refusal, a release that the verification did not give a bias for is refused
 (never a silent β = 0), and the dense and structured kinds produce the same fields."""
 

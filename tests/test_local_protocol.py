@@ -1,4 +1,4 @@
-"""The local model end to end (issue 7 items 1, 3): plan (η choice, certificate, file,
+"""The local model end to end: plan (η choice, certificate, file,
 verification), clients, the streaming server, and Monte Carlo against the predicted error."""
 
 from __future__ import annotations

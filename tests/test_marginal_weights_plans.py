@@ -1,4 +1,4 @@
-"""Marginal-weight structured plans (issue 15: OPT_M as a plan that verifies and runs).
+"""Marginal-weight structured plans (OPT_M as a plan that verifies and runs).
 
 Independent truths: the dense least-squares reconstruction ``W (AᵀA)⁺ Aᵀ`` of the dense
 strategy, the dense row norms of R, the pure-DP objective evaluated in the subset algebra

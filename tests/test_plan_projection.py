@@ -1,4 +1,4 @@
-"""Projection plans (issue 5 items 4–6, 8): jl, covariance and relaxed-projection — plan,
+"""Projection plans: jl, covariance and relaxed-projection — plan,
 file, verification, refusals, the records path, and Monte Carlo against the stated bounds."""
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def test_kronecker_multiplicativity(norm):
 
 
 def test_kronecker_of_three_prefix64_solves_one_factor():
-    """The 262,144-cell product is planned with a single 64-point solve (issue 2, item 7)."""
+    """The 262,144-cell product is planned with a single 64-point solve."""
     r = solve("kron(prefix:64,prefix:64,prefix:64)", "gamma_f")
     single = solve("prefix:64", "gamma_f")
     assert len(r.solves) == 1 and r.solves[0].uses == 3
@@ -104,7 +104,7 @@ def test_prefix_against_square_root_factorization(n):
 @pytest.mark.parametrize("norm", ["gamma_f", "gamma_2"])
 @pytest.mark.parametrize("shape,seed", [((10, 30), 1), ((40, 20), 2), ((64, 64), 3)])
 def test_random_workloads_certified(norm, shape, seed):
-    """Certified relative gap ≤ 1e-6 on random workloads up to 64×64 (issue 2, item 8)."""
+    """Certified relative gap ≤ 1e-6 on random workloads up to 64×64."""
     rng = np.random.default_rng(seed)
     W = rng.standard_normal(shape)
     r = solve(DenseWorkload(W), norm)

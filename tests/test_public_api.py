@@ -1,4 +1,4 @@
-"""The curated public API (issue 17 item 3): ``factorize.<name>`` for the handful of names a
+"""The curated public API: ``factorize.<name>`` for the handful of names a
 user needs, loaded on first use — ``import factorize`` loads neither numpy nor a solver, and
 the executor's names load no solver."""
 

@@ -1,4 +1,4 @@
-"""Optimised pure-DP strategies inside plans (issue 15, items 1, 4, 5), and the rounding
+"""Optimised pure-DP strategies inside plans, and the rounding
 spread that keeps the lattice's inflation to the coordinates neighbours can move.
 
 Independent truths: the dense strategy's error recomputed here from R and A; the best b-ary

@@ -1,4 +1,4 @@
-"""Raw data in, inside the engine (issue 16 item 2): DuckDB maps raw columns to codes with the
+"""Raw data in, inside the engine: DuckDB maps raw columns to codes with the
 plan's public domain schema; values outside the schema are refused per column (no value quoted,
 the counts in the data holder's rendering only) or go to the catch-all / clamped code; CSV, Parquet and DuckDB tables or views;
 blank lines in a CSV and string-typed Parquet columns get clear errors; plans carry the

@@ -1,4 +1,4 @@
-"""Raw data in Spark (issue 16 item 2): the schema's Spark SQL equals its Python reference on
+"""Raw data in Spark: the schema's Spark SQL equals its Python reference on
 random raw values of every column type, raw-string Adult gives the coded file's marginals,
 out-of-schema values get the DuckDB engine's message (counts, no values), blank CSV lines are
 refused. Spark in local mode: behind the ``spark`` mark (``python -m pytest -m spark``)."""

@@ -1,4 +1,4 @@
-"""Issue 26, items 4–6: the release frame.
+"""The release frame.
 
 4. Nothing charged without a release, nothing released lost: every check that can fail
    deterministically runs before the charge — each is run here through the CLI with a
@@ -80,7 +80,7 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 # ---------------------------------------------------------------------------------------
-# item 4: every deterministic check before the charge
+# every deterministic check before the charge
 
 
 @pytest.fixture()
@@ -312,7 +312,7 @@ def test_table_file_names(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# item 5: the bytes verified are the bytes charged
+# the bytes verified are the bytes charged
 
 
 def _opens_of(monkeypatch, target: Path) -> list[str]:
@@ -428,7 +428,7 @@ def test_read_plan_bytes_limits(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# item 6: outputs safe to open in a spreadsheet
+# outputs safe to open in a spreadsheet
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 

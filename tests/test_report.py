@@ -108,7 +108,7 @@ def test_every_plan_kind_gives_a_valid_self_contained_report(plans, kind, tmp_pa
         # Laplace noise the γ_F certificate does not bind, and the report says so)
         if plan.noise.family != "gaussian":
             assert "does not bind" in text
-            # and never claims optimality (issue 16 item 7): no "optimal to within the gap",
+            # and never claims optimality: no "optimal to within the gap",
             # no table row saying the certificate binds every mechanism with this guarantee
             assert "optimal to within" not in text and "every factorization mechanism with this guarantee" not in text
             assert "— not this plan" in text
@@ -207,7 +207,7 @@ def test_headless_chromium_renders_the_report(plans, tmp_path):
 def test_gamma_f_report_says_when_a_baseline_wins_the_worst_query():
     """The default γ_F plan minimises the RMSE; where a baseline has a smaller worst-query std
     (the identity-plus-total workload: the marginal-tables baseline measures the total alone)
-    the report says so and suggests --norm gamma_2 (issue 16 item 7); prefix:64 is not beaten."""
+    the report says so and suggests --norm gamma_2; prefix:64 is not beaten."""
     for spec in ("vstack(identity:32,total:32)", "prefix:64"):
         _worst_query_case(spec)
 
@@ -231,7 +231,7 @@ def _worst_query_case(spec: str) -> None:
 
 
 def test_results_report_names_queries_and_shows_cdf_groups_intervals_and_postprocessing(tmp_path):
-    """Issue 16 item 4: the results report names every answer by its label, draws one CDF
+    """The results report names every answer by its label, draws one CDF
     with its band per group (age CDF per sex), the post-processed column, and the interval
     half-widths on their own scale; the table says where all answers are."""
     from factorize.cli.plan import main

@@ -1,4 +1,4 @@
-"""DuckDB and Spark map every raw value the same way (issue 26 item 3): hostile raw values --
+"""DuckDB and Spark map every raw value the same way: hostile raw values --
 Unicode spaces, look-alikes, NFD against NFC, case, signs, exponents, ``-0.0``, subnormals,
 non-finite values, huge integers, non-ASCII digits -- mapped by the pure-Python reference of
 ``docs/schema.md`` (:meth:`AttributeSchema.encode`), by the schema's SQL row by row (DuckDB:

@@ -1,4 +1,4 @@
-"""Issue 13, items 2, 4, 5 and 6: claims re-derived, no file oracle, nothing charged that is not
+"""Claims re-derived, no file oracle, nothing charged that is not
 released, safe inputs and outputs. Every forged plan here has valid digests (written by the
 project's own writer, as anyone who can rewrite the file can), so only verification can catch
 it."""
@@ -41,7 +41,7 @@ def approx_plan():
 
 
 # ---------------------------------------------------------------------------------------
-# item 2: η bounded, every claim re-derived
+# η bounded, every claim re-derived
 
 
 def test_eta_bounded_and_zero_reconstruction_refused(tmp_path, approx_plan):
@@ -151,7 +151,7 @@ def test_local_plan_eta_and_claims(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# item 4: no executor-side file oracle
+# no executor-side file oracle
 
 
 def test_plan_naming_a_path_is_refused_without_reading_it(tmp_path, capsys):
@@ -203,7 +203,7 @@ def test_workload_file_errors_never_quote_contents(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# items 5 and 6: the release frame
+# the release frame
 
 
 @pytest.fixture()

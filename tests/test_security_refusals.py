@@ -1,5 +1,5 @@
 """Refusals carry no number derived from the records, and a data source cannot read other
-files (issue 26 items 1-2).
+files.
 
 1. Whoever writes a plan chooses its domain, and the refusal of out-of-domain records reaches
    them before any charge: with counts in it, plans over sizes 20, 30, 40 would read off a
@@ -90,7 +90,7 @@ def _digits(text: str, tmp_path: Path) -> set[str]:
     return set(re.findall(r"\d+", text.replace(str(tmp_path), "<tmp>")))
 
 
-# -- item 1: no counts in refusals -----------------------------------------------------------
+# -- no counts in refusals --------------------------------------------------------------------
 
 
 def _assert_count_free(messages: dict[int, str], age: np.ndarray, tmp_path: Path) -> None:
@@ -253,7 +253,7 @@ def test_data_check_prints_the_exact_counts(tmp_path, capsys):
     assert "NOT differentially private" in capsys.readouterr().out
 
 
-# -- item 2: no file reads through a DuckDB source --------------------------------------------
+# -- no file reads through a DuckDB source ----------------------------------------------------
 
 SECRET = 918273645
 

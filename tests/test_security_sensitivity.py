@@ -1,8 +1,8 @@
-"""Issue 13, item 1: sound sensitivity and calibration arithmetic.
+"""Sound sensitivity and calibration arithmetic.
 
-The critical break (C1): the verifier computed a strategy's L2 sensitivity as √(Σa²) in float64;
-with entries near 2⁻⁵³⁷ every square rounds to 0, so noise was calibrated to a sensitivity 70×
-too small while A·h stayed exact. The three variants the review found are rebuilt here with the
+The attack: a verifier that computes a strategy's L2 sensitivity as √(Σa²) in float64
+sees, for entries near 2⁻⁵³⁷, every square round to 0, so noise is calibrated to a sensitivity 70×
+too small while A·h stays exact. Three variants of the attack are built here with the
 project's own writer (valid digests, as anyone who can rewrite the file can) and must be refused;
 then every sensitivity function is checked against exact rational arithmetic on matrices whose
 magnitudes span the whole float range.
@@ -33,7 +33,7 @@ TINY = 2.0 ** -537
 M_ROWS = 10_000
 
 
-def c1_strategy() -> np.ndarray:
+def underflow_strategy() -> np.ndarray:
     """m = 10⁴ rows; one entry per column equal to 2⁻⁵³⁷ (its square is the smallest subnormal)
     and the rest 0.7·2⁻⁵³⁷ (squares round to 0): float64 √(Σa²) = 2⁻⁵³⁷, exact ≈ 70·2⁻⁵³⁷."""
     A = np.full((M_ROWS, 2), 0.7 * TINY)
@@ -43,7 +43,7 @@ def c1_strategy() -> np.ndarray:
 
 
 def unsound_sensitivity(A: np.ndarray) -> float:
-    """What the verifier computed before issue 13 (and what a forger calibrates to)."""
+    """The float64 √(Σa²) without scaling (what a forger calibrates to)."""
     return float(np.sqrt(np.max(np.einsum("ij,ij->j", A, A))))
 
 
@@ -75,29 +75,29 @@ def forge(workload, cert: Certificate, privacy: str = "epsilon=1,delta=1e-6"):
 
 
 def _refused_for_noise(plan, tmp_path, certificate=False):
-    save_plan(plan, tmp_path / "c1.plan")
-    check = verify_plan(load_plan(tmp_path / "c1.plan"), certificate=certificate)
+    save_plan(plan, tmp_path / "underflow.plan")
+    check = verify_plan(load_plan(tmp_path / "underflow.plan"), certificate=certificate)
     assert not check.passed
     text = " ".join(check.failures)
     assert "UNDER-NOISED" in text and "sensitivity" in text, text
     # the certified sensitivity is the exact one, within the rounding allowance
-    exact = math.sqrt(float(exact_sensitivity(c1_strategy()) / Fraction(TINY) ** 2)) * TINY
+    exact = math.sqrt(float(exact_sensitivity(underflow_strategy()) / Fraction(TINY) ** 2)) * TINY
     assert exact <= check.recomputed_sensitivity <= exact * (1 + 1e-12)
-    assert check.recomputed_sensitivity / unsound_sensitivity(c1_strategy()) > 69
+    assert check.recomputed_sensitivity / unsound_sensitivity(underflow_strategy()) > 69
     return check
 
 
-def test_c1_reproduced_by_the_old_arithmetic():
-    """The premise: float64 √(Σa²) of the C1 strategy is 70× below the exact value."""
-    A = c1_strategy()
+def test_underflow_reproduced_by_the_old_arithmetic():
+    """The premise: float64 √(Σa²) of the underflow strategy is 70× below the exact value."""
+    A = underflow_strategy()
     exact = math.sqrt(float(exact_sensitivity(A) / Fraction(TINY) ** 2)) * TINY
     assert unsound_sensitivity(A) == TINY
     assert exact / unsound_sensitivity(A) > 69
 
 
-def test_c1_variant_approx_gamma_2_forged_eta_refused(tmp_path):
+def test_underflow_variant_approx_gamma_2_forged_eta_refused(tmp_path):
     """identity:2, forged η = 2 (so R·A ≈ 0 passes the residual check), R of ordinary size."""
-    A = c1_strategy()
+    A = underflow_strategy()
     R = (A / TINY).T / M_ROWS
     cert = Certificate("approx_gamma_2", Factorization.dense(R, A),
                        ApproxGamma2Witness(U=np.eye(2), d=np.ones(4)), eta=2.0)
@@ -105,9 +105,9 @@ def test_c1_variant_approx_gamma_2_forged_eta_refused(tmp_path):
     assert any("η = 2" in f for f in check.failures)
 
 
-def test_c1_variant_file_workload_of_tiny_entries_refused(tmp_path):
+def test_underflow_variant_file_workload_of_tiny_entries_refused(tmp_path):
     """A gamma_f plan whose workload is a custom matrix W = R·A of tiny entries (no η)."""
-    A = c1_strategy()
+    A = underflow_strategy()
     R = (A / TINY).T / M_ROWS
     np.save(tmp_path / "W.npy", R @ A)
     W = parse_workload(f"file:{tmp_path / 'W.npy'}")
@@ -115,10 +115,10 @@ def test_c1_variant_file_workload_of_tiny_entries_refused(tmp_path):
     _refused_for_noise(forge(W, cert), tmp_path)
 
 
-def test_c1_variant_weak_witness_refused_even_by_verify_with_certificate(tmp_path):
+def test_underflow_variant_weak_witness_refused_even_by_verify_with_certificate(tmp_path):
     """The same with a weak dual witness: verify *with* the certificate refuses it too (the
     certificate's upper bound is certified as well, so lower ≤ upper is not faked either)."""
-    A = c1_strategy()
+    A = underflow_strategy()
     R = (A / TINY).T / M_ROWS
     np.save(tmp_path / "W.npy", R @ A)
     W = parse_workload(f"file:{tmp_path / 'W.npy'}")

@@ -1,4 +1,4 @@
-"""One shared Kronecker strategy for a union of Kronecker products (issue 27): the structured
+"""One shared Kronecker strategy for a union of Kronecker products: the structured
 ``kron`` family (``structured.shared_kron``) verifies, its stated error is the dense truth,
 the Laplace auto route keeps the best family, and forged factors are refused."""
 

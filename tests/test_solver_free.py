@@ -1,4 +1,4 @@
-"""The run path imports no solver (issue 16 item 5).
+"""The run path imports no solver.
 
 Plans of every kind are built here, in the normal process (the planner may use anything).
 Then, in a fresh process where ``cvxpy``, ``scs``, ``clarabel`` and ``mosek`` are made

@@ -1,4 +1,4 @@
-"""Workloads named by the domain's attributes (issue 16 item 3): ``marginals[sex,race]:2``,
+"""Workloads named by the domain's attributes: ``marginals[sex,race]:2``,
 ``kron(prefix[age],identity[sex])`` … equal the size-typed specs (normalized spec, matrix
 fingerprint), project the domain onto the named attributes, and refuse what cannot be
 resolved with messages naming the fix."""

@@ -1,4 +1,4 @@
-"""The strategy search on random unions of Kronecker products (issue 27, item 5).
+"""The strategy search on random unions of Kronecker products.
 
 Each case (``tests/random_unions.py``: 1–6 Kronecker products over 2–5 attributes; identity,
 total, prefix, range, width, grouping, nested-grouping and explicit factors; random weights)

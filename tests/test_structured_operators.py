@@ -1,6 +1,6 @@
-"""Structured strategies and reconstructions against their dense counterparts (issue 14,
-items 1 and 8): every operation of ``factorize.structured`` on small domains equals the same
-operation on the dense matrices, to stated tolerances.
+"""Structured strategies and reconstructions against their dense counterparts: every operation
+of ``factorize.structured`` on small domains equals the same operation on the dense matrices,
+to stated tolerances.
 
 Independent truth: dense ``np.kron`` products of the blocks, the projectors ``P_T`` of the
 subset algebra (``marginal_algebra.projector_dense``), ``privacy.sensitivity`` on the dense

@@ -1,4 +1,4 @@
-"""Structured plans end to end (issue 14, items 2, 4–8): plan, save, verify and run marginal
+"""Structured plans end to end: plan, save, verify and run marginal
 and union-of-Kronecker plans without forming the domain; forged plans refused with the numbers;
 the released variances are the certified optimum's; Monte Carlo over the executor.
 """

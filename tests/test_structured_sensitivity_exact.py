@@ -1,4 +1,4 @@
-"""Issue 27, item 4: the sensitivity of a union of Kronecker blocks, exact from the structure.
+"""The sensitivity of a union of Kronecker blocks, exact from the structure.
 
 Truth is brute force over the densified strategy: exact rational arithmetic (integers per
 block times ``Fraction(scale)``) when every measured factor has integer entries, float64

@@ -1,4 +1,4 @@
-"""The symmetry-reduced γ_F dual (issue 27, item 3; ``structured.symmetry`` and
+"""The symmetry-reduced γ_F dual (``structured.symmetry`` and
 ``solvers.dual_gamma_f_symmetric``), against independent truth:
 
 * at any orbit weights, the certified sector sum is ≤ the dense trace norm ‖W D^{1/2}‖_tr of the

@@ -1,4 +1,4 @@
-"""The thread policy (issue 16 item 6): ``--threads``, ``FACTORIZE_THREADS``, default 1, never
+"""The thread policy: ``--threads``, ``FACTORIZE_THREADS``, default 1, never
 more than the usable cores; invalid values name the flag or the variable; the pools of a
 ``factorize`` process really have that size (numpy's and scipy's OpenBLAS alike)."""
 

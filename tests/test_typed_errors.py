@@ -1,4 +1,4 @@
-"""The package raises its own typed errors (issue 28, item 4): at most 30 bare built-in
+"""The package raises its own typed errors: at most 3 bare built-in
 ``ValueError`` / ``RuntimeError`` / ``TypeError`` raises remain in factorize/, solvers/ and
 workloads/ (a count that may only go down), every layer error derives from the one root with
 the built-in base callers catch, and a bad solver option is bad input, not a solver failure."""

@@ -1,4 +1,4 @@
-"""The uniform-weight lower bound of union plans (issue 15 item 3: a certified lower bound for
+"""The uniform-weight lower bound of union plans (a certified lower bound for
 unions, and its gap): ``‖W‖_tr/√(kN)`` from W·Wᵀ formed block by block, against the dense
 trace norm and the dense certified optimum; plans written with the older certificate method
 still verify."""

@@ -1,4 +1,4 @@
-"""Union-of-Kronecker plans under Laplace noise (issue 15 item 3): the block weights are the
+"""Union-of-Kronecker plans under Laplace noise: the block weights are the
 Lagrange optimum for the L1 sensitivity, and the plan's error equals the dense computation."""
 
 from __future__ import annotations

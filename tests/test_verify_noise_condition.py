@@ -1,4 +1,4 @@
-"""(ε, δ) Gaussian noise verified by its condition, without a root finder (issue 16, item 5).
+"""(ε, δ) Gaussian noise verified by its condition, without a root finder.
 
 The verifier decides an (ε, δ) Gaussian plan's noise by evaluating the calibration's own
 acceptance test (``privacy.gaussian_approx_dp_holds``) at the stated σ — it must pass — and at

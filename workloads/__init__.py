@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 
-#: Builder names before they were made equal to the spec names (issue 17); importing one
+#: Builder names before they were made equal to the spec names; importing one
 #: warns and gives the renamed builder.
 _RENAMED = {"all_range": "allrange", "width_range": "width", "random_pm1": "random"}
 

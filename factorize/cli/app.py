@@ -4,8 +4,6 @@
                     [--method auto|dual|sdp|algebra|low-rank] [--solver scs|clarabel|mosek] [--eps E] [--time-limit S]
                     [--gap-tol G] [--json] [--out FILE]
     factorize check FILE [--json]      re-verify a saved result against its workload
-    factorize bench [--suite NAME] [suite options]   a benchmark suite → reports/bench_<suite>.md (+ .json)
-    factorize bench --list                             the suites (``factorize.bench``)
     factorize plan | run | verify | inspect    mechanism plans and the executor (plan.py)
     factorize report                           plan / results reports (report.py)
     factorize local …                          local model (local.py)
@@ -20,6 +18,9 @@ else 1) sizes the BLAS / OpenMP pools before anything numerical is imported
 Exit codes (``common.py``, one rule for every subcommand): 0 success; 2 bad input (workload
 spec, arguments, file, thread count); 3 the solver or the certificate failed (the message
 says which and why).
+
+The benchmarks are not a subcommand: they live in the repository's ``benchmarks/`` (not
+installed) and run from a checkout as ``python -m benchmarks --suite NAME``.
 """
 
 from __future__ import annotations
@@ -113,29 +114,6 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if check.passed else EXIT_SOLVER
 
 
-def _bench(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> int:
-    """Dispatch to a registered suite (``factorize.bench``); its options are the arguments the
-    bench parser did not know (``main`` hands them over as ``args.suite_argv``)."""
-    from factorize.bench import DEFAULT_SUITE, list_suites, run_suite
-
-    if args.list:
-        suites = list_suites()
-        width = max(len(name) for name, _ in suites)
-        for name, summary in suites:
-            print(f"{name:<{width}}  {summary}")
-        return 0
-    argv = list(getattr(args, "suite_argv", None) or [])
-    if args.help:
-        if args.suite is None:
-            if parser is not None:
-                parser.print_help()
-            print("\nsuites (`factorize bench --list`; `factorize bench --suite NAME --help` for a suite's options):")
-            print("  " + ", ".join(name for name, _ in list_suites()))
-            return 0
-        argv.append("--help")
-    return run_suite(args.suite or DEFAULT_SUITE, argv, threads=getattr(args, "threads", None))
-
-
 def _json_default(x):
     """numpy scalars to Python numbers (everything else is already plain JSON)."""
     if hasattr(x, "item"):
@@ -176,21 +154,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_threads_option(c)
     c.set_defaults(func=_check)
 
-    from factorize.bench import suite_names  # the registry only: no suite is imported here
-
-    b = sub.add_parser("bench", help="run a benchmark suite (writes reports/bench_<suite>.md + .json)",
-                       add_help=False, allow_abbrev=False,
-                       usage="factorize bench [--suite NAME] [suite options] | --list",
-                       description="Run one benchmark suite; every suite records the machine, versions, "
-                                   "load and times the same way (factorize.bench.harness). The suite's own "
-                                   "options follow --suite NAME (`factorize bench --suite NAME --help`).")
-    b.add_argument("-h", "--help", action="store_true", help="this help, or the suite's with --suite")
-    b.add_argument("--suite", default=None, choices=suite_names(), metavar="NAME",
-                   help="the suite to run (default core): " + ", ".join(suite_names()))
-    b.add_argument("--list", action="store_true", help="list the suites, one line each")
-    add_threads_option(b)
-    b.set_defaults(func=lambda args: _bench(args, b))
-
     from factorize.cli.plan import register
 
     register(sub)  # plan, run, verify, inspect (mechanism plans and the executor)
@@ -214,11 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "bench":  # the bench command hands what it does not know to its suite
-        args.suite_argv = rest
-    elif rest:  # what parse_args does
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser.parse_args(argv)
     # One rule for every subcommand (factorize.cli.common.exit_code_for); nothing numerical
     # is imported before the thread policy.
     try:

@@ -1,8 +1,8 @@
 """``factorize data check``: the data holder's own view of why ``run`` refuses a data set.
 
 ``factorize run`` refuses records outside a plan's domain without saying how many (a count
-in a refusal would let a plan's author, who chooses the domain, read the data off for free:
-issue 26). This command runs the same checks on the data holder's side and prints what the
+in a refusal would let a plan's author, who chooses the domain, read the data off for free).
+This command runs the same checks on the data holder's side and prints what the
 refusal withholds: the number of records and the rows per column and kind of problem
 (``DataError.holder_message``). Its output is NOT differentially private: it is for the data
 holder only and must not be passed to a plan's author.

@@ -1,4 +1,4 @@
-"""``factorize local …``: the local model (issue 7).
+"""``factorize local …``: the local model (Edmonds, Nikolov & Ullman 2020).
 
     factorize local plan --workload SPEC --privacy "epsilon=1" | "epsilon=1,delta=1e-6" --n N
                          [--alpha A] [--eta X] [--randomizer l2|gaussian] [--domain ..]

@@ -5,7 +5,7 @@ array) is wrong and *what kind* of problem it has -- never the offending values,
 contents of any row, nor any number derived from the records (how many rows are invalid,
 how many records there are, on which line a CSV file is malformed). Whoever writes a plan
 chooses the domain it is checked against, so a count in a refusal would be an unlimited,
-uncharged query on the data (issue 26).
+uncharged query on the data.
 
 The counts exist: the check that refuses computes them, and the same exception carries them
 in :attr:`DataError.holder_message`, a second rendering of the same refusal for the data

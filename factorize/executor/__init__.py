@@ -1,4 +1,4 @@
-"""The production executor: run a verified plan on private data (issue #3, item 5).
+"""The production executor: run a verified plan on private data.
 
 ``import factorize.executor`` needs only numpy and the plan file: no cvxpy, no solver (a test
 checks it in a fresh interpreter). DuckDB is imported only when records are read; the privacy

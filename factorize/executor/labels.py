@@ -26,7 +26,7 @@ A value label that could be misread — holding ``,``, ``=``, ``"``, ``..``, the
 Built as Arrow string arrays (vectorised: a Kronecker label is one element-wise join of two
 repeated arrays), so millions of answers take seconds. The kernels are called by name
 (:func:`arrow_call`), without importing ``pyarrow.compute``: that import builds a Python
-wrapper for each of its ~300 functions, about 40 ms of every run's start-up (issue 16, item 5).
+wrapper for each of its ~300 functions, about 40 ms of every run's start-up.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The privacy-budget ledger (issue 8): an embedded SQLite database recording, per dataset,
+"""The privacy-budget ledger: an embedded SQLite database recording, per dataset,
 every charge against its privacy budget; ``factorize run --ledger L.db --dataset NAME``
 charges the plan's guarantee (committed before any noise is drawn) and records the release
 once the output is in place; ``factorize budget`` creates budgets and shows / verifies a

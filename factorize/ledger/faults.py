@@ -1,4 +1,4 @@
-"""Fault-injection points for the crash tests of the release path (issue 8, item 5).
+"""Fault-injection points for the crash tests of the release path.
 
 ``checkpoint(step)`` does nothing unless the environment variable ``FACTORIZE_FAULT_PAUSE``
 names ``step``: then it creates the file named by ``FACTORIZE_FAULT_MARKER`` and sleeps, so a

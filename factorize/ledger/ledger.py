@@ -1,7 +1,6 @@
 """The privacy-budget ledger: :class:`Ledger`, an embedded SQLite database of every charge
-against a dataset's privacy budget, with a hash chain and an anchor file (issue 8, items 3 and
-5). This module is the public face and the order of operations; each part lives in its own
-module:
+against a dataset's privacy budget, with a hash chain and an anchor file. This module is the
+public face and the order of operations; each part lives in its own module:
 
 =================  ===========================================================================
 ``composition``    the budget arithmetic: costs, exact sums, the comparison with the budget

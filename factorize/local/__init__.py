@@ -1,1 +1,1 @@
-"""Local differential privacy (issue 7): client randomizers, plans, aggregation."""
+"""Local differential privacy (Edmonds, Nikolov & Ullman 2020): client randomizers, plans, aggregation."""

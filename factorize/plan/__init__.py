@@ -1,4 +1,4 @@
-"""Mechanism plans (issue #3): everything needed to run a factorization mechanism, in one file.
+"""Mechanism plans: everything needed to run a factorization mechanism, in one file.
 
 - :mod:`.model`: the :class:`Plan` (workload, domain, neighbouring relation, guarantee,
   factorization + certificate, noise spec, post-processing, expected error, provenance).

@@ -85,7 +85,7 @@ def plan_inputs(workload: Workload | str, guarantee: Any, relation: str, domain:
     return W, g, rel, dom
 
 
-#: Plan mechanisms ``build_plan`` writes (issue 5 adds the geometric ones one by one).
+#: Plan mechanisms ``build_plan`` writes: the factorization mechanism and two geometric ones.
 MECHANISMS = ("factorization", "ellipsoid", "least-squares")
 LS_MAX_ITER = 20000
 

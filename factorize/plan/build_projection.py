@@ -58,10 +58,10 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
     arrays: dict[str, np.ndarray] = {}
     if kind == "jl":
         if not isinstance(g, PureDP):
-            raise PlanError("the JL mechanism is the pure ε-DP mechanism of seed 000; use "
+            raise PlanError("the JL mechanism is the pure ε-DP mechanism of Nikolov 2023; use "
                             "--mechanism least-squares for (ε, δ)-DP or zCDP")
         if noise_family not in (None, "l2_knorm"):
-            raise PlanError("the JL mechanism uses ℓ2-ball K-norm noise (seed 000 Lemma 15)")
+            raise PlanError("the JL mechanism uses ℓ2-ball K-norm noise (Nikolov 2023, Lemma 15)")
         from factorize.geometry.jl import (
             choose_projection_dim,
             jl_sensitivity,

@@ -1,4 +1,4 @@
-"""Verification of a plan before any private data is read (issue #3 item 6, issue #13).
+"""Verification of a plan before any private data is read.
 
 ``verify_plan(plan)`` re-derives from the arrays and the public parameters everything the
 release and its stated accuracy depend on, trusting none of the numbers in the manifest:

@@ -88,7 +88,7 @@ def _check_bias(out: PlanCheck, plan: Plan, W: Any) -> float:
         raise PlanError("the residual W − RÃ was not certified")
     beta: float
     weights: tuple[np.ndarray, ...]
-    if not bias and plan.schema_version < 2:  # written before issue 13: derive it, cap n
+    if not bias and plan.schema_version < 2:  # schema 1 states no bias: derive it, cap n
         beta, method, weights = residual, "cap", ()
     else:
         stated, n_bound, weights = json_number(bias.get("residual_bound")), bias.get("n_bound"), plan.n_weights
@@ -134,7 +134,7 @@ def _check_expected_error(out: PlanCheck, plan: Plan, beta: float) -> None:
     for key, value in exp.items():
         if key not in stated:
             if key in ("bias_per_record", "bias_note") and plan.schema_version < 2:
-                continue  # written before issue 13
+                continue  # schema 1 states no bias
             bad.append(f"{key} missing")
         elif isinstance(value, str):
             if stated[key] != value:

@@ -1,4 +1,4 @@
-"""The any-mechanism lower bound a plan reports next to its own error (issue 5 item 7).
+"""The any-mechanism lower bound a plan reports next to its own error.
 
 A plan's certificate bounds the *factorization* mechanisms (its dual witness); this adds a
 bound on *every* mechanism satisfying the plan's guarantee, from ``geometry.lower_bounds``:
@@ -84,7 +84,7 @@ LAPLACE_BOUND = ("Laplace factorization bound: ‖A‖₁→₁ ≥ ‖A‖₁�
 
 def laplace_factorization_bound(norm: str, certified_lower: float, guarantee: Any,
                                 relation: str) -> dict[str, Any] | None:
-    """A re-checkable lower bound for pure-DP factorization mechanisms (issue 15 item 2).
+    """A re-checkable lower bound for pure-DP factorization mechanisms.
 
     A factorization mechanism ``W = R·A`` with Laplace noise calibrated to the add/remove L1
     sensitivity ``Δ₁ = ‖A‖₁→₁ = max_x ‖A e_x‖₁`` has per-coordinate variance ``2Δ₁²/ε²``, so
@@ -128,8 +128,8 @@ def laplace_bound(norm: str, certified_lower: float, guarantee: Any, relation: s
 def laplace_bound_problems(stated: Any, recomputed: dict[str, Any] | None,
                            expected_error: dict[str, Any]) -> list[str]:
     """What is wrong with a plan's stated Laplace factorization bound (empty: nothing), given
-    the bound re-derived from its re-verified certificate. A plan may state none (written
-    before issue 15); one it states must equal the re-derived one, and the plan's own error
+    the bound re-derived from its re-verified certificate. A plan may state none (a plan
+    written before this bound existed); one it states must equal the re-derived one, and the plan's own error
     must not be below it."""
     if stated is None:
         return []

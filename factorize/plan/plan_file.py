@@ -16,8 +16,8 @@ header, raw little-endian float64 buffers — nothing in it can execute on load)
 Compatibility policy (``COMPATIBILITY``): a reader refuses a format other than
 ``factorize-plan`` and any ``schema_version`` it does not know (currently 1 and 2). Within a
 schema version fields are only ever *added*, never removed or changed in meaning; a reader
-ignores fields it does not know. A change of meaning gets a new schema version. Version 2
-(issue 13): the noise is calibrated to the sensitivity of the *measured* strategy
+ignores fields it does not know. A change of meaning gets a new schema version. Version 2:
+the noise is calibrated to the sensitivity of the *measured* strategy
 (``privacy.lattice``: A truncated to 53 bits, a certified upper bound), the intervals carry
 the reconstruction bias (``bias`` and the ``nbound.*`` weights), custom workload matrices
 travel inside the file (``workload.embedded``). A version-1 plan is read and verified by the
@@ -133,7 +133,7 @@ def _load(path: Path) -> Plan:
 # ---------------------------------------------------------------------------------------
 # projection plans (``plan.projection_plan``): their own format, the same container rules
 
-#: 2 (issue 13): states ``rmse_bound_95`` and the any-mechanism bound's ``lower_witness``;
+#: 2: states ``rmse_bound_95`` and the any-mechanism bound's ``lower_witness``;
 #: version-1 files are read and verified with those derived instead.
 PROJECTION_SCHEMA_VERSION = 2
 

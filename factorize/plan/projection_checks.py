@@ -71,7 +71,7 @@ def _check_claims(out: PlanCheck, plan: ProjectionPlan, W: Any, g: Any) -> None:
         for key, value in recomputed.items():
             if key not in stated:
                 if plan.schema_version < 2 and (key.startswith("rmse_bound_95") or key == "lower_witness"):
-                    continue  # written before issue 13
+                    continue  # schema 1 states neither: nothing to compare
                 problems.append(f"{name}.{key} missing")
             elif isinstance(value, (str, dict)) or value is None:
                 if stated[key] != value:

@@ -1,6 +1,6 @@
 """Projection plans: measure, add noise, then project onto the feasible answers (not W = R·A).
 
-Three mechanisms of issue 5 release a noisy linear *measurement* of the data and decode it by a
+Three of the geometric mechanisms release a noisy linear *measurement* of the data and decode it by a
 projection — post-processing of released values only, run inside the executor:
 
 * ``jl`` (Nikolov 2023, Alg. 1, pure ε-DP): measurement ``T W h`` with a random ``T ∈ R^{ℓ×k}``

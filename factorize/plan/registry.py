@@ -6,7 +6,9 @@ from first principles, how its summary reads, and the two halves of a release th
 between mechanisms — the exact measurement from the data (before any budget is charged) and
 the noisy release from that measurement (after). Everything else — opening the answers file,
 refusing float noise, the ledger, δ < 1/n, writing all or nothing — is the one pipeline of
-``executor.pipeline``. A new mechanism is one new class here and one line in :data:`KINDS`.
+``executor.pipeline``. A new mechanism adds one :class:`PlanKind` class in ``executor.kinds``,
+one line in :data:`KINDS` and one rule in :func:`kind_name` — besides its plan module, its report
+and its builder (ARCHITECTURE.md, "What a new plan kind or strategy family touches").
 
 Kinds (file format → kind): ``factorize-plan`` → ``factorization`` (dense / Kronecker factors,
 schema 1–2; a schema-3 file without ``plan_kind`` is refused as an unknown version)

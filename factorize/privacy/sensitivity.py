@@ -18,7 +18,7 @@ overflows. Then:
 * column norms: ``s ≤ s̃/(1 − γ_m)`` for the computed sum of squares s̃ (Higham's inner-product
   bound), so ``√s̃·(1 + γ_m)`` rounded up is ≥ the exact norm (``numerics.column_norms_upper``).
   This is what the float64 ``√(Σa²)`` of a forged plan with entries near 2⁻⁵³⁷ got wrong: its
-  squares underflow to 0 (issue 13, C1); scaling first makes them normal numbers.
+  squares underflow to 0; scaling first makes them normal numbers.
 * replace, L2: the Gram identity ``||a_x − a_y||² = s_x + s_y − 2⟨a_x, a_y⟩``, blockwise, each
   value computed within ``γ_{2m+8}·(s_x + s_y)`` of the exact one; the upper bound adds that
   allowance. When the identity cancels (near-duplicate columns) the maximiser is recomputed from

@@ -15,6 +15,6 @@ statistical queries under differential privacy" (PVLDB 2018, HDMM):
 - ``evaluate``    the exact RMSE recomputed from a returned strategy (add/remove and replace);
 - ``api``         one ``plan_*`` function per family and ``plan_pure_dp`` (best of all);
 
-The comparison with HDMM's published numbers is ``factorize bench --suite pure_dp_table``
-(``factorize.bench.suites.pure_dp_table``). Nothing is imported here.
+The comparison with HDMM's published numbers is ``python -m benchmarks --suite pure_dp_table``
+(``benchmarks/suites/pure_dp_table.py`` in the repository). Nothing is imported here.
 """

@@ -1,4 +1,4 @@
-"""Reports people would rather look at than read (issue 6): plan and results reports as
+"""Reports people would rather look at than read: plan and results reports as
 self-contained HTML or Markdown with matplotlib figures.
 
 ``model``: the document (sections, tables, figures, the quoted numbers). ``plan_report``: a

@@ -1,16 +1,17 @@
 """A plan → :class:`~factorize.report.model.Report` (``factorize report FILE.plan``).
 
-Every plan kind has its report: dense / Kronecker factorization plans and structured plans
-(``residual``, ``union``, ``marginal_weights``) share one (:func:`_factorization_report`, read
-through :class:`_Accuracy`), projection plans and local plans have their own. Every number
-quoted is read from the plan (its ``expected_error``, certificate — ``bounds`` of a dense
-plan, ``certificate`` of a structured one —, ``noise``) or derived from its stored arrays by
-the plan's own functions (per-query standard deviations ``√v·‖r_i‖``: ``Factorization.row_norms_R``
-and ``model.variance_bound`` for a dense plan, the reconstruction's exact row norms and the
-sampled noise variance for a structured one) — never re-solved — so the report cannot drift
-from the plan; what a kind does not carry (a structured plan has no stored residual or
-post-processing) is not shown. New quantities (error at other dataset sizes, baselines) are
-computed on the spot and labelled as such.
+Every plan kind has its report (:func:`plan_report` dispatches on the plan's class): dense /
+Kronecker factorization plans and structured plans (every family of
+``choices.STRUCTURED_FAMILIES``) share one (:func:`_factorization_report`, read through
+:class:`_Accuracy`), projection plans and local plans have their own. Every number quoted is
+read from the plan (its ``expected_error``, certificate — ``bounds`` of a dense plan,
+``certificate`` of a structured one —, ``noise``) or derived from its stored arrays by the
+plan's own functions (per-query standard deviations ``√v·‖r_i‖``: ``Factorization.row_norms_R``
+and the noise's ``NoiseSpec.variance_bound`` for a dense plan, the reconstruction's exact row
+norms and the plan's stated ``expected_error.noise_variance`` for a structured one) — never
+re-solved — so the report cannot drift from the plan; what a kind does not carry (a
+structured plan has no stored residual or post-processing) is not shown. New quantities
+(error at other dataset sizes, baselines) are computed on the spot and labelled as such.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def noise_words(n: Any, m: int) -> str:
 
 
 def _grid_shape(W: Any) -> tuple[int, int] | None:
+    """(rows of factor 0, rows of factor 1) when W is a product of exactly two Kronecker
+    factors: the per-query plot draws its answers as that grid."""
     from workloads.structured import kron_leaves
 
     leaves = kron_leaves(W)
@@ -75,6 +78,8 @@ def _grid_shape(W: Any) -> tuple[int, int] | None:
 
 
 def _marginal_groups(W: Any, attributes: list[str]) -> list[tuple[str, int, int]] | None:
+    """(label, first row, end row) of each marginal of a family of at least two (the
+    per-query plot's groups); None for any other workload."""
     from factorize.planner.marginal_algebra import marginal_family
 
     fam = marginal_family(W)
@@ -110,8 +115,9 @@ class _Accuracy:
 
     ``bounds``: the certificate (``norm``, ``upper`` — at least the value this plan achieves —,
     ``lower``, ``gap``, and where the kind has them ``residual``, ``laplace_factorization``,
-    ``any_mechanism``); ``m``: the number of measurements; ``std``: each answer's standard
-    deviation; ``eta``: the approximate factorization's η (None: exact up to rounding);
+    ``any_mechanism``, ``symmetry`` — a structured plan's symmetry-reduced lower bound);
+    ``m``: the number of measurements; ``std``: each answer's standard deviation; ``eta``: the
+    approximate factorization's η (None: exact up to rounding);
     ``witness``: how the lower bound is certified; ``strategy``: a sentence on the strategy
     (structured plans), ``postprocess``: the dense plan's post-processing."""
 
@@ -149,6 +155,8 @@ def _structured_accuracy(plan: Any) -> _Accuracy:
 
 
 def _header(plan: Any, mechanism: str) -> tuple[str, str]:
+    """The report's title (the workload spec) and subtitle (mechanism, shape, domain,
+    fingerprint)."""
     k, N = plan.shape
     dom = ", ".join(f"{a} ({s})" for a, s in zip(plan.domain.attributes, plan.domain.sizes, strict=True))
     return (f"Mechanism plan: {plan.workload['spec']}",
@@ -322,6 +330,9 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
 
 
 def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any], norm: str | None) -> Section:
+    """This plan against the standard strategies (``report.baselines``, computed now with the
+    plan's guarantee and relation); under γ_F, says so when one of them has a smaller worst
+    per-query standard deviation. Adds the baselines' RMSEs to ``numbers``."""
     from . import plots
     from .baselines import baselines as compute
 
@@ -360,6 +371,9 @@ def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any], norm: str | No
 
 
 def _projection_report(plan: Any) -> Report:
+    """A projection plan (jl, covariance, relaxed projection): guarantee, noise and decoder,
+    its RMSE bounds (this plan's upper bound, every mechanism's lower bound), and the upper
+    bound at other dataset sizes where it can be re-evaluated."""
     from factorize.plan.embedded import plan_workload
 
     from . import plots
@@ -398,6 +412,9 @@ def _projection_report(plan: Any) -> Report:
 
 
 def _projection_bound_curve(plan: Any, W: Any, ns: np.ndarray) -> np.ndarray | None:
+    """The per-query RMSE bound at each n of ``ns``: JL's explicit error bound at the plan's ℓ
+    (the trivial bound where smaller), divided by √k, or, under Gaussian noise, the moment
+    plans' bound from the stated measurement RMSE; None where neither applies."""
     if plan.kind == "jl":
         from factorize.geometry.jl import jl_error_bound, workload_diameter
 
@@ -452,7 +469,7 @@ def _local_report(plan: Any) -> Report:
     paras = [f"The approximate factorization has |W − R·A| ≤ η = {plan.eta:.4g} entrywise (a bias of "
              f"at most η·n per count) and ‖R‖_(2→∞)·max‖a_x‖ = {b['gamma2_upper']:.6g}; the dual "
              f"witness (U, d) certifies that no factorization with this η does better than "
-             f"{b['gamma2_lower']:.6g} (seed 003 §3.3)."]
+             f"{b['gamma2_lower']:.6g} (Edmonds, Nikolov & Ullman 2020, §3.3)."]
     if b.get("target_alpha") is not None:
         a = b["target_alpha"]
         rows.append([f"users for error ≤ {a:g}·n, this plan (normal approximation)",
@@ -467,8 +484,8 @@ def _local_report(plan: Any) -> Report:
                          f"{b['n_needed_predicted']:.4g} users (provably with {b['n_needed_upper']:.4g}); "
                          f"every non-interactive ε-LDP protocol needs n ≥ {b['n_needed_lower']:.4g} "
                          f"for error on the sample and ≥ {b['n_needed_lower_distributional']:.4g} for "
-                         "error against the population (seed 003 Thm 23 from the same witness, "
-                         "explicit constants — far from tight).")
+                         "error against the population (Edmonds, Nikolov & Ullman 2020, Thm 23, from "
+                         "the same witness, explicit constants — far from tight).")
         else:
             paras.append(b.get("n_needed_lower_note", ""))
     sections.append(Section("Certificate and sample size", paras, table=rows))

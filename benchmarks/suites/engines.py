@@ -1,7 +1,7 @@
-"""``factorize bench --suite engines``: DuckDB vs Spark (local mode) histogram engines on
+"""``python -m benchmarks --suite engines``: DuckDB vs Spark (local mode) histogram engines on
 10⁷–10⁸ synthetic records.
 
-    factorize bench --suite engines [--n 10000000,100000000] [--csv-n 10000000] [--budget-s 540]
+    python -m benchmarks --suite engines [--n 10000000,100000000] [--csv-n 10000000] [--budget-s 540]
 
 Writes ``reports/bench_engines.md`` and ``reports/bench_engines.json`` (needs pyspark and Java).
 
@@ -21,7 +21,6 @@ an extrapolation from the largest measured size, labelled as such.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -89,7 +88,7 @@ def add_arguments(parser) -> None:
 def run(args, harness):
     import numpy as np
 
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
     from factorize.engines import histogram_duckdb
     from workloads import Domain
 
@@ -108,12 +107,11 @@ def run(args, harness):
     setup: dict[str, Any] = {}
 
     def record(n: int, fmt: str, engine: str, timing, size_mib: float, note: str = "") -> None:
-        times = timing.times
-        best = min(times)
-        rows.append({"n": n, "format": fmt, "engine": engine, "runs": len(times), "best_s": best,
-                     "median_s": statistics.median(times), "records_per_s": n / best,
+        best, median = timing.best, timing.median
+        rows.append({"n": n, "format": fmt, "engine": engine, "runs": len(timing.times), "best_s": best,
+                     "median_s": median, "records_per_s": n / best,
                      "file_mib": round(size_mib, 1), "note": note, "measured": True, "timing": timing.as_dict()})
-        print(f"{n:>11,} {fmt:8s} {engine:28s} best {best:8.3f}s  median {statistics.median(times):8.3f}s  "
+        print(f"{n:>11,} {fmt:8s} {engine:28s} best {best:8.3f}s  median {median:8.3f}s  "
               f"{n / best / 1e6:7.2f} M rec/s  ({left():.0f}s left)", flush=True)
 
     with tempfile.TemporaryDirectory(prefix="factorize-bench-engines-") as tmp:

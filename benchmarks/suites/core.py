@@ -1,11 +1,11 @@
-"""``factorize bench --suite core``: the generic SDP back-ends side by side (``reports/bench_core.md``).
+"""``python -m benchmarks --suite core``: the generic SDP back-ends side by side (``reports/bench_core.md``).
 
 Every run forces ``method="sdp"``; the specialised solvers against the SDP at scale are
-``factorize bench --suite scale`` (``factorize.bench.suites.scale``).
+``python -m benchmarks --suite scale`` (``benchmarks.suites.scale``).
 
 Cases (issue 2): prefix n ∈ {16, 32, 64, 128} and all-range n ∈ {16, 32, 64}, for γ_F and γ₂,
 with every available back-end, plus ``kron(prefix:64,prefix:64,prefix:64)``. Each case
-runs in a fresh subprocess (``python -m factorize.bench.suites.core --case …``, run by the
+runs in a fresh subprocess (``python -m benchmarks.suites.core --case …``, run by the
 harness) so its peak resident memory is its own; a baseline process that only imports the
 stack is measured in the same run. Columns: value, certified relative gap, seconds, peak
 RSS, and the time relative to the fastest back-end on the same case. Cost growth: the SDP
@@ -32,9 +32,9 @@ KRON_CASE = "kron(prefix:64,prefix:64,prefix:64)"
 
 
 def _run_case(spec: str, norm: str, backend: str, time_limit: float) -> dict:
-    from factorize.bench.harness import run_process
+    from benchmarks.harness import run_process
 
-    cmd = [sys.executable, "-m", "factorize.bench.suites.core", "--case", spec, norm, backend, str(time_limit)]
+    cmd = [sys.executable, "-m", "benchmarks.suites.core", "--case", spec, norm, backend, str(time_limit)]
     p = run_process(cmd, deadline=time_limit + 120)
     loads = {"load_before": p.load_before, "load_after": p.load_after}
     if p.killed:
@@ -61,7 +61,7 @@ def _case_main(spec: str, norm: str, backend: str, time_limit: float) -> None:
 
     try:
         # method="sdp": this suite measures the generic SDP back-ends (the specialised solvers
-        # are `factorize bench --suite scale`); eps is None for a dual solve, so skip those.
+        # are `python -m benchmarks --suite scale`); eps is None for a dual solve, so skip those.
         r = solve(spec, norm, method="sdp",
                   options=SolverOptions(backend=backend, time_limit=time_limit))
         eps = [s.eps for s in r.solves if s.eps is not None]
@@ -95,7 +95,7 @@ def run(args, harness):
 def run_core_benchmark(harness, quick: bool = False, solvers: tuple[str, ...] | None = None,
                        time_limit: float = 300.0):
     """Run every case; the report (its table and the JSON rows)."""
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
     from solvers import available_backends
 
     backends = solvers or available_backends()
@@ -126,7 +126,7 @@ def _ok(r: dict) -> bool:
 
 def add_ratios(rows: list[dict]) -> None:
     """``ratio_to_fastest``: seconds ÷ the fastest finished back-end on the same (workload, norm)."""
-    from factorize.bench.harness import add_ratios as ratios
+    from benchmarks.harness import add_ratios as ratios
 
     ratios(rows, value="seconds", group=lambda r: (r["workload"], r["norm"]), baseline=_ok,
            name="ratio_to_fastest", where=_ok)
@@ -137,7 +137,7 @@ def render_markdown(rows: list[dict], base: float, backends, time_limit: float) 
     lines = [
         f"- back-ends: {', '.join(backends)}; per-case time limit {time_limit:g} s",
         f"- baseline peak RSS of a process that only imports the stack: {base:.0f} MB",
-        "- each case runs alone in a fresh process (`python -m factorize.bench.suites.core --case …`)",
+        "- each case runs alone in a fresh process (`python -m benchmarks.suites.core --case …`)",
         "- value = certified upper bound (the returned factorization's norm); gap = upper/lower − 1,",
         "  both recomputed by `certificate.verify` (SVD / eigenvalue, no solver); eps = the tightest",
         "  back-end tolerance the tolerance continuation needed to reach gap ≤ 1e-6.",
@@ -162,5 +162,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 6 and sys.argv[1] == "--case":
         _case_main(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]))
     else:
-        sys.exit("usage: python -m factorize.bench.suites.core --case SPEC NORM BACKEND TIME_LIMIT "
-                 "(use `factorize bench --suite core` for the whole benchmark)")
+        sys.exit("usage: python -m benchmarks.suites.core --case SPEC NORM BACKEND TIME_LIMIT "
+                 "(use `python -m benchmarks --suite core` for the whole benchmark)")

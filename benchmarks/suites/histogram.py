@@ -1,7 +1,7 @@
-"""``factorize bench --suite histogram``: throughput of the histogram engines (records/s);
+"""``python -m benchmarks --suite histogram``: throughput of the histogram engines (records/s);
 writes reports/bench_histogram.md (+ .json).
 
-    factorize bench --suite histogram [--n 10000000] [--repeats 3] [--duckdb-threads 2]
+    python -m benchmarks --suite histogram [--n 10000000] [--repeats 3] [--duckdb-threads 2]
 
 Synthetic, non-private records (seeded) over the domain x0..x3 of sizes (10, 20, 30, 40)
 (N = 240,000 cells) are written to a temporary directory outside the repository as Parquet
@@ -76,7 +76,7 @@ def run(args, harness):
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
     from factorize.engines import histogram_duckdb, histogram_numpy
     from workloads import Domain
 

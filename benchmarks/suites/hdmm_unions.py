@@ -1,11 +1,11 @@
-"""``factorize bench --suite hdmm_unions``: factorize against HDMM run in the same script, on the
+"""``python -m benchmarks --suite hdmm_unions``: factorize against HDMM run in the same script, on the
 unions of Kronecker products HDMM's own builders make (issue 27, item 6). Writes
 reports/bench_hdmm_unions.md and .json.
 
-    factorize bench --suite hdmm_unions [--hdmm-python PY] [--hdmm-src DIR] [--only NAME …]
+    python -m benchmarks --suite hdmm_unions [--hdmm-python PY] [--hdmm-src DIR] [--only NAME …]
                                         [--restarts 25] [--records N] [--cases FILE]
 
-**HDMM's side** is ``factorize/bench/external/hdmm_runner.py``, run as a script by the Python of
+**HDMM's side** is ``benchmarks/external/hdmm_runner.py``, run as a script by the Python of
 HDMM's own environment (``--hdmm-python`` or ``FACTORIZE_HDMM_PYTHON``; HDMM's source tree, for
 its journal census builders, ``--hdmm-src`` or ``FACTORIZE_HDMM_SRC``), with one BLAS thread.
 It builds each workload with HDMM's builders, exports it as a factorize spec (``file:`` factors
@@ -45,7 +45,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from factorize.bench.harness import REPO_ROOT, value_or_dash
+from benchmarks.harness import REPO_ROOT, value_or_dash
 
 NAME = "hdmm_unions"
 SUMMARY = ("HDMM run side by side on its own builders' unions of Kronecker products (census SF1, "
@@ -53,7 +53,7 @@ SUMMARY = ("HDMM run side by side on its own builders' unions of Kronecker produ
            "Gaussian per unit σ, bounds, plan and run times")
 TITLE = "factorize against HDMM on unions of Kronecker products (issue 27, item 6)"
 
-RUNNER = REPO_ROOT / "factorize" / "bench" / "external" / "hdmm_runner.py"
+RUNNER = REPO_ROOT / "benchmarks" / "external" / "hdmm_runner.py"
 #: dense recomputation up to this many cells
 DENSE_MAX_N = 4096
 #: the census attribute names the runner gives; cases over them run on synthetic records
@@ -79,7 +79,7 @@ def add_arguments(parser) -> None:
 def run_hdmm(args, folder: Path) -> tuple[list[dict], dict]:
     """Run the HDMM runner in HDMM's environment; its cases and metadata. A missing or broken
     environment is an :class:`~factorize.errors.EnvironmentProblem` naming the option."""
-    from factorize.bench.harness import run_process
+    from benchmarks.harness import run_process
     from factorize.errors import EnvironmentProblem
 
     if args.cases:
@@ -147,7 +147,7 @@ def recompute(plan: Any, case: dict, noise: str) -> dict:
     """The plan's error recomputed from its strategy and HDMM's factors (module docstring)."""
     import numpy as np
 
-    from factorize.bench.external.hdmm_runner import kron_l1, kron_l2, kron_strategy_trace
+    from benchmarks.external.hdmm_runner import kron_l1, kron_l2, kron_strategy_trace
 
     blocks = [(float(b["weight"]), [np.load(f, allow_pickle=False) for f in b["factors"]])
               for b in case["block_factors"]]
@@ -201,8 +201,8 @@ def _records(case: dict, folder: Path, n: int, cache: dict) -> Path:
 
 
 def run(args, harness):
-    from factorize.bench.harness import Report
-    from factorize.bench.suites.hdmm_suite import plan_row
+    from benchmarks.harness import Report
+    from benchmarks.suites.hdmm_suite import plan_row
 
     load = harness.load_start
     rows: list[dict] = []
@@ -265,7 +265,7 @@ def render(report: dict) -> str:  # noqa: C901 (counted allow-list)
     """The suite's text after the common header (machine, versions, load: the harness)."""
     hd = report["hdmm"]
     lines = [
-        "Regenerate: `factorize bench --suite hdmm_unions --hdmm-python PY --hdmm-src DIR` (HDMM "
+        "Regenerate: `python -m benchmarks --suite hdmm_unions --hdmm-python PY --hdmm-src DIR` (HDMM "
         "from github.com/dpcomp-org/hdmm, commit 5aa9df93, in its own virtual environment). "
         "HDMM and factorize run in the same script, on the same machine, one BLAS thread each.",
         "",

@@ -1,9 +1,9 @@
-"""``factorize bench --suite geometric``: evidence for issue 5 — error vs dataset size n of the
+"""``python -m benchmarks --suite geometric``: evidence for issue 5 — error vs dataset size n of the
 geometric mechanisms against the factorization mechanism on the same workload, synthetic and
 Adult data, empirical next to each mechanism's stated bound; plus the end-to-end time of the
 JL mechanism on 10⁴ queries.
 
-    factorize bench --suite geometric [--reps 10] [--out reports/geometric.md]
+    python -m benchmarks --suite geometric [--reps 10] [--out reports/geometric.md]
 
 writes ``reports/geometric.md``, ``reports/geometric.json`` and ``geometric_*.png`` next to
 them (the report keeps its name: the plan code and README cite ``reports/geometric.md``).
@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from factorize.bench.harness import ADULT_DIR
+from benchmarks.harness import ADULT_DIR
 
 if TYPE_CHECKING:
     import numpy as np
@@ -275,7 +275,7 @@ def jl_end_to_end(n: int = 10_000) -> dict:
     """Plan + verify + release + decode of the JL mechanism on allrange:140 (9870 queries)."""
     import numpy as np
 
-    from factorize.bench.harness import measure
+    from benchmarks.harness import measure
     from factorize.executor.projection import release_projection
     from factorize.plan.build_projection import build_projection_plan
     from factorize.plan.projection_checks import verify_projection_plan
@@ -360,7 +360,7 @@ def _experiments(reps: int) -> tuple:
 
 
 def run(args, harness):
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
 
     out = Path(args.out).parent
     out.mkdir(parents=True, exist_ok=True)

@@ -1,11 +1,11 @@
-"""One way to measure and report a benchmark suite (``factorize bench --suite NAME``).
+"""One way to measure and report a benchmark suite (``python -m benchmarks --suite NAME``).
 
 Every suite measures with these pieces and writes through :meth:`Harness.write`, so every
 report in ``reports/`` states the same things the same way:
 
-- **the run**: the exact command (``factorize bench --suite NAME …``), when it started and
-  how long it took, the BLAS / OpenMP pool sizes it ran with (``factorize.threads``: the
-  CLI's policy, 1 unless ``--threads``);
+- **the run**: the exact command (``python -m benchmarks --suite NAME …``), when it started
+  and how long it took, the BLAS / OpenMP pool sizes it ran with (``factorize.threads``: the
+  same policy as the ``factorize`` command, 1 unless ``--threads``);
 - **the machine**: CPU model, logical and usable cores, RAM, OS
   (``factorize.io.provenance.machine_info``);
 - **the versions**: factorize, Python, numpy, scipy, cvxpy, scs, clarabel, duckdb, pyarrow —
@@ -14,10 +14,18 @@ report in ``reports/`` states the same things the same way:
   the 1-minute load before and after every case measured here (:class:`Timing`,
   :class:`Process`);
 - **times**: in this process (:func:`measure`, :func:`interleaved`: wall seconds of every
-  repeat, best and median, CPU seconds of the process) or in a fresh process
-  (:func:`run_process`: wall seconds, CPU seconds and peak resident memory of the reaped
-  child from ``wait4``, a hard wall limit);
+  round on pytest-benchmark's timer, summarised by pytest-benchmark's ``Stats`` — min as
+  *best*, median, mean, standard deviation, quartiles, outliers —, and the CPU seconds of the
+  process) or in a fresh process (:func:`run_process`: wall seconds, CPU seconds and peak
+  resident memory of the reaped child from ``wait4``, a hard wall limit);
 - **ratios** against a baseline measured in the same run (:func:`add_ratios`).
+
+What is kept by hand is what pytest-benchmark's runner does not do: a fresh child process
+reaped with ``wait4`` (its peak RSS and CPU time, known even when it is killed at its wall
+limit), and the round loop of :func:`measure` / :func:`interleaved`, which checks each
+result outside the timed call, runs several cases in turn (ABAB…, so a change of the
+machine's load hits every case alike) and records the CPU seconds and the load around
+every round.
 
 The report is ``reports/bench_<suite>.md`` (a suite may name another: ``REPORT``) with a JSON
 twin next to it: the suite's title, the common header (the list above), then the suite's own
@@ -25,11 +33,11 @@ text and tables; the JSON is the suite's payload with the header under the key `
 A suite that rewrites one section of an existing report reads the rest back with
 :func:`previous_body`.
 
-A suite is a module of ``factorize.bench.suites`` with ``NAME``, ``SUMMARY`` (one line),
+A suite is a module of ``benchmarks.suites`` with ``NAME``, ``SUMMARY`` (one line),
 ``add_arguments(parser)`` (its own options; ``--out`` is added for every suite) and
 ``run(args, harness) -> Report | None`` (None: nothing to write, e.g. a dry run). The module
 imports only the standard library (and the error classes, which import nothing else) at the
-top, so ``factorize bench --list`` stays cheap.
+top, so ``python -m benchmarks --list`` stays cheap.
 """
 
 from __future__ import annotations
@@ -53,11 +61,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from factorize.bench.errors import BenchError
+from pytest_benchmark.stats import Stats
+from pytest_benchmark.timers import default_timer
+
+from benchmarks.errors import BenchError
 from factorize.errors import InternalError
 
-#: The repository checkout this package runs from (its subprocesses run there).
-REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The repository checkout the benchmarks run from (its subprocesses run there).
+REPO_ROOT = Path(__file__).resolve().parents[1]
 #: The shared Adult data (``adult.csv``, ``adult-domain.json``): ``../shared/data/adult`` beside
 #: the checkout (never copied into the repository), or ``FACTORIZE_ADULT_DIR`` (as the tests').
 ADULT_DIR = Path(os.environ.get("FACTORIZE_ADULT_DIR") or REPO_ROOT.parent / "shared" / "data" / "adult")
@@ -104,7 +115,7 @@ def format_load(la: Sequence[float] | None) -> str:
 # ---------------------------------------------------------------------------------------
 @dataclass
 class Timing:
-    """The repeats of one case: wall and CPU seconds, the 1-minute load around each run."""
+    """The rounds of one case: wall and CPU seconds, the 1-minute load around each round."""
 
     times: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
@@ -113,29 +124,40 @@ class Timing:
     result: Any = None  #: what the last run returned
 
     @property
+    def stats(self) -> Stats:
+        """pytest-benchmark's statistics of the wall seconds (min, max, mean, stddev, median,
+        quartiles, IQR and stddev outliers, …), computed from the rounds recorded so far."""
+        s = Stats()
+        for t in self.times:
+            s.update(t)
+        return s
+
+    @property
     def best(self) -> float:
-        return min(self.times)
+        return float(self.stats.min)
 
     @property
     def median(self) -> float:
-        return statistics.median(self.times)
+        return float(self.stats.median)
 
     @property
     def median_cpu(self) -> float:
         return statistics.median(self.cpu)
 
     def as_dict(self) -> dict:
-        """The JSON form every suite records (``result`` left out)."""
+        """The JSON form every suite records (``result`` left out): the rounds, the best and
+        median, and pytest-benchmark's summary of the wall seconds (``stats``)."""
+        stats = self.stats
         return {"times": list(self.times), "cpu": list(self.cpu), "load_before": list(self.load_before),
-                "load_after": list(self.load_after), "best_s": self.best, "median_s": self.median,
-                "median_cpu_s": self.median_cpu}
+                "load_after": list(self.load_after), "best_s": stats.min, "median_s": stats.median,
+                "median_cpu_s": self.median_cpu, "stats": stats.as_dict()}
 
 
 def _one(fn: Callable[[], Any], t: Timing) -> Any:
     t.load_before.append(load1())
-    c0, t0 = cpu_seconds(), time.perf_counter()
+    c0, t0 = cpu_seconds(), default_timer()
     result = fn()
-    t.times.append(time.perf_counter() - t0)
+    t.times.append(default_timer() - t0)
     t.cpu.append(cpu_seconds() - c0)
     t.load_after.append(load1())
     t.result = result
@@ -144,9 +166,10 @@ def _one(fn: Callable[[], Any], t: Timing) -> Any:
 
 def measure(fn: Callable[[], Any], repeats: int = 1, *, check: Callable[[Any], None] | None = None,
             warmup: int = 0) -> Timing:
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed (wall: ``perf_counter``
-    around the call alone; CPU: this process's user + system seconds); ``check(result)`` after
-    each timed run, outside the time (it raises to stop the benchmark)."""
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times timed (wall: pytest-benchmark's
+    timer, ``time.perf_counter``, around the call alone; CPU: this process's user + system
+    seconds); ``check(result)`` after each timed run, outside the time (it raises to stop the
+    benchmark)."""
     for _ in range(warmup):
         fn()
     t = Timing()
@@ -339,8 +362,8 @@ def previous_body(path: str | Path) -> str | None:
         lines = lines[1:]
     while lines and not lines[0].strip():
         lines = lines[1:]
-    if lines and lines[0].startswith("- command: `factorize bench "):
-        while lines and lines[0].strip():
+    if len(lines) > 1 and lines[0].startswith("- command: `") and lines[1].startswith("- started: "):
+        while lines and lines[0].strip():  # the common header (:meth:`Harness.header_markdown`)
             lines = lines[1:]
     return "\n".join(lines).strip("\n") + "\n"
 
@@ -359,7 +382,7 @@ class Harness:
     def __init__(self, suite: str, argv: Sequence[str] = (), *, threads: str | None = None):
         self.suite = suite
         self.argv = list(argv)
-        self.command = shlex.join(["factorize", "bench", "--suite", suite,
+        self.command = shlex.join(["python", "-m", "benchmarks", "--suite", suite,
                                    *(["--threads", str(threads)] if threads is not None else []), *self.argv])
         self.started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         self.load_start = load_average()

@@ -1,7 +1,7 @@
-"""``factorize bench --suite hdmm_suite``: HDMM's home ground (issue 15, item 6). Writes
+"""``python -m benchmarks --suite hdmm_suite``: HDMM's home ground (issue 15, item 6). Writes
 reports/bench_hdmm_suite.md and .json.
 
-    factorize bench --suite hdmm_suite [--only NAME …] [--merge] [--records N]
+    python -m benchmarks --suite hdmm_suite [--only NAME …] [--merge] [--records N]
 
 ``--merge`` re-measures only the ``--only`` rows and keeps every other row of the existing
 ``bench_hdmm_suite.json`` as it was measured (the report says which rows come from which run).
@@ -35,8 +35,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from factorize.bench.harness import value_or_dash
-from factorize.bench.suites.marginals import phase_load, timed  # the same fresh-process timer
+from benchmarks.harness import value_or_dash
+from benchmarks.suites.marginals import phase_load, timed  # the same fresh-process timer
 
 NAME = "hdmm_suite"
 SUMMARY = ("HDMM's workloads planned under Laplace (ε = 1) and Gaussian noise, against HDMM's RMSE "
@@ -195,7 +195,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, harness):
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
     from factorize.engines.synthetic import synthetic_records
 
     def wanted(name: str) -> bool:
@@ -258,7 +258,7 @@ TITLE = "HDMM's suite: pure-DP (Laplace) and Gaussian plans, unions at census sc
 def render(report: dict) -> str:
     """The suite's text after the common header (machine, versions, load: the harness)."""
     lines = [
-        "Regenerate: `factorize bench --suite hdmm_suite` (all rows ≈ 15 min on 2 cores). Every "
+        "Regenerate: `python -m benchmarks --suite hdmm_suite` (all rows ≈ 15 min on 2 cores). Every "
         "time is the CLI in a fresh process, imports included. Laplace: `--privacy epsilon=1`, "
         "add/remove neighbours, exact discrete Laplace; RMSE is the plan's per-query RMSE "
         "(re-derived by `factorize verify`); *bound* is the Laplace factorization lower bound "

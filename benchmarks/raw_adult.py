@@ -1,4 +1,4 @@
-"""A raw-valued copy of Adult: for ``factorize bench --suite raw`` and the schema tests
+"""A raw-valued copy of Adult: for ``python -m benchmarks --suite raw`` and the schema tests
 (``tests/raw_adult.py`` re-exports it).
 
 ``adult_schema()`` is a domain schema (``docs/schema.md``) with the sizes of
@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from factorize.bench.harness import ADULT_DIR
+from benchmarks.harness import ADULT_DIR
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,7 +62,7 @@ def adult_schema() -> dict:
     return {
         "format": "factorize-domain-schema", "version": 1,
         "description": "Adult (UCI Census Income), illustrative labels for the pre-processed codes "
-                       "of ../shared/data/adult (factorize/bench/raw_adult.py)",
+                       "of ../shared/data/adult (benchmarks/raw_adult.py)",
         "attributes": [
             {"name": "age", "kind": "integer", "min": 17, "max": 101},
             {"name": "workclass", "kind": "categorical", "values": WORKCLASS},

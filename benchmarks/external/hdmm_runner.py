@@ -1,10 +1,10 @@
-"""HDMM's side of ``factorize bench --suite hdmm_unions`` (issue 27, item 6): a standalone script.
+"""HDMM's side of ``python -m benchmarks --suite hdmm_unions`` (issue 27, item 6): a standalone script.
 
 Run it with the Python of HDMM's own environment (HDMM at dpcomp-org/hdmm importable, numpy
 and scipy; this script never imports factorize, so the two programs share nothing but the
 workload matrices)::
 
-    /path/to/hdmm-venv/bin/python factorize/bench/external/hdmm_runner.py \\
+    /path/to/hdmm-venv/bin/python benchmarks/external/hdmm_runner.py \\
         --hdmm-src /path/to/hdmm-src --out DIR [--only NAME ...] [--restarts 25]
 
 For each case it
@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import math
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -240,12 +242,26 @@ def kron_l2(factors: list[np.ndarray]) -> float:
 CENSUS = ["sex", "hispanic", "race", "relationship", "age"]
 
 
+def _journal_module(folder: Path, name: str) -> ModuleType:
+    """HDMM's ``experiments/journal/<name>.py``, loaded from its file under the name
+    ``hdmm_journal_<name>``: HDMM's ``benchmarks.py`` has the name of this repository's
+    ``benchmarks`` package, so it is not imported by its own name."""
+    spec = importlib.util.spec_from_file_location(f"hdmm_journal_{name}", folder / f"{name}.py")
+    if spec is None or spec.loader is None:
+        raise FileNotFoundError(f"{folder / (name + '.py')}: not a Python module")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def _cases(src: Path) -> dict[str, Callable[[], tuple[Any, list[str], str]]]:
     """name → builder returning (HDMM workload, attribute names, where HDMM builds it)."""
-    sys.path.insert(0, str(src / "experiments" / "journal"))
-    import benchmarks  # HDMM's journal benchmarks (census-1/2, cps, adult, loans)
+    journal = src / "experiments" / "journal"
+    sys.path.insert(0, str(journal))  # the journal's modules import each other by name
     import census_workloads as cw  # HDMM's SF1 Persons tables
     from hdmm import workload as hw
+
+    benchmarks = _journal_module(journal, "benchmarks")  # census-1/2, cps, adult, loans
 
     def sf1(keys: list[str]) -> Callable[[], tuple[Any, list[str], str]]:
         return lambda: (cw.build_workload(keys), CENSUS,

@@ -1,4 +1,4 @@
-"""Issue 26 item 7: every reader of a plan refuses what ``verify`` refuses.
+"""Every reader of a plan refuses what ``verify`` refuses.
 
 * ``local client`` / ``local simulate`` randomized with a local plan whose η (10⁶) ``local
   verify`` refuses: they now run the same verification;

@@ -1,7 +1,7 @@
-"""``factorize bench --suite marginals``: structured marginal plans at scale (issue 14, item 9).
+"""``python -m benchmarks --suite marginals``: structured marginal plans at scale (issue 14, item 9).
 Writes reports/bench_marginals.md and reports/bench_marginals.json.
 
-    factorize bench --suite marginals [--quick]
+    python -m benchmarks --suite marginals [--quick]
 
 Every phase is the real command line in a fresh process (``python -m factorize plan |
 verify | run``: imports, planning or verification, DuckDB scans, exact noise from the OS,
@@ -27,7 +27,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from factorize.bench.harness import ADULT_DIR, run_factorize, value_or_dash
+from benchmarks.harness import ADULT_DIR, run_factorize, value_or_dash
 
 NAME = "marginals"
 SUMMARY = ("structured marginal plans at scale: plan, verify and run times, sizes and peak memory "
@@ -101,7 +101,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, harness):
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
 
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -157,7 +157,7 @@ TITLE = "Structured marginal plans: plan, verify, run at scale (issue 14)"
 def render(report: dict) -> str:
     """The suite's text after the common header (machine, versions, load: the harness)."""
     lines = [
-        "Regenerate: `factorize bench --suite marginals` (≈ 17 min on 2 cores). Each phase is "
+        "Regenerate: `python -m benchmarks --suite marginals` (≈ 17 min on 2 cores). Each phase is "
         "the CLI in a fresh process (imports included); peak memory is the process's maximum "
         "resident set (``os.wait4``). ρ = 0.5 zCDP, add/remove neighbours, exact discrete "
         "Gaussian noise; runs read CSV (Adult) or Parquet (synthetic) through DuckDB.",

@@ -1,4 +1,4 @@
-"""The benchmark harness's error (:mod:`factorize.bench`)."""
+"""The benchmark harness's error (:mod:`benchmarks`)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""``factorize bench --suite raw``: raw data in the engines (issue 16): mapping raw columns to
+"""``python -m benchmarks --suite raw``: raw data in the engines (issue 16): mapping raw columns to
 codes with a domain schema, against the coded path, on 10⁷ synthetic Parquet records; and
 raw-string Adult → all 2-way marginal answers through the CLI. Writes reports/bench_raw.md
 (+ .json).
 
-    factorize bench --suite raw [--n 10000000] [--repeats 5] [--csv-n 1000000] [--adult-repeats 3] [--spark]
+    python -m benchmarks --suite raw [--n 10000000] [--repeats 5] [--csv-n 1000000] [--adult-repeats 3] [--spark]
 
 1. **Synthetic records** (numpy seed ``SEED``, uniform codes, non-private) over an Adult-like
    schema: sex, race, relationship (categorical text), income>50K (boolean), age (integer
@@ -23,7 +23,7 @@ raw-string Adult → all 2-way marginal answers through the CLI. Writes reports/
    average is recorded around every measurement: other work may share the machine, and the
    ratios (measured in the same run, interleaved) are the figures to read.
 2. **Raw-string Adult**: the raw copy of the shared Adult data (``../shared/data/adult`` or
-   ``FACTORIZE_ADULT_DIR``) built by ``factorize/bench/raw_adult.py`` (its schema uses every
+   ``FACTORIZE_ADULT_DIR``) built by ``benchmarks/raw_adult.py`` (its schema uses every
    kind of attribute), all 2-way marginals (148,137 answers, structured residual plan,
    ρ = 0.5): ``factorize plan`` and ``factorize run --seed 1`` (verification, engine,
    measurement, noise, writing) each in a fresh process (``harness.run_process``), wall time
@@ -34,13 +34,14 @@ raw-string Adult → all 2-way marginal answers through the CLI. Writes reports/
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from factorize.bench.harness import REPO_ROOT, factorize_env, run_process
+from benchmarks.harness import REPO_ROOT, factorize_env, run_process
 
 NAME = "raw"
 SUMMARY = ("raw columns mapped by a domain schema vs the coded path (DuckDB, 10⁷ Parquet records), "
@@ -48,6 +49,10 @@ SUMMARY = ("raw columns mapped by a domain schema vs the coded path (DuckDB, 10�
 
 SEED = 20261116
 ROW_GROUP = 1_000_000
+#: DuckDB's ``perfect_ht_threshold`` for the reference queries: the engine's cap (a perfect-hash
+#: table of 2**22 entries per thread, ``factorize.engines.duckdb_engine``), so they group with
+#: the same aggregate the engine may use.
+PERFECT_HT_BITS = 22
 SEX = ["Female", "Male"]
 RACE = ["White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"]
 REL = ["Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried"]
@@ -71,13 +76,12 @@ def add_arguments(parser) -> None:
 
 
 def _bench_con() -> Any:
-    """A DuckDB connection configured as the engine's (threads: DuckDB's default, as the engine)."""
+    """A DuckDB connection configured as the engine's (threads: DuckDB's default, as the engine;
+    the perfect-hash aggregate allowed up to :data:`PERFECT_HT_BITS`)."""
     import duckdb
 
-    from factorize.engines.duckdb_engine import _MAX_PERFECT_HT_BITS
-
     return duckdb.connect(":memory:", config={"temp_directory": "", "preserve_insertion_order": False,
-                                              "perfect_ht_threshold": _MAX_PERFECT_HT_BITS})
+                                              "perfect_ht_threshold": PERFECT_HT_BITS})
 
 
 def group_raw_sql(path: Path, names: list[str]) -> int:
@@ -99,7 +103,7 @@ def minimal_mapping_sql(path: Path, sizes: tuple[int, ...]):
     finite and non-negative): one ENUM cast per text value (an ENUM's range is known), the
     boolean as an integer (``% 2``: the range DuckDB needs), the raw age (its Parquet
     statistics give the range), the salary bin by one division (``floor(x / 2500)``, exact
-    here: ``schema_sql._step_bins_sql``) with the open top bin in a CASE, packed with the
+    here, as the engine's SQL for equal-width bins in ``workloads.schema_sql``) with the open top bin in a CASE, packed with the
     boolean into one key (as the engine packs them). Returns the histogram."""
     import numpy as np
 
@@ -132,10 +136,9 @@ def packed_coded_sql(path: Path, sizes: tuple[int, ...]):
     histogram."""
     import numpy as np
 
-    from factorize.engines._common import row_major_strides
-
     names = [a["name"] for a in SCHEMA_DOC["attributes"]]
-    cell = " + ".join(f'CAST("{n}" AS INTEGER) * {st}' for n, st in zip(names, row_major_strides(sizes), strict=True))
+    strides = [math.prod(sizes[j + 1:]) for j in range(len(sizes))]  # row-major: the first attribute slowest
+    cell = " + ".join(f'CAST("{n}" AS INTEGER) * {st}' for n, st in zip(names, strides, strict=True))
     con = _bench_con()
     try:
         con.execute(f"CREATE TEMP TABLE g AS SELECT {cell} AS cell, count(*) AS n FROM "
@@ -243,7 +246,7 @@ def cli(*args: str):
 
 
 def adult_section(tmp: Path, repeats: int) -> dict[str, Any]:
-    from factorize.bench import raw_adult
+    from benchmarks import raw_adult
 
     if not raw_adult.ADULT_CSV.is_file():
         return {"skipped": f"Adult data not found in {raw_adult.ADULT_DIR}"}
@@ -410,7 +413,7 @@ def duckdb_threads() -> str:
 
 
 def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
 
     duck_threads = duckdb_threads()
     P = results["parquet"]
@@ -502,7 +505,7 @@ def write_report(args, results: dict[str, Any], files: dict[str, float], dom):
         lines += [
             "## Raw-string Adult → all 2-way marginal answers (CLI, fresh processes)",
             "",
-            (f"{adult['records']:,} records decoded to raw values by `factorize/bench/raw_adult.py` (text categories, "
+            (f"{adult['records']:,} records decoded to raw values by `benchmarks/raw_adult.py` (text categories, "
              "integers, booleans, bin midpoints, an unlisted country for the catch-all); workload "
              f"`{adult['spec']}` (= `{adult['named_spec'][:60]}…` with the schema), ρ = 0.5, structured "
              f"residual plan, {adult['answers']:,} answers. `plan` took {adult['plan_raw_s']:.2f} s with "

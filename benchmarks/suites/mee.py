@@ -1,7 +1,7 @@
-"""``factorize bench --suite mee``: the minimum-enclosing-ellipsoid solver (issue #5, item 1).
+"""``python -m benchmarks --suite mee``: the minimum-enclosing-ellipsoid solver (issue #5, item 1).
 Writes reports/bench_mee.md (+ .json).
 
-    factorize bench --suite mee
+    python -m benchmarks --suite mee
 
 Random Gaussian point sets (the columns of A, d×N, seeds 0–2) around the issue's target
 (4096 points in 64 dimensions ≤ 10 s), and the 64 columns of allrange:64 (linearly
@@ -38,7 +38,7 @@ def add_arguments(parser) -> None:
 def run(args, harness):
     import numpy as np
 
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
     from factorize.geometry import minimum_enclosing_ellipsoid
 
     minimum_enclosing_ellipsoid(np.random.default_rng(9).standard_normal((8, 64)))  # warm-up

@@ -1,7 +1,7 @@
-"""``factorize bench --suite threads``: the thread policy measured (issue 16 item 6). Writes
+"""``python -m benchmarks --suite threads``: the thread policy measured (issue 16 item 6). Writes
 reports/bench_threads.md (+ .json).
 
-    factorize bench --suite threads [--reps 11] [--reps-long 5] [--old-reps 2] [--old-timeout 120]
+    python -m benchmarks --suite threads [--reps 11] [--reps-long 5] [--old-reps 2] [--old-timeout 120]
                                     [--quick] [--conditions as-is,loaded]
 
 Three planner commands, each a fresh ``factorize`` process timed from start to exit:
@@ -20,7 +20,7 @@ hits all modes alike; ``old`` only in the first ``--old-reps`` rounds, it is slo
   variables in the environment): OpenBLAS starts one thread per core, as before issue 16.
 
 Every command runs with this suite's own environment (no pool variables, no
-``FACTORIZE_THREADS``), whatever the policy of the ``factorize bench`` process itself.
+``FACTORIZE_THREADS``), whatever the policy of the ``python -m benchmarks`` process itself.
 
 and in two conditions: the machine as it is (its load average recorded before and after;
 other people's processes may be running) and under an artificial load of two busy Python
@@ -42,8 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from factorize.bench.errors import BenchError
-from factorize.bench.harness import ADULT_DIR, REPO_ROOT, format_load, load_average, run_process
+from benchmarks.errors import BenchError
+from benchmarks.harness import ADULT_DIR, REPO_ROOT, format_load, load_average, run_process
 
 NAME = "threads"
 SUMMARY = ("the BLAS thread policy: solve, plan and local plan with --threads 1, the default policy "
@@ -103,18 +103,16 @@ def timed(cmd: list[str], env: dict[str, str], limit: float) -> tuple[float | No
 
 def pool_sizes(env: dict[str, str]) -> dict[str, list[int]]:
     """The BLAS pool sizes each mode's process gets (numpy's and scipy's OpenBLAS)."""
-    probe = ("import json, sys, contextlib\n"
-             "import factorize.cli.app as cli\n"
-             "def probe(args):\n"
+    # what ``factorize solve`` does before it solves: parse, then enter the thread policy (none
+    # in the old mode); numpy and scipy.linalg load inside it, as in a real command
+    probe = ("import contextlib, json, sys\n"
+             "from factorize.cli.app import build_parser\n"
+             "from factorize.cli.common import apply_thread_policy\n"
+             "args = build_parser().parse_args(['solve', '--workload', 'x', *sys.argv[2:]])\n"
+             "with contextlib.nullcontext() if sys.argv[1] == 'old' else apply_thread_policy(args):\n"
              "    import numpy, scipy.linalg\n"
              "    from factorize.threads import pool_info\n"
-             "    print(json.dumps([p['num_threads'] for p in pool_info()]))\n"
-             "    return 0\n"
-             "cli._solve = probe\n"
-             "if sys.argv[1] == 'old':\n"
-             "    import factorize.cli.common as common\n"
-             "    cli.apply_thread_policy = common.apply_thread_policy = lambda args: contextlib.nullcontext()\n"
-             "sys.exit(cli.main(['solve', '--workload', 'x', *sys.argv[2:]]))\n")
+             "    print(json.dumps([p['num_threads'] for p in pool_info()]))\n")
     out = {}
     for mode, extra in (("threads1", ["--threads", "1"]), ("policy", []), ("old", [])):
         r = subprocess.run([sys.executable, "-c", probe, mode, *extra], capture_output=True,
@@ -251,7 +249,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args, harness):
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
 
     reps = 2 if args.quick else args.reps
     reps_long = 2 if args.quick else args.reps_long

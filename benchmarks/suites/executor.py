@@ -1,7 +1,7 @@
-"""``factorize bench --suite executor``: plan files and the executor (issues #3, #13, #16).
+"""``python -m benchmarks --suite executor``: plan files and the executor (issues #3, #13, #16).
 Writes reports/bench_executor.md (+ .json).
 
-    factorize bench --suite executor [--quick] [--section all|startup]
+    python -m benchmarks --suite executor [--quick] [--section all|startup]
 
 1. plan load + verify (privacy checks, W = RA by probes) for k = N = 4096: prefix:4096 with
    its square-root factorization L = M·M (M Toeplitz, c_j = binom(2j, j)/4^j, docs/math.md §5.5)
@@ -19,11 +19,11 @@ Writes reports/bench_executor.md (+ .json).
    solver module was imported. ``--section startup`` regenerates this section alone and keeps
    the rest of the report (``--out``) as it is (with the date it was measured).
 
-Rows 1–2 run in this process, so their BLAS pools are ``factorize bench``'s ``--threads``
+Rows 1–2 run in this process, so their BLAS pools are ``python -m benchmarks``'s ``--threads``
 (default 1; the committed rows were measured with BLAS on every core: ``--threads max``);
 the fresh processes of 3–4 apply ``factorize``'s own policy (1 thread) whatever it is.
 
-The histogram-throughput benchmark (DuckDB vs numpy) is ``factorize bench --suite histogram``.
+The histogram-throughput benchmark (DuckDB vs numpy) is ``python -m benchmarks --suite histogram``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from factorize.bench.harness import ADULT_DIR, REPO_ROOT, factorize_env, previous_body, run_process
+from benchmarks.harness import ADULT_DIR, REPO_ROOT, factorize_env, previous_body, run_process
 
 NAME = "executor"
 SUMMARY = ("plan load + verify at k = N = 4096, exact-noise throughput, `factorize run` on Adult, "
@@ -430,7 +430,7 @@ def _previous_json(out: str) -> dict[str, Any]:
 
 def _header_in_words(h: dict[str, Any]) -> str:
     """The machine, versions and load of an earlier run (its JSON header), for the text kept."""
-    from factorize.bench.harness import format_load
+    from benchmarks.harness import format_load
 
     return (f"(on {', '.join(map(str, h.get('machine', {}).values()))}; "
             f"{', '.join(f'{k} {v}' for k, v in h.get('versions', {}).items())}; "
@@ -439,7 +439,7 @@ def _header_in_words(h: dict[str, Any]) -> str:
 
 
 def run(args, harness):
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
 
     if args.section == "startup":
         # the rest of the report as it is in --out (with the date it was measured)

@@ -1,8 +1,8 @@
-"""``factorize bench --suite pure_dp_table``: pure-DP (Laplace, ε = 1, add/remove) per-query
+"""``python -m benchmarks --suite pure_dp_table``: pure-DP (Laplace, ε = 1, add/remove) per-query
 RMSE of the optimised strategies against the numbers HDMM reaches (McKenna et al., PVLDB
 2018) on the issue's workloads, with times (``reports/bench_pure_dp_table.md``).
 
-    factorize bench --suite pure_dp_table [--only SUBSTRING] [--no-flat] [--seed N] [--json]
+    python -m benchmarks --suite pure_dp_table [--only SUBSTRING] [--no-flat] [--seed N] [--json]
 
 Every RMSE is recomputed from the returned strategy (``pure_dp.evaluate``); the replace
 column uses the replace L1 sensitivity of that strategy ("≤" marks the 2× bound where the
@@ -41,7 +41,7 @@ CASES: tuple[tuple[str, str, float, bool], ...] = (
 
 
 def run_table(only: str | None = None, flat: bool = True, seed: int = 0) -> list[dict]:
-    from factorize.bench.harness import measure
+    from benchmarks.harness import measure
     from factorize.pure_dp.api import plan_pure_dp
 
     rows = []
@@ -83,7 +83,7 @@ def text_table(rows: list[dict]) -> list[str]:
 
 
 def run(args, harness):
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
 
     rows = run_table(args.only, flat=not args.no_flat, seed=args.seed)
     if args.json:

@@ -1,4 +1,4 @@
-"""``factorize bench --suite scale``: the specialised solvers against the generic SDP (issue 4).
+"""``python -m benchmarks --suite scale``: the specialised solvers against the generic SDP (issue 4).
 
 Measured side by side in one run, both norms (γ_F, γ₂) for every case:
 
@@ -10,7 +10,7 @@ Measured side by side in one run, both norms (γ_F, γ₂) for every case:
 on prefix n = 64 … 2048, all-range n = 16 … 128, a random ±1 512×512 matrix, and all
 2-way marginals over 20 binary attributes and over the 14 Adult attributes.
 
-Each run is one fresh subprocess (``python -m factorize.bench.suites.scale --case …``, run
+Each run is one fresh subprocess (``python -m benchmarks.suites.scale --case …``, run
 and reaped by ``harness.run_process``) with a time limit (passed to the solver, and a hard wall limit ``limit + grace`` enforced by
 the parent) and an address-space cap (``RLIMIT_AS``, set in the child before anything
 is imported) so that an out-of-memory run fails alone instead of taking the machine
@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from factorize.bench.harness import ADULT_DIR, REPO_ROOT, factorize_env, json_safe, run_process
+from benchmarks.harness import ADULT_DIR, REPO_ROOT, factorize_env, json_safe, run_process
 
 NAME = "scale"
 SUMMARY = ("the specialised solvers (dual, marginal algebra) against the generic SDP: prefix up to "
@@ -210,7 +210,7 @@ def run_case(spec: str, norm: str, method: str, backend: str, *, time_limit: flo
              memory_cap_gib: float = DEFAULT_MEMORY_CAP_GIB, grace: float = WALL_GRACE) -> dict:
     """One (workload, norm, method) run in a fresh subprocess: status, numbers, wall, peak RSS."""
     cap = int(memory_cap_gib * 2**30) if memory_cap_gib > 0 else 0
-    cmd = [sys.executable, "-m", "factorize.bench.suites.scale", "--case", spec, norm, method, backend,
+    cmd = [sys.executable, "-m", "benchmarks.suites.scale", "--case", spec, norm, method, backend,
            repr(float(time_limit)), str(cap)]
     p = run_process(cmd, env=factorize_env(), cwd=REPO_ROOT, deadline=time_limit + grace)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
@@ -337,7 +337,7 @@ def run_scale_benchmark(harness=None, quick: bool = False, solvers: tuple[str, .
                         time_limit: float = DEFAULT_TIME_LIMIT, memory_cap_gib: float = DEFAULT_MEMORY_CAP_GIB,
                         dry_run: bool = False):
     """Run the suite; its report (None for a dry run, which prints the planned runs only)."""
-    from factorize.bench.harness import Report
+    from benchmarks.harness import Report
     from solvers import available_backends
 
     backends = tuple(solvers or available_backends())
@@ -388,7 +388,7 @@ def _ok(r: dict) -> bool:
 
 def add_sdp_ratios(rows: list[dict]) -> None:
     """``sdp_ratio``: seconds ÷ the fastest finished generic SDP on the same (workload, norm)."""
-    from factorize.bench.harness import add_ratios
+    from benchmarks.harness import add_ratios
 
     add_ratios(rows, value="seconds", group=lambda r: (r["spec"], r["norm"]),
                baseline=lambda r: r["method"] == "sdp" and _ok(r), name="sdp_ratio", where=_ok)
@@ -582,7 +582,7 @@ def render_markdown(report: dict) -> str:
         (f"- per-case limits: solver time limit {m['time_limit_s']:g} s (passed to the solver; the "
          f"process is killed at {m['time_limit_s']:g} + {m['wall_grace_s']:g} s), address-space cap "
          f"(RLIMIT_AS) {m['memory_cap_gib']:g} GiB, certified gap ≤ {m['gap_tol']:g}"),
-        ("- each case runs alone in a fresh process (`python -m factorize.bench.suites.scale --case …`), one "
+        ("- each case runs alone in a fresh process (`python -m benchmarks.suites.scale --case …`), one "
          "after another; peak RSS is the reaped child's `ru_maxrss` (known even when it was killed)"
          + (f"; baseline of a process that only imports the stack: {m['baseline_rss_mb']:.0f} MB"
             if isinstance(m.get("baseline_rss_mb"), (int, float)) else "")),
@@ -665,5 +665,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 8 and sys.argv[1] == "--case":
         _case_main(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], float(sys.argv[6]), int(sys.argv[7]))
     else:
-        sys.exit("usage: python -m factorize.bench.suites.scale --case SPEC NORM METHOD BACKEND TIME_LIMIT "
-                 "CAP_BYTES (use `factorize bench --suite scale` for the whole benchmark)")
+        sys.exit("usage: python -m benchmarks.suites.scale --case SPEC NORM METHOD BACKEND TIME_LIMIT "
+                 "CAP_BYTES (use `python -m benchmarks --suite scale` for the whole benchmark)")
