@@ -41,7 +41,7 @@ NEIGHBOURING: tuple[Neighbouring, ...] = get_args(Neighbouring)
 
 #: Strategy families of structured plans (never densified).
 StructuredFamily = Literal["residual", "union", "marginal_weights", "kron", "kron_groups",
-                           "subset_algebra"]
+                           "subset_algebra", "symmetric"]
 STRUCTURED_FAMILIES: tuple[StructuredFamily, ...] = get_args(StructuredFamily)
 
 #: The mechanism of a plan (``factorize plan --mechanism``).

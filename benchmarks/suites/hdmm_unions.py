@@ -32,7 +32,7 @@ does today:
 HDMM's own dense factor matrices (never factorize's workload parser), the least-squares error
 √2·Δ₁(A)·√(tr(W A⁺A⁺ᵀWᵀ)/k) (Laplace, ε = 1) or Δ₂(A)·√(tr(…)/k) (per unit σ): per factor
 when A is one Kronecker product (tr = Σ_b w_b² Π_i tr(W_biᵀW_bi (A_iᵀA_i)⁺), support
-checked), densely when N ≤ 4,096, otherwise not (the report says which). With the plan's own
+checked), densely when N ≤ 4,096 (or N ≤ 32,768 for a strategy of at most 4,096 rows), otherwise not (the report says which). With the plan's own
 R not necessarily the least-squares one, the recomputed value is ≤ the plan's.
 """
 
@@ -56,6 +56,10 @@ TITLE = "factorize against HDMM on unions of Kronecker products (issue 27, item 
 RUNNER = REPO_ROOT / "benchmarks" / "external" / "hdmm_runner.py"
 #: dense recomputation up to this many cells
 DENSE_MAX_N = 4096
+#: ... and for a strategy of at most DENSE_FEW_ROWS rows up to this many cells (A⁺ from the
+#: thin SVD of A, m²N; the symmetric family's census-1 plan: m = 3,112, N = 29,440)
+DENSE_FEW_ROWS_MAX_N = 1 << 15
+DENSE_FEW_ROWS = 4096
 #: the census attribute names the runner gives; cases over them run on synthetic records
 CENSUS_ATTRS = {"sex", "hispanic", "race", "relationship", "age", "state"}
 
@@ -131,12 +135,13 @@ def plan_strategy(plan: Any) -> tuple[list[Any] | None, Any]:
 
     if hasattr(plan, "strategy"):  # structured
         st = plan.strategy
-        if len(st.blocks) == 1:  # s · ⊗_j F_j, F_j = 1ᵀ on the attributes outside the support
+        if len(st.blocks) == 1 and st.blocks[0].mix is None:  # s · ⊗_j F_j (1ᵀ off the support)
             blk = st.blocks[0]
             named = {j: np.asarray(st.arrays[n], dtype=float) for j, n in zip(blk.support, blk.names, strict=True)}
             fs = [named.get(j, np.ones((1, n))) for j, n in enumerate(st.sizes)]
             return [blk.scale * fs[0], *fs[1:]], None
-        return None, (st.dense if st.N <= DENSE_MAX_N else None)
+        small = st.N <= DENSE_MAX_N or (st.N <= DENSE_FEW_ROWS_MAX_N and st.m <= DENSE_FEW_ROWS)
+        return None, (st.dense if small else None)
     fact = plan.factorization
     if fact.is_kron:
         return [np.asarray(A, dtype=float) for A in fact.A_factors], None

@@ -77,14 +77,16 @@ def register(subparsers: Any) -> None:
                    choices=("auto", "dense", *STRUCTURED_FAMILIES),
                    help="auto (default): plan every strategy family that applies to the "
                         "workload (dense, residual, subset_algebra, union, marginal_weights, "
-                        "kron, kron_groups; factorize.families) and keep the least error under the "
+                        "kron, kron_groups, symmetric; factorize.families) and keep the least error under the "
                         "guarantee's objective, recording each family's score or why it did not "
                         "apply (shown by inspect); or one family: dense (dense / Kronecker "
                         "factors, N must fit), residual (marginal workloads), subset_algebra (the "
                         "closed-form optimum of the algebra of attribute subsets, Gaussian γ_F), "
                         "union (one Kronecker block per workload block), marginal_weights "
                         "(Laplace noise), kron (one Kronecker product shared by every block, "
-                        "HDMM's OPT_⊗), kron_groups (one per group of blocks, HDMM's OPT_+)")
+                        "HDMM's OPT_⊗), kron_groups (one per group of blocks, HDMM's OPT_+), "
+                        "symmetric (the γ_F optimum of the workload's symmetry sectors: unions of "
+                        "identity, total and grouping factors, Gaussian noise, add/remove)")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")

@@ -1,4 +1,4 @@
-"""Strategy families and the one search over them (issue 27): ``base`` (the protocol and the
+"""Strategy families and the one search over them: ``base`` (the protocol and the
 problem), one module per family, ``registry`` (the list), ``search`` (run all, keep the best)."""
 
 from .base import PlanProblem, StrategyFamily

@@ -1,4 +1,4 @@
-"""The strategy-family protocol of the planner (issue 27): what a family of strategies must say
+"""The strategy-family protocol of the planner: what a family of strategies must say
 about a workload, and the problem every family is handed.
 
 A family answers two questions: :meth:`StrategyFamily.applies` — does its structure fit this

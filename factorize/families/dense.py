@@ -22,6 +22,11 @@ DENSE_MAX_WORK = 1 << 31
 #: cells: the pure-DP search and its γ_F candidate (an N×N eigenproblem per dual iteration)
 #: took over 20 minutes at N = 4,096 (vstack(kron(prefix:64,total:64),kron(total:64,prefix:64))).
 DENSE_MAX_LAPLACE_UNION_CELLS = 2048
+#: and under Gaussian noise, for a union of several Kronecker products, over at most this many
+#: cells: the γ_F dual eigendecomposes the N×N Gram WᵀW every iteration (O(N³)) — a census-
+#: shaped union over (2, 2, 24, 200), k = 133, N = 19,200, passed the k-side work test above
+#: and ran over 10 minutes in 14 GB.
+DENSE_MAX_GAUSSIAN_UNION_CELLS = 2048
 
 
 class Dense:
@@ -44,6 +49,10 @@ class Dense:
         if union and problem.noise == "laplace" and N > DENSE_MAX_LAPLACE_UNION_CELLS:
             return (f"a union of {n_blocks} Kronecker products over N = {N:,} cells "
                     f"(> {DENSE_MAX_LAPLACE_UNION_CELLS:,}): the dense pure-DP search takes minutes")
+        if union and problem.noise == "gaussian" and N > DENSE_MAX_GAUSSIAN_UNION_CELLS:
+            return (f"a union of {n_blocks} Kronecker products over N = {N:,} cells "
+                    f"(> {DENSE_MAX_GAUSSIAN_UNION_CELLS:,}): the γ_F dual eigendecomposes the "
+                    "N×N Gram every iteration")
         if union and problem.noise == "gaussian" and k * N * min(k, N) > DENSE_MAX_WORK:
             return (f"a union whose dense solves cost k·N·min(k,N) = {k * N * min(k, N):.3g} "
                     f"multiply-adds (> {DENSE_MAX_WORK:.3g})")

@@ -10,6 +10,7 @@ from .kron_groups import KronGroups
 from .marginal_weights import MarginalWeights
 from .residual import Residual
 from .subset_algebra import SubsetAlgebra
+from .symmetric import Symmetric
 from .union import Union
 
 FAMILIES: tuple[StrategyFamily, ...] = (
@@ -20,6 +21,7 @@ FAMILIES: tuple[StrategyFamily, ...] = (
     MarginalWeights(),
     SharedKron(),
     KronGroups(),
+    Symmetric(),
 )
 
 

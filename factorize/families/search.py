@@ -1,4 +1,4 @@
-"""One strategy search over every family (issue 27, item 1).
+"""One strategy search over every family.
 
 ``search(problem)`` asks each registered family (``families.registry``) whether it applies,
 plans every one that does, and keeps the plan of least error under the guarantee's own

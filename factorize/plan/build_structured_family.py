@@ -12,7 +12,9 @@ this module; the strategy search over the families is ``plan.build_structured``)
    ``marginal_weights`` — L1-optimised marginal weights (``pure_dp.marginals``) with their
    least-squares reconstruction (``structured.marginal_weights``); ``kron`` — one shared
    Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗); ``kron_groups`` — one shared
-   Kronecker strategy per group of blocks (``structured.kron_groups``, HDMM's OPT_+). With no
+   Kronecker strategy per group of blocks (``structured.kron_groups``, HDMM's OPT_+);
+   ``symmetric`` — the γ_F optimum of the workload's symmetry sectors read off the reduced dual
+   (``structured.symmetric``, mixed blocks: ``structured.mixing``). With no
    family named, the
    strategy search (``factorize.families.search``) plans every structured family that applies
    and keeps the best, recording the table (``provenance.strategy_search``);
@@ -118,6 +120,15 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
                   "search": record, "runners_up": []}
         if family == "gaussian":
             choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
+    elif strategy == "symmetric":
+        from factorize.structured import symmetric
+
+        found = symmetry_solution(wblocks, dom.sizes, memo)
+        if found is None:
+            raise PlanError("the symmetric family needs a workload whose symmetries reduce the "
+                            "γ_F dual (structured.symmetry.reduce found none)")
+        red, lower, weights = found
+        parts = symmetric.build(dom.sizes, wblocks, red, weights, lower, norm)
     else:
         parts = _union(dom, wblocks, norm, options, snorm, memo)
     strat, recon, (structure, encoding), cert, cert_arrays = parts
@@ -163,23 +174,36 @@ def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]
     a certificate another family reuses from the memo is left as it was."""
     from factorize.structured import symmetry
 
-    if "symmetry" not in memo:
-        memo["symmetry"] = None
-        red = symmetry.reduce(wblocks, sizes)
-        if red is not None:
-            from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
-
-            res = solve_symmetric_gamma_f(red)
-            memo["symmetry"] = (symmetry.certified_lower(red, res.weights), red.labels, res.weights)
-    found = memo["symmetry"]
-    if found is None or not found[0] > float(cert["lower"]) * (1.0 + 1e-9):
+    found = symmetry_solution(wblocks, sizes, memo)
+    if found is None or not found[1] > float(cert["lower"]) * (1.0 + 1e-9):
         return cert, cert_arrays
-    lower, labels, weights = found
+    red, lower, weights = found
+    labels = red.labels
     cert = {**cert, "lower": lower, "symmetry": {"method": symmetry.METHOD, "lower": lower}}
     cert_arrays = {**cert_arrays, "cert.sym.d": np.asarray(weights, dtype=np.float64).reshape(1, -1),
                    **{f"cert.sym.labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
                       for j, lab in enumerate(labels)}}
     return cert, cert_arrays
+
+
+def symmetry_solution(wblocks: list, sizes: Any, memo: dict[str, Any]) -> tuple[Any, float, np.ndarray] | None:
+    """``(reduction, certified lower bound, per-cell orbit weights)`` of the symmetry-reduced
+    γ_F dual (``structured.symmetry``, ``solvers.dual_gamma_f_symmetric``), or None where the
+    reduction does not apply; solved once per workload (``memo``)."""
+    from factorize.structured import symmetry
+
+    if "symmetry" not in memo:
+        memo["symmetry"] = None
+        red = memo.get("symmetry_reduction", "unset")
+        if isinstance(red, str):
+            red = memo["symmetry_reduction"] = symmetry.reduce(wblocks, sizes)
+        if red is not None:
+            from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
+
+            res = solve_symmetric_gamma_f(red)
+            memo["symmetry"] = (red, symmetry.certified_lower(red, res.weights), res.weights)
+    found: tuple[Any, float, np.ndarray] | None = memo["symmetry"]
+    return found
 
 
 def _l2_add_remove(measured: Any) -> float:

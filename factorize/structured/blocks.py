@@ -37,11 +37,19 @@ class KronBlock:
 
     Its measurement depends on the records only through the marginal table of ``support``:
     ``s · (⊗_{j∈support} F_j) · m_support``.
+
+    A *mixed* block (``mix`` set, ``structured.mixing``) also names a dense matrix
+    ``M = arrays[mix]`` applied jointly to the attributes ``mix_attrs ⊆ support``, whose
+    factors are partitions (0/1, one 1 per column: class indicators):
+    ``s · (⊗_{j∈support∖mix_attrs} F_j) ⊗ M (⊗_{j∈mix_attrs} F_j)``, rows ordered with the
+    unmixed attributes first (support order), then M's rows.
     """
 
     scale: float
     support: tuple[int, ...]
     names: tuple[str, ...]
+    mix: str | None = None
+    mix_attrs: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.support) != len(self.names):
@@ -50,6 +58,21 @@ class KronBlock:
             raise StructureError(f"block support {self.support} is not strictly increasing")
         if not (isinstance(self.scale, float) and math.isfinite(self.scale) and self.scale != 0.0):
             raise StructureError(f"block scale {self.scale!r} must be a finite nonzero float")
+        if (self.mix is None) != (not self.mix_attrs):
+            raise StructureError("a mixed block names its mixing matrix and the attributes it mixes")
+        if any(b <= a for a, b in zip(self.mix_attrs, self.mix_attrs[1:], strict=False)) \
+                or not set(self.mix_attrs) <= set(self.support):
+            raise StructureError(f"mixed attributes {self.mix_attrs} must be strictly increasing "
+                                 f"and inside the support {self.support}")
+
+    @property
+    def plain(self) -> tuple[int, ...]:
+        """The support attributes outside the mixed group (support order)."""
+        return tuple(j for j in self.support if j not in self.mix_attrs)
+
+    def factor_name(self, j: int) -> str:
+        """The factor name of support attribute j."""
+        return self.names[self.support.index(j)]
 
 
 @dataclass(frozen=True)
@@ -58,13 +81,18 @@ class Term:
     workload block ``out_block``: ``G_j = arrays[names[i]]`` for ``j = attrs[i]``, of shape
     ``(rows of the workload factor on j) × (rows of the strategy factor on j)`` — a column
     (``× 1``) where the strategy block sums attribute j out, a row (``1 ×``) where the
-    workload does."""
+    workload does.
+
+    A term reading a mixed block names ``mix``, a dense ``N = arrays[mix]`` of shape
+    ``(Π_{j∈mix_attrs} rows F_j) × (rows M)`` applied first: ``c · (⊗_{plain} G_j) ⊗
+    ((⊗_{mixed} G_j) N)`` (``structured.mixing``)."""
 
     out_block: int
     in_block: int
     scale: float
     attrs: tuple[int, ...]
     names: tuple[str, ...]
+    mix: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.attrs) != len(self.names):

@@ -109,6 +109,18 @@ def _weights_verify(plan: Any, W: Any) -> tuple[float, float, float]:
     return verify_certificate(plan, W)
 
 
+def _symmetric_methods() -> tuple[str, ...]:
+    from .symmetric import CERTIFICATE
+
+    return (CERTIFICATE,)
+
+
+def _symmetric_verify(plan: Any, W: Any) -> tuple[float, float, float]:
+    from .symmetric import verify_certificate
+
+    return verify_certificate(plan, W)
+
+
 CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
     FamilyCodec("residual", "residual bases per attribute subset (orthonormal, Helmert)",
                 "residual bases per attribute subset", _residual_methods, _residual_decode,
@@ -131,6 +143,11 @@ CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
                 "the closed-form optimum of the algebra of attribute subsets (residual bases, "
                 "any union of Kronecker products)", _algebra_methods,
                 _union_decode("subset_algebra"), _weights_verify),
+    FamilyCodec("symmetric",
+                "the symmetry-reduced γ_F optimum (per sector: class contrasts and a dense mixing)",
+                "the γ_F-optimal strategy of the workload's symmetry sectors (within-class "
+                "contrasts, and a dense mixing of the class totals of the coupled attributes)",
+                _symmetric_methods, _union_decode("symmetric"), _symmetric_verify),
 )}
 
 

@@ -42,6 +42,12 @@ B_{j,p_j}`` and entrywise
 product rounded up. A missing term leaves some ``κ_p`` far from w and the plan is refused.
 A term set that is neither is refused with the counts: a dropped or duplicated residual, a
 term reading the wrong measurement.
+
+**Mixed blocks** (``structured.mixing``): a term reading one takes, on each mixed attribute,
+the choice ``(G_j, Z_j)`` (Z_j the partition) as if the block were plain, and the block's β
+adds ``|c s| Π_{j∉X} max|P_j| · max|(⊗_X G_j)(N M − I)|`` per such term (certified, that
+module's ``mixing_residual``): the difference between the term's product and the plain
+Kronecker product the check counted.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ import numpy as np
 from factorize.numerics import U as _U
 from factorize.numerics import gamma, round_up
 
-from .blocks import StructureError
+from .blocks import StructureError, Term
 from .reconstruction import StructuredReconstruction
 from .workload_blocks import WorkloadBlock
 
@@ -131,8 +137,43 @@ def reconstruction_residual(recon: StructuredReconstruction,
         e = np.array([t.scale for t in terms]) * np.array([s.blocks[t.in_block].scale for t in terms])
         dev = round_up(float(np.max(np.abs(e - wb.weight) + _U * np.abs(e))), 2)
         spread = round_up(dev * round_up(math.prod(p), len(p) + 1), 1)
-        beta = max(beta, round_up(abs(wb.weight) * tele + spread, 3))
+        block_beta = round_up(abs(wb.weight) * tele + spread, 3)
+        mixed = [(t, c) for t, c in zip(terms, choices, strict=True) if t.mix is not None]
+        if mixed:
+            block_beta = round_up(block_beta + _mixing_part(recon, wb, attrs, mixed, memo), 1)
+        beta = max(beta, block_beta)
     return beta
+
+
+def _mixing_part(recon: StructuredReconstruction, wb: WorkloadBlock, attrs: list[int],
+                 mixed: list[tuple[Term, dict[int, Choice]]], memo: dict) -> float:
+    """``Σ_t |c_t s_b| · Π_{j∉X} max|P_{t,j}| · max|(⊗_X G_j)(N M − I)|`` over the terms of one
+    output block that read mixed blocks (``structured.mixing``): what separates each such
+    term's product from the plain Kronecker product the full-product check above counted
+    (a partition's columns are unit vectors, so the mixed group's deviation is that of
+    ``(⊗_X G_j)(N M − I)`` itself)."""
+    from .mixing import mixing_residual
+
+    s = recon.strategy
+    total = 0.0
+    for t, choice in mixed:
+        blk = s.blocks[t.in_block]
+        key = ("mixing", t.mix, blk.mix, tuple(t.names))
+        if key not in memo:
+            memo[key] = mixing_residual(recon, t)
+        factors = [abs(t.scale) * (1.0 + 2 * _U), abs(blk.scale), memo[key]]
+        for j in attrs:
+            if j in blk.mix_attrs:
+                continue
+            f = wb.factor(j)
+            shape = (f.rows, f.n)
+            pkey = ("pmax", j, choice.get(j, (None, None)), shape)
+            if pkey not in memo:
+                P, slack = _term_product(recon, j, choice.get(j, (None, None)), shape)
+                memo[pkey] = round_up(float(np.max(np.abs(P) + slack)), 2)
+            factors.append(memo[pkey])
+        total += round_up(math.prod(factors), len(factors) + 1)
+    return round_up(total, len(mixed) + 1)
 
 
 def _term_product(recon: StructuredReconstruction, j: int, choice: Choice,

@@ -4,8 +4,9 @@ For workload block o, ``answers_o = Σ_{t: out(t)=o} c_t · (⊗_{j∈attrs(t)} 
 (:class:`~factorize.structured.blocks.Term`). Different strategy blocks have independent
 noise, so the row of R for query i of block o has squared norm ``Σ_b ‖Σ_{t∈(o,b)} …‖²``; the
 terms ``(o, b)`` reading one strategy block b (several only where a reconstruction is a sum of
-Kronecker products per block, e.g. ``structured.marginal_weights``) must share their attributes,
-and then
+Kronecker products per block, e.g. ``structured.marginal_weights``) must share their attributes
+(and none reads a mixed block, ``structured.mixing``, whose term's row norms that module
+gives), and then
 
     ‖r_i‖² = Σ_b Σ_{t,u∈(o,b)} c_t c_u · Π_{j} ⟨G_{t,j}[i_j, :], G_{u,j}[i_j, :]⟩,
 
@@ -56,7 +57,7 @@ class StructuredReconstruction:
                 raise StructureError(f"term {i} refers to a block that does not exist")
             blk = strategy.blocks[t.in_block]
             # the checks depend only on the factors and which attributes the block measures
-            key = (t.names, blk.names, tuple(j in blk.support for j in t.attrs),
+            key = (t.names, blk.names, blk.mix, blk.mix_attrs, t.mix, tuple(j in blk.support for j in t.attrs),
                    set(blk.support) <= set(t.attrs), self.out_rows[t.out_block],
                    t.attrs[0] if t.attrs else 0, t.attrs[-1] if t.attrs else 0)
             if key not in checked:
@@ -66,6 +67,9 @@ class StructuredReconstruction:
             if group and self.terms[group[0]].attrs != t.attrs:
                 raise StructureError(f"terms {group[0]} and {i} map strategy block {t.in_block} "
                                      f"to workload block {t.out_block} over different attributes")
+            if group and (t.mix is not None or self.terms[group[0]].mix is not None):
+                raise StructureError(f"terms {group[0]} and {i} both read mixed strategy block "
+                                     f"{t.in_block} for workload block {t.out_block}")
             group.append(i)
             self.by_block[t.out_block].append(i)
         #: terms that share their (output, strategy) block with another: their cross products
@@ -91,6 +95,9 @@ class StructuredReconstruction:
                 raise StructureError(f"term {i}: factor {name!r} has {G.shape[1]} columns, the "
                                      f"measurement has {want} on attribute {j}")
             rows *= G.shape[0]
+        from .mixing import check_term
+
+        check_term(self, t, blk, i)
         if rows != self.out_rows[t.out_block]:
             raise StructureError(f"term {i} yields {rows} answers, workload block {t.out_block} "
                                  f"has {self.out_rows[t.out_block]}")
@@ -118,12 +125,18 @@ class StructuredReconstruction:
         s = self.strategy
         if y.shape != (s.m,):
             raise StructureError(f"measurement of shape {y.shape}, the strategy has m={s.m}")
+        from . import mixing
+
         out = np.zeros(self.k)
         if self._small is None:
             self._small = {}
             for i, t in enumerate(self.terms):  # small terms as one dense matrix each, once
                 rows = self.out_rows[t.out_block]
                 cols = s.block_rows[t.in_block]
+                if t.mix is not None:
+                    if rows * cols <= SMALL_TERM_ENTRIES:
+                        self._small[i] = mixing.dense_term(self, t)
+                    continue
                 if rows * cols <= SMALL_TERM_ENTRIES:
                     M = np.ones((1, 1))
                     for F in self._factors(t):
@@ -133,16 +146,28 @@ class StructuredReconstruction:
             part = y[s.offsets[t.in_block]:s.offsets[t.in_block + 1]]
             lo, hi = self.offsets[t.out_block], self.offsets[t.out_block + 1]
             small = self._small.get(i)
-            out[lo:hi] += small @ part if small is not None else kron_matvec(self._factors(t), part)
+            if small is not None:
+                out[lo:hi] += small @ part
+            elif t.mix is not None:
+                out[lo:hi] += mixing.apply_term(self, t, part)
+            else:
+                out[lo:hi] += kron_matvec(self._factors(t), part)
         return out
 
-    def _row_reduce(self, fn, scale_fn) -> np.ndarray:
+    def _row_reduce(self, fn, scale_fn, p: int) -> np.ndarray:
         """``Σ_t scale_fn(c_t) ⊗_j fn(G_{t,j})`` per output block (terms with the same factors
-        share one Kronecker product of per-factor row vectors)."""
+        share one Kronecker product of per-factor row vectors); a mixed term's row norms
+        (p = 2: squared, p = 1) are ``structured.mixing.row_norms``."""
+        from .mixing import row_norms
+
         out = np.zeros(self.k)
         per_factor: dict[str, np.ndarray] = {}
         per_names: dict[tuple[str, ...], np.ndarray] = {}
         for t in self.terms:
+            if t.mix is not None:
+                lo, hi = self.offsets[t.out_block], self.offsets[t.out_block + 1]
+                out[lo:hi] += scale_fn(t.scale) * row_norms(self, t, p)
+                continue
             vec = per_names.get(t.names)
             if vec is None:
                 vec = per_names[t.names] = kron_vector(
@@ -154,7 +179,7 @@ class StructuredReconstruction:
     def row_sq_norms(self) -> np.ndarray:
         """``‖r_i‖²`` for every query (module docstring; floating point; computed once)."""
         if self._sq is None:
-            sq = self._row_reduce(lambda G: np.einsum("ij,ij->i", G, G), lambda c: c * c)
+            sq = self._row_reduce(lambda G: np.einsum("ij,ij->i", G, G), lambda c: c * c, 2)
             inner: dict[tuple[str, str], np.ndarray] = {}
             for group in self.shared:  # 2 c_t c_u Π_j ⟨G_tj rows, G_uj rows⟩ for t < u
                 for a, ti in enumerate(group):
@@ -174,7 +199,7 @@ class StructuredReconstruction:
     def row_l1_norms(self) -> np.ndarray:
         """An upper bound ``Σ_t |c_t| Π_j ‖G_{t,j}[i_j,:]‖₁ ≥ ‖r_i‖₁`` (floating point; once)."""
         if self._l1 is None:
-            self._l1 = self._row_reduce(lambda G: np.abs(G).sum(axis=1), abs)
+            self._l1 = self._row_reduce(lambda G: np.abs(G).sum(axis=1), abs, 1)
             self._l1.setflags(write=False)
         return self._l1
 
@@ -183,11 +208,16 @@ class StructuredReconstruction:
         s = self.strategy
         if self.k * s.m > 1 << 26:
             raise StructureError(f"dense form refused: {self.k}×{s.m}")
+        from .mixing import dense_term
+
         R = np.zeros((self.k, s.m))
         for t in self.terms:
             M = np.ones((1, 1))
-            for F in self._factors(t):
-                M = np.kron(M, F)
+            if t.mix is not None:
+                M = dense_term(self, t)
+            else:
+                for F in self._factors(t):
+                    M = np.kron(M, F)
             R[self.offsets[t.out_block]:self.offsets[t.out_block + 1],
               s.offsets[t.in_block]:s.offsets[t.in_block + 1]] += M
         return R

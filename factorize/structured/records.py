@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .blocks import StructureError
+from .blocks import StructureError, Term
 from .reconstruction import StructuredReconstruction
 from .workload_blocks import WorkloadBlock
 
@@ -35,12 +35,13 @@ PREFIX = "nbound."
 
 def _block_parts(recon: StructuredReconstruction, wb: WorkloadBlock, o: int,
                  weights: Sequence[np.ndarray] | None = None
-                 ) -> tuple[list[np.ndarray], list[tuple[int, list[np.ndarray], list[int]]], list[np.ndarray]]:
+                 ) -> tuple[list[np.ndarray], list[tuple[int, list[np.ndarray], list[int], Term]], list[np.ndarray]]:
     """(workload leaves, reconstruction terms, weights) of block o: the leaves in the
     Kronecker order of its answers (the block's weight leading as a 1×1 factor, then one
     per attribute the block does not sum out); each term as ``(strategy block, factors,
     positions)`` — its scale as a 1×1 factor, then its factor per attribute, and for each
-    attribute the leaf it reads weights from (−1: a one-row factor, weight [1])."""
+    attribute the leaf it reads weights from (−1: a one-row factor, weight [1]), and the term
+    (a mixed one is applied by ``structured.mixing.rmatvec_term``)."""
     terms = [recon.terms[i] for i in recon.by_block[o]]
     if not terms:
         raise StructureError(f"workload block {o} has no reconstruction term")
@@ -52,7 +53,7 @@ def _block_parts(recon: StructuredReconstruction, wb: WorkloadBlock, o: int,
         pos = [where.get(j, -1) for j in t.attrs]
         if sorted(p for p in pos if p > 0) != list(range(1, len(leaves))):
             raise StructureError(f"a term of workload block {o} does not map its attributes")
-        parts.append((t.in_block, [np.array([[t.scale]])] + [recon.arrays[n] for n in t.names], pos))
+        parts.append((t.in_block, [np.array([[t.scale]])] + [recon.arrays[n] for n in t.names], pos, t))
     if weights is None:
         from factorize.plan.bias import lp_weights
 
@@ -77,16 +78,19 @@ def _c_vector(recon: StructuredReconstruction, parts: list, weights: Sequence[np
 
     bs = normalized_weights(weights)
     b = kron_vector(bs)
-    per_block: dict[int, list[tuple[list[np.ndarray], np.ndarray]]] = {}
-    for blk, R, pos in parts:
+    from .mixing import rmatvec_term
+
+    per_block: dict[int, list[tuple[list[np.ndarray], np.ndarray, Term]]] = {}
+    for blk, R, pos, t in parts:
         bt = kron_vector([bs[0]] + [bs[p] if p > 0 else np.ones(1) for p in pos])
-        per_block.setdefault(blk, []).append((R, bt))
+        per_block.setdefault(blk, []).append((R, bt, t))
     cs, errs = [], []
     for blk in sorted(per_block):
         group = per_block[blk]
-        cs.append(np.sum([kron_rmatvec(R, bt) for R, bt in group], axis=0))
+        cs.append(np.sum([rmatvec_term(recon, t, bt) if t.mix is not None else kron_rmatvec(R, bt)
+                          for R, bt, t in group], axis=0))
         if len(group) > 1:  # |fl(Σ_t x_t) − Σ_t x_t| ≤ γ Σ_t |R_t|ᵀ|b_t| (products and sum)
-            absum = np.sum([kron_rmatvec([np.abs(F) for F in R], np.abs(bt)) for R, bt in group], axis=0)
+            absum = np.sum([kron_rmatvec([np.abs(F) for F in R], np.abs(bt)) for R, bt, _ in group], axis=0)
             errs.append(gamma(len(group) + 4 * len(bs) + 8) * absum)
         else:
             errs.append(np.zeros_like(cs[-1]))

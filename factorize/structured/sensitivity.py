@@ -37,12 +37,18 @@ Exact values from the structure (the maximum over cells of the sum over blocks):
   above; exact when a partner cell attains it (disjoint supports from the maximiser in every
   block, equal column norms), which identity, grouping and prefix-like factors usually give.
 
-Soundness (``factorize.numerics``, issue 13): every factor is unit-scaled by a power of two
+Soundness (``factorize.numerics``): every factor is unit-scaled by a power of two
 (exact) before its statistics are formed, so no square underflows; the statistics are
 certified upper bounds (``numerics.column_norms_upper``; Gram entries within
 ``γ_m·(|S|ᵀ|S|)``); products and sums are rounded up; powers of two are restored at the end of
 each block's term, and a term that would fall below the normal range is replaced by 2⁻¹⁰²².
 The strategy must be the *measured* one (``StructuredStrategy.measured``).
+
+Mixed blocks (``structured.mixing``): column norms are products over the plain attributes
+times one function of the mixed group, so the attributes some block mixes are merged into one
+virtual attribute of ``product_max`` (:func:`_columns`); the per-block bounds include M's
+largest column; under replace neighbours a strategy with a mixed block is bounded by twice its
+add/remove sensitivity (``‖a_c − a_c'‖ ≤ ‖a_c‖ + ‖a_c'‖``), not exact.
 """
 
 from __future__ import annotations
@@ -65,6 +71,7 @@ from factorize.numerics import (
 from factorize.privacy.guarantees import Neighbouring, PrivacyError
 from factorize.privacy.sensitivity import Sensitivity, scale_back
 
+from .blocks import KronBlock
 from .product_max import WORK_BUDGET, ProductMax, product_max
 from .strategy import StructuredStrategy
 
@@ -75,6 +82,9 @@ EXACT_ADD_REMOVE_CELLS = 1 << 22
 EXACT_ADD_REMOVE_WORK = 1 << 25
 #: Exact replace L2 sensitivity (an N×N matrix) up to this many cells.
 EXACT_REPLACE_CELLS = 1 << 10
+#: Most joint values of the attributes mixed blocks couple (one virtual attribute of
+#: ``product_max``).
+MAX_VIRTUAL_VALUES = 1 << 22
 #: Work budget of the exact product maximisation (``product_max.WORK_BUDGET``).
 PRODUCT_MAX_BUDGET = WORK_BUDGET
 #: Nodes of the search for a replace witness (``_separating_partner``).
@@ -129,6 +139,10 @@ def strategy_sensitivity(strategy: StructuredStrategy, norm: str,
         raise PrivacyError("a strategy block's scale is not a finite nonzero number")
     stats = {name: _stats(a, replace and norm == "l2") for name, a in strategy.arrays.items()}
     N = strategy.N
+    if replace and any(b.mix is not None for b in strategy.blocks):
+        # ‖a_c − a_c'‖ ≤ ‖a_c‖ + ‖a_c'‖ ≤ 2 Δ_add/remove (mixed blocks: no replace search)
+        half = strategy_sensitivity(strategy, norm, Neighbouring.ADD_REMOVE)
+        return Sensitivity(round_up(2.0 * half.value, 1), norm, relation, False)
     if not replace:
         every = list(range(len(strategy.blocks)))
         pm = _product_max(strategy, stats, every, norm)
@@ -136,7 +150,9 @@ def strategy_sensitivity(strategy: StructuredStrategy, norm: str,
         if pm.exact:
             return Sensitivity(value, norm, relation, True)
         if N <= EXACT_ADD_REMOVE_CELLS and N * len(strategy.blocks) <= EXACT_ADD_REMOVE_WORK:
-            return Sensitivity(_exact_add_remove(strategy, stats, norm), norm, relation, True)
+            exact = (_exact_virtual(strategy, stats, norm) if any(b.mix is not None for b in strategy.blocks)
+                     else _exact_add_remove(strategy, stats, norm))
+            return Sensitivity(exact, norm, relation, True)
         return Sensitivity(min(value, _bound(strategy, stats, norm, False)), norm, relation, False)
     if norm == "l2" and N <= EXACT_REPLACE_CELLS:
         return Sensitivity(_exact_replace_l2(strategy, stats), norm, relation, True)
@@ -149,26 +165,99 @@ def _product_max(strategy: StructuredStrategy, stats: dict[str, _FactorStats],
     ``product_max``: block weight ``|s_b|^p·2^{p·e_b}`` (the unit scalings restored, exact
     unless below the normal range, where 2⁻¹⁰²² bounds it), table column of block b on
     attribute j the certified column p-norms^p of its unit-scaled factor, 1 off its support."""
-    weights = []
-    for b in which:
-        blk = strategy.blocks[b]
-        f, e = _block_scale(blk.scale)
-        e += sum(stats[n].e for n in blk.names)
-        core = f if norm == "l1" else round_up(f * f, 1)
-        weights.append(scale_back(core, e if norm == "l1" else 2 * e, 0))
-    tables = []
-    for j, n in enumerate(strategy.sizes):
-        T = np.ones((n, len(which)))
-        for i, b in enumerate(which):
-            blk = strategy.blocks[b]
-            if j in blk.support:
-                st = stats[blk.names[blk.support.index(j)]]
-                T[:, i] = st.col1 if norm == "l1" else st.col2
-        tables.append(T)
+    weights, tables = _columns(strategy, stats, which, norm)
     try:
         return product_max(weights, tables, budget=PRODUCT_MAX_BUDGET)
     except ValueError as exc:
         raise PrivacyError(f"the sensitivity search failed: {exc}") from None
+
+
+def _names(blk: KronBlock) -> tuple[str, ...]:
+    """The factor names whose column norms multiply: a plain block's factors; a mixed
+    block's plain factors and its mixing matrix (a partition's columns are unit vectors)."""
+    if blk.mix is None:
+        return blk.names
+    return tuple(blk.factor_name(j) for j in blk.plain) + (blk.mix,)
+
+
+def _columns(strategy: StructuredStrategy, stats: dict[str, _FactorStats], which: list[int],
+             norm: str) -> tuple[list[float], list[np.ndarray]]:
+    """Block weights ``|s_b|^p·2^{p·e_b}`` and per-attribute tables of certified column
+    p-norms^p (``_product_max``). The attributes some block mixes (``structured.mixing``)
+    form one *virtual* attribute over their joint values (C order), where block b's column
+    is ``Π_{j∈P_b} col_j(x_j) · col_M(κ_b(x_X))`` with a partition's class κ, each product
+    rounded up; the rest are tables of their own."""
+    from .mixing import MAX_MIX_COLUMNS, check_partition, mixed_attrs_of
+
+    weights = []
+    for b in which:
+        blk = strategy.blocks[b]
+        f, e = _block_scale(blk.scale)
+        e += sum(stats[n].e for n in _names(blk))
+        core = f if norm == "l1" else round_up(f * f, 1)
+        weights.append(scale_back(core, e if norm == "l1" else 2 * e, 0))
+    group = mixed_attrs_of([strategy.blocks[b] for b in which])
+
+    def col(name: str) -> np.ndarray:
+        return stats[name].col1 if norm == "l1" else stats[name].col2
+
+    tables = []
+    for j, n in enumerate(strategy.sizes):
+        if j in group:
+            continue
+        T = np.ones((n, len(which)))
+        for i, b in enumerate(which):
+            blk = strategy.blocks[b]
+            if j in blk.support:
+                T[:, i] = col(blk.factor_name(j))
+        tables.append(T)
+    if group:
+        shape = tuple(strategy.sizes[j] for j in group)
+        if math.prod(shape) > MAX_VIRTUAL_VALUES:
+            raise PrivacyError(f"the mixed attributes {list(group)} have {math.prod(shape)} joint "
+                               f"values, more than the sensitivity search's {MAX_VIRTUAL_VALUES}")
+        T = np.ones((math.prod(shape), len(which)))
+        for i, b in enumerate(which):
+            blk = strategy.blocks[b]
+            v = np.ones(shape)
+            count = 0
+            for axis, j in enumerate(group):
+                if j in blk.support and j not in blk.mix_attrs:
+                    v = v * col(blk.factor_name(j)).reshape(_axis_shape(len(group), axis))
+                    count += 1
+            if blk.mix is not None:
+                classes = []
+                for j in blk.mix_attrs:
+                    axis = group.index(j)
+                    c = check_partition(strategy.arrays[blk.factor_name(j)], blk.factor_name(j))
+                    classes.append(c.reshape(_axis_shape(len(group), axis)))
+                dims = tuple(strategy.arrays[blk.factor_name(j)].shape[0] for j in blk.mix_attrs)
+                if math.prod(dims) > MAX_MIX_COLUMNS:
+                    raise PrivacyError("a mixing matrix has too many columns")
+                flat = np.ravel_multi_index(np.broadcast_arrays(*classes), dims)
+                v = v * col(str(blk.mix))[flat]
+                count += 1
+            T[:, i] = round_up_array(v.reshape(-1), count + 1) if count else 1.0
+        tables.append(T)
+    return weights, tables
+
+
+def _axis_shape(d: int, axis: int) -> tuple[int, ...]:
+    """``(1, …, −1, …, 1)``: a vector along ``axis`` of a d-axis array."""
+    return tuple(-1 if i == axis else 1 for i in range(d))
+
+
+def _exact_virtual(strategy: StructuredStrategy, stats: dict[str, _FactorStats], norm: str) -> float:
+    """``max_c Σ_b ‖a_{b,c}‖_p^p`` over every cell of the attribute tables of
+    :func:`_columns` (the mixed groups merged), for a strategy with a mixed block."""
+    every = list(range(len(strategy.blocks)))
+    weights, tables = _columns(strategy, stats, every, norm)
+    total = np.zeros(math.prod(T.shape[0] for T in tables))
+    for i, w in enumerate(weights):
+        v = round_up_array(kron_vector([T[:, i] for T in tables]), len(tables) + 1)
+        total += round_up_array(w * v, 1) + _ABS_UNDERFLOW
+    top = round_up(float(total.max()), len(weights) + 1)
+    return top if norm == "l1" else round_up(math.sqrt(top), 1)
 
 
 def _replace(strategy: StructuredStrategy, stats: dict[str, _FactorStats], norm: str,
@@ -328,7 +417,7 @@ def _bound(strategy: StructuredStrategy, stats: dict[str, _FactorStats], norm: s
     for blk in strategy.blocks:
         if replace and not blk.support:
             continue  # the total count does not change under replace
-        st = [stats[n] for n in blk.names]
+        st = [stats[n] for n in _names(blk)]
         f, es = _block_scale(blk.scale)
         e = es + sum(x.e for x in st)
         if norm == "l1":
@@ -359,14 +448,14 @@ def strategy_spread(strategy: StructuredStrategy, relation: Neighbouring | str,
     from factorize.privacy.sensitivity import rounding_free
 
     relation = Neighbouring.parse(relation)
-    names = sorted({n for b in strategy.blocks for n in b.names})
+    names = sorted({n for b in strategy.blocks for n in _names(b)})
     if rounding_free([strategy.arrays[n] for n in names], grid, [b.scale for b in strategy.blocks]):
         return 0
     per: dict[str, int] = {}
     spread = 0
-    for b in strategy.blocks:
+    for b in strategy.blocks:  # a mixed block: M's column non-zeros after one class per partition
         spread += math.prod(per.setdefault(n, int(np.max(np.count_nonzero(strategy.arrays[n], axis=0))))
-                            for n in b.names)
+                            for n in _names(b))
     if relation is Neighbouring.REPLACE:
         spread *= 2
     return max(1, min(strategy.m, spread))

@@ -15,6 +15,10 @@ Operations never form an N-column object except :meth:`StructuredStrategy.dense`
   a plan stores measured factors, and the verifier quantizes again);
 * the marginal of a dense histogram on a support (``h`` reshaped to the domain tensor,
   attribute 0 slowest, other axes summed out).
+
+A block may be *mixed* (``structured.mixing``): a dense matrix over the class tuples of a group
+of attributes after their partition factors; its products, exact measurement and dense form
+are that module's.
 """
 
 from __future__ import annotations
@@ -39,8 +43,8 @@ MAX_DENSE_COLUMNS = 1 << 16
 class StructuredStrategy:
     """``A = [s_b · ⊗_j F_{b,j}]_b`` over attribute sizes ``sizes`` (module docstring).
 
-    ``family``: ``"residual"`` or ``"union"`` (how the plan encodes it; the algebra is the
-    same). Rows of block b: ``Π_{j∈support} rows(F_{b,j})``, blocks stacked in order.
+    ``family``: the structured family's name (``structured.families.CODECS``: how the plan
+    encodes it; the algebra is the same). Rows of block b: ``Π_{j∈support} rows(F_{b,j})``, blocks stacked in order.
     """
 
     def __init__(self, sizes: Sequence[int], blocks: Sequence[KronBlock],
@@ -62,6 +66,11 @@ class StructuredStrategy:
                 if self.arrays[name].shape[1] != self.sizes[j]:
                     raise StructureError(f"factor {name!r} has {self.arrays[name].shape[1]} columns, "
                                          f"attribute {j} has {self.sizes[j]} values")
+            if b.mix is not None:
+                from .mixing import check_block
+
+                rows.append(check_block(b, self.arrays, i))
+                continue
             rows.append(math.prod(self.arrays[n].shape[0] for n in b.names))
         self.block_rows = tuple(rows)
         off = [0]
@@ -84,8 +93,11 @@ class StructuredStrategy:
         return len(self.sizes)
 
     def factors(self, b: int) -> list[np.ndarray]:
-        """``[[s_b]]`` followed by the block's stored factors (Kronecker order)."""
+        """``[[s_b]]`` followed by the block's stored factors (Kronecker order) — a plain
+        block's; a mixed block has no such form (``structured.mixing``)."""
         blk = self.blocks[b]
+        if blk.mix is not None:
+            raise StructureError(f"block {b} is mixed: it is not one Kronecker product")
         return [np.array([[blk.scale]])] + [self.arrays[n] for n in blk.names]
 
     def supports(self) -> list[tuple[int, ...]]:
@@ -102,7 +114,8 @@ class StructuredStrategy:
             from factorize.privacy.lattice import quantize
 
             arrays = {name: quantize(a).measured for name, a in self.arrays.items()}
-            blocks = [KronBlock(measured_scale(b.scale), b.support, b.names) for b in self.blocks]
+            blocks = [KronBlock(measured_scale(b.scale), b.support, b.names, b.mix, b.mix_attrs)
+                      for b in self.blocks]
             self._measured = StructuredStrategy(self.sizes, blocks, arrays, self.family)
             self._measured._measured = self._measured
         return self._measured
@@ -110,10 +123,15 @@ class StructuredStrategy:
     # -- products ---------------------------------------------------------------------------
     def apply_tables(self, tables: Mapping[tuple[int, ...], np.ndarray | SparseTable]) -> np.ndarray:
         """``A h`` in floating point from the marginal tables of h (one per support)."""
+        from . import mixing
+
         parts = []
         for b, blk in enumerate(self.blocks):
             t = _table(tables, blk.support, self)
-            if isinstance(t, np.ndarray):
+            if blk.mix is not None:
+                parts.append(mixing.apply_block(self, blk, t) if isinstance(t, np.ndarray)
+                             else mixing.apply_block_sparse(self, blk, t))
+            elif isinstance(t, np.ndarray):
                 parts.append(kron_matvec(self.factors(b), t))
             else:
                 parts.append(kron_matvec_sparse(self.factors(b), _with_scale_code(t.codes()),
@@ -126,9 +144,14 @@ class StructuredStrategy:
         some value reaches 2⁶²."""
         from factorize.privacy.lattice import lattice_image, lattice_image_sparse
 
+        from . import mixing
+
         parts = []
         for b, blk in enumerate(self.blocks):
             t = _table(tables, blk.support, self)
+            if blk.mix is not None:
+                parts.append(mixing.measure_block(self, blk, t, grid))
+                continue
             if not isinstance(t, np.ndarray):
                 parts.append(lattice_image_sparse(self.factors(b), _with_scale_code(t.codes()), t.counts, grid))
                 continue
@@ -148,8 +171,13 @@ class StructuredStrategy:
         """``A`` as an m×N array (N ≤ ``MAX_DENSE_COLUMNS``)."""
         if self.N > MAX_DENSE_COLUMNS:
             raise StructureError(f"dense form refused: N = {self.N} > {MAX_DENSE_COLUMNS}")
+        from .mixing import dense_block
+
         out = []
         for blk in self.blocks:
+            if blk.mix is not None:
+                out.append(dense_block(self, blk))
+                continue
             M = np.array([[blk.scale]])
             names = dict(zip(blk.support, blk.names, strict=True))
             for j, n in enumerate(self.sizes):

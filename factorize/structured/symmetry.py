@@ -1,6 +1,6 @@
 """The γ_F dual of a union of Kronecker products, reduced by the workload's symmetries.
 
-Setting (issue 27, item 3). ``W = [w_b ⊗_i W_{b,i}]_b`` over attributes of sizes ``n_i``,
+Setting. ``W = [w_b ⊗_i W_{b,i}]_b`` over attributes of sizes ``n_i``,
 ``G = WᵀW = Σ_b w_b² ⊗_i G_{b,i}`` with ``G_{b,i} = W_{b,i}ᵀW_{b,i}``. The γ_F dual
 (docs/math.md §4.1) is ``√k·γ_F(W) = max_{q ∈ Δ_N} tr((D_q^{1/2} G D_q^{1/2})^{1/2})``; any
 ``q ≥ 0`` gives the lower bound ``γ_F(W) ≥ f(q) / √(k Σq)`` (f is homogeneous of degree ½),

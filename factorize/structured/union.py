@@ -27,7 +27,8 @@ products multiply (a witness ``q = ⊗ q_j`` gives the product of the factors' b
 (:func:`uniform_trace_lower`; plans written before it state the older method and are checked
 by it). The upper bound is the value the plan achieves.
 
-Encoding: arrays ``A.i`` / ``R.i`` (one pair per distinct factor), ``union.block_scale``,
+Encoding: arrays ``A.i`` / ``R.i`` (one pair per distinct factor; ``M.i`` / ``N.i`` the mixing
+matrices and their inverses of mixed blocks and terms, ``structured.mixing``), ``union.block_scale``,
 ``union.term_scale`` and the witnesses ``cert.f{i}.p`` / ``cert.f{i}.q``; the manifest lists
 each block's support and factor names and each term's attributes and factor names.
 """
@@ -54,10 +55,22 @@ def encode(strategy: StructuredStrategy, recon: StructuredReconstruction, family
            ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Manifest fields and arrays of a plan in the union codec (also used by
     ``structured.marginal_weights``, whose terms differ only in number)."""
+    def block(b: KronBlock) -> dict[str, Any]:
+        out: dict[str, Any] = {"support": list(b.support), "factors": list(b.names)}
+        if b.mix is not None:
+            out["mix"] = {"factor": b.mix, "attrs": list(b.mix_attrs)}
+        return out
+
+    def term(t: Term) -> dict[str, Any]:
+        out: dict[str, Any] = {"out": t.out_block, "in": t.in_block, "attrs": list(t.attrs),
+                               "factors": list(t.names)}
+        if t.mix is not None:
+            out["mix"] = t.mix
+        return out
+
     manifest = {"family": family, "measurements": strategy.m,
-                "blocks": [{"support": list(b.support), "factors": list(b.names)} for b in strategy.blocks],
-                "terms": [{"out": t.out_block, "in": t.in_block, "attrs": list(t.attrs),
-                           "factors": list(t.names)} for t in recon.terms],
+                "blocks": [block(b) for b in strategy.blocks],
+                "terms": [term(t) for t in recon.terms],
                 "out_rows": list(recon.out_rows)}
     arrays = {**strategy.arrays, **{k: v for k, v in recon.arrays.items() if k not in strategy.arrays},
               "union.block_scale": np.array([b.scale for b in strategy.blocks]),
@@ -87,7 +100,7 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
     if bs.size != len(blocks_m) or ts.size != len(terms_m):
         raise StructureError("union.block_scale / union.term_scale do not match the block and "
                              "term lists")
-    factors = {k: np.asarray(v) for k, v in arrays.items() if k.split(".")[0] in ("A", "R")}
+    factors = {k: np.asarray(v) for k, v in arrays.items() if k.split(".")[0] in ("A", "R", "M", "N")}
     extra = set(arrays) - set(factors) - {"union.block_scale", "union.term_scale"}
     if extra:
         raise StructureError(f"unexpected arrays in a union plan: {sorted(extra)[:5]}")
@@ -95,16 +108,25 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
     for i, (b, s) in enumerate(zip(blocks_m, bs, strict=True)):
         if not isinstance(b, dict):
             raise StructureError(f"block {i} must be an object")
+        mix = b.get("mix")
+        if mix is not None and not (isinstance(mix, dict) and isinstance(mix.get("factor"), str)
+                                    and str(mix["factor"]).startswith("M.")):
+            raise StructureError(f"block {i}: mix must name an M.* factor and its attributes")
         blocks.append(KronBlock(float(s), _ints(b.get("support"), f"block {i} support"),
-                                _strs(b.get("factors"), f"block {i} factors")))
+                                _strs(b.get("factors"), f"block {i} factors"),
+                                None if mix is None else str(mix["factor"]),
+                                () if mix is None else _ints(mix.get("attrs"), f"block {i} mix attrs")))
     terms = []
     for i, (t, s) in enumerate(zip(terms_m, ts, strict=True)):
         if not isinstance(t, dict) or not all(isinstance(t.get(k), int) and not isinstance(t.get(k), bool)
                                               for k in ("out", "in")):
             raise StructureError(f"term {i} must name its out and in blocks")
+        tmix = t.get("mix")
+        if tmix is not None and not (isinstance(tmix, str) and tmix.startswith("N.")):
+            raise StructureError(f"term {i}: mix must name an N.* factor")
         terms.append(Term(int(t["out"]), int(t["in"]), float(s), _ints(t.get("attrs"), f"term {i} attrs"),
-                          _strs(t.get("factors"), f"term {i} factors")))
-    strategy = StructuredStrategy(sizes, blocks, {k: v for k, v in factors.items() if k.startswith("A.")},
+                          _strs(t.get("factors"), f"term {i} factors"), tmix))
+    strategy = StructuredStrategy(sizes, blocks, {k: v for k, v in factors.items() if k[:2] in ("A.", "M.")},
                                   family)
     recon = StructuredReconstruction(_ints(out_rows, "out_rows"), terms, factors, strategy)
     if manifest.get("measurements") != strategy.m:
