@@ -6,7 +6,7 @@ is planned by ``families.search`` and checked against independent truth:
 
 * the chosen plan verifies, and is no worse than any family tried — each family that applies
   is planned again on its own and its error compared (the record may not flatter the choice),
-  up to the lattice calibration's rounding (``families.search.TIE``);
+  up to the lattice calibration's rounding (``plan.search_record.TIE``);
   every registered family appears in the record, tried or with the reason it did not apply;
 * Gaussian noise: its γ_F value is never below the dense dual certificate's lower bound, and
   equals the dense certified optimum to 1e-6 whenever the dense family applies;
@@ -54,7 +54,7 @@ def _achieved(plan) -> float:
 
 def _check(case: UnionCase, privacy: str) -> None:
     from factorize.families import FAMILIES, search
-    from factorize.families.search import TIE
+    from factorize.plan.search_record import TIE
     from factorize.plan.registry import verify_any
     from factorize.plan.search_record import score
 

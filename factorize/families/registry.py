@@ -1,4 +1,5 @@
-"""Every strategy family the planner searches, in one place (ties go to the earlier one).
+"""Every strategy family the planner searches, in one place (ties go to the earlier one: the
+families whose plans are certified optimal where they apply come first).
 A new family is one module of this package and one line here."""
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ FAMILIES: tuple[StrategyFamily, ...] = (
     Dense(),
     Residual(),
     SubsetAlgebra(),
+    Symmetric(),
     Union(),
     MarginalWeights(),
     SharedKron(),
     KronGroups(),
-    Symmetric(),
 )
 
 

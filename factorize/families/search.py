@@ -25,16 +25,10 @@ from typing import Any
 
 from factorize.errors import SolverError
 from factorize.plan.errors import PlanError
-from factorize.plan.search_record import OBJECTIVE, score
+from factorize.plan.search_record import OBJECTIVE, TIE, score
 
 from .base import PlanProblem, StrategyFamily
 
-#: A later family replaces an earlier one only when its score is lower by more than this
-#: relative amount: every plan's noise is calibrated on a lattice whose rounding inflates its
-#: sensitivity by up to 10⁻³ (``plan.rules.choose_grid``), so two equal strategies may score
-#: up to that apart — equal optima found by two routes keep the first (dense over union,
-#: residual over a shared Kronecker product of the same value).
-TIE = 2e-3
 
 
 #: Under Gaussian noise a plan whose certificate's gap is at most this is optimal over every

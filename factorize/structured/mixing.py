@@ -156,14 +156,26 @@ def apply_block_sparse(s: StructuredStrategy, blk: KronBlock, table: SparseTable
 
 
 def dense_block(s: StructuredStrategy, blk: KronBlock) -> np.ndarray:
-    """The block as a rows × N array (small domains)."""
+    """The block as a rows × N array (small domains): ``(⊗_P F_j) ⊗ M (⊗_X Z_j)`` over the
+    support's cells in block order (plain attributes first), its columns put back in support
+    order, then gathered to every cell of the domain (a cell reads its support's projection)."""
+    plain = [s.arrays[blk.factor_name(j)] for j in blk.plain]
+    mixed = [s.arrays[blk.factor_name(j)] for j in blk.mix_attrs]
+    P: np.ndarray = np.array([[blk.scale]])
+    for F in plain:
+        P = np.kron(P, F)
+    Z: np.ndarray = np.ones((1, 1))
+    for F in mixed:
+        Z = np.kron(Z, F)
+    D = np.kron(P, s.arrays[str(blk.mix)] @ Z)
+    order = _order(blk)  # block order of the support's axes
     sup = [s.sizes[j] for j in blk.support]
-    cells = math.prod(sup)
-    on_support = np.column_stack([apply_block(s, blk, np.eye(cells)[:, c]) for c in range(cells)])
-    marg: np.ndarray = np.ones((1, 1))
-    for j, n in enumerate(s.sizes):
-        marg = np.kron(marg, np.eye(n) if j in blk.support else np.ones((1, n)))
-    return on_support @ marg
+    D = D.reshape([D.shape[0]] + [sup[a] for a in order])
+    D = np.transpose(D, [0] + [1 + order.index(a) for a in range(len(sup))]).reshape(D.shape[0], -1)
+    grid = np.indices(s.sizes).reshape(len(s.sizes), -1)
+    cols = np.ravel_multi_index(tuple(grid[j] for j in blk.support), sup) if blk.support else \
+        np.zeros(grid.shape[1], dtype=np.int64)
+    return D[:, cols]
 
 
 # -- reconstruction terms --------------------------------------------------------------------
