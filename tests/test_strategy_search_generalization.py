@@ -54,9 +54,8 @@ def _achieved(plan) -> float:
 
 def _check(case: UnionCase, privacy: str) -> None:
     from factorize.families import FAMILIES, search
-    from factorize.plan.search_record import TIE
     from factorize.plan.registry import verify_any
-    from factorize.plan.search_record import score
+    from factorize.plan.search_record import TIE, score
 
     problem = _problem(case, privacy)
     res = search(problem)

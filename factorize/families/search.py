@@ -29,8 +29,6 @@ from factorize.plan.search_record import OBJECTIVE, TIE, score
 
 from .base import PlanProblem, StrategyFamily
 
-
-
 #: Under Gaussian noise a plan whose certificate's gap is at most this is optimal over every
 #: strategy (its lower bound is γ(W)'s, docs/math.md §4.1): the search stops there.
 CERTIFIED_GAP = 1e-6
