@@ -24,8 +24,13 @@ from factorize.errors import InternalError
 
 from .errors import BenchError
 
+#: Suite modules not named after their suite: the ``marginals`` suite's module is
+#: ``marginal_suite``, so that a module's name says its role (``workloads.marginal_builders``,
+#: ``engines.marginal_tables``, ``planner.marginal_optimum``, ``pure_dp.l1_marginal_weights``).
+_MODULE_OF = {"marginals": "marginal_suite"}
+
 #: Suite name → its module. The name is the report's: ``reports/bench_<name>.md``.
-SUITES: dict[str, str] = {name: f"benchmarks.suites.{name}" for name in (
+SUITES: dict[str, str] = {name: f"benchmarks.suites.{_MODULE_OF.get(name, name)}" for name in (
     "core", "scale", "pure_dp_table", "hdmm_suite", "marginals", "geometric", "mee",
     "engines", "histogram", "local", "threads", "executor", "raw", "hdmm_unions")}
 

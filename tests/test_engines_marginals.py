@@ -23,7 +23,7 @@ from factorize.engines import (
     marginals_duckdb,
     marginals_from_histogram,
 )
-from factorize.engines.marginals import maximal_subsets, normalize_subsets, plan_scans, subset_cells
+from factorize.engines.marginal_tables import maximal_subsets, normalize_subsets, plan_scans, subset_cells
 from factorize.engines.synthetic import synthetic_domain, synthetic_records
 from factorize.executor.data import load_histogram, load_marginals
 from tests.engine_files import write_csv, write_parquet
@@ -411,7 +411,7 @@ def test_tables_beyond_the_dense_limit_are_the_records_distinct_cells(tmp_path):
     """A requested table of more than DENSE_TABLE_CELLS cells comes back as a SparseTable
     (distinct cells and counts), also when summed out of a larger scan; it equals the
     records' projection; smaller tables stay dense."""
-    from factorize.engines.marginals import DENSE_TABLE_CELLS, SparseTable
+    from factorize.engines.marginal_tables import DENSE_TABLE_CELLS, SparseTable
 
     rng = np.random.default_rng(9)
     sizes = (5000, 4000, 3000, 3)

@@ -21,7 +21,7 @@ from factorize.geometry.moment_bodies import (
     project_to_elliptope,
 )
 from workloads import marginals
-from workloads.marginals import marginal_subsets
+from workloads.marginal_builders import marginal_subsets
 
 CLARABEL_TIGHT = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 

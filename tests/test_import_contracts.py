@@ -33,7 +33,7 @@ BUILDERS = ("factorize.plan.build", "factorize.families", "factorize.local.build
             "factorize.structured.union_build", "factorize.structured.marginal_weights_build",
             "factorize.pure_dp.api", "factorize.pure_dp.candidates", "factorize.pure_dp.optimizer",
             "factorize.pure_dp.kron", "factorize.pure_dp.one_d", "factorize.pure_dp.p_identity",
-            "factorize.pure_dp.flat", "factorize.pure_dp.marginals",
+            "factorize.pure_dp.flat", "factorize.pure_dp.l1_marginal_weights",
             "solvers.backends", "solvers.sdp_", "solvers.dual_gamma_f", "solvers.dual_gamma_2",
             "cvxpy")
 

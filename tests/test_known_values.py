@@ -5,7 +5,7 @@ solved by every route forced through ``planner.solve`` —
 
     dual          method="dual"                     (fixed-point dual solvers, numpy)
     sdp-<b>       method="sdp", SolverOptions(b)    (cvxpy SDP, back-end b ∈ scs, clarabel, mosek)
-    algebra       method="algebra"                  (planner.marginals: the subset algebra)
+    algebra       method="algebra"                  (planner.marginal_optimum: the subset algebra)
     low-rank      method="low-rank"                 (Burer–Monteiro, approximate γ₂ only)
     auto          method="auto"                     (the documented default choice)
 
@@ -89,7 +89,7 @@ import numpy as np
 import pytest
 
 from factorize.planner.certificate import ApproxGamma2Witness, Gamma2Witness, GammaFWitness
-from factorize.planner.marginals import MarginalSolution
+from factorize.planner.marginal_optimum import MarginalSolution
 from factorize.planner.routes import ALGEBRA_MIN_CELLS, LOWRANK_MIN_SIZE, CertifiedFactorization, solve
 from solvers import SolverOptions, available_backends
 from workloads import DenseWorkload, Workload, parse_workload

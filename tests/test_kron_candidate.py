@@ -3,6 +3,8 @@ the objective factorizes exactly, the plan chooses the product, the verifier rec
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -42,5 +44,6 @@ def test_laplace_kron_plan_takes_the_per_factor_product_and_verifies():
     assert verify_plan(plan).passed
     forged = dict(choice["candidates"])
     forged[choice["chosen"]] *= 0.9
-    plan.provenance["strategy_choice"] = dict(choice, candidates=forged)
+    plan = dataclasses.replace(plan, provenance={**plan.provenance,
+                                                 "strategy_choice": dict(choice, candidates=forged)})
     assert any(f.startswith("strategy choice") for f in verify_plan(plan).failures)

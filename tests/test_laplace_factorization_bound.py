@@ -4,6 +4,7 @@ RMSE ≥ √2·γ_F(W)/ε under Laplace noise, checked against random and standa
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -69,8 +70,8 @@ def test_a_forged_bound_is_refused():
     genuine = plan.bounds["laplace_factorization"]
     for forged in (dict(genuine, value=genuine["value"] * 1.5), dict(genuine, measure="per_query_std_max"),
                    dict(genuine, binds="every mechanism")):
-        plan.bounds["laplace_factorization"] = forged
-        failures = verify_plan(plan).failures
+        failures = verify_plan(dataclasses.replace(
+            plan, bounds={**plan.bounds, "laplace_factorization": forged})).failures
         assert any("laplace_factorization" in f for f in failures), forged
-    plan.bounds["laplace_factorization"] = None  # a plan written before the bound states none
-    assert verify_plan(plan).passed
+    # a plan written before the bound states none
+    assert verify_plan(dataclasses.replace(plan, bounds={**plan.bounds, "laplace_factorization": None})).passed

@@ -4,9 +4,12 @@ one float-noise refusal, a release that the verification did not give a bias for
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from factorize.errors import InternalError
 from factorize.executor.linear_release import EXACT_SAMPLERS, refuse_float_noise
 from factorize.executor.release import release_dense
 from factorize.executor.session import ExecutionError
@@ -30,9 +33,10 @@ def test_a_release_without_the_verified_bias_is_refused():
     h = np.array([5, 0, 3, 9, 1, 0, 2, 7])
     rel = release_dense(plan, h, TestRandom(1), check=check)
     assert rel.metadata["ci"]["bias_per_record"] == check.derived["beta"]
-    del check.derived["beta"]
-    with pytest.raises(ExecutionError, match="did not establish"):
-        release_dense(plan, h, TestRandom(1), check=check)
+    for key in ("beta", "n_bound", "mu", "b_l1"):  # no default stands in for a verified value
+        forgetful = dataclasses.replace(check, derived={k: v for k, v in check.derived.items() if k != key})
+        with pytest.raises(InternalError, match=f"did not establish '{key}'"):
+            release_dense(plan, h, TestRandom(1), check=forgetful)
 
 
 def test_dense_and_structured_releases_carry_the_same_fields(tmp_path):
@@ -46,6 +50,9 @@ def test_dense_and_structured_releases_carry_the_same_fields(tmp_path):
     measurement = splan.strategy.measured().measure(
         _tables(splan, np.arange(6).reshape(2, 3)), splan.noise.grid)
     structured = structured_release(splan, check, measurement, TestRandom(2))
+    forgetful = dataclasses.replace(check, derived={k: v for k, v in check.derived.items() if k != "beta"})
+    with pytest.raises(InternalError, match="did not establish 'beta'"):
+        structured_release(splan, forgetful, measurement, TestRandom(2))
     for rel in (dense, structured):
         assert set(rel.metadata) >= {"test_mode", "workload", "workload_fingerprint", "domain",
                                      "guarantee", "neighbouring", "noise", "ci", "n_queries", "warning"}

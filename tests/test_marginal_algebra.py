@@ -35,7 +35,7 @@ from factorize.planner.marginal_algebra import (
     subset_of,
     trace_norm,
 )
-from factorize.planner.marginals import solve_marginals, verify_marginal_solution
+from factorize.planner.marginal_optimum import solve_marginals, verify_marginal_solution
 from factorize.planner.routes import solve
 from solvers.errors import CertificateGapError
 from tests.raw_adult import ADULT_DOMAIN

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import factorize.planner.marginal_algebra as ma
-import factorize.planner.marginals as mp
+import factorize.planner.marginal_optimum as mp
 from factorize.planner.marginal_algebra import MarginalFamily, closure, mask_of, submasks, subset_dim
-from factorize.planner.marginals import solve_marginals
+from factorize.planner.marginal_optimum import solve_marginals
 from workloads import marginals
 
 ADULT = (85, 9, 100, 16, 7, 15, 6, 5, 2, 100, 100, 99, 42, 2)

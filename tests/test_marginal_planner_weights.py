@@ -19,7 +19,7 @@ import pytest
 
 from factorize.planner import certificate
 from factorize.planner.marginal_algebra import MarginalFamily, mask_of, projector_dense
-from factorize.planner.marginals import solve_marginals, verify_marginal_solution
+from factorize.planner.marginal_optimum import solve_marginals, verify_marginal_solution
 from factorize.planner.routes import solve
 from workloads import DenseWorkload, KronWorkload, VStackWorkload, identity, total
 

@@ -8,6 +8,7 @@ strategy, the dense row norms of R, the pure-DP objective evaluated in the subse
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -231,7 +232,7 @@ def test_cli_plans_the_idtotal_product_structured(tmp_path):
 def test_marginal_workloads_carry_the_marginal_algebra_certificate(plans):
     """On a stack of marginals the lower bound is the marginal planner's re-verified γ_F
     optimum (not the per-factor product, 1 for identities); a larger stated lower is refused."""
-    from factorize.planner.marginals import solve_marginals
+    from factorize.planner.marginal_optimum import solve_marginals
     from factorize.structured import marginal_weights_build as marginal_weights
 
     spec, path = plans["marginals"]
@@ -242,7 +243,8 @@ def test_marginal_workloads_carry_the_marginal_algebra_certificate(plans):
     lap = plan.certificate["laplace_factorization"]["value"]
     assert lap == pytest.approx(math.sqrt(2) * plan.certificate["lower"], rel=1e-12)
     assert verify_structured_plan(plan).passed
-    plan.certificate = {**plan.certificate, "lower": plan.certificate["lower"] * 1.001}
+    plan = dataclasses.replace(plan, certificate={**plan.certificate,
+                                                  "lower": plan.certificate["lower"] * 1.001})
     assert not verify_structured_plan(plan).passed
 
 

@@ -19,7 +19,7 @@ from tests.plan_fixtures import identity_certificate, small_plan
 def test_under_noised_plan_refused_with_both_numbers(tmp_path, privacy, family):
     plan = small_plan("prefix:8", privacy, noise_family=family)
     good = plan.noise.scale
-    plan.noise = dataclasses.replace(plan.noise, scale=good * 0.97)
+    plan = dataclasses.replace(plan, noise=dataclasses.replace(plan.noise, scale=good * 0.97))
     path = tmp_path / "u.plan"
     save_plan(plan, path)  # a well-formed file: only verification can catch it
     with pytest.raises(PlanRefused) as exc:
@@ -36,7 +36,7 @@ def test_under_noised_plan_refused_with_both_numbers(tmp_path, privacy, family):
 
 def test_understated_sensitivity_refused(tmp_path):
     plan = small_plan("prefix:8")
-    plan.noise = dataclasses.replace(plan.noise, base_sensitivity=0.5)
+    plan = dataclasses.replace(plan, noise=dataclasses.replace(plan.noise, base_sensitivity=0.5))
     save_plan(plan, tmp_path / "s.plan")
     check = verify_plan(load_plan(tmp_path / "s.plan"))
     assert not check.passed
@@ -51,8 +51,8 @@ def test_scaled_strategy_needs_more_noise(tmp_path):
     plan = small_plan("prefix:8")
     cert = identity_certificate("prefix:8")
     f = cert.factorization
-    plan.certificate = Certificate("gamma_f", Factorization((f.R_factors[0] / 2,), (f.A_factors[0] * 2,)),
-                                   cert.witness)
+    plan = dataclasses.replace(plan, certificate=Certificate(
+        "gamma_f", Factorization((f.R_factors[0] / 2,), (f.A_factors[0] * 2,)), cert.witness))
     save_plan(plan, tmp_path / "d.plan")
     check = verify_plan(load_plan(tmp_path / "d.plan"))
     assert not check.passed and check.recomputed_sensitivity == pytest.approx(2.0)
@@ -60,7 +60,7 @@ def test_scaled_strategy_needs_more_noise(tmp_path):
 
 def test_wrong_workload_refused(tmp_path):
     plan = small_plan("prefix:8")
-    plan.workload = dict(plan.workload, spec="identity:8")
+    plan = dataclasses.replace(plan, workload=dict(plan.workload, spec="identity:8"))
     save_plan(plan, tmp_path / "w.plan")
     check = verify_plan(load_plan(tmp_path / "w.plan"))
     assert not check.passed and "fingerprint DIFFERS" in check.failures[0]
@@ -73,8 +73,8 @@ def test_residual_mismatch_refused(tmp_path):
     plan = small_plan("prefix:8")
     R = plan.factorization.R_factors[0].copy()
     R[3, 2] += 1e-3
-    plan.certificate = Certificate("gamma_f", Factorization((R,), plan.factorization.A_factors),
-                                   plan.certificate.witness)
+    plan = dataclasses.replace(plan, certificate=Certificate(
+        "gamma_f", Factorization((R,), plan.factorization.A_factors), plan.certificate.witness))
     save_plan(plan, tmp_path / "r.plan")
     check = verify_plan(load_plan(tmp_path / "r.plan"))
     assert not check.passed and any("W = R·A" in f for f in check.failures)
@@ -93,8 +93,8 @@ def test_probe_residual_check_for_large_dense(monkeypatch):
 
     R = plan.factorization.R_factors[0].copy()
     R[5, 1] += 1e-6
-    plan.certificate = Certificate("gamma_f", Factorization((R,), plan.factorization.A_factors),
-                                   plan.certificate.witness)
+    plan = dataclasses.replace(plan, certificate=Certificate(
+        "gamma_f", Factorization((R,), plan.factorization.A_factors), plan.certificate.witness))
     assert not verify_plan(plan).passed
 
 

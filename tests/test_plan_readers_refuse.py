@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_dense_plan_sensitivity_exact_flag_is_verified(tmp_path):
 
     plan = build_plan("prefix:8", "epsilon=1,delta=1e-6")
     assert plan.sensitivity_exact is True and verify_plan(plan).passed
-    plan.sensitivity_exact = False
+    plan = dataclasses.replace(plan, sensitivity_exact=False)
     save_plan(plan, tmp_path / "f.plan")
     check = verify_plan(load_any_plan(tmp_path / "f.plan"))
     assert not check.passed and any(f.startswith("sensitivity exact") for f in check.failures)
@@ -73,7 +74,7 @@ def test_structured_plan_sensitivity_exact_flag_is_verified(tmp_path):
     plan = build_structured_plan("marginals:3x4x2:1", "epsilon=1,delta=1e-6")
     exact = plan.provenance["sensitivity_exact"]
     assert kind_of_plan(plan).verify(plan).passed
-    plan.provenance["sensitivity_exact"] = not exact
+    plan = dataclasses.replace(plan, provenance={**plan.provenance, "sensitivity_exact": not exact})
     save_structured_plan(plan, tmp_path / "s.plan")
     assert main(["verify", str(tmp_path / "s.plan")]) == 2
     check = kind_of_plan(plan).verify(load_any_plan(tmp_path / "s.plan"))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from factorize.pure_dp.evaluate import dense_laplace_objective, marginal_strategy_dense
-from factorize.pure_dp.marginals import MarginalWeightsObjective, candidate_subsets
+from factorize.pure_dp.l1_marginal_weights import MarginalWeightsObjective, candidate_subsets
 from factorize.pure_dp.p_identity import PIdentityObjective, p_identity_strategy
 from factorize.pure_dp.structure import marginal_structure_of
 from workloads import parse_workload

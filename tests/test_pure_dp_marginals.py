@@ -12,7 +12,11 @@ from factorize.privacy.guarantees import Neighbouring
 from factorize.privacy.sensitivity import sensitivity
 from factorize.pure_dp.api import plan_marginals, plan_pure_dp
 from factorize.pure_dp.evaluate import evaluate_dense, evaluate_marginal_weights, marginal_strategy_dense
-from factorize.pure_dp.marginals import MarginalWeightsObjective, candidate_subsets, optimize_marginal_weights
+from factorize.pure_dp.l1_marginal_weights import (
+    MarginalWeightsObjective,
+    candidate_subsets,
+    optimize_marginal_weights,
+)
 from factorize.pure_dp.structure import marginal_structure_of
 from workloads import parse_workload
 

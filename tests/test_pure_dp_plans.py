@@ -7,6 +7,7 @@ tree built here; the spread counted on the dense product; a re-plan from the rec
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -65,14 +66,12 @@ def test_plan_is_reproducible_from_its_recorded_seed(prefix_plan):
 
 
 def test_a_runner_up_claimed_better_than_the_chosen_is_refused(prefix_plan):
-    import copy
-
-    plan = copy.deepcopy(prefix_plan)
-    choice = plan.provenance["strategy_choice"]
+    choice = prefix_plan.provenance["strategy_choice"]
     chosen = choice["chosen"]
     forged = dict(choice["candidates"])
     forged["optimized marginal weights (seed 3)"] = 0.5 * forged[chosen]
-    plan.provenance["strategy_choice"] = dict(choice, candidates=forged)
+    plan = dataclasses.replace(prefix_plan, provenance={
+        **prefix_plan.provenance, "strategy_choice": dict(choice, candidates=forged)})
     failures = verify_plan(plan).failures
     assert any(f.startswith("strategy choice") and "beat the chosen" in f for f in failures)
 

@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from factorize.engines import DataError, histogram_duckdb, marginals_duckdb
+from factorize.engines.schema_sql import code_sql, prepare_sql
 from tests import raw_adult
 from tests.engine_files import spark  # noqa: F401 (a fixture)
 from tests.test_raw_data import DOM, SECRET, write_csv
 from tests.test_schema_sql import SCHEMA, cases, python_codes, raw_values
 from workloads import Domain
 from workloads.schema import read_domain
-from workloads.schema_sql import code_sql, prepare_sql
 
 pytestmark = pytest.mark.spark
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -38,7 +39,7 @@ def _marginal_plan(path: Path, attributes: list[str], privacy: str = PRIVACY, **
     """A plan of the 1-way marginals over binary/ternary attributes (identity certificate)."""
     sizes = [2, 3, 2][: len(attributes)]
     plan = small_plan(f"marginals:{'x'.join(map(str, sizes))}:1", privacy, **kw)
-    plan.domain = Domain(attributes, sizes)
+    plan = dataclasses.replace(plan, domain=Domain(attributes, sizes))
     save_plan(plan, path)
     return path
 

@@ -31,10 +31,10 @@ import pytest
 
 from factorize.engines import DataError, marginals_duckdb
 from factorize.engines._common import format_schema_problems
+from factorize.engines.schema_sql import code_sql, quick_code_sql, quick_key_code
 from tests.engine_files import spark  # noqa: F401 (a fixture)
 from tests.test_schema_sql import _duckdb_codes
 from workloads.schema import MISSING, OUTSIDE, UNPARSED, AttributeSchema, DomainSchema
-from workloads.schema_sql import code_sql, quick_code_sql, quick_key_code
 
 D = decimal.Decimal
 

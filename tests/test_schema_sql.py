@@ -1,7 +1,8 @@
-"""The schema's SQL mapping (``workloads.schema_sql``, DuckDB dialect) equals its pure-Python reference
-(``AttributeSchema.encode``) on random raw values of every column type, edge cases included:
-values on and next to bin edges and range bounds, integer spellings, overflow, NaN, infinities,
-spaces, case, empty text and NULL. (The Spark dialect: ``test_raw_data_spark.py``.)"""
+"""The schema's SQL mapping (``factorize.engines.schema_sql``, DuckDB dialect) equals its
+pure-Python reference (``AttributeSchema.encode``) on random raw values of every column type,
+edge cases included: values on and next to bin edges and range bounds, integer spellings,
+overflow, NaN, infinities, spaces, case, empty text and NULL. (The Spark dialect:
+``test_raw_data_spark.py``.)"""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from factorize.engines.schema_sql import code_sql, prepare_sql, quick_code_sql, quick_key_code
 from workloads.schema import DomainSchema
-from workloads.schema_sql import code_sql, prepare_sql, quick_code_sql, quick_key_code
 
 ATTRIBUTES = [
     {"name": "cat_str", "kind": "categorical", "values": ["a", "B", "long value", "1", "true", "x'y\\z"]},

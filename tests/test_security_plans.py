@@ -5,7 +5,6 @@ it."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 
@@ -49,16 +48,15 @@ def test_eta_bounded_and_zero_reconstruction_refused(tmp_path, approx_plan):
     from factorize.factorization import Factorization
     from factorize.planner.certificate import Certificate
 
-    plan = copy.deepcopy(approx_plan)
-    f = plan.factorization
-    plan.certificate = Certificate("approx_gamma_2", Factorization((np.zeros_like(f.R_factors[0]),),
-                                                                   f.A_factors),
-                                   plan.certificate.witness, eta=1e6)
+    f = approx_plan.factorization
+    plan = dataclasses.replace(approx_plan, certificate=Certificate(
+        "approx_gamma_2", Factorization((np.zeros_like(f.R_factors[0]),), f.A_factors),
+        approx_plan.certificate.witness, eta=1e6))
     text = " ".join(_failures(plan, tmp_path))
     assert "η = 1e+06 exceeds 0.5·max|W| = 0.5" in text
     # at the plan's own η the zero reconstruction misses W by 1 > 0.1
-    plan.certificate = Certificate("approx_gamma_2", plan.certificate.factorization,
-                                   plan.certificate.witness, eta=0.1)
+    plan = dataclasses.replace(plan, certificate=Certificate(
+        "approx_gamma_2", plan.certificate.factorization, plan.certificate.witness, eta=0.1))
     assert any(f.startswith("W = R·A") for f in _failures(plan, tmp_path))
     with pytest.raises(Exception, match="η"):
         build_plan("prefix:16", "epsilon=1,delta=1e-6", norm="approx_gamma_2", eta=1e6)
@@ -77,23 +75,23 @@ def test_approx_plan_verifies_and_states_its_bias(tmp_path, approx_plan):
                                         ("bias_per_record", 0.0), ("ci_multiplier", 0.5)])
 def test_understated_error_refused(tmp_path, key, factor):
     plan = small_plan("prefix:8")
-    plan.expected_error[key] = plan.expected_error[key] * factor
+    plan = dataclasses.replace(plan, expected_error={**plan.expected_error,
+                                                     key: plan.expected_error[key] * factor})
     assert any("expected error" in f and key in f for f in _failures(plan, tmp_path))
 
 
 def test_understated_bias_refused(tmp_path, approx_plan):
-    plan = copy.deepcopy(approx_plan)
-    plan.bias["residual_bound"] = 1e-3
-    plan.expected_error = dict(plan.expected_error, bias_per_record=1e-3)
+    plan = dataclasses.replace(approx_plan, bias={**approx_plan.bias, "residual_bound": 1e-3},
+                               expected_error=dict(approx_plan.expected_error, bias_per_record=1e-3))
     assert any("below the certified residual" in f for f in _failures(plan, tmp_path))
 
 
 def test_certificate_claims_refused(tmp_path):
     plan = small_plan("prefix:8")
-    plan.bounds["lower"] = plan.bounds["lower"] * 1.5
+    plan = dataclasses.replace(plan, bounds={**plan.bounds, "lower": plan.bounds["lower"] * 1.5})
     assert any(f.startswith("certificate") for f in _failures(plan, tmp_path))
     plan = small_plan("prefix:8")
-    plan.bounds["upper"] = plan.bounds["upper"] / 2
+    plan = dataclasses.replace(plan, bounds={**plan.bounds, "upper": plan.bounds["upper"] / 2})
     assert any(f.startswith("certificate") for f in _failures(plan, tmp_path))
 
 
@@ -109,8 +107,7 @@ def test_relaxed_projection_bound_divided_by_100_refused(tmp_path):
     for section, key, value in (("bounds", "upper_rmse", plan.bounds["upper_rmse"] / 100),
                                 ("expected_error", "rmse_bound", plan.expected_error["rmse_bound"] / 100),
                                 ("decoder", "gap_tol", -1.0), ("decoder", "max_iter", 10 ** 12)):
-        forged = copy.deepcopy(plan)
-        getattr(forged, section)[key] = value
+        forged = dataclasses.replace(plan, **{section: {**getattr(plan, section), key: value}})
         save_projection_plan(forged, tmp_path / "f.plan")
         check = verify_projection_plan(load_projection_plan(tmp_path / "f.plan"))
         assert not check.passed and any(f"{section}.{key}" in f for f in check.failures), check.failures
@@ -123,7 +120,7 @@ def test_relaxed_projection_bound_divided_by_100_refused(tmp_path):
 def test_postprocess_parameters_refused_at_verify(tmp_path, post):
     """A plan with tol = −1 and max_iter = 10¹² hung `run` forever, after the charge."""
     plan = small_plan("prefix:8", postprocess="nonneg")
-    plan.postprocess = post
+    plan = dataclasses.replace(plan, postprocess=post)
     path = _saved(plan, tmp_path / "p.plan")
     assert any(f.startswith("postprocess") for f in verify_plan(load_plan(path)).failures)
     L = tmp_path / "L.db"
@@ -141,11 +138,10 @@ def test_local_plan_eta_and_claims(tmp_path):
     plan = build_local_plan("prefix:8", "epsilon=1", n=10_000, eta=0.1, alpha=0.2)
     save_local_plan(plan, tmp_path / "l.plan")
     assert verify_local_plan(load_local_plan(tmp_path / "l.plan")) == []
-    for mutate in (lambda p: setattr(p, "eta", 1e6),
-                   lambda p: p.bounds.update(predicted_max_error=p.bounds["predicted_max_error"] / 10),
-                   lambda p: p.bounds.update(n_needed_predicted=1.0)):
-        forged = copy.deepcopy(plan)
-        mutate(forged)
+    for forged in (dataclasses.replace(plan, eta=1e6),
+                   dataclasses.replace(plan, bounds={**plan.bounds, "predicted_max_error":
+                                                     plan.bounds["predicted_max_error"] / 10}),
+                   dataclasses.replace(plan, bounds={**plan.bounds, "n_needed_predicted": 1.0})):
         save_local_plan(forged, tmp_path / "f.plan")
         assert verify_local_plan(load_local_plan(tmp_path / "f.plan"))
 
@@ -158,7 +154,7 @@ def test_plan_naming_a_path_is_refused_without_reading_it(tmp_path, capsys):
     secret = tmp_path / "private.csv"
     secret.write_text(f"1,2\n3,{SECRET}\n")
     plan = small_plan("prefix:2")
-    plan.workload = dict(plan.workload, spec=f"file:{secret}")
+    plan = dataclasses.replace(plan, workload=dict(plan.workload, spec=f"file:{secret}"))
     path = _saved(plan, tmp_path / "oracle.plan")
     before = os.stat(secret).st_atime_ns
     for argv in (["verify", str(path)], ["inspect", str(path)],
@@ -187,7 +183,7 @@ def test_custom_matrix_travels_inside_the_plan(tmp_path):
     (digest, w), = forged.embedded.items()
     from workloads import DenseWorkload
 
-    forged.embedded = {digest: DenseWorkload(w.matrix * 2)}
+    forged = dataclasses.replace(forged, embedded={digest: DenseWorkload(w.matrix * 2)})
     with pytest.raises(Exception, match="does not match its digest"):
         load_plan(_saved(forged, tmp_path / "swapped.plan"))
 
@@ -253,7 +249,7 @@ def test_out_must_not_be_an_input(tmp_path, target, capsys):
     plan = small_plan("marginals:2x3:1", "epsilon=0.5,delta=1e-6")
     from workloads import Domain
 
-    plan.domain = Domain(["a", "b"], [2, 3])
+    plan = dataclasses.replace(plan, domain=Domain(["a", "b"], [2, 3]))
     path = _saved(plan, tmp_path / "p.plan")
     data = tmp_path / "records.csv"
     data.write_text("a,b\n0,1\n1,2\n1,0\n")
@@ -296,13 +292,13 @@ def test_domain_must_agree_with_workload_axes(tmp_path):
         build_plan("kron(prefix:4,identity:4)", "rho=0.5", domain=Domain(["a", "b"], [2, 8]),
                    certificate=identity_certificate("kron(prefix:4,identity:4)"))
     plan = small_plan("kron(prefix:4,identity:4)", "rho=0.5")
-    plan.domain = Domain(["a", "b"], [2, 8])
+    plan = dataclasses.replace(plan, domain=Domain(["a", "b"], [2, 8]))
     assert any(f.startswith("domain") for f in _failures(plan, tmp_path))
 
 
 def test_manifest_contradicting_itself_refused(tmp_path):
     plan = small_plan("prefix:8")
-    plan.noise = dataclasses.replace(plan.noise, guarantee=ApproxDP(0.1, 1e-9))
+    plan = dataclasses.replace(plan, noise=dataclasses.replace(plan.noise, guarantee=ApproxDP(0.1, 1e-9)))
     assert any(f.startswith("manifest") for f in _failures(plan, tmp_path))
 
 

@@ -10,6 +10,7 @@ magnitudes span the whole float range.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -56,22 +57,18 @@ def forge(workload, cert: Certificate, privacy: str = "epsilon=1,delta=1e-6"):
     """A structurally valid plan whose noise is calibrated to the unsound float64 sensitivity,
     every other field consistent with it (a forger's best effort)."""
     W = parse_workload(workload) if isinstance(workload, str) else workload
-    plan = small_plan("identity:2", privacy)
-    plan.certificate = cert
-    plan.workload = {"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)}
     from workloads.spec import embedded_files
 
-    plan.embedded = embedded_files(W)
     sens = unsound_sensitivity(cert.factorization.A_factors[0])
     m = cert.factorization.strategy_rows
     spec = calibrate(parse_guarantee(privacy), sensitivity_l2=sens, grid=choose_grid(sens, m, "l2"),
                      dim=m, relation="add_remove")
-    plan.noise = spec
-    plan.sensitivity_exact = True
-    plan.bias = {"residual_bound": 1.0, "n_bound": "cap", "note": ""}
-    plan.n_weights = ()
-    plan.expected_error = expected_error(cert.factorization, plan.noise, 1.0)
-    return plan
+    return dataclasses.replace(
+        small_plan("identity:2", privacy), certificate=cert,
+        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
+        embedded=embedded_files(W), noise=spec, sensitivity_exact=True,
+        bias={"residual_bound": 1.0, "n_bound": "cap", "note": ""}, n_weights=(),
+        expected_error=expected_error(cert.factorization, spec, 1.0))
 
 
 def _refused_for_noise(plan, tmp_path, certificate=False):

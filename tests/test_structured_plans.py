@@ -318,7 +318,7 @@ def test_union_plan_measured_from_distinct_records_without_forming_the_domain(tm
     value computed record by record; the run releases answers within their intervals."""
     from fractions import Fraction
 
-    from factorize.engines.marginals import SparseTable
+    from factorize.engines.marginal_tables import SparseTable
     from factorize.executor.data import load_marginals
     from factorize.executor.pipeline import run
     from factorize.executor.structured import measure

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from functools import reduce
@@ -170,7 +171,7 @@ def test_forged_symmetry_certificates_are_refused(tmp_path, forgery):
     else:
         claim = c["lower"] * 1.05
         c.update(lower=claim, gap=relative_gap(c["upper"], claim), symmetry={**c["symmetry"], "lower": claim})
-    plan.certificate_arrays, plan.certificate = arrays, c
+    plan = dataclasses.replace(plan, certificate_arrays=arrays, certificate=c)
     check = verify_structured_plan(plan)
     assert not check.passed
     assert any("claims" in f for f in check.failures), check.failures

@@ -5,6 +5,7 @@ still verify."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -53,13 +54,14 @@ def test_union_plans_state_it_and_old_plans_still_verify(monkeypatch):
         "domain": plan.domain, "strategy": plan.strategy, "norm": plan.norm})(), parse_workload(SPEC))
     from factorize.numerics import relative_gap
 
-    plan.certificate = {**plan.certificate, "method": union.CERTIFICATE, "lower": old,
-                        "gap": relative_gap(plan.certificate["upper"], old)}
-    plan.certificate["laplace_factorization"] = None
+    plan = dataclasses.replace(plan, certificate={
+        **plan.certificate, "method": union.CERTIFICATE, "lower": old,
+        "gap": relative_gap(plan.certificate["upper"], old), "laplace_factorization": None})
     check = verify_structured_plan(plan)
     assert check.passed, check.failures
     assert old <= gram
     # claiming the uniform bound's method with a higher lower bound is refused
-    plan.certificate = {**plan.certificate, "method": union.CERTIFICATE_GRAM, "lower": gram * 1.01,
-                        "gap": relative_gap(plan.certificate["upper"], gram * 1.01)}
+    plan = dataclasses.replace(plan, certificate={
+        **plan.certificate, "method": union.CERTIFICATE_GRAM, "lower": gram * 1.01,
+        "gap": relative_gap(plan.certificate["upper"], gram * 1.01)})
     assert not verify_structured_plan(plan).passed

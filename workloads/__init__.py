@@ -24,8 +24,8 @@ from .compose import scale_workload, vstack_workloads
 from .domain import Domain
 from .errors import DenseTooLargeError, DomainError, WorkloadError, WorkloadSpecError
 from .files import from_file
+from .marginal_builders import marginals, marginals_upto, parity
 from .marginal_workload import MarginalGram, MarginalWorkload
-from .marginals import marginals, marginals_upto, parity
 from .operators import (
     DEFAULT_MAX_DENSE_ENTRIES,
     DenseWorkload,

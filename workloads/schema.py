@@ -41,7 +41,7 @@ This module has one job: the schema model -- parse, validate and serialise schem
 label of every code (:meth:`DomainSchema.labels`), check a column's type against an attribute
 (:meth:`AttributeSchema.check_type`), and map raw values to codes in pure Python
 (:meth:`AttributeSchema.encode`). The SQL that does the same mapping in the engines (DuckDB
-and Spark dialects) is :mod:`workloads.schema_sql`, tested against :meth:`~AttributeSchema.encode`
+and Spark dialects) is :mod:`factorize.engines.schema_sql`, tested against :meth:`~AttributeSchema.encode`
 as its reference. The codes come from the schema only, never from the data.
 """
 
@@ -104,7 +104,7 @@ TYPE_CLASSES = ("text", "integer", "float", "decimal", "boolean", "null")
 #: U+0020 SPACE, and nothing else -- not a tab, a line break, a no-break space (U+00A0), a thin
 #: space (U+2009), an ideographic space (U+3000) or any other Unicode space, which stay part of
 #: the value (so ``"Female\u00a0"`` is not ``"Female"``). Written out in every dialect
-#: (:func:`workloads.schema_sql.trim_sql`), never left to an engine's default ``trim``: DuckDB's
+#: (:func:`factorize.engines.schema_sql.trim_sql`), never left to an engine's default ``trim``: DuckDB's
 #: strips Unicode spaces, Spark's only this one.
 TRIMMED = " "
 
@@ -385,7 +385,7 @@ class AttributeSchema:
         """The code of one raw ``value`` read from a column of ``type_class`` (``str`` or
         ``None`` for text, ``int``, ``float``, ``decimal.Decimal``, ``bool``), or
         :data:`MISSING` / :data:`UNPARSED` / :data:`OUTSIDE` after the schema's ``outside``
-        rule: exactly what :func:`workloads.schema_sql.code_sql` computes, in plain Python.
+        rule: exactly what :func:`factorize.engines.schema_sql.code_sql` computes, in plain Python.
 
         Text (``docs/schema.md``, "How raw values are matched"): only U+0020 spaces are
         trimmed from either end (:data:`TRIMMED`); an empty result is missing. What remains

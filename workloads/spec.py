@@ -76,8 +76,8 @@ from .builders import allrange, hadamard, identity, prefix, random, total, width
 from .compose import check_scale, scale_workload, vstack_workloads
 from .errors import WorkloadError, WorkloadSpecError
 from .files import from_file
+from .marginal_builders import marginals, marginals_upto, parity, subset_count
 from .marginal_workload import MAX_MARGINAL_BLOCKS, MarginalWorkload
-from .marginals import marginals, marginals_upto, parity, subset_count
 from .operators import KronWorkload, VStackWorkload, Workload
 
 __all__ = ["parse_workload", "resolve_workload_spec", "ACCEPTED_FORMS", "embedded_files",

@@ -1,4 +1,4 @@
-"""HDMM's side of ``python -m benchmarks --suite hdmm_unions`` (issue 27, item 6): a standalone script.
+"""HDMM's side of ``python -m benchmarks --suite hdmm_unions``: a standalone script.
 
 Run it with the Python of HDMM's own environment (HDMM at dpcomp-org/hdmm importable, numpy
 and scipy; this script never imports factorize, so the two programs share nothing but the

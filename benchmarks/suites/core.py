@@ -3,7 +3,7 @@
 Every run forces ``method="sdp"``; the specialised solvers against the SDP at scale are
 ``python -m benchmarks --suite scale`` (``benchmarks.suites.scale``).
 
-Cases (issue 2): prefix n ∈ {16, 32, 64, 128} and all-range n ∈ {16, 32, 64}, for γ_F and γ₂,
+Cases: prefix n ∈ {16, 32, 64, 128} and all-range n ∈ {16, 32, 64}, for γ_F and γ₂,
 with every available back-end, plus ``kron(prefix:64,prefix:64,prefix:64)``. Each case
 runs in a fresh subprocess (``python -m benchmarks.suites.core --case …``, run by the
 harness) so its peak resident memory is its own; a baseline process that only imports the

@@ -1,4 +1,5 @@
-"""``python -m benchmarks --suite executor``: plan files and the executor (issues #3, #13, #16).
+"""``python -m benchmarks --suite executor``: plan files and the executor: load and
+verification, exact noise, whole runs on Adult, start-up.
 Writes reports/bench_executor.md (+ .json).
 
     python -m benchmarks --suite executor [--quick] [--section all|startup]
@@ -11,7 +12,7 @@ Writes reports/bench_executor.md (+ .json).
 3. the whole ``factorize run`` (a fresh process: imports, load, verify, DuckDB histogram of
    the Adult CSV, noise, answers, atomic write) for the 78-query 2-way-marginal plan and a
    1020-query plan kron(prefix:85, identity:2, identity:6) over age × sex × relationship.
-4. start-up (issue 16 item 5): ``python -m factorize run`` of tiny plans of every kind (dense
+4. start-up (target: ≤ 0.5 s a run): ``python -m factorize run`` of tiny plans of every kind (dense
    (ε, δ), Kronecker zCDP, Laplace, structured residual and union, covariance,
    relaxed-projection, JL), ``verify`` / ``inspect``, ``local client`` / ``local aggregate`` and
    ``budget show``, each a fresh process, against ``python -c pass`` measured in the same
@@ -42,9 +43,9 @@ NAME = "executor"
 SUMMARY = ("plan load + verify at k = N = 4096, exact-noise throughput, `factorize run` on Adult, "
            "start-up of tiny plans of every kind")
 
-TITLE = "Executor benchmark (issues #3, #13, #16)"
+TITLE = "Executor benchmark"
 ADULT = ADULT_DIR
-STARTUP_HEADING = "## Start-up and run of tiny plans (issue 16, item 5)"
+STARTUP_HEADING = "## Start-up and run of tiny plans"
 SOLVER_MODULES = ("cvxpy", "scs", "clarabel", "mosek")
 #: How the rows above the start-up section name their machine; ``--section startup`` replaces
 #: the header, so it writes that run's machine, versions and load there instead.
@@ -202,7 +203,7 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
     lines += ["", "Targets: exact noise ≥ 10⁵ coordinates/s; verify + run of a ~1024-query plan on "
               "Adult < 5 s; 4096×4096 plan arrays load well under a second. Histogram throughput "
               "(DuckDB vs numpy, 10⁷ records) is in reports/bench_histogram.md.", "",
-              "Issue 13 made every privacy-critical number sound: the sensitivity is a certified "
+              "Every privacy-critical number is sound: the sensitivity is a certified "
               "upper bound, the measurement round(Ã h/γ) is exact (a certified float path; a "
               "multi-modular exact fallback for the coordinates near a rounding boundary), and "
               "`run` re-checks every claim including the certificate. The rows above measure "

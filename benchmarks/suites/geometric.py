@@ -1,4 +1,4 @@
-"""``python -m benchmarks --suite geometric``: evidence for issue 5 — error vs dataset size n of the
+"""``python -m benchmarks --suite geometric``: error vs dataset size n of the
 geometric mechanisms against the factorization mechanism on the same workload, synthetic and
 Adult data, empirical next to each mechanism's stated bound; plus the end-to-end time of the
 JL mechanism on 10⁴ queries.
@@ -419,4 +419,4 @@ def run(args, harness):
               "![moments](geometric_moments.png)", ""]
     lines += table(mom)
     print("\n".join(lines))
-    return Report("Geometric mechanisms: error vs dataset size (issue 5, item 9)", "\n".join(lines), data)
+    return Report("Geometric mechanisms: error vs dataset size", "\n".join(lines), data)

@@ -1,4 +1,4 @@
-"""``python -m benchmarks --suite hdmm_suite``: HDMM's home ground (issue 15, item 6). Writes
+"""``python -m benchmarks --suite hdmm_suite``: HDMM's home ground. Writes
 reports/bench_hdmm_suite.md and .json.
 
     python -m benchmarks --suite hdmm_suite [--only NAME …] [--merge] [--records N]
@@ -25,7 +25,7 @@ from ``os.wait4``:
 * a small census-like union (N = 1,024) planned both as a structured union and densely, so
   the union strategy's Gaussian value is compared with the dense certified optimum.
 
-HDMM's figures are those measured side by side on this machine for the issue (HDMM's
+HDMM's figures are those measured side by side on this machine (HDMM's
 ``optimize(restarts=25)``, ε = 1), quoted as the reference column.
 """
 
@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.harness import value_or_dash
-from benchmarks.suites.marginals import phase_load, timed  # the same fresh-process timer
+from benchmarks.suites.marginal_suite import phase_load, timed  # the same fresh-process timer
 
 NAME = "hdmm_suite"
 SUMMARY = ("HDMM's workloads planned under Laplace (ε = 1) and Gaussian noise, against HDMM's RMSE "
@@ -47,7 +47,7 @@ PREFIX_IDTOTAL = ("kron(prefix:50,prefix:100," + ",".join(f"vstack(identity:{n},
                                                           for n in (7, 4, 2)) + ")")
 BIN8, BIN10 = "x".join(["2"] * 8), "x".join(["2"] * 10)
 
-#: (name, workload spec, HDMM's Laplace RMSE at ε = 1 from the issue's table or None)
+#: (name, workload spec, HDMM's Laplace RMSE at ε = 1, measured on this machine, or None)
 SUITE = [
     ("prefix:256", "prefix:256", 7.34),
     ("prefix:1024", "prefix:1024", 9.56),
@@ -252,7 +252,7 @@ def run(args, harness):
 
 
 
-TITLE = "HDMM's suite: pure-DP (Laplace) and Gaussian plans, unions at census scale (issue 15)"
+TITLE = "HDMM's suite: pure-DP (Laplace) and Gaussian plans, unions at census scale"
 
 
 def render(report: dict) -> str:
@@ -266,7 +266,7 @@ def render(report: dict) -> str:
         "`--privacy rho=0.5`; *per unit σ* is the plan's γ_F objective (per-query RMSE for noise "
         "of standard deviation 1 per unit of L2 sensitivity) next to the certificate's lower "
         "bound. HDMM: its Laplace RMSE at ε = 1 (`optimize(restarts=25)`), measured on this "
-        "machine for the issue.",
+        "machine.",
         "",
         "| workload | N | Laplace RMSE | HDMM | ratio | bound | gap | plan s | verify s | "
         "Gaussian per unit σ (lower ≤ plan) | plan s | strategy chosen (Laplace) |",

@@ -1,4 +1,4 @@
-"""``python -m benchmarks --suite local``: local-model simulation benchmark (issue 7, item 6): 10⁶
+"""``python -m benchmarks --suite local``: local-model simulation benchmark: 10⁶
 simulated users on the Adult domain, all 2-way marginals over sex, race, relationship and
 income>50K; measured error against the plan's prediction; messages per second per core for
 the client and the server.
@@ -140,5 +140,5 @@ def _run(args, harness):
               "degrees of freedom, whose median lies below its mean, so single releases mostly land "
               "under the predicted (expected) RMSE."]
     print("\n".join(lines))
-    return Report("Local model: 10⁶ simulated users (issue 7, item 6)", "\n".join(lines),
+    return Report("Local model: 10⁶ simulated users", "\n".join(lines),
                   {"users": n, "reps": args.reps, "threads": 1, "rows": rows})

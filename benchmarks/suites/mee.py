@@ -1,9 +1,9 @@
-"""``python -m benchmarks --suite mee``: the minimum-enclosing-ellipsoid solver (issue #5, item 1).
+"""``python -m benchmarks --suite mee``: the minimum-enclosing-ellipsoid solver.
 Writes reports/bench_mee.md (+ .json).
 
     python -m benchmarks --suite mee
 
-Random Gaussian point sets (the columns of A, d×N, seeds 0–2) around the issue's target
+Random Gaussian point sets (the columns of A, d×N, seeds 0–2) around its target
 (4096 points in 64 dimensions ≤ 10 s), and the 64 columns of allrange:64 (linearly
 independent in R^2080, so one iteration: a sanity row), to the optimality measure
 C ≤ 1 + tol (Nikolov, Talwar & Zhang 2013, §3.4.1). Each run is timed in this process after a
@@ -45,7 +45,7 @@ def run(args, harness):
     lines = ["- algorithm: Frank–Wolfe with away steps (Todd–Yıldırım), Sherman–Morrison updates, "
              "O(N·d) per iteration; C = max_j a_jᵀM⁻¹a_j / d (C-optimality, seed 002 §3.4.1); "
              "log-volume gap (d/2)·log C bounds log vol E(p) − log vol MEE",
-             "- target (issue 5): 4096 points in 64 dimensions in ≤ 10 s", "",
+             "- target: 4096 points in 64 dimensions in ≤ 10 s", "",
              "| points | d | N | seed | tol | iterations | support | C | log-volume gap | seconds |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     rows = []

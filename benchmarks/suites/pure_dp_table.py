@@ -1,6 +1,6 @@
 """``python -m benchmarks --suite pure_dp_table``: pure-DP (Laplace, ε = 1, add/remove) per-query
 RMSE of the optimised strategies against the numbers HDMM reaches (McKenna et al., PVLDB
-2018) on the issue's workloads, with times (``reports/bench_pure_dp_table.md``).
+2018) on the workloads of its figures (``CASES``), with times (``reports/bench_pure_dp_table.md``).
 
     python -m benchmarks --suite pure_dp_table [--only SUBSTRING] [--no-flat] [--seed N] [--json]
 
@@ -17,7 +17,7 @@ import json
 
 NAME = "pure_dp_table"
 SUMMARY = ("the pure-DP (Laplace) strategy optimizer's per-query RMSE against HDMM's figures on "
-           "the issue's workloads, with times")
+           "the workloads of its figures, with times")
 
 __all__ = ["CASES", "run_table", "add_arguments", "run"]
 
@@ -94,9 +94,9 @@ def run(args, harness):
     body = ["Laplace, ε = 1, add/remove neighbours; per-query RMSE recomputed from the returned "
             "strategy (`pure_dp.evaluate`); \"replace\" is the same strategy's RMSE with the replace "
             "L1 sensitivity (≤: the 2× bound where the exact value is not computed); HDMM's column "
-            "is the issue's table, measured by its author on this machine kind, not re-run here. "
+            "is HDMM's own RMSE (the suite's `CASES`, measured on this machine kind), not re-run here. "
             "Seconds include the recheck of each result. These are the optimizer's figures "
             "(`factorize.pure_dp.plan_pure_dp`).", "", "```", *table, "```"]
-    return Report("Pure-DP strategy optimizer against HDMM's figures (issue 15 item 1)", "\n".join(body),
+    return Report("Pure-DP strategy optimizer against HDMM's figures", "\n".join(body),
                   {"only": args.only, "flat": not args.no_flat, "seed": args.seed, "rows": rows},
                   exit_code=0 if all(r["meets_target"] for r in rows) else 1)

@@ -1,4 +1,4 @@
-"""``python -m benchmarks --suite raw``: raw data in the engines (issue 16): mapping raw columns to
+"""``python -m benchmarks --suite raw``: raw data in the engines: mapping raw columns to
 codes with a domain schema, against the coded path, on 10⁷ synthetic Parquet records; and
 raw-string Adult → all 2-way marginal answers through the CLI. Writes reports/bench_raw.md
 (+ .json).
@@ -103,8 +103,9 @@ def minimal_mapping_sql(path: Path, sizes: tuple[int, ...]):
     finite and non-negative): one ENUM cast per text value (an ENUM's range is known), the
     boolean as an integer (``% 2``: the range DuckDB needs), the raw age (its Parquet
     statistics give the range), the salary bin by one division (``floor(x / 2500)``, exact
-    here, as the engine's SQL for equal-width bins in ``workloads.schema_sql``) with the open top bin in a CASE, packed with the
-    boolean into one key (as the engine packs them). Returns the histogram."""
+    here, as the engine's SQL for equal-width bins in ``factorize.engines.schema_sql``) with
+    the open top bin in a CASE, packed with the boolean into one key (as the engine packs
+    them). Returns the histogram."""
     import numpy as np
 
     def enum(col: str, values: list[str]) -> str:

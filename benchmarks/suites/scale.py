@@ -1,11 +1,11 @@
-"""``python -m benchmarks --suite scale``: the specialised solvers against the generic SDP (issue 4).
+"""``python -m benchmarks --suite scale``: the specialised solvers against the generic SDP.
 
 Measured side by side in one run, both norms (γ_F, γ₂) for every case:
 
 - the generic cvxpy SDP (``method="sdp"``, every available back-end: SCS, Clarabel, …),
 - the specialised dual fixed-point solvers (``method="dual"``),
 - the marginal algebra (``method="algebra"``) on marginal workloads, when
-  ``factorize.planner.marginals`` can be imported (otherwise "not available"),
+  ``factorize.planner.marginal_optimum`` can be imported (otherwise "not available"),
 
 on prefix n = 64 … 2048, all-range n = 16 … 128, a random ±1 512×512 matrix, and all
 2-way marginals over 20 binary attributes and over the 14 Adult attributes.
@@ -20,7 +20,7 @@ is known even for a run that was killed.
 SDP runs are *skipped*, with the reason printed, where ``reports/bench_core.md`` shows
 them failing (see ``sdp_skip_reason``); the dual solver is skipped where its dense N×N
 Gram matrix cannot be formed. The report ends with least-squares fits of
-log(seconds) against log(N) and the issue's figure targets, PASS/FAIL computed from the
+log(seconds) against log(N) and the time targets (``TARGETS``), PASS/FAIL computed from the
 rows. The module's pure pieces (skip rules, fits, targets, rendering) are unit-tested
 in ``tests/test_bench_scale.py``.
 """
@@ -440,7 +440,7 @@ TARGETS = (
 
 
 def evaluate_targets(rows: list[dict], targets=TARGETS, gap_tol: float = GAP_TOL) -> list[dict]:
-    """The issue's figure targets against the fastest specialised run with gap ≤ ``gap_tol``.
+    """The time targets against the fastest specialised run with gap ≤ ``gap_tol``.
 
     PASS: that run finished within the target; FAIL: the case ran but no specialised run
     met both the time and the gap (``why`` says what was measured); N/A: not in this run.
@@ -572,7 +572,7 @@ def _notes(r: dict) -> str:
     return ", ".join(bits).replace("|", "/")
 
 
-TITLE = "Planner scaling benchmark: specialised solvers vs the generic SDP (issue 4)"
+TITLE = "Planner scaling benchmark: specialised solvers vs the generic SDP"
 
 
 def render_markdown(report: dict) -> str:

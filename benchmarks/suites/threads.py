@@ -1,4 +1,4 @@
-"""``python -m benchmarks --suite threads``: the thread policy measured (issue 16 item 6). Writes
+"""``python -m benchmarks --suite threads``: the thread policy measured. Writes
 reports/bench_threads.md (+ .json).
 
     python -m benchmarks --suite threads [--reps 11] [--reps-long 5] [--old-reps 2] [--old-timeout 120]
@@ -6,7 +6,7 @@ reports/bench_threads.md (+ .json).
 
 Three planner commands, each a fresh ``factorize`` process timed from start to exit:
 
-- ``solve --workload prefix:256 --norm gamma_2`` (the issue's example);
+- ``solve --workload prefix:256 --norm gamma_2`` (a small γ₂ solve);
 - ``plan --workload prefix:256 --privacy epsilon=1,delta=1e-6 --norm gamma_2`` (a small plan);
 - ``local plan`` of the README (2-way marginals over sex, race, relationship, income in
   Adult, ε = 1, n = 10⁶, α = 0.02).
@@ -17,7 +17,8 @@ hits all modes alike; ``old`` only in the first ``--old-reps`` rounds, it is slo
 - ``--threads 1``;
 - ``policy``: no option and no ``FACTORIZE_THREADS``, i.e. what ``factorize`` does by default;
 - ``old``: no policy at all (``factorize.cli.apply_thread_policy`` bypassed, no pool
-  variables in the environment): OpenBLAS starts one thread per core, as before issue 16.
+  variables in the environment): OpenBLAS starts one thread per core, as it did before
+  factorize had a thread policy.
 
 Every command runs with this suite's own environment (no pool variables, no
 ``FACTORIZE_THREADS``), whatever the policy of the ``python -m benchmarks`` process itself.
@@ -179,7 +180,7 @@ def fmt(t: float | None, stopped: bool = False) -> str:
     return "—" if t is None else (f"≥ {t:.1f}" if stopped else f"{t:.2f}")
 
 
-TITLE = "Thread policy benchmark (issue 16, item 6)"
+TITLE = "Thread policy benchmark"
 
 
 def report(results: list[dict], meta: dict) -> str:

@@ -81,9 +81,11 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
     |W − RA| ≤ η certified, certificate and stated bounds re-derived), the ε ceiling being the
     client's ``--max-epsilon`` and δ the documented ceiling: a client never sends a message
     for a plan the verifier refuses. Its guarantee is shown on stderr before any message."""
+    from factorize.errors import InternalError
     from factorize.local.plan import load_local_plan, verify_local_plan
     from factorize.plan.errors import PlanRefused
     from factorize.plan.model import guarantee_text
+    from factorize.privacy import ZCDP
     from factorize.privacy.policy import DELTA_CEILING, EPSILON_CEILING
 
     plan = load_local_plan(path)
@@ -91,6 +93,8 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
     failures = verify_local_plan(plan, allow_weak_guarantee=True)
     if failures:
         raise PlanRefused("plan refused: " + "; ".join(failures))
+    if isinstance(plan.guarantee, ZCDP):  # the verifier refuses a zCDP local plan
+        raise InternalError("a verified local plan holds a zCDP guarantee")
     eps = float(plan.guarantee.epsilon)
     limit = EPSILON_CEILING if max_epsilon is None else float(max_epsilon)
     print(f"guarantee   {guarantee_text(plan.guarantee)} local DP for this message "

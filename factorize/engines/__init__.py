@@ -31,7 +31,7 @@ from .duckdb_engine import (
                             marginals_duckdb,
 )
 from .errors import DataError
-from .marginals import (
+from .marginal_tables import (
                             MAX_MARGINAL_CELLS,
                             MarginalTables,
                             SparseTable,

@@ -26,7 +26,7 @@ distinct tuples themselves.
 **Raw values** (``docs/schema.md``): when the domain carries a public
 :class:`~workloads.schema.DomainSchema`, the scan maps every raw column to its code in SQL
 with the schema's rules and groups the rows by their codes. The scan uses the schema's quick
-mapping (:func:`workloads.schema_sql.quick_code_sql`: an ENUM cast per text value, the integer
+mapping (:func:`factorize.engines.schema_sql.quick_code_sql`: an ENUM cast per text value, the integer
 offset, integer arithmetic or a binary search for numeric bins), whose keys have a range
 DuckDB knows, so that it groups them with its perfect-hash aggregate as it groups integer
 codes (a refused value, or text that only matches after trimming, is NULL there); the integer
@@ -95,7 +95,7 @@ from ._common import (
     text_columns_error,
 )
 from .errors import DataError
-from .marginals import (
+from .marginal_tables import (
     MAX_MARGINAL_CELLS,
     MarginalTables,
     Subset,
@@ -336,7 +336,7 @@ def _column_sql(col: str, sql_type: str, size: int, name: str) -> tuple[str, str
         )
         return status, f"CAST({col} AS BIGINT)"
     if t == "VARCHAR" or t.startswith("VARCHAR("):
-        from workloads.schema_sql import trim_sql
+        from .schema_sql import trim_sql
 
         s = trim_sql(col)  # U+0020 only, as a schema's text (docs/schema.md)
         status = (
@@ -393,7 +393,8 @@ def _schema_sql(domain: Domain, refs: list[str], types: list[str], quick: bool =
     negative statuses), or with ``quick`` its ``quick_code_sql`` (keys of a range DuckDB
     knows, NULL where refused or unsettled; ``quick_key_code`` gives their codes)."""
     from workloads.schema import SchemaTypeError
-    from workloads.schema_sql import code_sql, prepare_sql, quick_code_sql
+
+    from .schema_sql import code_sql, prepare_sql, quick_code_sql
 
     preps: list[list[str]] = []
     codes: list[str] = []
@@ -454,7 +455,7 @@ def _quick_scan(con: Any, domain: Domain, refs: list[str], types: list[str], sou
     would alias another cell.) Either way the result is the same
     (the mapping is the schema's); only the time differs."""
     preps, codes = _schema_sql(domain, refs, types, quick=True, trim=trim)
-    from workloads.schema_sql import quick_is_enum
+    from .schema_sql import quick_is_enum
 
     counted = f"count(*) AS {_COUNT}"
     sizes = domain.sizes
@@ -498,7 +499,7 @@ def _raw_status_code(attr: Any, v: str, sql_type: str) -> tuple[str, str]:
     """``(status, code)`` SQL over the grouped table's raw integer column ``v``: the schema's
     full mapping (``code_sql``: the code, or a negative status after the ``outside`` rule),
     as the second scan computes it per row."""
-    from workloads.schema_sql import code_sql, prepare_sql
+    from .schema_sql import code_sql, prepare_sql
 
     tc = _schema_type_class(attr, sql_type)
     return _status_code(code_sql(attr, prepare_sql(attr, v, tc, 'duckdb'), tc, 'duckdb'))
@@ -671,7 +672,7 @@ def marginals_duckdb(
     them, whose table then gives every requested subset it contains. ``T`` has at most
     2**15 cells (unless it is a requested subset), or, with at most 2**14 distinct tuples
     (so few groups whatever ``T``), up to 2**40 cells; ``T`` is planned by
-    :func:`engines.marginals.plan_scans` from the sizes and subsets alone, never from the
+    :func:`engines.marginal_tables.plan_scans` from the sizes and subsets alone, never from the
     records. Every measured cell index is checked to lie in ``0 .. cells-1``, counts (each
     one and each total) to be below 2**53, and every table to sum to ``n_records``.
 
@@ -799,7 +800,7 @@ def _grouped(con: Any, p: Path, fmt: str, domain: Domain, wanted: list[str],
         # aggregate, as for integer codes. Integer columns are grouped by their raw values
         # instead, and mapped on the grouped table, when DuckDB still groups by a perfect
         # hash (their statistics give a small range: _quick_scan).
-        from workloads.schema_sql import quick_key_code
+        from .schema_sql import quick_key_code
 
         vs = [_ident(f"v{j}") for j in range(d)]
         qs = _quick_scan(con, domain, refs, types, source, trim=fmt == "csv")

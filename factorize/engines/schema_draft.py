@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from workloads.schema import INTEGER_TEXT, NUMBER_TEXT, SCHEMA_FORMAT, SCHEMA_VERSION, DomainSchema
-from workloads.schema_sql import trim_sql
 
 from .errors import DataError
+from .schema_sql import trim_sql
 
 __all__ = ["DRAFT_WARNING", "draft_schema_command", "draft_schema_dict"]
 

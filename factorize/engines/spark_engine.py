@@ -25,7 +25,7 @@ values.
 
 :func:`marginals_spark` measures marginal tables (histograms of projections onto attribute
 subsets) the same way, for domains of any number of cells: a valid row's keys are then one
-*(table, cell)* pair per planned table (see :mod:`engines.marginals`) besides its problem
+*(table, cell)* pair per planned table (see :mod:`engines.marginal_tables`) besides its problem
 masks, still computed before the shuffle, and only the tables' counts come back.
 
 The validation semantics are those of the DuckDB engine: integer and boolean columns,
@@ -84,7 +84,7 @@ from ._common import (
 )
 from .duckdb_engine import INTEGER_PATTERN, check_blank_lines, csv_header, match_columns, source_columns
 from .errors import DataError
-from .marginals import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
+from .marginal_tables import MarginalTables, Subset, TableBuilder, normalize_subsets, plan_scans
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -477,7 +477,8 @@ def _schema_exprs(domain: Domain, pos: list[int], types: list[Any]) -> tuple[lis
     from pyspark.sql import functions as F
 
     from workloads.schema import SchemaTypeError
-    from workloads.schema_sql import code_sql, prepare_sql
+
+    from .schema_sql import code_sql, prepare_sql
 
     preps: list[Any] = []
     codes: list[Any] = []
@@ -590,7 +591,7 @@ def marginals_spark(
     :func:`histogram_spark`; a valid row then emits one key ``(t, cell_t)`` per planned table
     ``t`` (the cell index ``Σ_{j∈T} code_j · stride_j`` of a superset ``T`` of requested
     subsets, at most 2**15 cells unless a requested subset is larger; planned by
-    :func:`engines.marginals.plan_scans` from the sizes and subsets alone), and every row one
+    :func:`engines.marginal_tables.plan_scans` from the sizes and subsets alone), and every row one
     key per 31 attributes with its problem mask; ``groupBy(t, cell).count()`` brings back
     only these counts. Since the keys are computed before the shuffle, shuffle files hold
     partial counts per marginal cell, no record values. Bad values raise the

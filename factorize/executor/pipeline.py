@@ -52,9 +52,13 @@ Every check that can fail deterministically runs before the charge (step 6); the
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .session import POSTPROCESS_SECONDS, ExecutionError, ReleaseSession, check_record_count
+
+if TYPE_CHECKING:
+    from factorize.plan.check_record import PlanCheck
+    from factorize.privacy import Guarantee
 
 
 def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: int | None = None,
@@ -126,14 +130,12 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         return rel
 
 
-def _verified_guarantee(check: Any) -> Any:
+def _verified_guarantee(check: PlanCheck) -> Guarantee:
     """The guarantee the verification established for the plan's noise (``plan.checks.
     rederive_noise``): what a central release is charged. A passed check without one is a
-    verifier that did not look at the noise: refused, nothing charged."""
-    guarantee = check.derived.get("guarantee")
-    if guarantee is None:
-        raise ExecutionError("the verification established no guarantee for this plan's noise; "
-                             "refusing to charge or release it")
+    verifier that did not look at the noise (``PlanCheck.established``: InternalError), and
+    nothing is charged."""
+    guarantee: Guarantee = check.established("guarantee")
     return guarantee
 
 

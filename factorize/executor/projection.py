@@ -30,6 +30,7 @@ from factorize.plan.projection_checks import verify_projection_plan
 from factorize.plan.projection_plan import ProjectionPlan, moment_layout, moment_matrix
 
 from .linear_release import NOT_PRIVATE, Release, refuse_float_noise
+from .session import ExecutionError
 
 
 def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
@@ -84,6 +85,8 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
     else:
         from factorize.privacy import round_to_grid
 
+        if spec.grid is None:  # verified plans with an exact sampler state their lattice grid
+            raise ExecutionError("the plan's exact sampler has no lattice grid")
         noisy = sample_lattice(round_to_grid(vals, spec.grid), spec, rng)
     del values, vals
     t0 = time.perf_counter()

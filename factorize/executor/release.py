@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from factorize.kron import kron_matvec
+from factorize.plan.check_record import PlanCheck
 from factorize.plan.model import Plan, domain_manifest, row_l1_norms_R
 
 from .linear_release import LinearMeasurement, Release, release
@@ -70,7 +71,7 @@ def measure(plan: Plan, h: np.ndarray) -> np.ndarray:
 
 def release_dense(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
                   allow_float_noise: bool = False, metadata: dict[str, Any] | None = None,
-                  check: Any = None, measurement: np.ndarray | None = None,
+                  check: PlanCheck | None = None, measurement: np.ndarray | None = None,
                   postprocess_seconds: float = POSTPROCESS_SECONDS) -> Release:
     """The dense / Kronecker kind's release half: steps 4–6 of the module docstring for a
     verified plan (``check``: its PlanCheck; verified here when not given) and a validated h,
@@ -90,22 +91,19 @@ def release_dense(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
     if measurement is None:
         check_public_n(plan, np.asarray(h))
         measurement = measure(plan, h)
-    d = check.derived
-    missing = [key for key in ("beta", "n_bound", "n_weights", "mu", "b_l1") if key not in d]
-    if missing:
-        raise ExecutionError(f"the verification did not establish {missing}: refusing to release")
-    beta = float(d["beta"])
+    beta = check.established_number("beta")
+    n_bound, n_weights = check.established("n_bound"), check.established("n_weights")
+    mu, b_l1 = check.established_number("mu"), check.established_number("b_l1")
     public_n = (plan.postprocess or {}).get("n")
 
     def n_plus(noisy: np.ndarray, est: np.ndarray, sd: float) -> float:
-        n = n_upper(d["n_bound"], d["n_weights"], est, fact.R_factors, d["mu"], beta, d["b_l1"], sd,
-                    spec.family, spec.grid)
+        n = n_upper(n_bound, n_weights, est, fact.R_factors, mu, beta, b_l1, sd, spec.family, spec.grid)
         return min(n, float(public_n)) if public_n is not None else n
 
     m = LinearMeasurement(
         values=measurement, noise=spec, reconstruct=lambda y: kron_matvec(fact.R_factors, y),
         row_norms=fact.row_norms_R(), row_l1_norms=row_l1_norms_R(fact), beta=beta,
-        n_upper=n_plus, n_bound=d["n_bound"], labels={},
+        n_upper=n_plus, n_bound=n_bound, labels={},
         describe={"workload": plan.workload["spec"],
                   "workload_fingerprint": plan.workload["fingerprint"],
                   "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from factorize.plan.check_record import PlanCheck
 from factorize.plan.structured_plan import StructuredPlan
 
 from .session import ExecutionError
@@ -30,6 +31,8 @@ def measure(plan: StructuredPlan, tables: Any) -> np.ndarray:
     strategy = plan.strategy.measured()
     if plan.noise.sampler == "float":
         return strategy.apply_tables(tables)
+    if plan.noise.grid is None:  # verified plans with an exact sampler state their lattice grid
+        raise ExecutionError("the plan's exact sampler has no lattice grid")
     return strategy.measure(tables, plan.noise.grid)
 
 
@@ -64,7 +67,7 @@ def labels(plan: StructuredPlan) -> tuple[Any, Any]:
     return marginal, pa.chunked_array(cells, type=pa.string())
 
 
-def release(plan: StructuredPlan, check: Any, measurement: np.ndarray, rng: Any, *,
+def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng: Any, *,
             allow_float_noise: bool = False, metadata: dict[str, Any] | None = None) -> Any:
     """Noise once, reconstruct, error bars (module docstring) through the one release
     (``executor.linear_release``); ``check`` the plan's PlanCheck."""
@@ -74,14 +77,11 @@ def release(plan: StructuredPlan, check: Any, measurement: np.ndarray, rng: Any,
     from .linear_release import LinearMeasurement
     from .linear_release import release as linear_release
 
-    if "beta" not in check.derived:
-        raise ExecutionError("the verification did not establish the reconstruction's bias β: "
-                             "refusing to release")
-    beta = float(check.derived["beta"])
+    beta = check.established_number("beta")
     recon = plan.reconstruction
 
     def n_plus(noisy: np.ndarray, est: np.ndarray, sd: float) -> float:
-        return n_upper(plan, check.derived, noisy, est, sd, beta) if beta > 0 else 0.0
+        return n_upper(plan, check, noisy, est, sd, beta) if beta > 0 else 0.0
 
     marg, cell = labels(plan)
     m = LinearMeasurement(

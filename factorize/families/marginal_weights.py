@@ -1,4 +1,4 @@
-"""Weighted marginal tables (HDMM's OPT_M; ``pure_dp.marginals`` weights,
+"""Weighted marginal tables (HDMM's OPT_M; ``pure_dp.l1_marginal_weights`` weights,
 ``structured.marginal_weights`` plan) under Laplace noise."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from factorize.errors import SolverError
@@ -95,6 +95,5 @@ def search(problem: PlanProblem, families: Sequence[StrategyFamily] | None = Non
         raise PlanError(message)
     record = {"objective": OBJECTIVE[problem.norm], "chosen": best[2], "seed": int(problem.seed),
               "tried": tried, "not_applicable": skipped}
-    plan = best[1]
-    plan.provenance["strategy_search"] = record
+    plan = replace(best[1], provenance={**best[1].provenance, "strategy_search": record})
     return SearchResult(plan, record)

@@ -93,7 +93,7 @@ set of 2-way marginal tables (with their 1-way margins and total). Per table the
 tables the least-squares moments are exactly: ``Σs_a s_b`` from its one table, ``Σs_a``
 the mean over the d − 1 tables containing a, n the mean of all table totals
 (``marginals_to_moments``). Tables use the project's marginal-workload layout:
-pairs in ``workloads.marginals.marginal_subsets(d, 2)`` order (lexicographic a < b), cell
+pairs in ``workloads.marginal_builders.marginal_subsets(d, 2)`` order (lexicographic a < b), cell
 ``[i, j]`` = row ``2i + j`` of that pair's block of ``workloads.marginals([2]*d, 2)``. On
 integer counts both conversions are exact in floating point (integer sums below 2⁵³, then
 a division by 4 or by the count of equal terms). Note the Frobenius projection weights

@@ -30,13 +30,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from factorize.plan.errors import PlanError
 from factorize.plan.files import LOCAL_FORMAT as FORMAT
 from factorize.plan.files import PlanBytes
+
+if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
+    from factorize.privacy import Guarantee
+    from workloads import Domain
 
 SCHEMA_VERSION = 1
 RANDOMIZERS = ("l2", "gaussian")
@@ -46,13 +50,17 @@ ETA_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)
 Z95 = 1.959963984540054
 
 
-@dataclass
+@dataclass(frozen=True)
 class LocalPlan:
+    """A local-model plan (module docstring). Frozen, like ``plan.model.Plan`` (a changed
+    plan is a new one); only ``provenance`` has a default. The dict fields are not read-only:
+    ``verify_local_plan`` re-derives the randomizer and every bound from the arrays."""
+
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "local"
     workload: dict[str, Any]
-    domain: Any                     # workloads.Domain
-    guarantee: Any                  # privacy.Guarantee: pure_dp (l2 randomizer) or approx_dp (gaussian)
+    domain: Domain
+    guarantee: Guarantee            # pure_dp (l2 randomizer) or approx_dp (gaussian)
     randomizer: dict[str, Any]      # kind, epsilon, [delta], dim m, scale (B or σ), variance v
     eta: float
     R: np.ndarray
@@ -60,8 +68,8 @@ class LocalPlan:
     U: np.ndarray
     d: np.ndarray
     bounds: dict[str, Any]          # gamma2 upper/lower, residual, planning n, errors, n needed
+    embedded: dict[str, Any]        # fingerprint → custom matrix
     provenance: dict[str, Any] = field(default_factory=dict)
-    embedded: dict[str, Any] = field(default_factory=dict)  # fingerprint → custom matrix
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -31,12 +31,21 @@ from .plan import Z95, LocalPlan
 
 
 def _randomizer(plan: LocalPlan) -> Any:
+    """The plan's client randomizer: the ℓ2 one at ε, or the Gaussian one at (ε, δ) (the
+    verifier re-derives which from the guarantee, ``plan.randomizer_spec``)."""
+    from factorize.plan.errors import PlanError
+    from factorize.privacy import ZCDP, ApproxDP
+
     from .randomizer import GaussianLocalRandomizer, L2Randomizer
 
     g = plan.guarantee
     m = plan.A.shape[0]
+    if isinstance(g, ZCDP):
+        raise PlanError("a local plan's guarantee is ε- or (ε, δ)-LDP, not zCDP")
     if plan.randomizer["kind"] == "l2":
         return L2Randomizer(g.epsilon, m)
+    if not isinstance(g, ApproxDP):
+        raise PlanError("the Gaussian randomizer needs an (ε, δ) guarantee")
     return GaussianLocalRandomizer(g.epsilon, g.delta, m)
 
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from factorize.privacy import NoiseSpec
 from .lower_bound import any_mechanism_lower_bound, laplace_bound
 from .model import POSTPROCESS_METHODS, Plan, expected_error
+from .plan_file import SCHEMA_VERSION
 from .rules import (
     CHOICE_MAX_CELLS,
     CHOICE_MAX_ENTRIES,
@@ -227,6 +228,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
         postprocess=_postprocess_spec(mechanism, postprocess, public_n, fact, spec),
         expected_error=expected_error(fact, spec, bias["residual_bound"]),
         bias=bias, n_weights=tuple(n_weights), embedded=embedded_files(W),
+        schema_version=SCHEMA_VERSION,
         provenance={"versions": versions(), "mechanism": mechanism, "strategy_choice": choice,
                     "certificate_source": source, "solves": solves,
                     "solve_seconds": solve_seconds,

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .errors import PlanError
+from .plan_file import PROJECTION_SCHEMA_VERSION
 from .projection_plan import (
     MOMENT_KINDS,
     PROJECTION_KINDS,
@@ -112,6 +113,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
         workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
         domain=dom, relation=rel, guarantee=g, n=n, noise=spec, decoder=decoder,
         bounds=bounds, expected_error=expected, arrays=arrays, embedded=embedded_files(W),
+        schema_version=PROJECTION_SCHEMA_VERSION,
         provenance={"versions": versions(), "mechanism": kind,
                     "plan_seconds": time.perf_counter() - t0,
                     "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")},

@@ -4,12 +4,12 @@ this module; the strategy search over the families is ``plan.build_structured``)
 ``build_family_plan(workload, guarantee, strategy=..., ...)``:
 
 1. the strategy of one family (``strategy``): ``residual`` — the certified optimum of a
-   marginal workload in the subset algebra (``planner.marginals.solve_marginals``, γ_F: total
+   marginal workload in the subset algebra (``planner.marginal_optimum.solve_marginals``, γ_F: total
    variance, γ₂: worst cell) as residual blocks (``structured.residual``); ``subset_algebra`` —
    the algebra's closed-form γ_F optimum for any union of Kronecker products
    (``structured.subset_algebra``); ``union`` — one block per workload block with per-factor
    optimal factorizations and optimal block weights (``structured.union``);
-   ``marginal_weights`` — L1-optimised marginal weights (``pure_dp.marginals``) with their
+   ``marginal_weights`` — L1-optimised marginal weights (``pure_dp.l1_marginal_weights``) with their
    least-squares reconstruction (``structured.marginal_weights``); ``kron`` — one shared
    Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗); ``kron_groups`` — one shared
    Kronecker strategy per group of blocks (``structured.kron_groups``, HDMM's OPT_+);
@@ -44,7 +44,7 @@ from workloads import Domain, Workload
 
 from .errors import PlanError
 from .rules import BIAS_NOTE
-from .structured_plan import StructuredPlan, achieved_norm, expected_error
+from .structured_plan import SCHEMA_VERSION, StructuredPlan, achieved_norm, expected_error
 
 #: A marginal-weights strategy measures every cell of each chosen table: at most this many.
 MAX_WEIGHTED_TABLE = 1 << 24
@@ -157,7 +157,7 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
         structure=structure, encoding=encoding, noise=noise, certificate=cert,
         certificate_arrays=cert_arrays,
         expected_error=expected_error(noise, recon, beta, norm, sampled_variance(noise)),
-        bias=bias, n_weights=n_weights, embedded=embedded_files(W),
+        bias=bias, n_weights=n_weights, embedded=embedded_files(W), schema_version=SCHEMA_VERSION,
         provenance={"versions": versions(), "mechanism": "factorization", "strategy": strategy,
                     "sensitivity_exact": sens.exact, "plan_seconds": time.perf_counter() - t0,
                     **({"strategy_choice": choice} if choice is not None else {}),
@@ -250,7 +250,7 @@ def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[dict[str, Any], d
 def _residual(W: Workload, dom: Domain, wblocks: list, norm: Norm, gap_tol: float):
     """The certified marginal optimum as residual blocks (``structured.residual``)."""
     from factorize.planner.marginal_algebra import marginal_family
-    from factorize.planner.marginals import solve_marginals
+    from factorize.planner.marginal_optimum import solve_marginals
     from factorize.structured import residual
 
     family = marginal_family(W)
@@ -288,14 +288,14 @@ def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm
 def _marginal_weights(W: Workload, dom: Domain, wblocks: list, norm: str, options: Any,
                       seed: int, fam: Any = None, union_cert: tuple | None = None
                       ) -> tuple[tuple, dict[str, Any]]:
-    """OPT_M weights for Laplace noise (``pure_dp.marginals``) as a structured plan
+    """OPT_M weights for Laplace noise (``pure_dp.l1_marginal_weights``) as a structured plan
     (``structured.marginal_weights``), and the search's record; ``fam``: W's marginal
     structure when the caller has it; ``union_cert``: the union family's build of the same
     workload (the search's memo), whose certificate is reused. A workload that is not made of marginals (any union of
     Kronecker products) is optimised through its averaged Gram
     (``structured.subset_algebra.subset_eigenvalues``: the error of a marginal strategy depends
     on W only through it — HDMM's Marginals template for any workload)."""
-    from factorize.pure_dp.marginals import candidate_subsets, optimize_marginal_weights
+    from factorize.pure_dp.l1_marginal_weights import candidate_subsets, optimize_marginal_weights
     from factorize.pure_dp.structure import marginal_structure_of
     from factorize.structured import marginal_weights_build
 

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from factorize.errors import InternalError
 from factorize.numerics import is_number
 
 from .errors import PlanRefused
+
+if TYPE_CHECKING:
+    from workloads import Workload
 
 
 @dataclass
@@ -20,12 +24,29 @@ class PlanCheck:
     checks: list[dict[str, Any]]
     required_scale: float | None = None
     recomputed_sensitivity: float | None = None
-    workload: Any = None
+    workload: Workload | None = None  # the workload rebuilt from the plan, once checked
     seconds: float = 0.0
     certificate: dict[str, Any] | None = None
     failures: list[str] = field(default_factory=list)
-    #: recomputed values the executor uses (bias β, n-bound μ and ‖b‖₁, expected error, …)
+    #: recomputed values the executor uses (bias β, n-bound μ and ‖b‖₁, expected error, …);
+    #: a release reads them through :meth:`established`, never with a default
     derived: dict[str, Any] = field(default_factory=dict)
+
+    def established(self, key: str) -> Any:
+        """The value the verification derived under ``key`` (the bias β, the residual, the
+        expected error, the n bound and its μ, ‖b‖₁, the guarantee charged, …).
+
+        A release depends on each: a verification that passed without setting one is a bug
+        in the verifier, and no default is safe (β = 0 would drop the bias from every
+        interval without a word), so its absence raises :class:`InternalError`."""
+        if key not in self.derived:
+            raise InternalError(f"the verification did not establish {key!r}: refusing to release "
+                                "on a default")
+        return self.derived[key]
+
+    def established_number(self, key: str) -> float:
+        """:meth:`established` for a number (β, μ, ‖b‖₁, the residual)."""
+        return float(self.established(key))
 
     def record(self, name: str, ok: bool, detail: str) -> bool:
         """Append one check's outcome; returns ``ok``."""

@@ -61,7 +61,7 @@ POSTPROCESS_METHODS = ("nonneg", "least_squares")
 
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """Everything a release needs; see the module docstring and ``plan_file`` for the format.
 
@@ -69,6 +69,11 @@ class Plan:
     ``workloads.Domain``, a ``privacy.Neighbouring``, a ``privacy.Guarantee`` and a
     ``privacy.NoiseSpec``; they become JSON only in :meth:`manifest` (the file boundary) and
     are parsed back, or the file refused, in ``plan_file.load_plan``.
+
+    Frozen: a plan is a value (a changed plan is a new one, ``dataclasses.replace``). Only
+    ``provenance`` has a default: a plan may record none. The dict fields are not read-only
+    (a mapping proxy is shallow: their nested records would stay mutable); what the release
+    trusts of them is re-derived by the verifier, never read from the plan.
     """
 
     #: the plan kind (``plan.registry``) this class holds
@@ -83,13 +88,14 @@ class Plan:
     noise: NoiseSpec
     postprocess: dict[str, Any] | None
     expected_error: dict[str, Any]
+    bias: dict[str, Any]              # residual_bound β, n_bound method ({} in a schema-1 file)
+    n_weights: tuple[np.ndarray, ...]  # b_j per Kronecker factor of W (() without weights)
+    embedded: dict[str, Any]          # fingerprint → custom matrix
+    schema_version: int               # of the file it was read from (or written to)
+    #: whether the planner's sensitivity was exact (True) or a certified upper bound; None
+    #: where the file does not say
+    sensitivity_exact: bool | None
     provenance: dict[str, Any] = field(default_factory=dict)
-    bias: dict[str, Any] = field(default_factory=dict)   # residual_bound β, n_bound method
-    n_weights: tuple[np.ndarray, ...] = ()              # b_j per Kronecker factor of W
-    embedded: dict[str, Any] = field(default_factory=dict)  # fingerprint → custom matrix
-    schema_version: int = 2                              # of the file it was read from
-    #: whether the planner's sensitivity was exact (True) or a certified upper bound
-    sensitivity_exact: bool | None = None
 
     @property
     def factorization(self) -> Factorization:

@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from .errors import PlanError
+
+if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
+    from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
+    from workloads import Domain
 
 PROJECTION_KINDS = ("jl", "covariance", "relaxed-projection")
 MOMENT_KINDS = ("covariance", "relaxed-projection")
@@ -41,27 +45,31 @@ DECODE_GAP_FRACTION = 1e-3
 DECODE_MAX_ITER = 20000
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProjectionPlan:
-    """A measure-noise-project plan (module docstring); pure data, numpy arrays in ``arrays``."""
+    """A measure-noise-project plan (module docstring); pure data, numpy arrays in ``arrays``.
+
+    Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` has a
+    default. The dict fields are not read-only: the verifier re-derives the decoder, bounds
+    and expected error the release uses (``PlanCheck.derived``)."""
 
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "projection"
 
     kind: str
     workload: dict[str, Any]
-    domain: Any                       # workloads.Domain
-    relation: Any                     # privacy.Neighbouring (always replace: n is public)
-    guarantee: Any                    # privacy.Guarantee
+    domain: Domain
+    relation: Neighbouring            # always replace: n is public
+    guarantee: Guarantee
     n: int
-    noise: Any                        # privacy.NoiseSpec
+    noise: NoiseSpec
     decoder: dict[str, Any]
     bounds: dict[str, Any]
     expected_error: dict[str, Any]
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray]     # T for jl, none for the moment mechanisms
+    embedded: dict[str, Any]          # fingerprint → custom matrix
+    schema_version: int               # of the file it was read from (or written to)
     provenance: dict[str, Any] = field(default_factory=dict)
-    embedded: dict[str, Any] = field(default_factory=dict)  # fingerprint → custom matrix
-    schema_version: int = 2                                # of the file it was read from
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -20,7 +20,7 @@
    and the noise re-derived from the guarantee (``checks.rederive_noise``): an under-noised
    plan is refused with both numbers;
 7. the claims: the certificate (upper, lower and gap re-derived from its stored coefficients
-   and dual witness — ``planner.marginals.verify_marginal_solution`` — or, for a union plan,
+   and dual witness — ``planner.marginal_optimum.verify_marginal_solution`` — or, for a union plan,
    from each factor's re-verified certificate), the value the plan achieves, every accuracy
    statement (``structured_plan.expected_error``) and the bias section.
 

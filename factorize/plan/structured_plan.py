@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -37,37 +37,47 @@ from factorize.numerics import is_number
 from .files import PlanBytes
 from .model import domain_manifest, guarantee_text, noise_manifest
 
+if TYPE_CHECKING:  # typed values only; the structure and privacy layers are imported where used
+    from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
+    from factorize.structured.reconstruction import StructuredReconstruction
+    from factorize.structured.strategy import StructuredStrategy
+    from workloads import Domain
+
 FORMAT = "factorize-plan"
 SCHEMA_VERSION = 3
 PLAN_KIND = "structured"
 
 
 
-@dataclass
+@dataclass(frozen=True)
 class StructuredPlan:
-    """A structured mechanism plan (module docstring)."""
+    """A structured mechanism plan (module docstring).
+
+    Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` has a
+    default. The dict fields are not read-only: the verifier re-derives what the release
+    trusts of them."""
 
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "structured"
 
     workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
-    domain: Any                       # workloads.Domain
-    relation: Any                     # privacy.Neighbouring
-    guarantee: Any                    # privacy.Guarantee
+    domain: Domain
+    relation: Neighbouring
+    guarantee: Guarantee
     norm: str                         # the objective: gamma_f (total) / gamma_2 (worst query)
-    strategy: Any                     # structured.StructuredStrategy (measured factors)
-    reconstruction: Any               # structured.StructuredReconstruction
+    strategy: StructuredStrategy      # the measured factors
+    reconstruction: StructuredReconstruction
     structure: dict[str, Any]         # the family's manifest fields
     encoding: dict[str, np.ndarray]   # the family's arrays, as stored
-    noise: Any                        # privacy.NoiseSpec
+    noise: NoiseSpec
     certificate: dict[str, Any]       # method, upper, lower, gap, achieved
     certificate_arrays: dict[str, np.ndarray]
     expected_error: dict[str, Any]
     bias: dict[str, Any]
-    n_weights: dict[str, np.ndarray] = field(default_factory=dict)  # structured.records
+    n_weights: dict[str, np.ndarray]  # structured.records ({} without weights)
+    embedded: dict[str, Any]          # fingerprint → custom matrix
+    schema_version: int               # of the file it was read from (or written to)
     provenance: dict[str, Any] = field(default_factory=dict)
-    embedded: dict[str, Any] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
 
     @property
     def shape(self) -> tuple[int, int]:

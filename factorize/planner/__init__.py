@@ -7,7 +7,7 @@
     strategies.py        standard strategies (histogram, W itself, b-ary trees) as exact
                          W = R·A: plan candidates and report baselines
     marginal_algebra.py  marginal workloads in the algebra of attribute subsets (P_T, λ_T)
-    marginals.py         γ_F / γ₂ of marginal workloads in that algebra, with its re-check
+    marginal_optimum.py  γ_F / γ₂ of marginal workloads in that algebra, with its re-check
     lowrank.py           approximate γ₂ at scale (Burer–Monteiro + augmented Lagrangian)
 
 Importing this package loads nothing: ``certificate`` is read by the executor's plan checks,

@@ -30,7 +30,7 @@ and ``||W||_tr = Σ_T dim_T √λ_T``. For a row ``r`` of block S (``w_S e_a`` o
 
 the same for every row of the block (attribute by attribute: ``e_aᵀC e_a = 1 − 1/n``,
 ``e_aᵀK e_a = 1/n``, ``1ᵀC 1 = 0``, ``1ᵀK 1 = n``). These are the numbers the marginal
-planner (``factorize.planner.marginals``) optimises over; nothing here ever forms an
+planner (``factorize.planner.marginal_optimum``) optimises over; nothing here ever forms an
 N-column matrix except the small-domain helpers ``projector_dense`` (for tests).
 
 Subsets are handled as bit masks (bit j ⇔ attribute j) in the public functions and exposed

@@ -3,7 +3,7 @@
 ``solve(workload, norm, method="auto")``:
 
 1. structure first: a workload of marginals (any family of attribute subsets) is solved
-   in the algebra of attribute subsets (``planner.marginals``), never forming its N
+   in the algebra of attribute subsets (``planner.marginal_optimum``), never forming its N
    columns; otherwise a Kronecker workload is split into its leaf factors and each
    *distinct* factor is solved once (γ_F and γ₂ are multiplicative, docs/math.md §5.1:
    ``X = ⊗X_i`` is primal-feasible and ``q = ⊗q_i`` (``p = ⊗p_i``) dual-feasible);
@@ -58,7 +58,7 @@ from workloads import Workload, parse_workload
 from workloads.structured import kron_leaves
 
 if TYPE_CHECKING:
-    from factorize.planner.marginals import MarginalSolution
+    from factorize.planner.marginal_optimum import MarginalSolution
 
 #: Default bound on the certified relative gap ``upper / lower − 1``.
 DEFAULT_GAP_TOL = 1e-6
@@ -166,7 +166,7 @@ def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None
           residual_tol: float = DEFAULT_RESIDUAL_TOL) -> CertifiedFactorization | MarginalSolution:
     """Optimal γ_F / γ₂ / approximate-γ₂ factorization of ``workload`` with a verified certificate.
 
-    Marginal workloads (``auto`` or ``algebra``) return a ``planner.marginals.MarginalSolution``:
+    Marginal workloads (``auto`` or ``algebra``) return a ``planner.marginal_optimum.MarginalSolution``:
     its strategy lives in the algebra of attribute subsets, with no dense factors.
 
     ``method``: ``auto`` (default), ``dual`` (the specialised solvers only), ``sdp`` (the
@@ -193,7 +193,7 @@ def solve(workload: Workload | str, norm: Norm = "gamma_f", *, eta: float | None
         require_backend(options)  # a back-end asked for must exist, even if auto never needs it
     if method in ("auto", "algebra") and norm != "approx_gamma_2":
         from factorize.planner.marginal_algebra import marginal_family
-        from factorize.planner.marginals import solve_marginals
+        from factorize.planner.marginal_optimum import solve_marginals
 
         family = marginal_family(W)
         if family is not None and (method == "algebra" or W.shape[1] > ALGEBRA_MIN_CELLS):

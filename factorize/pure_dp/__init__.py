@@ -11,7 +11,8 @@ statistical queries under differential privacy" (PVLDB 2018, HDMM):
 - ``structure``   a workload as Kronecker blocks with dense factors (or a marginal family);
 - ``kron``        OPT_⊗ per factor, unions by alternating per-factor optimisation, OPT_+;
 - ``flat``        a Kronecker optimum refined as one p-Identity strategy over a small domain;
-- ``marginals``   OPT_M marginal weights in the subset algebra, covering starts, chord moves;
+- ``l1_marginal_weights``  OPT_M marginal weights in the subset algebra, covering starts,
+  chord moves;
 - ``evaluate``    the exact RMSE recomputed from a returned strategy (add/remove and replace);
 - ``api``         one ``plan_*`` function per family and ``plan_pure_dp`` (best of all);
 

@@ -36,7 +36,7 @@ from workloads import Workload, parse_workload
 from .evaluate import LaplaceError, evaluate_dense, evaluate_kron, evaluate_marginal_weights, evaluate_union
 from .flat import DEFAULT_FLAT_WORK, MAX_FLAT_ROWS, flat_rows, refine_flat
 from .kron import optimize_kron, optimize_union
-from .marginals import optimize_marginal_weights
+from .l1_marginal_weights import optimize_marginal_weights
 from .one_d import optimize_p_identity
 from .structure import ProductWorkload, marginal_structure_of, product_structure
 

@@ -13,7 +13,7 @@ The sensitivities come from ``factorize.privacy.sensitivity`` (certified upper b
 dense A the column L1 norms, and for replace the exact ``max_{x≠y} ‖a_x − a_y‖₁``;
 ``kron_sensitivity`` for Kronecker factors — exact replace up to 4096 cells, else the
 ``2×`` bound, flagged), except for marginal weights, whose sensitivities have the closed
-forms of ``pure_dp.marginals`` (``Σθ`` and ``2 Σ_{S≠∅} θ``). The trace is computed per
+forms of ``pure_dp.l1_marginal_weights`` (``Σθ`` and ``2 Σ_{S≠∅} θ``). The trace is computed per
 structure: dense (``pinv``), Kronecker (``Σ_b w_b² Π_i tr(G_{b,i} (A_iᵀA_i)⁺)``), union of
 Kronecker strategies answered term by term, or in the marginal algebra
 (``Σ_T dim_T λ_T / x_T`` with both spectra from ``marginal_algebra.gram_eigenvalues``).

@@ -13,7 +13,7 @@ Both families of the seeds live here as data, not as code paths:
 * **residual** (marginal workloads, :mod:`.residual`): one block per subset T of the workload's
   downward closure, ``s_T ⊗_{j∈T} U_j``, U_j an orthonormal basis of 1^⊥; the reconstruction
   of marginal S sums the residuals T ⊆ S. With ``s_T² = y_T / Π_{j∈T}(1 − 1/n_j)`` this is the
-  optimal plan ``A = X^{1/2}`` of ``factorize.planner.marginals`` (docs/math.md §5.3) written in a
+  optimal plan ``A = X^{1/2}`` of ``factorize.planner.marginal_optimum`` (docs/math.md §5.3) written in a
   basis where it is block-diagonal.
 * **union** (unions of Kronecker products, :mod:`.union`): one Kronecker block per workload
   block, ``W_o = ⊗_j R_{o,j} A_{o,j}``, weighted across blocks.

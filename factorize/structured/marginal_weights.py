@@ -2,7 +2,7 @@
 
 Strategy (OPT_M of McKenna, Miklau, Hay, Machanavajjhala, "Optimizing error of
 high-dimensional statistical queries under differential privacy", PVLDB 2018, §5; weights
-from ``pure_dp.marginals``): one block per chosen attribute subset S, ``θ_S ⊗_{j∈S} I_{n_j}``
+from ``pure_dp.l1_marginal_weights``): one block per chosen attribute subset S, ``θ_S ⊗_{j∈S} I_{n_j}``
 (the S-marginal, weighted), so ``‖A‖₁→₁ = Σ_S θ_S``. Its Gram is diagonal in the residual
 basis (``marginal_algebra``; ``I = C + K`` with ``K = 𝟙𝟙ᵀ/n`` and ``C = I − K``):
 
@@ -24,7 +24,7 @@ Kronecker products whose rows lie in the strategy's row space (e.g. HDMM's
 ``⊗_j [I; 1ᵀ]``: every marginal, in Kronecker row order).
 
 Certificate: for a stack of marginals (``marginal_algebra.marginal_family``) the marginal
-planner's certified optimum (``planner.marginals.solve_marginals``: its coefficients and dual
+planner's certified optimum (``planner.marginal_optimum.solve_marginals``: its coefficients and dual
 witness stored as ``cert.x`` / ``cert.x_support`` / ``cert.omega``, re-verified by
 ``verify_marginal_solution``), whose lower bound is the γ optimum itself up to its gap;
 otherwise the union family's (``structured.union``): per distinct explicit workload factor

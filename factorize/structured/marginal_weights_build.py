@@ -125,7 +125,7 @@ def marginal_certificate(W: Any, norm: str) -> tuple[dict[str, Any], dict[str, n
     """The marginal algebra's certificate for a stack of marginals (module docstring); None
     for any other workload."""
     from factorize.planner.marginal_algebra import marginal_family
-    from factorize.planner.marginals import solve_marginals
+    from factorize.planner.marginal_optimum import solve_marginals
 
     from .residual import _pad
 

@@ -40,7 +40,7 @@ import numpy as np
 from .blocks import KronBlock, StructureError, Term
 
 if TYPE_CHECKING:
-    from factorize.engines.marginals import SparseTable
+    from factorize.engines.marginal_tables import SparseTable
 
     from .reconstruction import StructuredReconstruction
     from .strategy import StructuredStrategy

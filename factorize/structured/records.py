@@ -22,13 +22,16 @@ per unit of μ; the verifier re-derives μ with rounding allowances and requires
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .blocks import StructureError, Term
 from .reconstruction import StructuredReconstruction
 from .workload_blocks import WorkloadBlock
+
+if TYPE_CHECKING:
+    from factorize.plan.check_record import PlanCheck
 
 PREFIX = "nbound."
 
@@ -157,14 +160,16 @@ def check(bias: dict[str, Any], arrays: dict[str, np.ndarray], recon: Structured
     return {"n_bound": "weights", "n_block": o, "mu": mu, "b_l1": l1}
 
 
-def n_upper(plan: Any, derived: dict[str, Any], noisy: np.ndarray, estimates: np.ndarray,
+def n_upper(plan: Any, check: PlanCheck, noisy: np.ndarray, estimates: np.ndarray,
             sd: float, beta: float) -> float:
-    """Release time: n⁺ by the verified method (module docstring; never raises)."""
+    """Release time: n⁺ by the method ``check`` verified (module docstring). A numerical
+    failure gives the cap; a verification that did not establish the method or its values
+    (``PlanCheck.established``) raises InternalError."""
     from factorize.numerics import round_up
     from factorize.plan.bias import N_CAP, n_upper_from, tail_multiplier
 
-    try:
-        method = derived.get("n_bound", "cap")
+    method = check.established("n_bound")
+    try:  # InternalError (a RuntimeError) is not caught: it is no numerical failure
         noise = plan.noise
         if method == "total":
             s = plan.strategy.measured()
@@ -172,14 +177,15 @@ def n_upper(plan: Any, derived: dict[str, Any], noisy: np.ndarray, estimates: np
             num = float(noisy[s.offsets[tb]]) + 0.5 * (noise.grid or 0.0) + tail_multiplier(noise.family) * sd
             return 0.0 if num <= 0 else min(N_CAP, round_up(num / abs(s.blocks[tb].scale), 4))
         if method == "weights":
-            o = derived["n_block"]
+            o, wblocks = check.established("n_block"), check.established("wblocks")
+            mu, b_l1 = check.established_number("mu"), check.established_number("b_l1")
             recon = plan.reconstruction
             k = len([n for n in plan.n_weights if n.startswith(PREFIX)])
             weights = [plan.n_weights[f"{PREFIX}{i}"] for i in range(k)]
-            _, parts, weights = _block_parts(recon, derived["wblocks"][o], o, weights)
+            _, parts, weights = _block_parts(recon, wblocks[o], o, weights)
             b, c, err = _c_vector(recon, parts, weights)
             est = estimates[recon.offsets[o]:recon.offsets[o + 1]]
-            return n_upper_from(b, c, est, derived["mu"], beta, derived["b_l1"], sd,
+            return n_upper_from(b, c, est, mu, beta, b_l1, sd,
                                 noise.family, noise.grid, err)
     except (ArithmeticError, ValueError, KeyError, IndexError, StopIteration, StructureError):
         pass

@@ -1,6 +1,6 @@
 """The residual strategy of a marginal workload, and its compact file encoding.
 
-Planner (``factorize.planner.marginals``, docs/math.md §5.3): the optimal plan is
+Planner (``factorize.planner.marginal_optimum``, docs/math.md §5.3): the optimal plan is
 ``X = AᵀA = Σ_T x_T P_T`` over the downward closure of the workload's subsets, with
 ``P_T = ⊗_{j∈T} C_j ⊗_{j∉T} K_j``. Write ``C_j = U_jᵀU_j`` with U_j an orthonormal basis of
 1^⊥ (the Helmert basis, :func:`helmert`) and ``K_j = 𝟙𝟙ᵀ/n_j``: then
@@ -217,9 +217,9 @@ def decode(sizes: Sequence[int], manifest: Mapping[str, Any], arrays: Mapping[st
 def marginal_solution_bounds(plan: Any, W: Any, subsets: Any) -> tuple[float, float, float]:
     """(upper, lower, gap) of the marginal planner's solution stored in the plan's
     certificate arrays (``cert.x`` on ``subsets``; ``cert.omega`` for γ₂), re-verified by
-    ``planner.marginals.verify_marginal_solution``."""
+    ``planner.marginal_optimum.verify_marginal_solution``."""
     from factorize.planner.marginal_algebra import AlgebraCoefficients, marginal_family
-    from factorize.planner.marginals import MarginalSolution, verify_marginal_solution
+    from factorize.planner.marginal_optimum import MarginalSolution, verify_marginal_solution
     family = marginal_family(W)
     if family is None:
         raise StructureError("the workload is not a marginal family")

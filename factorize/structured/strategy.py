@@ -4,7 +4,7 @@ Operations never form an N-column object except :meth:`StructuredStrategy.dense`
 :meth:`~StructuredStrategy.matvec` (small domains, tests and the dense cross-checks):
 
 * measurement from the records' marginal tables: block b needs only ``m_{support(b)}``,
-  dense, or, for a table of more than ``engines.marginals.DENSE_TABLE_CELLS`` cells, the
+  dense, or, for a table of more than ``engines.marginal_tables.DENSE_TABLE_CELLS`` cells, the
   records' distinct cells on the support and their counts (``engines.SparseTable``, measured
   by ``privacy.lattice.lattice_image_sparse``: N is never formed);
   :meth:`~StructuredStrategy.measure` computes ``round(Ã_b m / γ)`` exactly per block
@@ -34,7 +34,7 @@ from factorize.kron import kron_matvec, kron_matvec_sparse
 from .blocks import KronBlock, StructureError, check_arrays
 
 if TYPE_CHECKING:
-    from factorize.engines.marginals import SparseTable
+    from factorize.engines.marginal_tables import SparseTable
 
 #: Largest N for the dense forms (tests, dense cross-checks, exact small-domain sensitivity).
 MAX_DENSE_COLUMNS = 1 << 16
@@ -217,7 +217,7 @@ def _table(tables: Mapping[tuple[int, ...], np.ndarray | SparseTable], support: 
     """The table of ``support``: a dense count vector (as an array), or an
     ``engines.SparseTable`` (the records' distinct cells and counts, for tables too large to
     hold densely)."""
-    from factorize.engines.marginals import SparseTable  # lazily: engines loads duckdb
+    from factorize.engines.marginal_tables import SparseTable  # lazily: engines loads duckdb
 
     if support not in tables:
         raise StructureError(f"no marginal table for attributes {support}")

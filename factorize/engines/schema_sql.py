@@ -3,7 +3,9 @@ dialects: DuckDB and Spark SQL (``docs/schema.md``).
 
 The schema itself -- parsing, validation, codes, labels, column types and the same mapping in
 pure Python (:meth:`~workloads.schema.AttributeSchema.encode`, the reference this SQL is tested
-against) -- lives in :mod:`workloads.schema`; this module only writes SQL from it:
+against) -- lives in :mod:`workloads.schema`, which is pure math; this module only writes SQL
+from it, for the engines that run that SQL (``duckdb_engine``, ``spark_engine``,
+``schema_draft``):
 
 * :func:`prepare_sql`: stage-1 expressions over the raw column, computed once per row;
 * :func:`code_sql`: the code of a row (or a negative status, after the schema's ``outside``
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .schema import (
+from workloads.schema import (
     ABOVE,
     BELOW,
     INTEGER_TEXT,

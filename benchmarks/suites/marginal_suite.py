@@ -1,4 +1,4 @@
-"""``python -m benchmarks --suite marginals``: structured marginal plans at scale (issue 14, item 9).
+"""``python -m benchmarks --suite marginals``: structured marginal plans at scale.
 Writes reports/bench_marginals.md and reports/bench_marginals.json.
 
     python -m benchmarks --suite marginals [--quick]
@@ -151,7 +151,7 @@ def run(args, harness):
 
 
 
-TITLE = "Structured marginal plans: plan, verify, run at scale (issue 14)"
+TITLE = "Structured marginal plans: plan, verify, run at scale"
 
 
 def render(report: dict) -> str:
