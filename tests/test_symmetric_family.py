@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from factorize.plan.build_structured_family import build_family_plan
+from factorize.plan.build_structured import build_structured_plan
 from factorize.plan.structured_checks import verify_structured_plan
 from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
 from workloads import Domain
@@ -75,7 +75,7 @@ def _symmetric(spec: str, dom: Domain):
     from factorize.plan.errors import PlanError
 
     try:
-        return build_family_plan(parse_workload(spec), GAUSSIAN, strategy="symmetric", domain=dom)
+        return build_structured_plan(parse_workload(spec), GAUSSIAN, strategy="symmetric", domain=dom)
     except PlanError as exc:
         if "reduce" in str(exc):
             return None  # the symmetries do not shrink this draw's dual enough

@@ -4,8 +4,13 @@ alternating per-attribute solves for Gaussian noise."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
+
+if TYPE_CHECKING:
+    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
 
 
 class SharedKron(StructuredFamilyBase):
@@ -20,3 +25,8 @@ class SharedKron(StructuredFamilyBase):
             return (f"a family of {len(blocks)} marginals (> {MAX_KRON_BLOCKS_FOR_MARGINALS}): "
                     "the marginal weights' ground")
         return None
+
+    def parts(self, inputs: FamilyInputs) -> FamilyParts:
+        from factorize.plan.build_structured_family import kron_parts
+
+        return kron_parts(inputs)

@@ -4,8 +4,13 @@ block) and ``kron`` (one group)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
+
+if TYPE_CHECKING:
+    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
 
 
 class KronGroups(StructuredFamilyBase):
@@ -18,3 +23,8 @@ class KronGroups(StructuredFamilyBase):
             return ("no grouping of the blocks lies strictly between one Kronecker strategy per "
                     "block (union) and one for all (kron)")
         return None
+
+    def parts(self, inputs: FamilyInputs) -> FamilyParts:
+        from factorize.plan.build_structured_family import kron_groups_parts
+
+        return kron_groups_parts(inputs)

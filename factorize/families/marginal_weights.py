@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
+
+if TYPE_CHECKING:
+    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
 
 
 class MarginalWeights(StructuredFamilyBase):
@@ -14,3 +19,8 @@ class MarginalWeights(StructuredFamilyBase):
         if problem.noise != "laplace":
             return "marginal weights are optimised for Laplace noise (L1)"
         return None
+
+    def parts(self, inputs: FamilyInputs) -> FamilyParts:
+        from factorize.plan.build_structured_family import marginal_weights_parts
+
+        return marginal_weights_parts(inputs)

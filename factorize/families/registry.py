@@ -1,6 +1,8 @@
 """Every strategy family the planner searches, in one place (ties go to the earlier one: the
 families whose plans are certified optimal where they apply come first).
-A new family is one module of this package and one line here."""
+A new family is one module of this package (``fits`` and ``parts``) and one line here; a
+structured one also names itself in ``choices`` and gives the verifier its ``structured/``
+module and codec (ARCHITECTURE.md, "What a new plan kind or strategy family touches")."""
 
 from __future__ import annotations
 

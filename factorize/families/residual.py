@@ -3,8 +3,13 @@ marginal workload under Gaussian noise, γ_F or γ₂."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
+
+if TYPE_CHECKING:
+    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
 
 
 class Residual(StructuredFamilyBase):
@@ -17,3 +22,8 @@ class Residual(StructuredFamilyBase):
         if not problem.is_marginal_family():
             return "the workload is not a family of marginals"
         return None
+
+    def parts(self, inputs: FamilyInputs) -> FamilyParts:
+        from factorize.plan.build_structured_family import residual_parts
+
+        return residual_parts(inputs)

@@ -1,13 +1,18 @@
 """The shared shape of a structured family: ``plan`` is ``build_family_plan`` with the
-family's name (``plan.build_structured_family``), which builds, calibrates and certifies it."""
+family's name and its builder :meth:`StructuredFamilyBase.parts` (``plan.build_structured_family``
+calibrates, checks and certifies what the builder makes). A new structured family is one
+module here with ``fits`` and ``parts``, and one line of ``registry``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from factorize.choices import StructuredFamily
 
 from .base import Kind, PlanProblem
+
+if TYPE_CHECKING:
+    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
 
 
 class StructuredFamilyBase:
@@ -26,10 +31,15 @@ class StructuredFamilyBase:
     def fits(self, problem: PlanProblem) -> str | None:
         return None
 
+    def parts(self, inputs: FamilyInputs) -> FamilyParts:
+        """The family's strategy, reconstruction and certificate (``FamilyParts``)."""
+        raise NotImplementedError(f"the structured family {self.name!r} has no builder")
+
     def plan(self, problem: PlanProblem) -> Any:
         from factorize.plan.build_structured_family import build_family_plan
 
         return build_family_plan(problem.workload, problem.guarantee, strategy=self.name,
+                                 parts=self.parts,
                                  norm=problem.norm, relation=problem.relation.key,
                                  domain=problem.domain, noise_family=problem.noise,
                                  gap_tol=problem.gap_tol if problem.gap_tol is not None else 1e-6,

@@ -4,8 +4,13 @@ or a total; Gaussian noise, γ_F."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
+
+if TYPE_CHECKING:
+    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
 
 
 class SubsetAlgebra(StructuredFamilyBase):
@@ -17,3 +22,8 @@ class SubsetAlgebra(StructuredFamilyBase):
         if problem.is_marginal_family():
             return "a family of marginals: the residual family is the same optimum (and has γ₂)"
         return None
+
+    def parts(self, inputs: FamilyInputs) -> FamilyParts:
+        from factorize.plan.build_structured_family import subset_algebra_parts
+
+        return subset_algebra_parts(inputs)

@@ -5,8 +5,13 @@ add/remove neighbours)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
+
+if TYPE_CHECKING:
+    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
 
 
 class Symmetric(StructuredFamilyBase):
@@ -30,3 +35,19 @@ class Symmetric(StructuredFamilyBase):
             return ("every attribute has one twin class: the subset-algebra family is this optimum "
                     "in closed form")
         return None
+
+    def parts(self, inputs: FamilyInputs) -> FamilyParts:
+        """The sector strategy at the reduced dual's weights (``structured.symmetric``), solved
+        once per workload (``plan.build_structured_family.symmetry_solution``)."""
+        from factorize.plan.build_structured_family import FamilyParts, symmetry_solution
+        from factorize.plan.errors import PlanError
+        from factorize.structured import symmetric
+
+        found = symmetry_solution(inputs.wblocks, inputs.dom.sizes, inputs.memo)
+        if found is None:
+            raise PlanError("the symmetric family needs a workload whose symmetries reduce the "
+                            "γ_F dual (structured.symmetry.reduce found none)")
+        red, lower, weights = found
+        strat, recon, enc, cert, arrays = symmetric.build(inputs.dom.sizes, inputs.wblocks, red,
+                                                          weights, lower, inputs.norm)
+        return FamilyParts(strat, recon, enc, cert, arrays)

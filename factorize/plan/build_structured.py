@@ -28,13 +28,20 @@ def build_structured_plan(workload: Workload | str, guarantee: Any, *, norm: Nor
     (ties and stopping rules: ``families.search``). ``search_seed``: the base seed of the
     families' random starts (recorded); ``memo``: results one family computes and another
     reuses (the union plan's certificate, the symmetry-reduced bound)."""
-    if strategy is not None:
-        return build_family_plan(workload, guarantee, strategy=strategy, norm=norm,
-                                 relation=relation, domain=domain, noise_family=noise_family,
-                                 gap_tol=gap_tol, allow_weak_guarantee=allow_weak_guarantee,
-                                 options=options, search_seed=search_seed, memo=memo)
     from factorize.families import PlanProblem, search
     from factorize.families.registry import FAMILIES
+    from factorize.families.registry import family as registered
+    from factorize.families.structured_family import StructuredFamilyBase
+
+    if strategy is not None:
+        fam = registered(strategy)
+        if not isinstance(fam, StructuredFamilyBase):
+            raise PlanError(f"{strategy!r} is not a structured strategy family")
+        return build_family_plan(workload, guarantee, strategy=strategy, parts=fam.parts,
+                                 norm=norm, relation=relation, domain=domain,
+                                 noise_family=noise_family, gap_tol=gap_tol,
+                                 allow_weak_guarantee=allow_weak_guarantee, options=options,
+                                 search_seed=search_seed, memo=memo)
 
     from .build import plan_inputs
 

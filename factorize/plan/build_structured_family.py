@@ -1,23 +1,21 @@
 """Building the structured plan of one family (needs the planner; the executor never imports
 this module; the strategy search over the families is ``plan.build_structured``).
 
-``build_family_plan(workload, guarantee, strategy=..., ...)``:
+``build_family_plan(workload, guarantee, strategy=..., parts=..., ...)``:
 
-1. the strategy of one family (``strategy``): ``residual`` — the certified optimum of a
-   marginal workload in the subset algebra (``planner.marginal_optimum.solve_marginals``, γ_F: total
-   variance, γ₂: worst cell) as residual blocks (``structured.residual``); ``subset_algebra`` —
-   the algebra's closed-form γ_F optimum for any union of Kronecker products
-   (``structured.subset_algebra``); ``union`` — one block per workload block with per-factor
-   optimal factorizations and optimal block weights (``structured.union``);
-   ``marginal_weights`` — L1-optimised marginal weights (``pure_dp.l1_marginal_weights``) with their
-   least-squares reconstruction (``structured.marginal_weights``); ``kron`` — one shared
-   Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗); ``kron_groups`` — one shared
-   Kronecker strategy per group of blocks (``structured.kron_groups``, HDMM's OPT_+);
-   ``symmetric`` — the γ_F optimum of the workload's symmetry sectors read off the reduced dual
-   (``structured.symmetric``, mixed blocks: ``structured.mixing``). With no
-   family named, the
-   strategy search (``factorize.families.search``) plans every structured family that applies
-   and keeps the best, recording the table (``provenance.strategy_search``);
+1. the strategy of one family, made by the family's builder ``parts`` (``factorize.families``:
+   each family's ``parts``; the builders of the older families are the ``*_parts`` functions
+   below, the symmetric family's is its own module's) from one :class:`FamilyInputs`:
+   ``residual`` — the certified optimum of a marginal workload in the subset algebra
+   (``planner.marginal_optimum.solve_marginals``) as residual blocks (``structured.residual``);
+   ``subset_algebra`` — the algebra's closed-form γ_F optimum (``structured.subset_algebra``);
+   ``union`` — one block per workload block (``structured.union``); ``marginal_weights`` —
+   L1-optimised marginal weights (``pure_dp.l1_marginal_weights``, ``structured.marginal_weights``);
+   ``kron`` — one shared Kronecker strategy (``structured.shared_kron``, HDMM's OPT_⊗);
+   ``kron_groups`` — one per group of blocks (``structured.kron_groups``, HDMM's OPT_+);
+   ``symmetric`` — the γ_F optimum of the workload's symmetry sectors (``structured.symmetric``,
+   mixed blocks ``structured.mixing``). The strategy search over them is
+   ``factorize.families.search``; this frame has no branch per family;
 2. the certified sensitivity of the *measured* strategy (``structured.sensitivity``) under the
    chosen relation, L2 for Gaussian noise, L1 for Laplace;
 3. the noise (``privacy.calibrate``) on the lattice γZ, γ the largest power of two with
@@ -33,6 +31,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,19 +50,57 @@ from .structured_plan import SCHEMA_VERSION, StructuredPlan, achieved_norm, expe
 MAX_WEIGHTED_TABLE = 1 << 24
 
 
+@dataclass(frozen=True)
+class FamilyInputs:
+    """What one structured family's builder is handed (parsed once by :func:`build_family_plan`):
+    the workload, its domain and Kronecker blocks, the objective, the noise ("gaussian" /
+    "laplace") and its sensitivity norm, the relation, solver options, the search's base seed,
+    the certificate's gap target and the search's shared results (``memo``)."""
+
+    W: Workload
+    dom: Domain
+    wblocks: list
+    norm: Norm
+    noise: str
+    snorm: str
+    rel: Any
+    options: Any
+    seed: int
+    gap_tol: float
+    memo: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FamilyParts:
+    """One family's strategy, reconstruction, encoding (structure, arrays), certificate and its
+    arrays; ``choice``: the family's own search record (``provenance.strategy_choice``);
+    ``own_upper``: the certificate states its own upper bound (the residual family's solver)
+    instead of the value the plan achieves, and takes no symmetry bound."""
+
+    strategy: Any
+    reconstruction: Any
+    encoding: tuple[dict[str, Any], dict[str, np.ndarray]]
+    certificate: dict[str, Any]
+    certificate_arrays: dict[str, np.ndarray]
+    choice: dict[str, Any] | None = None
+    own_upper: bool = False
+
+
+#: A family's builder (``factorize.families``: each structured family's ``parts``).
+PartsBuilder = Callable[[FamilyInputs], FamilyParts]
+
+
 def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: StructuredFamily,
-                      norm: Norm = "gamma_f", relation: Neighbouring = "add_remove",
-                      domain: Domain | None = None, noise_family: NoiseFamily | None = None,
-                      gap_tol: float = 1e-6, allow_weak_guarantee: bool = False,
-                      options: Any = None, search_seed: int = 0,
-                      memo: dict[str, Any] | None = None) -> StructuredPlan:
-    """A verified structured plan of the family ``strategy`` (module docstring): ``residual``
-    (marginal workloads), ``union`` (unions of Kronecker products), ``subset_algebra`` (the
-    algebra's closed-form optimum, Gaussian γ_F), ``marginal_weights`` (Laplace noise),
-    ``kron`` (one shared Kronecker strategy, ``_kron``); None: the best structured family by
-    the strategy search (``factorize.families.search``), whose table the plan records.
-    ``search_seed``: the base seed of the families' random starts (recorded); ``memo``: the
-    search's shared results (the union plan, reused by ``kron`` for its certificate)."""
+                      parts: PartsBuilder, norm: Norm = "gamma_f",
+                      relation: Neighbouring = "add_remove", domain: Domain | None = None,
+                      noise_family: NoiseFamily | None = None, gap_tol: float = 1e-6,
+                      allow_weak_guarantee: bool = False, options: Any = None,
+                      search_seed: int = 0, memo: dict[str, Any] | None = None) -> StructuredPlan:
+    """A verified structured plan of the family ``strategy``, whose builder ``parts`` makes its
+    strategy, reconstruction and certificate (module docstring; the families and their
+    builders are ``factorize.families``). ``search_seed``: the base seed of the families'
+    random starts (recorded); ``memo``: the search's shared results (the union plan, reused by
+    ``kron`` for its certificate; the symmetry-reduced dual)."""
     from factorize.structured.workload_blocks import workload_blocks
     from workloads.spec import embedded_files
 
@@ -79,60 +117,12 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     memo = {} if memo is None else memo
     wblocks = memo.get("blocks") or workload_blocks(W, dom.sizes)
     snorm = "l1" if family == "laplace" else "l2"
-    choice = None
-    if strategy == "residual":
-        parts = _residual(W, dom, wblocks, norm, gap_tol)
-    elif strategy == "subset_algebra":
-        from factorize.structured import subset_algebra
-
-        _, _, _, ucert, ucert_arrays = _union(dom, wblocks, norm, options, snorm, memo)
-        parts = subset_algebra.build(dom.sizes, wblocks, norm, fallback=(ucert, ucert_arrays))
-    elif strategy == "marginal_weights":
-        parts, record = _marginal_weights(W, dom, wblocks, norm, options, search_seed,
-                                          union_cert=memo.get(f"union:{norm}:{snorm}"))
-        from .structured_plan import laplace_rmse
-
-        choice = {"chosen": "marginal_weights",
-                  "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                  "search_seed": int(search_seed), "search": record, "runners_up": []}
-    elif strategy == "kron":
-        t_kron = time.perf_counter()
-        parts, record = _kron(dom, wblocks, _union(dom, wblocks, norm, options, snorm, memo),
-                              search_seed, family)
-        from .structured_plan import gaussian_rmse, laplace_rmse
-
-        choice = {"chosen": "kron", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                  "seconds": time.perf_counter() - t_kron, "search_seed": int(search_seed),
-                  "search": record, "runners_up": []}
-        if family == "gaussian":
-            choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
-    elif strategy == "kron_groups":
-        from factorize.structured import kron_groups
-
-        from .structured_plan import gaussian_rmse, laplace_rmse
-
-        t_groups = time.perf_counter()
-        _, _, _, ucert, ucert_arrays = _union(dom, wblocks, norm, options, snorm, memo)
-        groups, record = kron_groups.optimise(dom.sizes, wblocks, family, search_seed)
-        parts = kron_groups.build(dom.sizes, wblocks, groups, family, ucert, ucert_arrays)
-        choice = {"chosen": "kron_groups", "rmse_at_epsilon_1": laplace_rmse(parts[0], parts[1], rel),
-                  "seconds": time.perf_counter() - t_groups, "search_seed": int(search_seed),
-                  "search": record, "runners_up": []}
-        if family == "gaussian":
-            choice["gaussian_rmse_per_sigma"] = gaussian_rmse(parts[0], parts[1], rel)
-    elif strategy == "symmetric":
-        from factorize.structured import symmetric
-
-        found = symmetry_solution(wblocks, dom.sizes, memo)
-        if found is None:
-            raise PlanError("the symmetric family needs a workload whose symmetries reduce the "
-                            "γ_F dual (structured.symmetry.reduce found none)")
-        red, lower, weights = found
-        parts = symmetric.build(dom.sizes, wblocks, red, weights, lower, norm)
-    else:
-        parts = _union(dom, wblocks, norm, options, snorm, memo)
-    strat, recon, (structure, encoding), cert, cert_arrays = parts
-    if strategy != "residual":
+    built = parts(FamilyInputs(W, dom, wblocks, norm, family, snorm, rel, options, search_seed,
+                               gap_tol, memo))
+    strat, recon = built.strategy, built.reconstruction
+    (structure, encoding), cert, cert_arrays = built.encoding, built.certificate, built.certificate_arrays
+    choice = built.choice
+    if not built.own_upper:
         cert, cert_arrays = with_symmetry_bound(cert, cert_arrays, wblocks, dom.sizes, memo)
     noise, sens = _noise(strat, g, rel, family)
     from factorize.privacy import sampled_variance
@@ -143,7 +133,7 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     beta = reconstruction_residual(recon_m, wblocks)
     bias, n_weights = plan_bias(recon_m, wblocks, beta)
     cert["achieved"] = achieved_norm(norm, _l2_add_remove(measured), recon)
-    if strategy != "residual":  # the plan's own value is the upper bound (structured.union)
+    if not built.own_upper:  # the plan's own value is the upper bound (structured.union)
         from factorize.numerics import relative_gap
 
         cert["upper"] = cert["achieved"]
@@ -200,7 +190,7 @@ def symmetry_solution(wblocks: list, sizes: Any, memo: dict[str, Any]) -> tuple[
         if red is not None:
             from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
 
-            res = solve_symmetric_gamma_f(red)
+            res = solve_symmetric_gamma_f(red, max_iters=red.iteration_cap(200))
             memo["symmetry"] = (red, symmetry.certified_lower(red, res.weights), res.weights)
     found: tuple[Any, float, np.ndarray] | None = memo["symmetry"]
     return found
@@ -244,7 +234,76 @@ def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[dict[str, Any], d
 
 
 # ---------------------------------------------------------------------------------------
-# families
+# the builders of the families (``factorize.families``: each family's ``parts`` calls one)
+
+
+def _parts(five: tuple, choice: dict[str, Any] | None = None, own_upper: bool = False) -> FamilyParts:
+    strat, recon, enc, cert, arrays = five
+    return FamilyParts(strat, recon, enc, cert, arrays, choice, own_upper)
+
+
+def residual_parts(inp: FamilyInputs) -> FamilyParts:
+    """The certified marginal optimum as residual blocks; its certificate states the marginal
+    solver's own upper bound."""
+    return _parts(_residual(inp.W, inp.dom, inp.wblocks, inp.norm, inp.gap_tol), own_upper=True)
+
+
+def union_parts(inp: FamilyInputs) -> FamilyParts:
+    """One Kronecker block per workload block (``structured.union_build``), once per search."""
+    return _parts(_union(inp.dom, inp.wblocks, inp.norm, inp.options, inp.snorm, inp.memo))
+
+
+def subset_algebra_parts(inp: FamilyInputs) -> FamilyParts:
+    """The algebra's closed-form γ_F optimum, certified by the closed form or the union's bound."""
+    from factorize.structured import subset_algebra
+
+    _, _, _, ucert, ucert_arrays = _union(inp.dom, inp.wblocks, inp.norm, inp.options, inp.snorm, inp.memo)
+    return _parts(subset_algebra.build(inp.dom.sizes, inp.wblocks, inp.norm, fallback=(ucert, ucert_arrays)))
+
+
+def _choice(name: str, five: tuple, rel: Any, noise: str, seed: int, record: dict[str, Any],
+            seconds: float | None) -> dict[str, Any]:
+    """``provenance.strategy_choice`` of a family with its own search (``plan.structured_checks``
+    re-derives its scores)."""
+    from .structured_plan import gaussian_rmse, laplace_rmse
+
+    choice: dict[str, Any] = {"chosen": name, "rmse_at_epsilon_1": laplace_rmse(five[0], five[1], rel)}
+    if seconds is not None:
+        choice["seconds"] = seconds
+    choice.update({"search_seed": int(seed), "search": record, "runners_up": []})
+    if noise == "gaussian" and name != "marginal_weights":
+        choice["gaussian_rmse_per_sigma"] = gaussian_rmse(five[0], five[1], rel)
+    return choice
+
+
+def marginal_weights_parts(inp: FamilyInputs) -> FamilyParts:
+    """HDMM's OPT_M weights (Laplace noise) with their least-squares reconstruction."""
+    five, record = _marginal_weights(inp.W, inp.dom, inp.wblocks, inp.norm, inp.options, inp.seed,
+                                     union_cert=inp.memo.get(f"union:{inp.norm}:{inp.snorm}"))
+    return _parts(five, _choice("marginal_weights", five, inp.rel, inp.noise, inp.seed, record, None))
+
+
+def kron_parts(inp: FamilyInputs) -> FamilyParts:
+    """One shared Kronecker strategy (HDMM's OPT_⊗), certified by the union's bound."""
+    t0 = time.perf_counter()
+    five, record = _kron(inp.dom, inp.wblocks,
+                         _union(inp.dom, inp.wblocks, inp.norm, inp.options, inp.snorm, inp.memo),
+                         inp.seed, inp.noise)
+    return _parts(five, _choice("kron", five, inp.rel, inp.noise, inp.seed, record,
+                                time.perf_counter() - t0))
+
+
+def kron_groups_parts(inp: FamilyInputs) -> FamilyParts:
+    """One shared Kronecker strategy per group of blocks (HDMM's OPT_+)."""
+    from factorize.structured import kron_groups
+
+    t0 = time.perf_counter()
+    _, _, _, ucert, ucert_arrays = _union(inp.dom, inp.wblocks, inp.norm, inp.options, inp.snorm, inp.memo)
+    groups, record = kron_groups.optimise(inp.dom.sizes, inp.wblocks, inp.noise, inp.seed)
+    five = kron_groups.build(inp.dom.sizes, inp.wblocks, groups, inp.noise, ucert, ucert_arrays)
+    return _parts(five, _choice("kron_groups", five, inp.rel, inp.noise, inp.seed, record,
+                                time.perf_counter() - t0))
+
 
 
 def _residual(W: Workload, dom: Domain, wblocks: list, norm: Norm, gap_tol: float):

@@ -63,6 +63,11 @@ MAX_SECTORS = 20000
 MIN_REDUCTION = 8.0
 #: Largest Σ_s size_s³ of one dual evaluation a plan spends iterations on.
 MAX_EVALUATION_WORK = 2e9
+#: Σ_s size_s³ summed over all of a plan's dual iterations (deterministic; about 20 s on one
+#: core of the 2-core machine of reports/, ≈ 8·10⁻¹⁰ s per unit): the iteration cap is this over
+#: one evaluation's work, at most the solver's own. A solve cut short still gives a valid
+#: bound and a valid strategy, only a wider gap (printed).
+MAX_SOLVE_WORK = 2.5e10
 #: Largest ``n²·rows`` of an explicit factor whose Gram is formed exactly.
 MAX_EXACT_GRAM_WORK = 1 << 24
 #: Largest attribute size for which twin classes are searched among explicit factors.
@@ -183,6 +188,15 @@ class Reduction:
 
     def evaluate(self, d: np.ndarray, rel_tol: float = 1e-13) -> tuple[float, np.ndarray, int]:
         return evaluate(self, d, rel_tol)
+
+    @property
+    def evaluation_work(self) -> float:
+        """Σ_s size_s³: the eigendecompositions of one dual evaluation."""
+        return float(sum(float(s.gram.shape[0]) ** 3 for s in self.sectors))
+
+    def iteration_cap(self, cap: int) -> int:
+        """The most dual iterations within :data:`MAX_SOLVE_WORK` (at least 10), at most ``cap``."""
+        return max(10, min(cap, int(MAX_SOLVE_WORK // max(self.evaluation_work, 1.0))))
 
 
 def attribute_grams(wblocks: Sequence[WorkloadBlock], j: int) -> list[np.ndarray] | None:
