@@ -123,7 +123,7 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     (structure, encoding), cert, cert_arrays = built.encoding, built.certificate, built.certificate_arrays
     choice = built.choice
     if not built.own_upper:
-        cert, cert_arrays = with_symmetry_bound(cert, cert_arrays, wblocks, dom.sizes, memo)
+        cert, cert_arrays = with_symmetry_bound(cert, cert_arrays, wblocks, dom.sizes, memo, norm)
     noise, sens = _noise(strat, g, rel, family)
     from factorize.privacy import sampled_variance
     from factorize.structured.identity import reconstruction_residual
@@ -156,7 +156,8 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
 
 
 def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray], wblocks: list,
-                        sizes: Any, memo: dict[str, Any]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                        sizes: Any, memo: dict[str, Any], norm: str = "gamma_f"
+                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The certificate with the symmetry-reduced γ_F dual bound (``structured.symmetry``)
     added where it is higher than the family's own: ``certificate.symmetry`` states it, arrays
     ``cert.sym.labels.<j>`` (each attribute's classes) and ``cert.sym.d`` (per-cell weights on
@@ -164,6 +165,17 @@ def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]
     a certificate another family reuses from the memo is left as it was."""
     from factorize.structured import symmetry
 
+    if norm == "gamma_2":
+        g2 = symmetry_gamma_2_solution(wblocks, sizes, memo)
+        if g2 is not None and g2[2] > float(cert["lower"]) * (1.0 + 1e-9):
+            red, _, _ = memo["symmetry"]
+            v, d, lower = g2
+            cert = {**cert, "lower": lower,
+                    "symmetry": {"method": symmetry.METHOD_GAMMA_2, "norm": "gamma_2", "lower": lower}}
+            return cert, {**cert_arrays, "cert.sym.d": np.asarray(d, dtype=np.float64).reshape(1, -1),
+                          "cert.sym.v": np.asarray(v, dtype=np.float64).reshape(1, -1),
+                          **{f"cert.sym.labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
+                             for j, lab in enumerate(red.labels)}}
     found = symmetry_solution(wblocks, sizes, memo)
     if found is None or not found[1] > float(cert["lower"]) * (1.0 + 1e-9):
         return cert, cert_arrays
@@ -194,6 +206,69 @@ def symmetry_solution(wblocks: list, sizes: Any, memo: dict[str, Any]) -> tuple[
             memo["symmetry"] = (red, symmetry.certified_lower(red, res.weights), res.weights)
     found: tuple[Any, float, np.ndarray] | None = memo["symmetry"]
     return found
+
+
+#: Alternations of the γ₂ bound's row-weight fixed point and orbit-weight re-solve.
+GAMMA_2_ROUNDS = 3
+#: Row-weight fixed-point iterations per round.
+GAMMA_2_ROW_ITERS = 40
+
+
+def symmetry_gamma_2_solution(wblocks: list, sizes: Any, memo: dict[str, Any]
+                              ) -> tuple[list[float], np.ndarray, float] | None:
+    """``(block weights v, orbit weights d, certified γ₂ lower bound)`` of the symmetry-reduced
+    γ₂ dual restricted to row weights constant on each block's rows (``structured.symmetry``,
+    ``METHOD_GAMMA_2``), or None where the reduction does not apply. Row weights α_o (the mass
+    of block o) by the fixed point ``α_o ← α_o · 2∂_o f / f`` of ``f(α) = Σ_s μ_s tr M_s(α)^{1/2}``,
+    ``M_s = Σ_o (α_o/k_o) D^{1/2} G_{s,o} D^{1/2}`` (f is concave and homogeneous of degree ½:
+    the KKT point on the simplex), alternated with the orbit weights' own solve; starts at
+    α_o = k_o/k, where f is the γ_F dual (so the bound is never below γ_F's at the same q)."""
+    from factorize.structured import symmetry
+
+    if "symmetry_gamma_2" in memo:
+        found: tuple[list[float], np.ndarray, float] | None = memo["symmetry_gamma_2"]
+        return found
+    memo["symmetry_gamma_2"] = None
+    base = symmetry_solution(wblocks, sizes, memo)
+    if base is None:
+        return None
+    from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
+
+    red, _, d = base
+    rows = np.array([wb.rows for wb in wblocks], dtype=np.float64)
+    alpha = rows / rows.sum()
+    per_block = []
+    for wb in wblocks:
+        r = symmetry.reduce([wb], sizes, red.labels, min_reduction=1.0)
+        per_block.append({} if r is None else {(x.free, x.fixed): x.gram for x in r.sectors})
+    keys = [(x.free, x.fixed, x.multiplicity, x.index) for x in red.sectors]
+    for _ in range(GAMMA_2_ROUNDS):
+        dd = np.asarray(d, dtype=np.float64).reshape(red.shape)
+        for _ in range(GAMMA_2_ROW_ITERS):
+            f, grad = 0.0, np.zeros(len(wblocks))
+            for free, fixed, mult, index in keys:
+                root = np.sqrt(np.maximum(dd[index], 0.0)).reshape(-1)
+                parts = {o: root[:, None] * g[(free, fixed)] * root[None, :]
+                         for o, g in enumerate(per_block) if (free, fixed) in g}
+                M = sum(alpha[o] / rows[o] * C for o, C in parts.items())
+                lam, V = np.linalg.eigh(0.5 * (M + M.T))
+                keep = lam > 1e-13 * max(float(lam[-1]), 1e-300)
+                f += mult * float(np.sum(np.sqrt(lam[keep])))
+                inv = (V[:, keep] / np.sqrt(lam[keep])[None, :]) @ V[:, keep].T
+                for o, C in parts.items():
+                    grad[o] += 0.5 * mult * float(np.sum(inv * C)) / rows[o]
+            if not f > 0:
+                return None
+            alpha = alpha * 2.0 * grad / f
+            alpha = alpha / alpha.sum()
+        v = [float(wb.weight) * float(np.sqrt(a / r)) for wb, a, r in zip(wblocks, alpha, rows, strict=True)]
+        red_v = symmetry.reduce(symmetry.reweighted(wblocks, v), sizes, red.labels, min_reduction=1.0)
+        if red_v is None:
+            return None
+        d = solve_symmetric_gamma_f(red_v, max_iters=red_v.iteration_cap(200)).weights
+    lower = symmetry.certified_gamma_2_lower(wblocks, sizes, red.labels, v, d)
+    memo["symmetry_gamma_2"] = (v, d, lower)
+    return memo["symmetry_gamma_2"]
 
 
 def _l2_add_remove(measured: Any) -> float:

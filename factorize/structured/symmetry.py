@@ -78,6 +78,12 @@ ARRAY_PREFIX = "cert.sym."
 
 METHOD = ("symmetry-reduced γ_F dual: orbit weights over the twin classes of every attribute, "
           "‖W D^{1/2}‖_tr = Σ_sectors μ_s tr((D_s^{1/2} G_s D_s^{1/2})^{1/2})")
+#: The γ₂ bound: row weights ``p = (v_o/w_o)²`` on the rows of block o (stated block weights
+#: ``v``, arrays ``cert.sym.v``) and the orbit weights on the cells (Edmonds, Nikolov & Ullman
+#: 2020, §3: ``γ₂(W) ≥ ‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq)``): the γ_F reduction of the
+#: re-weighted workload ``[v_o ⊗_j W_{o,j}]_o``.
+METHOD_GAMMA_2 = ("symmetry-reduced γ₂ dual: row weights (v_o/w_o)² on each block's rows, orbit "
+                  "weights on the cells, ‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq) by sectors")
 
 
 def exact_gram(f: AxisFactor) -> np.ndarray | None:
@@ -375,6 +381,48 @@ def certified_lower(red: Reduction, d: np.ndarray) -> float:
     return round_down(tr / math.sqrt(round_up(mass * red.rows, 1)), 3)
 
 
+def reweighted(wblocks: Sequence[WorkloadBlock], weights: Sequence[float]) -> list[WorkloadBlock]:
+    """The blocks with their weights replaced by ``weights`` (the same factors)."""
+    import copy
+
+    out = []
+    for wb, v in zip(wblocks, weights, strict=True):
+        c = copy.copy(wb)
+        c.weight = float(v)
+        out.append(c)
+    return out
+
+
+def row_mass_upper(wblocks: Sequence[WorkloadBlock], weights: Sequence[float]) -> float:
+    """A float ≥ ``Σ_o k_o (v_o / w_o)²``: the total row weight p of the γ₂ bound."""
+    from factorize.numerics import round_up
+
+    terms = [round_up(wb.rows * round_up(round_up(abs(v) / abs(wb.weight), 1) ** 2, 1), 1)
+             for wb, v in zip(wblocks, weights, strict=True)]
+    return round_up(math.fsum(terms), len(terms) + 1)
+
+
+def certified_gamma_2_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
+                            labels: Sequence[np.ndarray], weights: Sequence[float],
+                            d: np.ndarray) -> float:
+    """A float ≤ γ₂(W): ``‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq)`` (:data:`METHOD_GAMMA_2`) for
+    row weights ``p = (v_o/w_o)²`` on block o's rows and cell weights d on the orbits."""
+    from factorize.numerics import round_down, round_up
+
+    if not all(math.isfinite(v) and v >= 0 for v in weights) or not any(v > 0 for v in weights):
+        raise StructureError("γ₂ block weights must be finite, non-negative and not all zero")
+    red = reduce(reweighted(wblocks, weights), sizes, labels, min_reduction=1.0)
+    if red is None:
+        raise StructureError("the stated classes leave sectors too large to re-derive the bound")
+    d = np.asarray(d, dtype=np.float64).reshape(red.shape)
+    mass = round_up(math.fsum((d * red.orbit_sizes).ravel().tolist()), 2)
+    if not mass > 0:
+        return 0.0
+    tr = certified_trace(red, d)
+    rows = row_mass_upper(wblocks, weights)
+    return round_down(tr / math.sqrt(round_up(mass * rows, 1)), 3)
+
+
 def verify_bound(plan: Any, W: Any) -> float:
     """The bound ``plan.certificate['symmetry']`` states, re-derived from the plan's arrays
     ``cert.sym.labels.<j>`` and ``cert.sym.d`` (the classes re-checked exactly); ``ValueError``
@@ -382,8 +430,12 @@ def verify_bound(plan: Any, W: Any) -> float:
     from .workload_blocks import workload_blocks
 
     stated = plan.certificate.get("symmetry")
-    if not (isinstance(stated, dict) and stated.get("method") == METHOD):
+    if not (isinstance(stated, dict) and stated.get("method") in (METHOD, METHOD_GAMMA_2)):
         raise StructureError("certificate.symmetry names another method")
+    if (stated.get("method") == METHOD_GAMMA_2) != (stated.get("norm") == "gamma_2") or (
+            stated.get("norm") == "gamma_2" and plan.norm != "gamma_2"):
+        raise StructureError("certificate.symmetry: the γ₂ bound is stated for γ₂ plans only, "
+                             "with its own method")
     sizes = tuple(plan.domain.sizes)
     arrays = plan.certificate_arrays
     labels = []
@@ -392,7 +444,19 @@ def verify_bound(plan: Any, W: Any) -> float:
         if lab is None or lab.size != n or not np.all(lab == np.round(lab)):
             raise StructureError(f"cert.sym.labels.{j} must hold one integer class per value of attribute {j}")
         labels.append(lab.reshape(-1).astype(np.int64))
-    red = reduce(workload_blocks(W, sizes), sizes, labels, min_reduction=1.0)
+    wblocks = workload_blocks(W, sizes)
+    if stated.get("norm") == "gamma_2":
+        v = arrays.get("cert.sym.v")
+        d = arrays.get("cert.sym.d")
+        if v is None or v.size != len(wblocks) or d is None:
+            raise StructureError("cert.sym.v must hold one weight per workload block, cert.sym.d "
+                                 "the orbit weights")
+        lower = certified_gamma_2_lower(wblocks, sizes, labels, v.reshape(-1).tolist(), d)
+        value = stated.get("lower")
+        if not (isinstance(value, float) and value <= lower * (1.0 + 1e-12)):
+            raise StructureError(f"certificate.symmetry.lower {value!r} exceeds the re-derived {lower:.10g}")
+        return lower
+    red = reduce(wblocks, sizes, labels, min_reduction=1.0)
     if red is None:
         raise StructureError("the stated classes leave sectors too large to re-derive the bound")
     d = arrays.get("cert.sym.d")
