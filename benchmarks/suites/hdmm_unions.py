@@ -187,8 +187,9 @@ def recompute(plan: Any, case: dict, noise: str) -> dict:
         d1, d2 = kron_l1([A]), kron_l2([A])
         how = f"dense (N = {A.shape[1]})"
     else:
-        return {"method": None, "why": "strategy is not one Kronecker product and N > "
-                f"{DENSE_MAX_N}: not recomputed"}
+        return {"method": None, "why": "strategy is not one Kronecker product and too large to "
+                f"form densely (N > {DENSE_MAX_N:,}, or N > {DENSE_FEW_ROWS_MAX_N:,} or more than "
+                f"{DENSE_FEW_ROWS:,} rows): not recomputed"}
     value = (math.sqrt(2.0) * d1 if noise == "laplace" else d2) * math.sqrt(tr / k)
     return {"method": how, "value": value, "support_residual": resid, "k": k}
 
