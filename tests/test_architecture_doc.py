@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
 from pathlib import Path
+
+from tests.source_modules import source_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "ARCHITECTURE.md"
@@ -47,16 +48,8 @@ def _exists(path: str) -> bool:
     return False
 
 
-@lru_cache(maxsize=1)
 def _modules() -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for pkg in PACKAGES:
-        for f in (ROOT / pkg).rglob("*.py"):
-            parts = list(f.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join(parts)] = f
-    return out
+    return source_modules(PACKAGES)
 
 
 def _defines(path: Path, name: str) -> bool:

@@ -15,6 +15,8 @@ from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
+from tests.source_modules import source_modules
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("factorize", "solvers", "workloads")
 
@@ -39,14 +41,7 @@ BUILDERS = ("factorize.plan.build", "factorize.families", "factorize.local.build
 
 
 def _modules() -> dict[str, Path]:
-    out = {}
-    for pkg in PACKAGES:
-        for f in (ROOT / pkg).rglob("*.py"):
-            parts = list(f.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join(parts)] = f
-    return out
+    return source_modules(PACKAGES)
 
 
 def _runtime_imports(tree: ast.AST):

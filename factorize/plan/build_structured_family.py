@@ -174,8 +174,7 @@ def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]
                     "symmetry": {"method": symmetry.METHOD_GAMMA_2, "norm": "gamma_2", "lower": lower}}
             return cert, {**cert_arrays, "cert.sym.d": np.asarray(d, dtype=np.float64).reshape(1, -1),
                           "cert.sym.v": np.asarray(v, dtype=np.float64).reshape(1, -1),
-                          **{f"cert.sym.labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
-                             for j, lab in enumerate(red.labels)}}
+                          **symmetry.label_arrays(red.labels)}
     found = symmetry_solution(wblocks, sizes, memo)
     if found is None or not found[1] > float(cert["lower"]) * (1.0 + 1e-9):
         return cert, cert_arrays
@@ -183,8 +182,7 @@ def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]
     labels = red.labels
     cert = {**cert, "lower": lower, "symmetry": {"method": symmetry.METHOD, "lower": lower}}
     cert_arrays = {**cert_arrays, "cert.sym.d": np.asarray(weights, dtype=np.float64).reshape(1, -1),
-                   **{f"cert.sym.labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
-                      for j, lab in enumerate(labels)}}
+                   **symmetry.label_arrays(labels)}
     return cert, cert_arrays
 
 

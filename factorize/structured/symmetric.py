@@ -114,12 +114,7 @@ def _normaliser(red: Reduction, factors: list[tuple[Sector, np.ndarray]]) -> flo
     on the strategy itself."""
     diag = np.zeros(red.shape)
     for s, L in factors:
-        col = np.einsum("ij,ij->j", L, L)
-        for j in s.free:
-            shape = [1] * len(s.free)
-            shape[s.free.index(j)] = -1
-            col = col.reshape([red.class_sizes[i].size for i in s.free]) / \
-                red.class_sizes[j].astype(np.float64).reshape(shape)
+        col = np.einsum("ij,ij->j", L, L) / _class_sizes(red, s.free)
         for j, c in s.fixed:
             col = col * (1.0 - 1.0 / float(red.class_sizes[j][c]))
         part = diag[s.index]
@@ -133,6 +128,14 @@ class _Arrays:
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
         self.named: dict[tuple, str | None] = {}
+        self._dense: dict[str, np.ndarray] = {}
+
+    def dense(self, f: Any) -> np.ndarray:
+        """A workload factor's dense matrix, formed once per distinct factor (a factor is read
+        by every sector's term)."""
+        if f.key not in self._dense:
+            self._dense[f.key] = np.asarray(f.dense(), dtype=np.float64)
+        return self._dense[f.key]
 
     def put(self, key: tuple, prefix: str, make: Any) -> str | None:
         """The name of ``make()`` under ``key`` (None for an all-zero array)."""
@@ -222,7 +225,7 @@ def _term(o: int, b: int, wb: WorkloadBlock, sec: _Measured, red: Reduction, siz
     names: list[str] = []
     for j in attrs:
         f = wb.factor(j)
-        Wd = np.asarray(f.dense(), dtype=np.float64)
+        Wd = store.dense(f)
         if j in fixed:
             members = np.flatnonzero(red.labels[j] == fixed[j])
             if np.all(Wd[:, members] == Wd[:, members[:1]]):
@@ -269,6 +272,5 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], red: Reduction
     cert = {"method": CERTIFICATE, "norm": norm, "lower": float(lower),
             "symmetry": {"method": symmetry.METHOD, "lower": float(lower)}}
     cert_arrays = {"cert.sym.d": weights.reshape(1, -1).copy(),
-                   **{f"cert.sym.labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
-                      for j, lab in enumerate(red.labels)}}
+                   **symmetry.label_arrays(red.labels)}
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert, cert_arrays

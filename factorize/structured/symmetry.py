@@ -381,6 +381,13 @@ def certified_lower(red: Reduction, d: np.ndarray) -> float:
     return round_down(tr / math.sqrt(round_up(mass * red.rows, 1)), 3)
 
 
+def label_arrays(labels: Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+    """``cert.sym.labels.<j>``: each attribute's twin classes as a plan array (what
+    :func:`verify_bound` reads back)."""
+    return {f"{ARRAY_PREFIX}labels.{j}": np.asarray(lab, dtype=np.float64).reshape(1, -1)
+            for j, lab in enumerate(labels)}
+
+
 def reweighted(wblocks: Sequence[WorkloadBlock], weights: Sequence[float]) -> list[WorkloadBlock]:
     """The blocks with their weights replaced by ``weights`` (the same factors)."""
     import copy
