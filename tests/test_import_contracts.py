@@ -33,6 +33,7 @@ TRUSTED = ("factorize.plan.checks", "factorize.plan.structured_checks", "factori
 BUILDERS = ("factorize.plan.build", "factorize.families", "factorize.local.build",
             "factorize.planner.routes", "factorize.planner.lowrank", "factorize.planner.recovery",
             "factorize.structured.union_build", "factorize.structured.marginal_weights_build",
+            "factorize.structured.subspace_bound_build",
             "factorize.pure_dp.api", "factorize.pure_dp.candidates", "factorize.pure_dp.optimizer",
             "factorize.pure_dp.kron", "factorize.pure_dp.one_d", "factorize.pure_dp.p_identity",
             "factorize.pure_dp.flat", "factorize.pure_dp.l1_marginal_weights",

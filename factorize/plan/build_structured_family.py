@@ -137,6 +137,8 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
         from factorize.numerics import relative_gap
 
         cert["upper"] = cert["achieved"]
+        if relative_gap(cert["upper"], cert["lower"]) > SUBSPACE_MIN_GAP:
+            cert, cert_arrays = with_subspace_bound(cert, cert_arrays, wblocks, dom.sizes, memo, norm, options)
         cert["gap"] = relative_gap(cert["upper"], cert["lower"])
     from .lower_bound import laplace_bound
 
@@ -186,6 +188,54 @@ def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]
     return cert, cert_arrays
 
 
+#: The subspace bound is sought where the plan's gap exceeds this (the symmetry-reduced dual
+#: already certifies census unions within 1e-4).
+SUBSPACE_MIN_GAP = 1e-4
+
+
+def with_subspace_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray], wblocks: list,
+                        sizes: Any, memo: dict[str, Any], norm: str, options: Any
+                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The certificate with the subspace-split trace-norm bound (``structured.subspace_bound``)
+    where it is higher than the one stated: ``certificate.subspace`` states it, arrays
+    ``cert.sub.*`` let the verifier re-derive it. Searched once per workload and norm
+    (``memo``; the workload factors' own solves shared with the union family); copies."""
+    from factorize.numerics import NumericRangeError
+    from factorize.structured import subspace_bound, subspace_bound_build, union_build
+    from factorize.structured.blocks import StructureError
+
+    key = f"subspace:{norm}"
+    if key not in memo and symmetry_reduction(wblocks, sizes, memo) is not None:
+        memo[key] = None  # the symmetry-reduced dual is the bound for these (twin classes)
+    if key not in memo:
+        cache = memo.setdefault("factor_solutions", {})
+        witnesses = {}
+        for wb in wblocks:
+            for f in wb.factors:
+                if f.kind == "matrix" and f.key not in witnesses:
+                    witnesses[f.key] = union_build.factor_solution(f, norm, options, cache)[2]
+        try:
+            memo[key] = subspace_bound_build.search(wblocks, sizes, norm, witnesses)
+        except (StructureError, NumericRangeError, np.linalg.LinAlgError):
+            memo[key] = None  # a bound, never a reason to refuse a plan: the family's own stands
+    found = memo[key]
+    if found is None or not found[0] > float(cert["lower"]) * (1.0 + 1e-9):
+        return cert, cert_arrays
+    lower, arrays = found
+    cert = {**cert, "lower": lower, "subspace": {"method": subspace_bound.METHOD, "lower": lower}}
+    return cert, {**cert_arrays, **arrays}
+
+
+def symmetry_reduction(wblocks: list, sizes: Any, memo: dict[str, Any]) -> Any:
+    """``structured.symmetry.reduce`` of the workload, once per search (``memo``)."""
+    from factorize.structured import symmetry
+
+    red = memo.get("symmetry_reduction", "unset")
+    if isinstance(red, str):
+        red = memo["symmetry_reduction"] = symmetry.reduce(wblocks, sizes)
+    return red
+
+
 def symmetry_solution(wblocks: list, sizes: Any, memo: dict[str, Any]) -> tuple[Any, float, np.ndarray] | None:
     """``(reduction, certified lower bound, per-cell orbit weights)`` of the symmetry-reduced
     γ_F dual (``structured.symmetry``, ``solvers.dual_gamma_f_symmetric``), or None where the
@@ -194,9 +244,7 @@ def symmetry_solution(wblocks: list, sizes: Any, memo: dict[str, Any]) -> tuple[
 
     if "symmetry" not in memo:
         memo["symmetry"] = None
-        red = memo.get("symmetry_reduction", "unset")
-        if isinstance(red, str):
-            red = memo["symmetry_reduction"] = symmetry.reduce(wblocks, sizes)
+        red = symmetry_reduction(wblocks, sizes, memo)
         if red is not None:
             from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
 
@@ -412,7 +460,8 @@ def _union(dom: Domain, wblocks: list, norm: str, options: Any, sensitivity_norm
     key = f"union:{norm}:{sensitivity_norm}"
     if memo is not None and key in memo:
         return memo[key]
-    parts = union_build.build(dom.sizes, wblocks, norm, options=options, sensitivity_norm=sensitivity_norm)
+    parts = union_build.build(dom.sizes, wblocks, norm, options=options, sensitivity_norm=sensitivity_norm,
+                              cache=None if memo is None else memo.setdefault("factor_solutions", {}))
     if memo is not None:
         memo[key] = parts
     return parts

@@ -271,4 +271,9 @@ def _certificate(plan: StructuredPlan, W: Any) -> tuple[float, float, float]:
     if "symmetry" in plan.certificate:
         lower = max(lower, verify_bound(plan, W))
         gap = relative_gap(upper, lower)
+    if "subspace" in plan.certificate:
+        from factorize.structured import subspace_bound
+
+        lower = max(lower, subspace_bound.verify_bound(plan, W))
+        gap = relative_gap(upper, lower)
     return upper, lower, gap

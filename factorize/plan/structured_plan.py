@@ -134,6 +134,8 @@ class StructuredPlan:
             f"certificate lower {c['lower']:.10g} ≤ {self.norm} ≤ upper {c['upper']:.10g} "
             f"(gap {c['gap']:.3g}; {c['method']}"
             + (f"; lower bound from the {c['symmetry']['method']}" if isinstance(c.get("symmetry"), dict)
+               else "")
+            + (f"; lower bound from the {c['subspace']['method']}" if isinstance(c.get("subspace"), dict)
                else "") + f"); this plan achieves {c['achieved']:.10g}",
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"

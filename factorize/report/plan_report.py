@@ -247,6 +247,12 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
                         "(permutations of values inside each attribute's twin classes; "
                         "factorize.structured.symmetry): at its optimum it is γ_F(W) itself, "
                         "so the gap measures this strategy against the best possible one.")
+        if isinstance(b.get("subspace"), dict):
+            cert.append("The lower bound is a trace-norm witness split over subspaces that every "
+                        "workload factor preserves (factorize.structured.subspace_bound): blocks "
+                        "of the union are charged only for the directions they share. It is not "
+                        "the optimum's dual, so the gap may overstate how far this plan is from "
+                        "the best one.")
         table.append(["binds", f"every factorization mechanism with this guarantee ({sym})"])
     else:
         # the γ certificate is Gaussian add/remove's: it says nothing about optimality here

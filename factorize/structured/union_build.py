@@ -17,9 +17,22 @@ from .strategy import StructuredStrategy
 from .union import CERTIFICATE, CERTIFICATE_GRAM, FAMILY, combine_block_bounds, encode, planned_trace_lower
 from .workload_blocks import AxisFactor, WorkloadBlock
 
+FactorSolution = tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], float]
 
-def _factorize(f: AxisFactor, norm: str, options: Any) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], float]:
-    """``(R, A, witness arrays, lower bound)`` of one workload factor, A at unit column norm."""
+
+def factor_solution(f: AxisFactor, norm: str, options: Any,
+                    cache: dict[tuple[str, str], FactorSolution] | None = None) -> FactorSolution:
+    """``(R, A, witness arrays, lower bound)`` of one workload factor, A at unit column norm
+    (solved once per ``cache``: the union family and the subspace bound share the solves)."""
+    if cache is not None and (f.key, norm) in cache:
+        return cache[(f.key, norm)]
+    out = _factorize(f, norm, options)
+    if cache is not None:
+        cache[(f.key, norm)] = out
+    return out
+
+
+def _factorize(f: AxisFactor, norm: str, options: Any) -> FactorSolution:
     if f.kind == "identity":
         return np.eye(f.n), np.eye(f.n), {}, 1.0
     from factorize.planner.certificate import Gamma2Witness, GammaFWitness
@@ -57,10 +70,10 @@ def _kron(vs: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, options: Any = None,
-          sensitivity_norm: str = "l2"):
+          sensitivity_norm: str = "l2", cache: dict[tuple[str, str], FactorSolution] | None = None):
     """The strategy, reconstruction, encoding and certificate of the module docstring; the
     block weights are optimal for noise calibrated to ``sensitivity_norm`` ("l2": Gaussian,
-    "l1": Laplace)."""
+    "l1": Laplace); ``cache``: :func:`factor_solution`'s."""
     from factorize.privacy.lattice import quantize
 
     sizes = tuple(int(n) for n in sizes)
@@ -73,7 +86,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *, 
             if f.kind == "total" or f.key in names:
                 continue
             i = names[f.key] = len(names)
-            R, A, witness, lower = _factorize(f, norm, options)
+            R, A, witness, lower = factor_solution(f, norm, options, cache)
             arrays[f"A.{i}"] = quantize(A).measured
             arrays[f"R.{i}"] = R
             lowers[f.key] = lower
