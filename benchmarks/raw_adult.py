@@ -1,20 +1,20 @@
-"""A raw-valued copy of Adult: for ``python -m benchmarks --suite raw`` and the schema tests
-(``tests/raw_adult.py`` re-exports it).
+"""A raw-valued copy of Adult: for the README's example, ``python -m benchmarks --suite raw``
+and the schema tests (``tests/raw_adult.py`` re-exports it).
 
-``adult_schema()`` is a domain schema (``docs/schema.md``) with the sizes of
-``adult-domain.json``, using every kind of attribute: categorical text (workclass, …),
-categorical integers (education-num), categorical booleans (income>50K), integer ranges (age,
-hours-per-week), numeric bins closed on the left (fnlwgt, capital-gain, clamped) and on the
-right (capital-loss, float edges), and a catch-all (native-country: 41 listed countries, the
-42nd code takes everything else). ``decode(codes)`` turns the integer-coded records into raw
-values that this schema maps back to the same codes: labels (with the leading space of the
-UCI files on workclass), integers, bin midpoints, booleans, and for native-country's
-catch-all code a value the schema does not list.
+The coded records are the shared ``adult.csv`` (``ADULT_DIR``: ``../shared/data/adult`` beside
+the checkout, or the folder ``FACTORIZE_ADULT_DIR`` names). Their public schema is
+``docs/examples/adult_schema.json`` (``SCHEMA_PATH``, format ``docs/schema.md``), written from
+UCI's codebook (``adult.names``) with the sizes of ``adult-domain.json``: the categories in the
+codebook's order with UCI's ``?`` (unknown) last, where an attribute has one (workclass and
+occupation list it; native-country's catch-all code holds it); integer ranges for age (code c
+is age 16 + c, so UCI's 17-year-olds are code 1 and code 0 is empty), education-num and
+hours-per-week; equal-width bins for fnlwgt, capital-gain and capital-loss, whose edges the
+extract does not document (so a raw value near an edge may have another code in the extract).
 
-The labels are illustrative: the order of the categories in the pre-processed Adult file is
-not documented, so code i of an attribute gets the i-th name of the UCI codebook here, which
-need not be the person's true category. The tests only need a bijection (raw → code) that the
-schema states publicly.
+``decode(codes)`` turns the integer-coded records into raw values that this schema maps back
+to the same codes: the labels as UCI writes them (with the leading space of the UCI files on
+workclass, which the schema trims), integers, bin midpoints, and ``?`` for native-country's
+catch-all code.
 
 Imports only the standard library at the top (numpy and pyarrow when a function needs them).
 """
@@ -23,80 +23,61 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from benchmarks.harness import ADULT_DIR
+from benchmarks.harness import ADULT_DIR, REPO_ROOT
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["ADULT_DIR", "ADULT_CSV", "ADULT_DOMAIN", "WORKCLASS", "MARITAL", "OCCUPATION", "RELATIONSHIP",
-           "RACE", "SEX", "COUNTRIES", "UNLISTED_COUNTRY", "adult_schema", "write_schema", "decode",
-           "read_coded", "write_raw"]
+__all__ = ["ADULT_DIR", "ADULT_CSV", "ADULT_DOMAIN", "SCHEMA_PATH", "WORKCLASS", "MARITAL", "OCCUPATION",
+           "RELATIONSHIP", "RACE", "SEX", "COUNTRIES", "UNLISTED_COUNTRY", "adult_schema", "write_schema",
+           "decode", "read_coded", "write_raw"]
 
 ADULT_CSV = ADULT_DIR / "adult.csv"
 ADULT_DOMAIN = ADULT_DIR / "adult-domain.json"
-
-WORKCLASS = ["Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov",
-             "Without-pay", "Never-worked", "?"]
-MARITAL = ["Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
-           "Married-spouse-absent", "Married-AF-spouse"]
-OCCUPATION = ["Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty",
-              "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical", "Farming-fishing", "Transport-moving",
-              "Priv-house-serv", "Protective-serv", "Armed-Forces", "?"]
-RELATIONSHIP = ["Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried"]
-RACE = ["White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"]
-SEX = ["Female", "Male"]
-COUNTRIES = ["United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
-             "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba", "Iran",
-             "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico", "Portugal",
-             "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan", "Haiti", "Columbia",
-             "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia", "El-Salvador",
-             "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands"]
-#: The raw value written for native-country's catch-all code (not listed in the schema).
-UNLISTED_COUNTRY = "Atlantis"
+#: The public schema of the coded file (shipped with the repository; the data is not).
+SCHEMA_PATH = REPO_ROOT / "docs" / "examples" / "adult_schema.json"
 
 
-def adult_schema() -> dict:
-    """The schema document (a dict; ``json.dump`` it to use it as ``--domain``)."""
-    return {
-        "format": "factorize-domain-schema", "version": 1,
-        "description": "Adult (UCI Census Income), illustrative labels for the pre-processed codes "
-                       "of ../shared/data/adult (benchmarks/raw_adult.py)",
-        "attributes": [
-            {"name": "age", "kind": "integer", "min": 17, "max": 101},
-            {"name": "workclass", "kind": "categorical", "values": WORKCLASS},
-            {"name": "fnlwgt", "kind": "numeric", "edges": [15000 * i for i in range(101)], "closed": "left"},
-            {"name": "education-num", "kind": "categorical", "values": list(range(1, 17))},
-            {"name": "marital-status", "kind": "categorical", "values": MARITAL},
-            {"name": "occupation", "kind": "categorical", "values": OCCUPATION},
-            {"name": "relationship", "kind": "categorical", "values": RELATIONSHIP},
-            {"name": "race", "kind": "categorical", "values": RACE},
-            {"name": "sex", "kind": "categorical", "values": SEX},
-            {"name": "capital-gain", "kind": "numeric", "edges": [1000 * i for i in range(101)],
-             "closed": "left", "outside": "clamp"},
-            {"name": "capital-loss", "kind": "numeric", "edges": [round(43.56 * i, 2) for i in range(101)],
-             "closed": "right"},
-            {"name": "hours-per-week", "kind": "integer", "min": 1, "max": 99},
-            {"name": "native-country", "kind": "categorical", "values": COUNTRIES, "outside": "catch_all",
-             "catch_all_label": "?"},
-            {"name": "income>50K", "kind": "categorical", "values": [False, True]},
-        ],
-    }
+def adult_schema() -> dict[str, Any]:
+    """The schema document of ``SCHEMA_PATH`` (a dict)."""
+    doc: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return doc
+
+
+def _values(name: str) -> list[str]:
+    """The values of categorical attribute ``name`` in the public schema, in code order."""
+    return next(a["values"] for a in adult_schema()["attributes"] if a["name"] == name)
+
+
+WORKCLASS = _values("workclass")
+MARITAL = _values("marital-status")
+OCCUPATION = _values("occupation")
+RELATIONSHIP = _values("relationship")
+RACE = _values("race")
+SEX = _values("sex")
+COUNTRIES = _values("native-country")
+#: The raw value written for native-country's catch-all code: UCI's unknown, which the schema
+#: does not list as a country.
+UNLISTED_COUNTRY = "?"
 
 
 def write_schema(path: Path) -> Path:
-    path.write_text(json.dumps(adult_schema(), indent=1), encoding="utf-8")
+    """A copy of the public schema at ``path`` (for a scratch folder next to the raw copy)."""
+    path.write_text(SCHEMA_PATH.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 
-def decode(codes: np.ndarray, names: list[str]) -> dict[str, object]:
-    """Raw columns (name → numpy array or list) for integer-coded records ``codes`` (n × d,
-    columns in the order of ``names``)."""
+def decode(codes: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+    """Raw columns (name → numpy array) for integer-coded records ``codes`` (n × d, columns in
+    the order of ``names``): integer attribute code c is ``min + c``, numeric code c the
+    midpoint ``(e_c + e_{c+1}) / 2`` of its bin, categorical code c its c-th value (the
+    catch-all code ``?``)."""
     import numpy as np
 
     by_name = {a["name"]: a for a in adult_schema()["attributes"]}
-    out: dict[str, object] = {}
+    out: dict[str, np.ndarray] = {}
     for j, name in enumerate(names):
         a = by_name[name]
         c = codes[:, j]
@@ -105,10 +86,6 @@ def decode(codes: np.ndarray, names: list[str]) -> dict[str, object]:
         elif a["kind"] == "numeric":
             e = np.asarray(a["edges"], dtype=np.float64)
             out[name] = (e[c] + e[c + 1]) / 2
-        elif isinstance(a["values"][0], bool):
-            out[name] = np.asarray(a["values"], dtype=bool)[c]
-        elif isinstance(a["values"][0], int):
-            out[name] = np.asarray(a["values"], dtype=np.int64)[c]
         else:
             values = list(a["values"]) + ([UNLISTED_COUNTRY] if a.get("outside") == "catch_all" else [])
             labels = np.asarray([(" " + v if name == "workclass" else v) for v in values], dtype=object)
@@ -117,16 +94,22 @@ def decode(codes: np.ndarray, names: list[str]) -> dict[str, object]:
 
 
 def read_coded() -> tuple[np.ndarray, list[str]]:
-    """The integer-coded Adult records and their column names."""
+    """The integer-coded Adult records and their column names; ``FileNotFoundError`` naming
+    the folder looked in and ``FACTORIZE_ADULT_DIR`` when the data is not there."""
     import numpy as np
     import pyarrow.csv as pacsv
 
+    if not ADULT_CSV.is_file():
+        raise FileNotFoundError(
+            f"the Adult data is not at {ADULT_CSV}: put the shared data set in ../shared/data/adult "
+            f"beside the checkout ({REPO_ROOT.parent / 'shared' / 'data' / 'adult'}), or set "
+            "FACTORIZE_ADULT_DIR to the folder that holds adult.csv and adult-domain.json")
     t = pacsv.read_csv(ADULT_CSV)
     return np.column_stack([t.column(n).to_numpy() for n in t.column_names]).astype(np.int64), t.column_names
 
 
 def write_raw(path: Path, codes: np.ndarray, names: list[str]) -> Path:
-    """The raw copy as CSV (``.csv``) or Parquet (string / int64 / double / bool columns)."""
+    """The raw copy as CSV (``.csv``) or Parquet (string / int64 / double columns)."""
     import pyarrow as pa
 
     cols = decode(codes, names)

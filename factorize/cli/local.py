@@ -5,13 +5,15 @@
                          [--attributes ..] --out FILE.lplan
     factorize local inspect FILE.lplan            (upper and lower bounds, sample sizes)
     factorize local verify FILE.lplan
-    factorize local client FILE.lplan --record "sex=1,race=0,…" [--max-epsilon 10]  (one message, JSON)
+    factorize local client FILE.lplan --record "sex=Female,race=White,…" [--max-epsilon 10]  (one message, JSON)
     factorize local simulate FILE.lplan --data RECORDS.{csv,parquet} --out MESSAGES.parquet [--seed S]
     factorize local aggregate FILE.lplan --messages MESSAGES.parquet --out ANSWERS.{csv,json,parquet}
                               [--overwrite]
 
-``simulate`` plays every client of a records file (for tests and benchmarks); ``--seed`` makes
-the messages reproducible and marks them NOT PRIVATE. Exit codes: 0 ok, 2 bad input.
+``client`` reads the record's values through the plan's domain schema as ``run`` reads raw
+values (codes where the plan's domain gives sizes only). ``simulate`` plays every client of a
+records file (for tests and benchmarks); ``--seed`` makes the messages reproducible and marks
+them NOT PRIVATE. Exit codes: 0 ok, 2 bad input.
 """
 
 from __future__ import annotations
@@ -50,7 +52,9 @@ def register(subparsers: Any) -> None:
         q.set_defaults(func=fn)
     c = sub.add_parser("client", help="one user's message for one record (OS randomness)")
     c.add_argument("plan")
-    c.add_argument("--record", required=True, help='"attr=value,…" codes for every domain attribute')
+    c.add_argument("--record", required=True,
+                   help='"attr=value,…" for every domain attribute: raw values of the plan\'s domain '
+                        "schema, or codes where the domain gives sizes only")
     c.add_argument("--max-epsilon", type=float, default=None,
                    help="refuse a plan whose ε exceeds this (default: the documented ceiling, 10)")
     add_threads_option(c)
@@ -156,13 +160,19 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _client(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from factorize.local.protocol import encode_record
+        from factorize.engines.errors import DataError
+        from factorize.local.protocol import encode_record, record_codes
 
-        record = {}
+        values: dict[str, str] = {}
         for part in args.record.split(","):
-            name, _, value = part.partition("=")
-            record[name.strip()] = int(value)
-        y = encode_record(_client_plan(args.plan, args.max_epsilon), record)
+            name, eq, value = part.partition("=")
+            name = name.strip()
+            if not eq or name in values:
+                raise DataError("--record must be \"attr=value,…\" with each attribute once"
+                                + (f" ({name!r} is given twice)" if eq else ""))
+            values[name] = value
+        plan = _client_plan(args.plan, args.max_epsilon)
+        y = encode_record(plan, record_codes(plan.domain, values))
         print(json.dumps({"message": [float(v) for v in y]}))
         return EXIT_OK
     return guarded(run)(args)

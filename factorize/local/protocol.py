@@ -1,7 +1,9 @@
 """The local protocol's two ends: clients encode records into messages, the server aggregates.
 
-Client (:func:`encode_record`, :func:`encode_codes`): a record (one value per domain attribute)
-→ its cell x (row-major, attribute 0 slowest) → the strategy column a_x → one randomized
+Client (:func:`record_codes`, :func:`encode_record`, :func:`encode_codes`): a record (one value
+per domain attribute: a raw value read through the plan's domain schema exactly as ``factorize
+run`` reads a text column, or an integer code where the domain gives sizes only) → its codes →
+its cell x (row-major, attribute 0 slowest) → the strategy column a_x → one randomized
 message (``local.randomizer``; OS randomness unless a test rng is passed). No solver, no data
 other than the one record.
 
@@ -20,14 +22,24 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from factorize.engines.errors import DataError
 
 from .plan import Z95, LocalPlan
+
+if TYPE_CHECKING:
+    from workloads import Domain
+
+#: An integer code as text (a domain of sizes only): ASCII digits, U+0020 spaces around.
+_CODE_TEXT = re.compile(r" *([0-9]+) *")
+#: How many of a categorical attribute's values an unknown-value refusal lists.
+_LISTED_VALUES = 12
 
 
 def _randomizer(plan: LocalPlan) -> Any:
@@ -62,6 +74,48 @@ def cells_of_codes(plan: LocalPlan, codes: np.ndarray) -> np.ndarray:
     for j in range(sizes.size - 2, -1, -1):
         strides[j] = strides[j + 1] * sizes[j + 1]
     return codes @ strides
+
+
+def record_codes(domain: Domain, values: Mapping[str, str]) -> dict[str, int]:
+    """The codes of one record given as text (``attribute → value``, every domain attribute
+    once). With a domain schema (``docs/schema.md``) each value is a raw value mapped by the
+    schema's rule for a text column, ``AttributeSchema.encode(value, "text")`` -- the Python
+    reference that ``factorize run``'s SQL mapping (``engines.schema_sql.code_sql``) is tested
+    equal to --, so ``sex=Female`` gets the code ``run`` gives a ``Female`` cell; a value
+    outside the schema goes where ``run`` sends it (the catch-all code, the clamped end) or is
+    refused naming the attribute and the schema's rule (never the value). A domain of sizes
+    only takes integer codes ``0 … size−1``."""
+    from workloads.schema import MISSING, OUTSIDE
+
+    attrs = list(domain.attributes)
+    if set(values) != set(attrs):
+        raise DataError(f"the record must give exactly the attributes {attrs}")
+    schema = domain.schema
+    out: dict[str, int] = {}
+    for name, size in zip(attrs, domain.sizes, strict=True):
+        text = values[name]
+        if schema is None:
+            m = _CODE_TEXT.fullmatch(text)
+            if m is None or int(m.group(1)) >= size:
+                raise DataError(f"record attribute {name!r}: the plan's domain gives sizes only, so its value "
+                                f"must be a code 0..{size - 1} (a plan made with a domain schema, "
+                                "docs/schema.md, reads raw values)")
+            out[name] = int(m.group(1))
+            continue
+        attr = schema[name]
+        code = attr.encode(text, "text")
+        if code == MISSING:
+            raise DataError(f"record attribute {name!r}: the value is missing")
+        if code == OUTSIDE and attr.kind == "categorical":
+            labels = attr.labels()
+            listed = ", ".join(labels[:_LISTED_VALUES]) + (", …" if len(labels) > _LISTED_VALUES else "")
+            raise DataError(f"record attribute {name!r}: the value is {attr.rule_text()} ({listed})")
+        if code == OUTSIDE:
+            raise DataError(f"record attribute {name!r}: the value is {attr.rule_text()}")
+        if code < 0:
+            raise DataError(f"record attribute {name!r}: the value is {attr.unparsed_text()}")
+        out[name] = code
+    return out
 
 
 def encode_codes(plan: LocalPlan, codes: np.ndarray, rng: Any) -> np.ndarray:
