@@ -131,6 +131,12 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     measured = strat.measured()
     recon_m = recon.rebased(measured)
     beta = reconstruction_residual(recon_m, wblocks)
+    from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
+
+    limit = DEFAULT_RESIDUAL_TOL * max(b.max_abs() for b in wblocks)
+    if not beta <= limit:  # the verifier's own limit (plan.structured_checks): never write a plan it refuses
+        raise PlanError(f"the {strategy} strategy reconstructs W only to max|W − RÃ| ≤ {beta:.3g}, past "
+                        f"the verifier's limit {limit:.3g} (an ill-conditioned strategy)")
     bias, n_weights = plan_bias(recon_m, wblocks, beta)
     cert["achieved"] = achieved_norm(norm, _l2_add_remove(measured), recon)
     if not built.own_upper:  # the plan's own value is the upper bound (structured.union)
