@@ -138,7 +138,7 @@ def test_outputs_and_test_mode_marking(tmp_path, plan_path, capsys, suffix):
                "--seed", "7"])
     cap = capsys.readouterr()
     assert rc == 0 and "NOT PRIVATE" in cap.out and "NOT PRIVATE" in cap.err
-    cols = ["query", "label", "marginal", "cell", "estimate", "std_error", "ci_low", "ci_high"]
+    cols = ["query", "table", "a", "b", "label", "estimate", "std_error", "ci_low", "ci_high"]
     if suffix == ".csv":
         text = out.read_text()
         assert "# test_mode: true" in text and "NOT PRIVATE" in text

@@ -20,7 +20,7 @@ process) with a real ledger.
     crash, and a refusal charges nothing (the ledger has no entry, no answers file).
 (c) **output paths** — existing files and folders, symlinks and hard links to the plan, the
     data, the ledger or a bystander file, ``--tables`` folders holding a table's file already,
-    attribute names that collide after sanitising, ``--tables`` on a plan it cannot serve,
+    attribute names that collide after sanitising, ``--tables`` on a prefix (CDF) plan,
     formula prefixes in names and labels. Never a pre-existing file lost or changed, never a
     charge without every file written, and every CSV cell written is safe to open in a
     spreadsheet (no text cell starting with = + - @ TAB CR).
@@ -845,7 +845,8 @@ _HOSTILE_LABELS = ["=1+1", "+A", "-B", "@C", "\tD", "\rE", "=HYPERLINK(\"x\")", 
 def output_plans(tmp_path_factory) -> dict[str, Any]:
     """Plans whose labels and attribute names start with formula characters: one whose
     --tables names are distinct after sanitising, one whose names collide ("a b" / "a_b",
-    "=n" / "@n"), and a prefix workload --tables cannot serve; with records for each."""
+    "=n" / "@n": written to distinct files all the same), and a prefix workload (one CDF
+    table); with records for each."""
     from factorize.plan.build import build_plan
     from factorize.plan.plan_file import save_plan
 
@@ -870,7 +871,7 @@ def output_plans(tmp_path_factory) -> dict[str, Any]:
                          certificate=identity_certificate(spec)), d / "prefix.plan")
     plans["prefix"] = d / "prefix.plan"
     data["prefix"] = _write_csv(d / "prefix.csv", ["=name"], [[r[0]] for r in rows])
-    return {"plans": plans, "data": data, "tables": {"distinct": 2, "colliding": 4, "prefix": 0}}
+    return {"plans": plans, "data": data, "tables": {"distinct": 2, "colliding": 4, "prefix": 1}}
 
 
 OUTPUT_KINDS = ["fresh", "existing", "existing_overwrite", "directory", "symlink", "hardlink", "dangling",
@@ -985,7 +986,7 @@ def test_hostile_output_paths(seed, tmp_path, cli, output_plans):
             f.add("a release is charged once and its answers written", case, f"ledger {charges}")
         if extra and len(written_tables) != n_tables:
             f.add("every --tables table written (no name collision)", case,
-                  f"{n_tables} marginal tables, {len(written_tables)} files: {written_tables}")
+                  f"{n_tables} tables, {len(written_tables)} files: {written_tables}")
         for written in ([out] if Path(out).suffix == ".csv" else []) + [root / t for t in written_tables]:
             unsafe = _unsafe_cells(Path(written))
             if unsafe:

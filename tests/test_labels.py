@@ -7,7 +7,6 @@ workload — so a label can never name another query than the one it sits on.
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
@@ -15,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from factorize.executor.labels import marginal_tables, query_labels, value_labels
+from factorize.executor.labels import query_labels, value_labels, workload_tables
 from workloads import Domain
 from workloads.spec import parse_workload
 
@@ -139,16 +138,18 @@ def test_schema_value_labels_are_used():
 
 def test_marginal_tables_are_tidy_and_in_row_order():
     W = parse_workload("marginals_upto:5x2x3:2")
-    tables = marginal_tables(W, DOMAIN)
-    assert [t[2] for t in tables] == [0] + list(itertools.accumulate(t[3] - t[2] for t in tables))[:-1]
-    assert tables[-1][3] == W.shape[0]
+    tables = workload_tables(W, DOMAIN)
+    assert [t.start for t in tables] == [0] + [t.stop for t in tables][:-1]
+    assert tables[-1].stop == W.shape[0]
     labels = query_labels(W, DOMAIN).to_pylist()
-    for name, cols, lo, hi in tables:
-        assert list(cols) == ([] if name == "total" else name.split(","))
-        for r in range(lo, hi):
-            want = ", ".join(f"{a}={cols[a][r - lo].as_py()}" for a in cols) or "total"
+    for t in tables:
+        cols = t.cells()
+        assert list(cols) == ([] if t.name == "total" else t.name.split(","))
+        for r in range(t.start, t.stop):
+            want = ", ".join(f"{a}={cols[a][r - t.start].as_py()}" for a in cols) or "total"
             assert labels[r] == want
-    assert marginal_tables(parse_workload("kron(prefix:5,identity:2,total:3)"), DOMAIN) == []
+    (cdf,) = workload_tables(parse_workload("kron(prefix:5,identity:2,total:3)"), DOMAIN)
+    assert cdf.name == "cdf(age) by sex"
 
 
 def test_run_writes_labels_in_every_format_and_tidy_tables(tmp_path, capsys):
@@ -184,12 +185,13 @@ def test_run_writes_labels_in_every_format_and_tidy_tables(tmp_path, capsys):
     assert header == "age,sex,estimate,std_error,ci_low,ci_high"
     body = [line for line in text if not line.startswith("#")][1:]
     assert len(body) == 10
-    first = [i for i, m in enumerate(cols["marginal"]) if m == "age,sex"]
+    first = [i for i, m in enumerate(cols["table"]) if m == "age,sex"]
     assert [float(line.split(",")[2]) for line in body] == [float(cols["estimate"][i]) for i in first]
-    # --tables for a workload that is not made of marginals: refused before anything is written
-    capsys.readouterr()
+    # --tables for a workload that is not made of marginals: its one table, a CDF by sex
     assert main(["run", str(tmp_path / "k.plan"), "--data", str(data), "--out", str(tmp_path / "z.csv"),
-                 "--tables", str(tabs), "--seed", "1"]) == 2
-    assert "not a stack of marginals" in capsys.readouterr().err
-    assert not (tmp_path / "z.csv").exists()
+                 "--tables", str(tabs), "--seed", "1"]) == 0
+    body = [line for line in (tabs / "cdf_age__by_sex.csv").read_text().splitlines() if not line.startswith("#")]
+    assert body[0] == "age,sex,estimate,std_error,ci_low,ci_high"
+    assert [line.split(",")[:2] for line in body[1:4]] == [['"age ≤ 0"', '"0"'], ['"age ≤ 0"', '"1"'],
+                                                           ['"age ≤ 1"', '"0"']]
     assert math.prod(DOMAIN.sizes) == 30

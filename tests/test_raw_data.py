@@ -413,7 +413,7 @@ def _numbers(lines: list[str]) -> dict[str, list[str]]:
 
     rows = list(csv.reader(x for x in lines if not x.startswith("#")))
     header, body = rows[0], rows[1:]
-    keep = [c for c in ("query", "marginal", "estimate", "std_error", "ci_low", "ci_high") if c in header]
+    keep = [c for c in ("query", "table", "estimate", "std_error", "ci_low", "ci_high") if c in header]
     assert {"query", "estimate", "std_error"} <= set(keep), header
     return {c: [r[header.index(c)] for r in body] for c in keep}
 

@@ -144,19 +144,6 @@ def _case_tables_folder_missing(w):
     return _argv(w, extra=["--tables", w / "nope"]), "does not exist"
 
 
-def _case_tables_collide(w):
-    attrs = ["a>b", "a_b", "a b"]
-    _marginal_plan(w / "c.plan", attrs)
-    _records(w / "c.csv", attrs)
-    return _argv(w, plan="c.plan", data="c.csv", extra=["--tables", w / "tabs"]), "would both be written"
-
-
-def _case_tables_not_marginals(w):
-    save_plan(small_plan("prefix:6", PRIVACY), w / "k.plan")
-    np.save(w / "h.npy", np.arange(6))
-    return _argv(w, plan="k.plan", data="h.npy", extra=["--tables", w / "tabs"]), "not a stack of marginals"
-
-
 def _case_tables_file_exists(w):
     return _argv(w, out="new.csv", overwrite=False, extra=["--tables", w / "tabs"]), "exists"
 
@@ -288,28 +275,44 @@ def test_the_same_run_without_the_fault_is_charged_and_writes(world):
     assert not (world / "tabs" / "a.csv").read_text().startswith("# a previous")
 
 
-def test_tables_on_a_plan_it_cannot_serve_is_refused_before_verification(world, monkeypatch):
+def test_a_table_file_it_cannot_write_is_refused_before_verification(world, monkeypatch):
     import factorize.plan.checks as checks
 
     calls = []
     real = checks.verify_plan
     monkeypatch.setattr(checks, "verify_plan", lambda *a, **k: calls.append(1) or real(*a, **k))
-    argv, _ = _case_tables_not_marginals(world)
+    argv, _ = _case_tables_file_exists(world)
     assert main(argv) == 2
     assert calls == []
     assert main(_argv(world, extra=["--tables", world / "tabs"])) == 0 and calls == [1]
 
 
 def test_table_file_names(tmp_path):
-    from factorize.executor.output import open_marginal_tables, table_file_name
+    from factorize.executor.labels import Table
+    from factorize.executor.tables import table_file_names, table_file_stem
 
-    assert table_file_name(["a>b"]) == table_file_name(["a b"]) == "a_b.csv"
-    assert table_file_name(["sex", "income>50K"]) == "sex__income_50K.csv"
-    assert table_file_name([]) == "total.csv"
-    # names that differ only in case collide on a case-insensitive file system: refused
-    with pytest.raises(ValueError, match="would both be written"):
-        open_marginal_tables(tmp_path, [("A", {"A": []}, 0, 1), ("a", {"a": []}, 1, 2)])
-    assert list(tmp_path.iterdir()) == []
+    assert table_file_stem("a>b") == table_file_stem("a b") == "a_b"
+    assert table_file_stem("sex,income>50K") == "sex__income_50K"
+    assert table_file_stem("cdf(age) by sex") == "cdf_age__by_sex"
+    assert table_file_stem("total") == "total" and table_file_stem(".x") == "_x"
+    # names whose files would coincide — exactly, or but for case, which a case-insensitive
+    # file system does not tell apart — get -2, -3, … in table order
+    tables = [Table(n, 0, 1, ()) for n in ("a>b", "a_b", "a b", "A", "a", "a-2")]
+    assert table_file_names(tables) == ["a_b.csv", "a_b-2.csv", "a_b-3.csv", "A.csv", "a-2.csv", "a-2-2.csv"]
+
+
+def test_tables_whose_names_collide_get_distinct_files(world):
+    attrs = ["a>b", "a_b", "a b"]
+    _marginal_plan(world / "c.plan", attrs)
+    _records(world / "c.csv", attrs)
+    (world / "t5").mkdir()
+    assert main(_argv(world, plan="c.plan", data="c.csv", extra=["--tables", world / "t5"])) == 0
+    files = sorted((world / "t5").iterdir())
+    assert [p.name for p in files] == ["a_b-2.csv", "a_b-3.csv", "a_b.csv"]
+    lines = {p.name: p.read_text().splitlines() for p in files}
+    named = {name: json.loads(next(ln for ln in text if ln.startswith("# table: "))[len("# table: "):])
+             for name, text in lines.items()}
+    assert named == {"a_b.csv": "a>b", "a_b-2.csv": "a_b", "a_b-3.csv": "a b"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -473,8 +476,9 @@ def test_schema_values_that_look_like_formulas_are_neutralised(tmp_path):
     assert (tmp_path / "tabs" / "_y.csv").read_text().count('"\'=y",estimate') == 1
     # reading back returns the labels as they were, and the metadata as written
     cols, meta = read_answers(tmp_path / "a.csv")
-    assert list(cols["cell"]) == ["@SUM(1+1)", '"=1+2"', "+a", "-b", "ok"]
-    assert list(cols["marginal"]) == ["x", "x", "=y", "=y", "=y"]
+    assert list(cols["x"]) == ["@SUM(1+1)", "=1+2", "", "", ""]
+    assert list(cols["=y"]) == ["", "", "+a", "-b", "ok"]
+    assert list(cols["table"]) == ["x", "x", "=y", "=y", "=y"]
     assert meta["domain"]["schema"]["attributes"][1]["values"] == ["+a", "-b", "ok"]
 
 

@@ -108,18 +108,18 @@ def test_run_end_to_end_matches_the_dense_computation(plans, tmp_path):
         assert meta["test_mode"] is True and "NOT PRIVATE" in meta["warning"]
         assert np.array_equal(cols["estimate"], rel.estimate)
         if name != "union":
-            # every answer labeled with its marginal and cell, in W's row order: the count the
-            # label names, taken from the records directly, is W's row on the histogram
+            # every answer labeled with its table and cell, in W's row order: the count the
+            # cell names, taken from the records directly, is W's row on the histogram
             names = list(DOMAIN.attributes)
             Wh = (plan.reconstruction.dense() @ plan.strategy.dense()) @ h
-            for i in range(len(cols["marginal"])):
-                lab = cols["marginal"][i]
-                attrs = [] if lab == "*" else [names.index(a) for a in lab.split(",")]
-                values = [int(v) for v in cols["cell"][i].split(",")] if attrs else []
+            for i in range(len(cols["table"])):
+                lab = cols["table"][i]
+                attrs = [] if lab == "total" else [names.index(a) for a in lab.split(",")]
+                values = [int(cols[names[j]][i]) for j in attrs]
                 count = int(np.sum(np.all(codes[:, attrs] == values, axis=1))) if attrs else len(codes)
                 assert abs(Wh[i] - count) < 1e-6, (i, lab, values)
         else:
-            assert set(cols["marginal"]) == {"block 0", "block 1"}
+            assert set(cols["table"]) == {"cdf(a) by b", "range(c) by d"}
         # the intervals hold the true answers (95% each; the noise is small here)
         W = plan.reconstruction.dense() @ plan.strategy.dense()
         truth = W @ h

@@ -5,6 +5,7 @@ Grammar (whitespace around tokens is ignored; names are case-insensitive)::
     spec   := call | atom
     call   := ("kron" | "vstack") "(" spec ("," spec)* ")"
             | "scale" "(" WEIGHT "," spec ")"     WEIGHT · spec
+            | "table" "(" NAME "," spec ")"       the part spec, its table named NAME
     atom   := "identity" ":" dims        I_n, or ⊗ of I_{n_j} for n_0 x n_1 x ...
             | "total" ":" dims           1 x n ones (⊗ over dims)
             | "prefix" ":" dims          prefix sums (⊗ over dims: prefix:8x8 = kron(prefix:8,prefix:8))
@@ -25,6 +26,8 @@ Grammar (whitespace around tokens is ignored; names are case-insensitive)::
                                    ",", "[", "]" or quotes is written in double quotes ("" for ")
     dims   := INT ("x" INT)*
     WEIGHT := decimal literal: DIGITS ["." DIGITS] [("e"|"E") ["+"|"-"] DIGITS]  (or ".5")
+    NAME   := text in double quotes ("" for "), or bare text up to the next "," (trimmed;
+              no ( ) [ ] "); at most 200 characters, no control characters
 
 Attribute-named forms (sizes typed once, in the domain file): ``marginals[sex,race,
 relationship,income>50K]:2`` is ``marginals:2x5x6x2:2`` over those attributes of the domain;
@@ -47,6 +50,22 @@ multiply; the products must stay in range), a ``vstack`` scales each part, and a
 families over the same sizes is again one marginal family (blocks and weights in order;
 same matrix and fingerprint as the plain stack). The normalized weight is Python's shortest
 ``repr`` of the float, without a trailing ``.0`` (``scale(2.50,…)`` → ``scale(2.5,…)``).
+
+Table names: every part of a ``vstack`` is a table of the release (``factorize run``
+labels each answer with its table, ``--tables`` writes one file per table); by default the
+table is named by the attributes it crosses and its form (``age,sex``, ``cdf(age) by sex``:
+``executor.labels``). ``table(NAME,SPEC)`` names the part ``SPEC`` instead:
+``vstack(marginals[age,sex,income]:2,table("income by sex",kron(total[age],identity[sex],
+identity[income])))``. It may stand as a part of a ``vstack`` (also under ``scale``:
+``scale(2,table(N,S))`` is normalized to ``table(N,scale(2,S))``) or as the whole spec (one
+table: a ``vstack`` of that one part); not inside ``kron`` (a factor is no table), not around a
+stack (a ``vstack`` or a ``marginals`` family is several tables: name its parts; one marginal
+is ``kron(identity[a],identity[b],total[c])``), and a name is given at most once per spec.
+The normalized spec quotes the name (``table("income by sex",…)``). Names label the answers
+and are no part of the matrix: the fingerprint of a spec with names is that of the same spec
+without them, and a spec without ``table(…)`` normalizes as it always did (so no existing
+plan's spec or digests change); a plan stores the normalized spec, and with it the names,
+under its content digest.
 
 A ``file:`` path extends to the end of the spec at top level; inside ``kron(...)``,
 ``vstack(...)`` or ``scale(...)`` it ends at the next ``,`` or ``)``.
@@ -79,6 +98,7 @@ from .files import from_file
 from .marginal_builders import marginals, marginals_upto, parity, subset_count
 from .marginal_workload import MAX_MARGINAL_BLOCKS, MarginalWorkload
 from .operators import KronWorkload, VStackWorkload, Workload
+from .structured import has_names
 
 __all__ = ["parse_workload", "resolve_workload_spec", "ACCEPTED_FORMS", "embedded_files",
            "MAX_SPEC_ENTRIES", "MAX_SPEC_CHARS", "FILE_DIGEST_PREFIX"]
@@ -98,6 +118,7 @@ ACCEPTED_FORMS: tuple[str, ...] = (
     "kron(SPEC,SPEC,...)",
     "vstack(SPEC,SPEC,...)",
     "scale(W,SPEC) (W a positive decimal, e.g. scale(2.5,marginals:2x3x4:1))",
+    'table(NAME,SPEC) (a part named as a table, e.g. table("income by sex",kron(identity:2,identity:2)))',
     "attribute names instead of sizes, with --domain: prefix[age], identity[sex,race], width[age]:5, "
     "marginals[sex,race,income]:2, marginals_upto[...]:WAY, kron(prefix[age],identity[sex])",
 )
@@ -118,7 +139,9 @@ _DIM_BUILDERS: dict[str, Callable[[int], Workload]] = {
     "allrange": allrange,
 }
 _ATOMS = (*_DIM_BUILDERS, "width", "hadamard", "marginals", "marginals_upto", "parity", "random", "file")
-_CALLS = ("kron", "vstack", "scale")
+_CALLS = ("kron", "vstack", "scale", "table")
+#: Longest table name (``table(NAME,SPEC)``).
+MAX_TABLE_NAME_CHARS = 200
 _WEIGHT_RE = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _MAX_WEIGHT_CHARS = 64
 #: Machine words charged per block of a marginal family beyond its subset's indices.
@@ -158,6 +181,9 @@ class _Parser:
         self.domain = domain
         #: the attributes the last parsed spec names (None: sizes), see the module docstring
         self.layout: tuple[str, ...] | None = None
+        #: the table name the last parsed spec gives its part (``table(NAME,SPEC)``), or None
+        self.part_name: str | None = None
+        self.table_names: set[str] = set()
 
     # -- low level ----------------------------------------------------------
     def fail(self, problem: str, position: int | None = -1) -> WorkloadSpecError:
@@ -217,6 +243,10 @@ class _Parser:
         workload = self.spec(depth=0, top=True)
         if self.peek():
             raise self.fail("unexpected text after the end of the workload spec")
+        name = self.part_name
+        if name is not None:  # the whole spec is one named table: a stack of that one part
+            return self.build(lambda: VStackWorkload([workload], names=[name]),
+                              _named_spec(name, workload.spec), 0, 1)
         return workload
 
     def spec(self, depth: int, top: bool) -> Workload:
@@ -224,6 +254,7 @@ class _Parser:
             raise self.fail(f"nesting deeper than {_MAX_DEPTH} levels")
         self.skip_ws()
         start = self.pos
+        self.part_name = None
         name = self.name()
         if name in _CALLS:
             return self.call(name, start, depth)
@@ -268,20 +299,85 @@ class _Parser:
         self.expect(")", "to close scale(W,SPEC)")
         if w == 1.0:
             return arg  # 1·SPEC is SPEC, under SPEC's own normalized spec
+        named = self.part_name  # scale(w,table(N,S)) is the part scale(w,S) named N
         normalized = f"scale({_format_weight(w)},{arg.spec or ''})"
         cost = 1 + _WORDS_PER_COPIED_BLOCK * _family_blocks(arg)
-        return self.build(lambda: scale_workload(w, arg), normalized, start, cost)
+        out = self.build(lambda: _scaled(w, arg), normalized, start, cost)
+        self.part_name = named
+        return out
+
+    def table_name(self) -> str:
+        """``NAME`` of ``table(NAME,SPEC)``: double-quoted (``""`` for ``"``) or bare up to the
+        next ``,`` (trimmed)."""
+        self.skip_ws()
+        at = self.pos
+        if self.peek() == '"':
+            end = self.pos + 1
+            buf = []
+            while True:
+                if end >= len(self.text):
+                    raise self.fail("unterminated quoted name in table(NAME,SPEC)", at)
+                if self.text[end] == '"':
+                    if self.text[end + 1:end + 2] != '"':
+                        break
+                    end += 1
+                buf.append(self.text[end])
+                end += 1
+            name, self.pos = "".join(buf), end + 1
+        else:
+            end = at
+            while end < len(self.text) and self.text[end] not in ',()[]"':
+                end += 1
+            name, self.pos = self.text[at:end].strip(), end
+        if not name.strip():
+            raise self.fail("expected a table name in table(NAME,SPEC)", at)
+        if len(name) > MAX_TABLE_NAME_CHARS:
+            raise self.fail(f"a table name is at most {MAX_TABLE_NAME_CHARS} characters", at)
+        if any(ord(c) < 32 or ord(c) == 127 for c in name):
+            raise self.fail("a table name may not hold control characters (tabs, line breaks)", at)
+        if name in self.table_names:
+            raise self.fail(f"the table name {name!r} is given twice; each table has its own", at)
+        self.table_names.add(name)
+        return name
+
+    def table_call(self, start: int, depth: int) -> Workload:
+        """``table(NAME,SPEC)``: ``SPEC``, its part named ``NAME`` (module docstring)."""
+        self.expect("(", "after 'table'")
+        name = self.table_name()
+        self.expect(",", "after the name in table(NAME,SPEC)")
+        if self.peek() in (")", ",", ""):
+            raise self.fail("expected a workload spec as argument 2 of table(NAME,SPEC)")
+        arg = self.spec(depth + 1, top=False)
+        if self.part_name is not None:
+            raise self.fail("table(NAME,table(...)): a table has one name", start)
+        if isinstance(arg, VStackWorkload):
+            parts = arg.num_blocks if isinstance(arg, MarginalWorkload) else len(arg.blocks)
+            raise self.fail(f"table(NAME,SPEC) names one table, and {(arg.spec or 'SPEC')[:80]!r} is "
+                            f"{parts} tables (a vstack, or a marginals family: one table per "
+                            "attribute subset): name each part, vstack(table(A,...),table(B,...)); "
+                            "one marginal is kron(identity[a],identity[b],total[c])", start)
+        self.expect(")", "to close table(NAME,SPEC)")
+        self.part_name = name
+        return arg
 
     def call(self, name: str, start: int, depth: int) -> Workload:
         if name == "scale":
             return self.scale_call(start, depth)
+        if name == "table":
+            return self.table_call(start, depth)
         self.expect("(", f"after {name!r}")
         args: list[Workload] = []
         layouts: list[tuple[str, ...] | None] = []
+        names: list[str | None] = []
         while True:
             if self.peek() in (")", ",", ""):
                 raise self.fail(f"expected a workload spec as argument {len(args) + 1} of {name}(...)")
+            at = self.pos
             args.append(self.spec(depth + 1, top=False))
+            if name == "kron" and (self.part_name is not None or has_names(args[-1])):
+                raise self.fail("table(NAME,SPEC) inside kron(...): a Kronecker factor is no table; "
+                                "name the whole product, table(NAME,kron(...))", at)
+            names.append(self.part_name)
             layouts.append(self.layout)
             c = self.peek()
             if c == ",":
@@ -293,11 +389,14 @@ class _Parser:
                 found = repr(c) if c else "end of spec"
                 raise self.fail(f"expected ',' or ')' in {name}(...), found {found}")
         self.layout = self.combine(name, layouts, start)
-        normalized = f"{name}({','.join(a.spec or '' for a in args)})"
+        self.part_name = None
+        normalized = f"{name}({','.join(_named_spec(n, a.spec) for a, n in zip(args, names, strict=True))})"
         if name == "kron":
             return self.build(lambda: KronWorkload(args), normalized, start, len(args))
         cost = len(args) + _WORDS_PER_COPIED_BLOCK * sum(
             a.num_blocks for a in args if isinstance(a, MarginalWorkload))
+        if any(n is not None for n in names):  # a named part is no marginal family: nothing collapses
+            return self.build(lambda: VStackWorkload(args, names=names), normalized, start, cost)
         return self.build(lambda: vstack_workloads(args), normalized, start, cost)
 
     def atom(self, name: str, start: int, top: bool, dims: list[int] | None = None) -> Workload:  # noqa: C901 (counted allow-list)
@@ -578,6 +677,21 @@ def resolve_workload_spec(spec: str, domain: Any) -> tuple[str, Any]:
     if parser.layout is None:
         return spec, domain
     return workload.spec or spec, domain.project(list(parser.layout))
+
+
+def _named_spec(name: str | None, spec: str | None) -> str:
+    """The normalized text of a part: ``spec``, or ``table("name",spec)`` when it is named."""
+    if name is None:
+        return spec or ""
+    quoted = name.replace('"', '""')
+    return f'table("{quoted}",{spec or ""})'
+
+
+def _scaled(w: float, workload: Workload) -> Workload:
+    """``w·workload`` (``compose.scale_workload``), keeping the table names of a stack."""
+    if isinstance(workload, VStackWorkload) and has_names(workload):
+        return VStackWorkload([_scaled(w, b) for b in workload.blocks], names=workload.names)
+    return scale_workload(w, workload)
 
 
 _ATOM_ENTRIES: dict[str, Callable[[int], int]] = {

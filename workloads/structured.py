@@ -21,7 +21,7 @@ from .base import Workload, issparse
 from .errors import WorkloadError
 from .explicit import DenseWorkload, SparseWorkload
 
-__all__ = ["KronWorkload", "VStackWorkload", "SumWorkload", "as_operator", "kron_leaves"]
+__all__ = ["KronWorkload", "VStackWorkload", "SumWorkload", "as_operator", "has_names", "kron_leaves"]
 
 
 def as_operator(obj: Any, name: str = "workload") -> Workload:
@@ -173,9 +173,19 @@ class VStackWorkload(Workload):
 
     Shape ``(Σ k_b, N)``; the rows of block 0 come first. All blocks must have
     the same number of columns ``N``.
+
+    ``names``: a table name per block (None: the block's default name, from the attributes
+    it crosses and its form, ``executor.labels``) — what the spec's ``table(NAME,SPEC)``
+    gives. Names label the answers; they are not part of the matrix, so not of
+    :meth:`fingerprint` (a named workload matches the plans of the same matrix; the spec a
+    plan stores, which its digest covers, carries them).
     """
 
-    def __init__(self, blocks: Sequence[Workload], spec: str | None = None) -> None:
+    #: Block names; a subclass that builds its blocks itself (:class:`MarginalWorkload`) has none.
+    _names: tuple[str | None, ...] | None = None
+
+    def __init__(self, blocks: Sequence[Workload], spec: str | None = None, *,
+                 names: Sequence[str | None] | None = None) -> None:
         super().__init__(spec)
         self._stacked = _coerce_sequence(blocks, "blocks")
         n = self._stacked[0].shape[1]
@@ -187,6 +197,16 @@ class VStackWorkload(Workload):
                 )
         self._offsets: tuple[int, ...] = (0, *itertools.accumulate(b.shape[0] for b in self._stacked))
         self._shape = (self._offsets[-1], n)
+        if names is not None:
+            named = tuple(names)
+            if len(named) != len(self._stacked):
+                raise WorkloadError(f"names must give one name (or None) per block: {len(named)} "
+                                    f"names for {len(self._stacked)} blocks")
+            if any(x is not None and (not isinstance(x, str) or not x.strip()) for x in named):
+                raise WorkloadError("a block name must be a non-empty string (or None)")
+            if any(x is not None and isinstance(b, VStackWorkload) for x, b in zip(named, self._stacked, strict=True)):
+                raise WorkloadError("a named block is one table: a stack is several (name its blocks)")
+            self._names = named if any(x is not None for x in named) else None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -196,6 +216,11 @@ class VStackWorkload(Workload):
     def blocks(self) -> tuple[Workload, ...]:
         """The stacked blocks, in row order."""
         return self._stacked
+
+    @property
+    def names(self) -> tuple[str | None, ...]:
+        """The table name of each block (None: its default name; class docstring)."""
+        return self._names if self._names is not None else (None,) * (len(self._offsets) - 1)
 
     @property
     def row_offsets(self) -> tuple[int, ...]:
@@ -250,6 +275,15 @@ class VStackWorkload(Workload):
         if len(flat) == 1:
             return flat[0]
         return _hashing.hash_combine("vstack", self._shape, flat)
+
+
+def has_names(workload: Any) -> bool:
+    """Whether ``workload`` is a stack that names a table (:attr:`VStackWorkload.names`), itself
+    or in a nested stack (a stack that builds its blocks itself, a marginal family, names none
+    and is not walked)."""
+    if not isinstance(workload, VStackWorkload):
+        return False
+    return workload._names is not None or any(has_names(b) for b in getattr(workload, "_stacked", ()))
 
 
 class SumWorkload(Workload):

@@ -233,7 +233,7 @@ def released_numbers(path: Path) -> dict[str, list[str]]:
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(x for x in fh if not x.startswith("#")))
     header = rows[0]
-    keep = [c for c in ("query", "marginal", "estimate", "std_error", "ci_low", "ci_high") if c in header]
+    keep = [c for c in ("query", "table", "estimate", "std_error", "ci_low", "ci_high") if c in header]
     return {c: [r[header.index(c)] for r in rows[1:]] for c in keep}
 
 

@@ -118,9 +118,11 @@ def register(subparsers: Any) -> None:
                    help="answers .csv, .json or .parquet (a new file: an existing one is refused "
                         "before anything is read or charged, unless --overwrite)")
     r.add_argument("--tables", default=None, metavar="FOLDER",
-                   help="also write one tidy CSV per marginal table into FOLDER (an existing "
-                        "folder): the table's attributes as columns (value labels), then "
-                        "estimate, std_error, ci_low, ci_high; marginal workloads only")
+                   help="also write one tidy CSV per table into FOLDER (an existing folder): "
+                        "every part of the workload's vstack is a table, named by table(NAME,SPEC) "
+                        "or by its attributes and form (age,sex; cdf(age) by sex); columns: the "
+                        "table's attributes (value labels, intervals for CDF and range forms), "
+                        "then estimate, std_error, ci_low, ci_high; any plan kind")
     r.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file and existing --tables files (without it "
                         "they are refused: a previous release is never replaced silently)")

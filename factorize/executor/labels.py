@@ -1,82 +1,226 @@
-"""Every answer named in the workload's terms: ``sex=Female, race=White``, ``age in 17..37``.
+"""Every answer named in the workload's terms: its table (``age,sex``, ``cdf(age) by sex``), its
+cell in the table's attributes (``sex=Female``, ``age ≤ 37``) and one joined ``label``.
 
-The label of query i is built from the workload's structure, never from the data, with each
+The labels are built from the workload's structure, never from the data, with each
 attribute's value labels taken from the domain's public schema (``workloads.schema``; the
-codes themselves when the domain has none):
+codes themselves when the domain has none).
 
-* a **marginal** block on attributes S labels its cell ``a=v, b=w`` (the empty marginal is
-  ``total``); :func:`marginal_columns` gives the block's attributes and the cell's values as
-  separate columns as well (the tidy form, one table per marginal);
-* a **one-attribute factor** labels each row by what it counts: one value ``a=v``, a
-  contiguous run of values ``a in lo..hi`` (prefixes, ranges: the interval in value labels),
-  every value (a total) by nothing — recognised from the rows' 0/1 pattern, so a custom
-  (``file:``) factor gets the same labels when it is an interval workload; a row of ±1 and 0
-  entries (up to 8 terms) by its signed terms, ``a=0 minus a=1`` (the ±1 character of a
-  parity query counts the first value minus the second); any other row is
-  ``a: row r of <spec>``;
-* a **Kronecker product** joins its factors' labels in attribute order (row-major: the last
-  factor varies fastest, as W's rows do); a **stack** concatenates its blocks' labels, with
-  ``block b`` prefixed when its blocks are not distinguishable otherwise;
-* a scaled workload is labelled as its base.
+**Tables** (:func:`workload_tables`). Every part of the workload's ``vstack`` (nested stacks
+flattened; every marginal of a ``marginals`` family) is one table with a name: the one the spec
+gives (``table(NAME,SPEC)``, ``workloads.spec``), else its default, the attributes it crosses
+and its form. A part is a Kronecker product of per-attribute factors (a bare factor is a
+product of one); each factor is recognised by its rows' 0/1 pattern, so a custom (``file:``)
+factor is named like the built-in one it equals:
 
-A value label that could be misread — holding ``,``, ``=``, ``"``, ``..``, the word ``in``,
-``plus`` or ``minus``, or outer spaces, like a bin ``[0, 20)`` — is written as a JSON string:
-``age="[0, 20)", sex=Female``.
+* identity (or any rows of one value each) on ``sex``: the table crosses ``sex``, a column of
+  value labels; a marginal on ``age`` and ``sex`` is ``age,sex`` (the empty one ``total``);
+* prefixes (every row an interval from the first value): ``cdf(age)``, a column
+  ``age ≤ 37``;
+* other intervals (``allrange``, ``width``): ``range(age)``, a column ``age in [25, 34]``;
+* the total: the attribute is summed out (no column);
+* a row of ±1 and 0 entries (a parity character): ``contrast(a)``, a column of signed terms
+  ``a=0 minus a=1``; any other factor: ``KIND(a)`` (``hadamard``, ``random``, ``matrix`` for a
+  custom one, ``rows`` without a spec) with ``a: row r of <spec>``;
+* a factor that is itself a ``vstack`` (``kron(vstack(identity:5,total:5),…)``): its parts'
+  columns one after the other, ``total`` where a part sums the attribute out.
 
-Built as Arrow string arrays (vectorised: a Kronecker label is one element-wise join of two
-repeated arrays), so millions of answers take seconds. The kernels are called by name
-(:func:`arrow_call`), without importing ``pyarrow.compute``: that import builds a Python
-wrapper for each of its ~300 functions, about 40 ms of every run's start-up.
+The default name lists the forms in attribute order, then the crossed attributes:
+``kron(prefix[age],identity[sex],identity[race])`` is ``cdf(age) by sex,race``. Names are made
+unique in the workload (a repeated name gets `` (2)``, `` (3)``, …). An attribute column is
+named by its attribute (`` (attribute)`` appended where that is an answers column such as
+``estimate``). The answers file carries each answer's table and cells (``executor.output``);
+``--tables`` writes one file per table (``executor.tables``).
+
+**Query labels** (:func:`query_labels`): one string per query, the cell's terms joined —
+``a=v, b=w`` for a marginal cell (``total`` for the empty marginal); a one-attribute factor's row
+``a=v`` (one value), ``a in lo..hi`` (a run of values), nothing (every value), ``a=0 minus
+a=1`` (signed terms, up to 8), or ``a: row r of <spec>``; a Kronecker product joins its
+factors' labels in attribute order (row-major: the last factor varies fastest, as W's rows
+do); a stack concatenates its blocks'; a scaled workload is labelled as its base.
+
+A value label that could be misread inside a joined label or an interval — holding ``,``,
+``=``, ``"``, ``..``, the word ``in``, ``plus`` or ``minus``, or outer spaces, like a bin
+``[0, 20)`` — is written as a JSON string: ``age="[0, 20)", sex=Female``; a column of value
+labels holds them as they are.
+
+Built as Arrow arrays (vectorised: a Kronecker label is one element-wise join of two repeated
+arrays; a table's column is a dictionary of its factor's texts and, per row, an index), so
+millions of answers take seconds; the answers file is written table by table
+(:class:`TableLabels`), never with every attribute column of every answer in memory. The
+kernels are called by name (:func:`arrow_call`), without importing ``pyarrow.compute``: that
+import builds a Python wrapper for each of its ~300 functions, about 40 ms of every run's
+start-up.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 #: A one-attribute factor is read densely up to this many entries to recognise its rows.
 MAX_FACTOR_ENTRIES = 1 << 24
+#: The answers file's own columns: an attribute column of the same name gets " (attribute)".
+ANSWER_COLUMNS = ("query", "table", "label", "estimate", "std_error", "ci_low", "ci_high",
+                  "estimate_postprocessed")
+#: The text of a stacked factor's row that sums its attribute out.
+TOTAL = "total"
 
 
-def answer_labels(plan: Any, check: Any) -> dict[str, Any]:
-    """The label columns of a plan's answers (``label`` for every query; ``marginal`` and
-    ``cell`` too for a stack of marginals), from the verified workload and the plan's domain;
-    empty when the plan has neither."""
-    W = getattr(check, "workload", None)
-    domain = getattr(plan, "domain", None)
-    if W is None or domain is None or not hasattr(domain, "attributes"):
-        return {}
-    cols = {"label": query_labels(W, domain)}
-    structure = getattr(W, "marginal_structure", None)
-    if callable(structure):
-        sizes, subsets, _ = structure()
-        if tuple(int(n) for n in sizes) == tuple(int(n) for n in domain.sizes):
-            cols["marginal"], cols["cell"] = marginal_columns(
-                [int(n) for n in sizes], list(domain.attributes), quoted_labels(domain), subsets)
-    return cols
+def answer_labels(W: Any, domain: Any, tables: TableLabels | None = None) -> dict[str, Any]:
+    """The label columns of the answers of ``W`` over ``domain``: ``table`` (the table name and,
+    when written, the table's attribute columns: a :class:`TableLabels`) and ``label``;
+    ``tables`` if already built (``--tables`` builds them before the verification)."""
+    import pyarrow as pa
+
+    label = query_labels(W, domain)
+    # the joins' intermediate strings are freed but kept by Arrow's allocator: hand them back
+    # to the OS before the release allocates its own arrays (Adult ≤3-way, 21·10⁶ answers:
+    # 2.9 GiB resident after the labels without this, 1.1 GiB with it)
+    pa.default_memory_pool().release_unused()
+    return {"table": tables if tables is not None else TableLabels(workload_tables(W, domain), W.shape[0]),
+            "label": label}
 
 
-def marginal_tables(W: Any, domain: Any) -> list[tuple[str, dict[str, Any], int, int]]:
-    """The tidy form of a stack of marginals: per marginal table ``(name, {attribute: value
-    labels}, first row, end row)`` in W's row order (the attribute columns computed from the
-    structure, never by splitting a joined cell); [] when W is not a stack of marginals over
-    ``domain``'s attributes."""
+@dataclass(frozen=True, eq=False)  # compared by identity: ``codes`` is an array
+class Column:
+    """One attribute column of a table: row ``r`` of the table shows
+    ``texts[codes[(r // stride) % len(codes)]]`` (a factor's texts, repeated as W's rows are);
+    ``position``: the domain index of its (first) attribute, which orders the columns."""
 
-    structure = getattr(W, "marginal_structure", None)
-    if not callable(structure):
-        return []
-    sizes, subsets, _ = structure()
-    if tuple(int(n) for n in sizes) != tuple(int(n) for n in domain.sizes):
-        return []
-    attrs = list(domain.attributes)
-    out, start = [], 0
-    for S, rows, parts in _subset_parts([int(n) for n in sizes], subsets, value_labels(domain)):
-        out.append((",".join(attrs[j] for j in S) if S else "total",
-                    {attrs[j]: p for j, p in zip(S, parts, strict=True)}, start, start + rows))
-        start += rows
+    name: str
+    texts: Sequence[str]
+    codes: np.ndarray
+    stride: int
+    position: int
+
+    def indices(self, lo: int, hi: int) -> np.ndarray:
+        """The indices into :attr:`texts` of the table's rows ``lo .. hi-1``."""
+        r = np.arange(lo, hi, dtype=np.int64)
+        return self.codes[(r // self.stride) % self.codes.size]
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of a release: ``name``, the rows ``start .. stop-1`` of W, and its attribute
+    columns in attribute order (module docstring)."""
+
+    name: str
+    start: int
+    stop: int
+    columns: tuple[Column, ...]
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+    def cells(self) -> dict[str, Any]:
+        """The table's attribute columns in label form: Arrow string arrays, one per column."""
+        import pyarrow as pa
+
+        return {c.name: arrow_take(pa.array(list(c.texts), type=pa.string()), c.indices(0, self.rows))
+                for c in self.columns}
+
+
+class TableLabels:
+    """The ``table`` column of the answers and every table's attribute columns, built per batch
+    of rows (:meth:`batch`) so a writer streams them (``executor.output``): attribute columns
+    are dictionary arrays over each column's texts, null where a table does not cross the
+    attribute."""
+
+    def __init__(self, tables: Sequence[Table], rows: int) -> None:
+        self.tables = list(tables)
+        self.rows = int(rows)
+        self._starts = [t.start for t in self.tables]
+        order: dict[str, int] = {}
+        for t in self.tables:
+            for c in t.columns:
+                order.setdefault(c.name, c.position)
+        #: the attribute columns of the answers file, in the domain's attribute order
+        self.attribute_columns = sorted(order, key=lambda n: (order[n], n))
+        self._dictionaries: dict[str, dict[str, int]] = {n: {} for n in self.attribute_columns}
+        self._mapped: dict[tuple[str, int], tuple[Sequence[str], np.ndarray]] = {}
+        self._arrays: dict[str, Any] = {}  # the Arrow dictionaries, rebuilt when they grow
+
+    @property
+    def column_names(self) -> list[str]:
+        return ["table", *self.attribute_columns]
+
+    def batches(self, size: int = 1 << 16) -> Iterator[tuple[int, int]]:
+        """Row ranges ``(lo, hi)`` of at most ``size`` rows covering every answer in order (one
+        empty range when there is none: a writer still writes the columns)."""
+        if self.rows == 0:
+            yield 0, 0
+        for lo in range(0, self.rows, size):
+            yield lo, min(self.rows, lo + size)
+
+    def batch(self, lo: int, hi: int) -> dict[str, Any]:
+        """The ``table`` and attribute columns of the answers ``lo .. hi-1`` (Arrow dictionary
+        arrays)."""
+        import pyarrow as pa
+
+        which = np.full(hi - lo, -1, dtype=np.int32)
+        idx = {n: np.full(hi - lo, -1, dtype=np.int32) for n in self.attribute_columns}
+        first = max(0, bisect.bisect_right(self._starts, lo) - 1)
+        for i in range(first, len(self.tables)):
+            t = self.tables[i]
+            if t.start >= hi:
+                break
+            a, b = max(lo, t.start), min(hi, t.stop)
+            if a >= b:
+                continue
+            which[a - lo:b - lo] = i
+            for c in t.columns:
+                idx[c.name][a - lo:b - lo] = self._global(c)[c.indices(a - t.start, b - t.start)]
+        out = {"table": pa.DictionaryArray.from_arrays(pa.array(which), self._texts("table"))}
+        for n, ix in idx.items():
+            out[n] = pa.DictionaryArray.from_arrays(pa.array(ix, mask=ix < 0), self._texts(n))
+        return out
+
+    def _texts(self, column: str) -> Any:
+        """The Arrow dictionary of ``column`` (the table names for ``table``)."""
+        import pyarrow as pa
+
+        arr = self._arrays.get(column)
+        if column == "table":
+            if arr is None:
+                arr = self._arrays[column] = pa.array([t.name for t in self.tables], type=pa.string())
+            return arr
+        texts = self._dictionaries[column]
+        if arr is None or len(arr) != len(texts):
+            arr = self._arrays[column] = pa.array(list(texts), type=pa.string())
+        return arr
+
+    def _global(self, c: Column) -> np.ndarray:
+        """Indices of ``c.texts`` in the answers column's dictionary (built as texts appear)."""
+        key = (c.name, id(c.texts))
+        hit = self._mapped.get(key)
+        if hit is None:
+            d = self._dictionaries[c.name]
+            hit = self._mapped[key] = (c.texts, np.array([d.setdefault(x, len(d)) for x in c.texts],
+                                                         dtype=np.int32))
+        return hit[1]
+
+
+def workload_tables(W: Any, domain: Any) -> list[Table]:
+    """The tables of ``W`` over ``domain``, in W's row order, with unique names (module
+    docstring)."""
+    ctx = _Context(domain)
+    raw: list[tuple[str, int, int, list[Column]]] = []
+    _walk(W, 0, None, ctx, raw)
+    used: set[str] = set()
+    out = []
+    for name, start, stop, cols in raw:
+        unique, n = name, 1
+        while unique in used:
+            n += 1
+            unique = f"{name} ({n})"
+        used.add(unique)
+        out.append(Table(unique, start, stop, tuple(cols)))
     return out
 
 
@@ -114,23 +258,6 @@ def query_labels(W: Any, domain: Any) -> Any:
     vals = quoted_labels(domain)
     arr = _node(W, list(range(len(sizes))), attrs, sizes, vals, {})
     return _fill_total(arr if arr is not None else pa.nulls(W.shape[0], pa.string()))
-
-
-def marginal_columns(sizes: Sequence[int], attributes: Sequence[str], vals: Sequence[Sequence[str]],
-                     subsets: Sequence[Sequence[int]]) -> tuple[Any, Any]:
-    """``(marginal, cell)`` columns of a stack of marginals: the block's attribute names and the
-    cell's value labels (:func:`quoted`), comma separated (Arrow; the names
-    dictionary-encoded)."""
-    import pyarrow as pa
-
-    names, counts, cells = [], [], []
-    for S, rows, parts in _subset_parts(sizes, subsets, vals):
-        names.append(",".join(attributes[j] for j in S) if S else "*")
-        counts.append(rows)
-        cells.append(_joined(parts, ",") if parts else pa.array([""] * rows, type=pa.string()))
-    index = np.repeat(np.arange(len(names), dtype=np.int32), counts)
-    marginal = pa.DictionaryArray.from_arrays(pa.array(index), pa.array(names, type=pa.string()))
-    return marginal, pa.chunked_array(cells, type=pa.string())
 
 
 # ---------------------------------------------------------------------------------------
@@ -420,3 +547,201 @@ def _row_runs(W: Any, D: np.ndarray | None) -> list[tuple[int, int]] | None:
     last = np.where(cnt > 0, n - 1 - ones[:, ::-1].argmax(axis=1), -1)
     ok = binary.all(axis=1) & (cnt > 0) & (last - first + 1 == cnt)
     return [(int(f), int(l)) if o else (-1, -1) for f, l, o in zip(first, last, ok, strict=True)]
+
+
+# ---------------------------------------------------------------------------------------
+# tables: parts, forms and default names (module docstring)
+
+
+@dataclass
+class _Desc:
+    """What a (part of a) table shows: its ``rows``, the ``pieces`` of its default name —
+    ``(first attribute, crossed?, text)``: a crossed attribute (a column of value labels) or a
+    form (``cdf(age)``) — and its ``columns``."""
+
+    rows: int
+    pieces: list[tuple[int, bool, str]]
+    columns: list[Column]
+
+    def name(self) -> str:
+        """The default name: the forms in attribute order, then the crossed attributes."""
+        ordered = sorted(self.pieces, key=lambda p: p[0])
+        crossed = ",".join(t for _, c, t in ordered if c)
+        words = [t for _, c, t in ordered if not c] + ([crossed] if crossed else [])
+        return " by ".join(words) or TOTAL
+
+
+class _Context:
+    """The domain as the table builders read it: names, sizes, value labels (plain and quoted),
+    and shared code ranges."""
+
+    def __init__(self, domain: Any) -> None:
+        self.attrs = list(domain.attributes)
+        self.sizes = [int(n) for n in domain.sizes]
+        self.vals = value_labels(domain)
+        self.qvals = [[quoted(v) for v in vs] for vs in self.vals]
+        self._ranges: dict[int, np.ndarray] = {}
+
+    def codes(self, n: int) -> np.ndarray:
+        """``0 .. n-1`` (one shared array per n)."""
+        if n not in self._ranges:
+            self._ranges[n] = np.arange(n, dtype=np.int64)
+        return self._ranges[n]
+
+    def column(self, axes: Sequence[int]) -> str:
+        """The column of the attributes ``axes`` (module docstring)."""
+        name = ",".join(self.attrs[j] for j in axes)
+        return f"{name} (attribute)" if name in ANSWER_COLUMNS else name
+
+
+def _walk(W: Any, offset: int, given: str | None, ctx: _Context,
+          out: list[tuple[str, int, int, list[Column]]]) -> None:
+    """Append the tables of ``W`` (rows from ``offset``): one per part of its stacks, one per
+    marginal of a marginal family over the domain's attributes."""
+    structure = getattr(W, "marginal_structure", None)
+    if callable(structure):
+        sizes, subsets, _ = structure()
+        if tuple(int(n) for n in sizes) == tuple(ctx.sizes):
+            _marginal_tables(subsets, offset, ctx, out)
+            return
+    blocks = getattr(W, "blocks", None)
+    if blocks is not None and getattr(W, "factors", None) is None:
+        names = getattr(W, "names", None) or (None,) * len(blocks)
+        for b, name, lo in zip(blocks, names, W.row_offsets[:-1], strict=True):
+            _walk(b, offset + int(lo), name, ctx, out)
+        return
+    d = _describe(W, list(range(len(ctx.sizes))), ctx)
+    cols = sorted(d.columns, key=lambda c: c.position)
+    out.append((given or d.name(), offset, offset + int(W.shape[0]), cols))
+
+
+def _marginal_tables(subsets: Sequence[Sequence[int]], offset: int, ctx: _Context,
+                     out: list[tuple[str, int, int, list[Column]]]) -> None:
+    """One table per marginal, straight from the family's subsets (size-1 attributes dropped,
+    as in the marginal's cells); no block is built."""
+    start = offset
+    for S in subsets:
+        T = [j for j in S if ctx.sizes[j] > 1]
+        rows = math.prod(ctx.sizes[j] for j in T)
+        cols = [Column(ctx.column([j]), ctx.vals[j], ctx.codes(ctx.sizes[j]),
+                       math.prod(ctx.sizes[i] for i in T[p + 1:]), j) for p, j in enumerate(T)]
+        out.append((",".join(ctx.attrs[j] for j in T) or TOTAL, start, start + rows, cols))
+        start += rows
+
+
+def _describe(W: Any, axes: list[int], ctx: _Context) -> _Desc:
+    """The :class:`_Desc` of ``W`` acting on the attributes ``axes``: a Kronecker product by
+    its factors, a stack by its parts, anything else as one factor."""
+    if getattr(W, "factors", None) is not None:
+        from workloads.structured import kron_leaves
+
+        leaves = kron_leaves(W)
+        parts = _split(leaves, axes, ctx.sizes)
+        if parts is None:
+            return _other(W, axes, ctx)
+        return _product([_describe(f, ax, ctx) for f, ax in zip(leaves, parts, strict=True)])
+    blocks = getattr(W, "blocks", None)
+    if blocks is not None:
+        return _stacked([_describe(b, axes, ctx) for b in blocks])
+    return _factor(W, axes, ctx)
+
+
+def _product(descs: list[_Desc]) -> _Desc:
+    """``F_0 ⊗ F_1 ⊗ …``: row ``r`` is factor i's row ``(r // Π_{l>i} k_l) % k_i`` (row-major)."""
+    rows = math.prod(d.rows for d in descs)
+    pieces: list[tuple[int, bool, str]] = []
+    columns: list[Column] = []
+    later = rows
+    for d in descs:
+        later //= max(d.rows, 1)
+        pieces.extend(d.pieces)
+        columns.extend(Column(c.name, c.texts, c.codes, c.stride * later, c.position) for c in d.columns)
+    return _Desc(rows, pieces, columns)
+
+
+def _stacked(descs: list[_Desc]) -> _Desc:
+    """A stack used as a factor: each column its parts' texts one after the other, ``total``
+    where a part has no such column; named by its crossed attributes when every part only
+    crosses attributes or sums them out, else ``(A + B + …)``."""
+    rows = sum(d.rows for d in descs)
+    keys: dict[str, int] = {}
+    for d in descs:
+        for c in d.columns:
+            keys[c.name] = min(c.position, keys.get(c.name, c.position))
+    columns = []
+    for name, key in keys.items():
+        texts: list[str] = [TOTAL]
+        codes = []
+        for d in descs:
+            col = next((c for c in d.columns if c.name == name), None)
+            if col is None:
+                codes.append(np.zeros(d.rows, dtype=np.int64))
+                continue
+            codes.append(col.indices(0, d.rows) + len(texts))
+            texts.extend(col.texts)
+        columns.append(Column(name, texts, np.concatenate(codes), 1, key))
+    if all(c for d in descs for _, c, _ in d.pieces):
+        pieces = list({(k, c, t): None for d in descs for k, c, t in d.pieces})
+    else:
+        first = min((k for d in descs for k, _, _ in d.pieces), default=0)
+        pieces = [(first, False, "(" + " + ".join(d.name() for d in descs) + ")")]
+    return _Desc(rows, pieces, columns)
+
+
+def _factor(W: Any, axes: list[int], ctx: _Context) -> _Desc:
+    """One factor on ``axes``, recognised by its rows (module docstring)."""
+    k, n = (int(x) for x in W.shape)
+    if not axes and k == 1:
+        return _Desc(1, [], [])  # a scalar weight
+    from workloads.base import issparse
+
+    D = None if issparse(getattr(W, "matrix", None)) else _dense_rows(W)
+    rows = _row_runs(W, D) if axes else None
+    if rows is None:
+        return _other(W, axes, ctx)
+    if k == 1 and rows[0] == (0, n - 1):
+        return _Desc(1, [], [])  # the total: the attributes are summed out
+    if all(lo >= 0 and lo == hi for lo, hi in rows):
+        return _values(np.array([lo for lo, _ in rows], dtype=np.int64), axes, ctx)
+    if len(axes) == 1 and all(lo >= 0 for lo, _ in rows):
+        j = axes[0]
+        a, v = ctx.attrs[j], ctx.qvals[j]
+        cdf = all(lo == 0 for lo, _ in rows)
+        texts = [f"{a} ≤ {v[hi]}" if cdf else f"{a} in [{v[lo]}, {v[hi]}]" for lo, hi in rows]
+        return _Desc(k, [(j, False, f"{'cdf' if cdf else 'range'}({a})")],
+                     [Column(ctx.column([j]), texts, ctx.codes(k), 1, j)])
+    return _other(W, axes, ctx)
+
+
+def _values(codes: np.ndarray, axes: list[int], ctx: _Context) -> _Desc:
+    """Rows of one cell each: a column of value labels per attribute of more than one value."""
+    parts = np.unravel_index(codes, [ctx.sizes[j] for j in axes])
+    keep = [(j, c) for j, c in zip(axes, parts, strict=True) if ctx.sizes[j] > 1]
+    return _Desc(int(codes.size), [(j, True, ctx.attrs[j]) for j, _ in keep],
+                 [Column(ctx.column([j]), ctx.vals[j], np.asarray(c, dtype=np.int64), 1, j) for j, c in keep])
+
+
+def _other(W: Any, axes: list[int], ctx: _Context) -> _Desc:
+    """Any other factor (or part whose factors do not line up with the attributes): one column
+    of its query labels, named ``KIND(attributes)``."""
+    k = int(W.shape[0])
+    lab = _leaf(W, axes, ctx.attrs, ctx.sizes, ctx.qvals) if axes else None
+    texts = [TOTAL if x is None else str(x) for x in lab.to_pylist()] if lab is not None else [
+        f"row {r} of {W.spec or 'the factor'}" for r in range(k)]
+    names = ",".join(ctx.attrs[j] for j in axes)
+    first = axes[0] if axes else 0
+    return _Desc(k, [(first, False, f"{_kind(W, texts)}({names})")],
+                 [Column(ctx.column(axes) if axes else "row", texts, ctx.codes(k), 1, first)])
+
+
+def _kind(W: Any, texts: Sequence[str]) -> str:
+    """The form of a factor that is none of the named ones: ``contrast`` for signed rows, else
+    the first word of its spec (``matrix`` for a ``file:`` one, ``rows`` without a spec)."""
+    signed = [t for t in texts if t != TOTAL]
+    if signed and all("=" in t and "row " not in t for t in signed):
+        return "contrast"
+    spec = getattr(W, "spec", None) or ""
+    word = "".join(c if c.isalnum() or c == "_" else " " for c in spec).split()
+    if not word:
+        return "rows"
+    return "matrix" if word[0] == "file" else word[0]

@@ -44,16 +44,18 @@ class Release:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The answers file's columns: the query index, its labels (structured plans), the
-        estimate with its standard error and 95% interval, and any post-processed estimate
-        (``extra["columns"]`` restricts them, e.g. projected answers have no intervals)."""
+        """The answers file's columns: the query index, its labels (``extra["labels"]``: the
+        table, label and attribute columns, ``executor.labels``), the estimate with its standard
+        error and 95% interval, and any post-processed estimate (``extra["columns"]`` restricts
+        the numbers, e.g. projected answers have no intervals; the labels always stay)."""
+        labels = self.extra.get("labels", {})
         cols = {"query": np.arange(self.estimate.size, dtype=np.int64),
-                **self.extra.get("labels", {}), "estimate": self.estimate,
+                **labels, "estimate": self.estimate,
                 "std_error": self.std_error, "ci_low": self.ci_low, "ci_high": self.ci_high}
         if self.postprocessed is not None:
             cols["estimate_postprocessed"] = self.postprocessed
         only = self.extra.get("columns")
-        return cols if only is None else {k: v for k, v in cols.items() if k in only}
+        return cols if only is None else {k: v for k, v in cols.items() if k in only or k in labels}
 
 
 def refuse_float_noise(sampler: str, allow_float_noise: bool) -> None:

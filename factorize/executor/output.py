@@ -1,10 +1,13 @@
 """Writing released answers: CSV, JSON or Parquet (by suffix), atomically.
 
-Columns: ``query`` (row index of W), ``estimate``, ``std_error``, ``ci_low``, ``ci_high`` and,
-with post-processing, ``estimate_postprocessed``; every answer is labelled with text columns
-(:data:`LABEL_COLUMNS`, ``executor.labels``): ``label``, the query in the workload's terms
-(``sex=Female, race=White``, ``age in 17..37``), and for a stack of marginals ``marginal``
-(the attribute names of its table) and ``cell`` (the values of those attributes), CSV-quoted. Metadata (plan digests, guarantee, noise,
+Columns: ``query`` (row index of W), ``table`` (the name of the answer's table: the part of
+the workload's stack it belongs to, ``executor.labels``), ``label`` (the query in the
+workload's terms: ``sex=Female, race=White``, ``age in 17..37``), one column per attribute
+the tables cross (the answer's cell in label form — ``Female``, ``age ≤ 37`` — empty where its
+table does not cross the attribute), then ``estimate``, ``std_error``, ``ci_low``,
+``ci_high`` and, with post-processing, ``estimate_postprocessed`` (:data:`NUMERIC_COLUMNS`;
+every other column is text, CSV-quoted). The table and attribute columns are built and
+written batch by batch (``labels.TableLabels``). Metadata (plan digests, guarantee, noise,
 CI method, ``test_mode``) goes in ``# key: value`` comment lines at the top of a CSV, under
 ``"metadata"`` in JSON, and in the Parquet schema metadata (key ``factorize``). The file is
 written through ``io.atomic.AtomicOutput``: an unnamed file in the destination folder,
@@ -33,6 +36,7 @@ import csv
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +48,13 @@ from factorize.io.atomic import AtomicOutput, MissingFolderError
 
 class OutputError(InputError):
     """An output destination refused before anything irreversible (``open_output``,
-    ``open_marginal_tables``), or a file read back as answers (``read_answers``) that is not
+    ``tables.open_tables``), or a file read back as answers (``read_answers``) that is not
     one: a ``ValueError`` too, exit code 2."""
 
 
 FORMATS = {".csv": "csv", ".json": "json", ".parquet": "parquet", ".pq": "parquet"}
-#: Text columns that label answers (kept as strings when read back).
-LABEL_COLUMNS = ("label", "marginal", "cell")
+#: The numeric columns of an answers file; every other column is text (labels).
+NUMERIC_COLUMNS = ("query", "estimate", "std_error", "ci_low", "ci_high", "estimate_postprocessed")
 
 
 def output_format(path: str | os.PathLike[str]) -> str:
@@ -125,7 +129,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_prepared(out: AtomicOutput, columns: dict[str, np.ndarray], metadata: dict[str, Any], *,
+def write_prepared(out: AtomicOutput, columns: dict[str, Any], metadata: dict[str, Any], *,
                    on_partial: Any = None) -> None:
     """Write and commit an output opened with :func:`open_output`; ``on_partial`` (fault
     injection) is called with the content half written — a crash there leaves no file."""
@@ -142,80 +146,12 @@ def write_prepared(out: AtomicOutput, columns: dict[str, np.ndarray], metadata: 
     out.commit()
 
 
-def write_answers(path: str | os.PathLike[str], columns: dict[str, np.ndarray],
+def write_answers(path: str | os.PathLike[str], columns: dict[str, Any],
                   metadata: dict[str, Any], *, on_partial: Any = None) -> None:
     """Write atomically (open, write, commit), replacing an existing file (not a release:
     releases open their outputs with ``open_output`` before the charge)."""
     with open_output(path, overwrite=True) as out:
         write_prepared(out, columns, metadata, on_partial=on_partial)
-
-
-#: The answer columns a tidy marginal table carries after its attribute columns.
-TIDY_COLUMNS = ("estimate", "std_error", "ci_low", "ci_high", "estimate_postprocessed")
-
-
-def check_tables_folder(folder: str | os.PathLike[str]) -> Path:
-    """``--tables``: an existing folder (checked before anything irreversible happens)."""
-    p = Path(os.fspath(folder))
-    if not p.is_dir():
-        raise OutputError(f"--tables {os.fspath(folder)!r}: the folder does not exist; create it "
-                         "first (factorize does not create folders)")
-    return p
-
-
-def table_file_name(attributes: list[str]) -> str:
-    """The file of one marginal table: its attribute names, each with every character but
-    letters, digits, ``-``, ``_`` and ``.`` replaced by ``_``, joined by ``__``, then ``.csv``
-    (``total.csv`` for the empty marginal)."""
-    stem = "__".join("".join(c if c.isalnum() or c in "-_." else "_" for c in a) for a in attributes)
-    return f"{stem or 'total'}.csv"
-
-
-def open_marginal_tables(folder: str | os.PathLike[str], tables: list, *,
-                         protected: dict[str, Any] | None = None,
-                         overwrite: bool = False) -> list[tuple[Any, AtomicOutput]]:
-    """Open one output per marginal table (``executor.labels.marginal_tables``) in ``folder``
-    before anything irreversible happens (:func:`table_file_name`; each refused as
-    :func:`open_output` refuses ``--out``). Two tables whose file names coincide — exactly or
-    but for case, which a case-insensitive file system does not tell apart (``a>b``, ``a_b``
-    and ``a b`` are all ``a_b.csv``) — are refused: one would replace the other."""
-    folder = check_tables_folder(folder)
-    names = [table_file_name(list(t[1])) for t in tables]
-    seen: dict[str, str] = {}
-    for t, name in zip(tables, names, strict=True):
-        first = seen.setdefault(name.casefold(), t[0])
-        if first != t[0]:
-            raise OutputError(f"--tables: the marginals {first!r} and {t[0]!r} would both be written "
-                             f"to {name!r} (file names keep letters, digits, - _ . only); rename "
-                             "the attributes in the domain, or leave out --tables")
-    opened: list[tuple[Any, AtomicOutput]] = []
-    try:
-        for t, name in zip(tables, names, strict=True):
-            opened.append((t, open_output(folder / name, protected=protected, overwrite=overwrite,
-                                          option="--tables file")))
-    except BaseException:
-        for _, out in opened:
-            out.abort()
-        raise
-    return opened
-
-
-def write_marginal_tables(opened: list[tuple[Any, AtomicOutput]], columns: dict[str, Any],
-                          metadata: dict[str, Any]) -> list[Path]:
-    """Write the tidy tables opened by :func:`open_marginal_tables`: the table's attribute
-    columns (value labels), then estimate, std_error, ci_low, ci_high (and the post-processed
-    estimate), the release's metadata in ``#`` lines."""
-    import pyarrow as pa
-
-    written = []
-    for (name, attr_cols, lo, hi), out in opened:
-        cols: dict[str, Any] = dict(attr_cols)
-        for c in TIDY_COLUMNS:
-            if c in columns:
-                cols[c] = pa.array(np.asarray(columns[c][lo:hi], dtype=np.float64))
-        write_prepared(out, cols, {**metadata, "marginal": name})
-        written.append(out.target)
-    return written
 
 
 #: The first characters that make a spreadsheet read a cell as a formula (OWASP), and ``'``,
@@ -273,29 +209,57 @@ def _metadata_line(key: str, value: Any) -> str:
 
 
 def _csv(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:
-    """``# key: json`` metadata lines, the header, then the rows (Arrow's CSV writer: text
-    quoted, floats in their shortest round-trip form, vectorised); every text cell neutralised
-    for spreadsheets (module docstring)."""
+    """``# key: json`` metadata lines, the header, then the rows batch by batch (Arrow's CSV
+    writer: text quoted, floats in their shortest round-trip form, vectorised); every text
+    cell neutralised for spreadsheets (module docstring)."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    names, batches = _batches(columns)
     head = "".join(_metadata_line(key, value) for key, value in metadata.items())
-    fh.write((head + ",".join(_csv_name(n) for n in columns) + "\n").encode("utf-8"))
-    table = _arrow_table(columns)
-    safe = pa.table({n: neutralise_column(table.column(n)) for n in table.column_names})
-    pacsv.write_csv(safe, fh, write_options=pacsv.WriteOptions(include_header=False))
+    fh.write((head + ",".join(_csv_name(n) for n in names) + "\n").encode("utf-8"))
+    options = pacsv.WriteOptions(include_header=False)
+    for batch in batches:
+        safe = pa.table({n: neutralise_column(batch.column(n)) for n in names})
+        pacsv.write_csv(safe, fh, write_options=options)
+
+
+def _batches(columns: dict[str, Any]) -> tuple[list[str], Iterator[Any]]:
+    """The column names and the rows as Arrow tables, batch by batch: a
+    :class:`~factorize.executor.labels.TableLabels` column expands there into ``table`` and
+    the tables' attribute columns, built one batch at a time (never all in memory); without
+    one, one batch."""
+    from .labels import TableLabels
+
+    lazy = next(((k, v) for k, v in columns.items() if isinstance(v, TableLabels)), None)
+    if lazy is None:
+        return list(columns), iter([_arrow_table(columns)])
+    key, tables = lazy
+    names = [m for n in columns for m in (tables.column_names if n == key else [n])]
+
+    def run() -> Iterator[Any]:
+        for lo, hi in tables.batches():
+            part = tables.batch(lo, hi)
+            yield _arrow_table({n: part[n] if n in part else _rows(columns[n], lo, hi) for n in names})
+
+    return names, run()
+
+
+def _rows(column: Any, lo: int, hi: int) -> Any:
+    """Rows ``lo .. hi-1`` of an Arrow or numpy column (an Arrow slice is zero-copy)."""
+    return column.slice(lo, hi - lo) if hasattr(column, "slice") else column[lo:hi]
 
 
 def _arrow_table(columns: dict[str, Any]) -> Any:
-    """The columns as an Arrow table: ``query`` int64, labels as strings (Arrow arrays pass
-    through, e.g. dictionary-encoded marginal names), everything else float64."""
+    """The columns as an Arrow table: ``query`` int64, the other numeric columns float64, every
+    other column text (Arrow arrays pass through, e.g. dictionary-encoded table names)."""
     import pyarrow as pa
 
     out = {}
     for n, v in columns.items():
         if isinstance(v, (pa.Array, pa.ChunkedArray)):
             out[n] = v
-        elif n in LABEL_COLUMNS:
+        elif n not in NUMERIC_COLUMNS:
             out[n] = pa.array([str(x) for x in v], type=pa.string())
         elif n == "query":
             out[n] = pa.array(np.asarray(v, dtype=np.int64))
@@ -307,27 +271,47 @@ def _arrow_table(columns: dict[str, Any]) -> Any:
 def _value(name: str, v: Any) -> Any:
     if name == "query":
         return int(v)
-    return str(v) if name in LABEL_COLUMNS else float(v)
+    if name in NUMERIC_COLUMNS:
+        return float(v)
+    return None if v is None else str(v)
 
 
-def _json(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
-    names = list(columns)
-    columns = {n: v.to_pylist() if hasattr(v, "to_pylist") else v for n, v in columns.items()}
-    rows = [{n: _value(n, columns[n][i]) for n in names} for i in range(len(columns["query"]))]
+def _json(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:
+    import pyarrow as pa
+
+    names, batches = _batches(columns)
+    table = pa.concat_tables(list(batches))
+    values = {n: table.column(n).to_pylist() for n in names}
+    rows = [{n: _value(n, values[n][i]) for n in names} for i in range(table.num_rows)]
     text = json.dumps({"metadata": metadata, "answers": rows}, allow_nan=False, ensure_ascii=False)
     fh.write((text + "\n").encode("utf-8"))
 
 
-def _parquet(fh: Any, columns: dict[str, np.ndarray], metadata: dict[str, Any]) -> None:
+def _parquet(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """One row group per batch; min/max statistics for the numeric columns only (a label's
+    are of no use, and on the tables' attribute columns they cost more than the rest of the
+    write)."""
     import pyarrow.parquet as pq
 
-    table = _arrow_table(columns).replace_schema_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
-    pq.write_table(table, fh)
+    names, batches = _batches(columns)
+    writer = None
+    try:
+        for batch in batches:
+            if writer is None:
+                schema = batch.schema.with_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
+                writer = pq.ParquetWriter(fh, schema,
+                                          write_statistics=[n for n in names if n in NUMERIC_COLUMNS])
+            writer.write_table(batch.replace_schema_metadata(schema.metadata))
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The columns and metadata of an answers file written by :func:`write_answers` (any of the
-    three formats); :class:`OutputError` for a file that is not one."""
+    three formats); :class:`OutputError` for a file that is not one. Numeric columns come back
+    as float arrays (``query`` int64), every other column as strings (``""`` for a cell a
+    table leaves empty)."""
     p = Path(os.fspath(path))
     fmt = output_format(p)
     try:
@@ -339,9 +323,9 @@ def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], d
                     key, _, value = line[2:].rstrip("\n").partition(": ")
                     meta[key] = json.loads(value)
                     line = fh.readline()
-                names = line.strip().split(",")
+                names = [_unneutralised(n) for n in next(csv.reader([line]))]
                 rows = [r for r in csv.reader(fh) if r]
-            cols = {n: _column(n, [_unneutralised(r[j]) if n in LABEL_COLUMNS else r[j] for r in rows])
+            cols = {n: _column(n, [r[j] if n in NUMERIC_COLUMNS else _unneutralised(r[j]) for r in rows])
                     for j, n in enumerate(names)}
         elif fmt == "json":
             with open(p, encoding="utf-8") as fh:
@@ -356,7 +340,7 @@ def read_answers(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], d
             table = pq.read_table(p)
             meta = json.loads(table.schema.metadata[b"factorize"])
             cols = {n: _column(n, table.column(n).to_pylist()) for n in table.column_names}
-    except (OSError, KeyError, TypeError, ValueError, IndexError) as exc:
+    except (OSError, KeyError, TypeError, ValueError, IndexError, StopIteration) as exc:
         raise OutputError(f"{p}: not a factorize answers file ({type(exc).__name__}: {exc})") from None
     if "query" not in cols or "estimate" not in cols:
         raise OutputError(f"{p}: not a factorize answers file (no query/estimate columns)")
@@ -371,6 +355,6 @@ def _unneutralised(cell: str) -> str:
 
 
 def _column(name: str, values: list[Any]) -> np.ndarray:
-    if name in LABEL_COLUMNS:
-        return np.array([str(v) for v in values], dtype=object)
-    return np.array([float(v) for v in values], dtype=np.float64)
+    if name in NUMERIC_COLUMNS:
+        return np.array([float(v) for v in values], dtype=np.float64)
+    return np.array(["" if v is None else str(v) for v in values], dtype=object)

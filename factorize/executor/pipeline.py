@@ -9,8 +9,8 @@ released, nothing released that is not charged):
 2. the answers file is opened for an all-or-nothing write, ``--seed`` with ``--ledger``
    refused, the ledger opened and verified (``ReleaseSession.start``);
 3. the plan is loaded from the bytes by its kind (``plan.registry``: format, schema, digests);
-   with ``tables``, the workload is rebuilt from the plan's spec and one file per marginal
-   table opened — at once, before the verification;
+   with ``tables``, the workload is rebuilt from the plan's spec and one file per table
+   (``executor.tables``) opened — at once, before the verification;
 4. the plan is verified from first principles (given that workload, whose fingerprint it
    checks) — an under-noised, inconsistent or over-claiming plan is refused here; a plan
    whose noise is not an exact sampler is refused unless ``allow_float_noise``;
@@ -36,9 +36,8 @@ Every check that can fail deterministically runs before the charge (step 6); the
   exists (without ``overwrite``), whose name is too long, that is the data, the plan or a
   ledger file; the ledger missing or failing its verification;
 * step 3: the plan file corrupt, tampered (digests) or of an unknown version; ``--tables``:
-  the folder missing, the workload not a stack of marginals (or not rebuildable), two tables
-  whose file names collide, a table file that exists (without ``overwrite``), is a folder, is
-  ``--out``, the data, the plan or a ledger file;
+  the folder missing, the workload not rebuildable, a table file that exists (without
+  ``overwrite``), is a folder, is ``--out``, the data, the plan or a ledger file;
 * step 4: the plan refused by its verification (weak guarantee, under-noised, inconsistent,
   over-claiming); float noise without ``allow_float_noise``;
 * step 5: the data unreadable, with the wrong columns, a value outside its domain or schema,
@@ -67,7 +66,7 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         allow_weak_guarantee: bool = False, postprocess_seconds: float = POSTPROCESS_SECONDS,
         expect: str | None = None, tables: str | None = None, overwrite: bool = False) -> Any:
     """Run any plan (module docstring); ``expect``: refuse a plan of another kind; ``tables``:
-    a folder for one tidy CSV per marginal table (a stack-of-marginals workload), opened with
+    a folder for one tidy CSV per table of the workload (``executor.tables``), opened with
     the answers file before the verification; ``overwrite``: replace existing output files
     (refused otherwise, before anything else happens)."""
     from factorize.plan.files import read_plan_bytes
@@ -88,10 +87,10 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         plan = kind.load(source)
         opened: list = []
         try:
-            workload = None
+            workload = layout = None
             if tables is not None:
                 protected = {**session.protected, "--out": out_path}
-                workload, opened = _open_tables(tables, plan, protected, overwrite)
+                workload, layout, opened = _open_tables(tables, plan, protected, overwrite)
             check = kind.verify(plan, allow_weak_guarantee=allow_weak_guarantee, workload=workload)
             if not check.passed:
                 from factorize.plan.errors import PlanRefused
@@ -99,7 +98,7 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
                 raise PlanRefused("plan refused: " + "; ".join(check.failures))
             if kind.central:  # before the data is read and the budget charged
                 refuse_float_noise(kind.sampler(plan), allow_float_noise)
-            labels, label_note = _labels(plan, check)  # public: from the workload and the schema
+            labels, label_note = _labels(plan, check, layout)  # public: the workload and the schema
             measurement = kind.measure(plan, check, data_path, engine=engine,
                                        allow_extra_columns=allow_extra_columns)
             if kind.central:
@@ -114,15 +113,14 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
             rel = kind.release(plan, check, measurement, make_rng(seed) if kind.central else None,
                                allow_float_noise=allow_float_noise, metadata=meta,
                                deadline=time.monotonic() + postprocess_seconds)
-            merged = {**rel.extra.get("labels", {}), **labels}
-            rel.extra["labels"] = {k: merged[k] for k in sorted(merged, key=lambda c: c != "label")}
+            rel.extra["labels"] = labels
             if label_note:
                 rel.metadata["labels"] = label_note
             session.write(rel.columns(), rel.metadata)
             if opened:
-                from .output import write_marginal_tables
+                from .tables import write_tables
 
-                rel.extra["tables"] = write_marginal_tables(opened, rel.columns(), rel.metadata)
+                rel.extra["tables"] = write_tables(opened, rel.columns(), rel.metadata)
         finally:
             for _, out in opened:  # tables not written (a failure above) leave nothing
                 if not getattr(out, "committed", False):
@@ -140,16 +138,17 @@ def _verified_guarantee(check: PlanCheck) -> Guarantee:
 
 
 def _open_tables(tables: str, plan: Any, protected: dict[str, Any], overwrite: bool
-                 ) -> tuple[Any, list]:
+                 ) -> tuple[Any, Any, list]:
     """``--tables``: the workload rebuilt from the plan's spec (public; the verification then
-    checks its fingerprint) and one output per marginal table opened in ``tables``
-    (``output.open_marginal_tables``) — before the verification, so a plan the option cannot
-    serve is refused at once. Returns the workload and the opened outputs."""
+    checks its fingerprint), its tables (``labels.TableLabels``) and one output per table
+    opened in ``tables`` (``tables.open_tables``) — before the verification, so a destination
+    the option cannot write is refused at once. Returns the workload, the tables and the opened
+    outputs."""
     from factorize.plan.checks import rebuild_workload
     from factorize.plan.errors import PlanRefused
 
-    from .labels import marginal_tables
-    from .output import check_tables_folder, open_marginal_tables
+    from .labels import TableLabels, workload_tables
+    from .tables import check_tables_folder, open_tables
 
     check_tables_folder(tables)
     problems: list[str] = []
@@ -158,25 +157,26 @@ def _open_tables(tables: str, plan: Any, protected: dict[str, Any], overwrite: b
                          getattr(plan, "embedded", None))
     if W is None:
         raise PlanRefused("plan refused: " + "; ".join(problems))
-    spec = marginal_tables(W, plan.domain) if hasattr(plan, "domain") else []
-    if not spec:
-        raise ExecutionError("--tables writes one table per marginal: this plan's workload is "
-                             "not a stack of marginals (use a marginals: spec)")
-    return W, open_marginal_tables(tables, spec, protected=protected, overwrite=overwrite)
+    layout = TableLabels(workload_tables(W, plan.domain), W.shape[0])
+    return W, layout, open_tables(tables, layout.tables, protected=protected, overwrite=overwrite)
 
 
-def _labels(plan: Any, check: Any) -> tuple[dict[str, Any], str | None]:
-    """The answers' label columns (``executor.labels``), computed before the charge; a
-    labelling failure never blocks a release: the answers go out with their query index and
-    the metadata says why they carry no labels."""
+def _labels(plan: Any, check: Any, layout: Any) -> tuple[dict[str, Any], str | None]:
+    """The answers' label columns (``executor.labels``: ``table``, the tables' attribute
+    columns and ``label``) from the verified workload — or, for a kind whose check carries
+    none, the one rebuilt from the plan's spec — and the plan's domain, computed before the
+    charge; a labelling failure never blocks a release: the answers go out with their query
+    index and the metadata says why they carry no labels."""
     from .labels import answer_labels
 
     try:
-        labels = answer_labels(plan, check)
-        recon = getattr(plan, "reconstruction", None)
-        if recon is not None and "marginal" in labels:  # the structured release reuses them
-            recon._labels = (labels["marginal"], labels["cell"])
-        return labels, None
+        W = getattr(check, "workload", None)
+        if W is None:
+            from workloads.spec import parse_workload
+
+            W = parse_workload(plan.workload["spec"], embedded=getattr(plan, "embedded", None) or {},
+                               read_files=False)
+        return answer_labels(W, plan.domain, layout), None
     except Exception as exc:  # noqa: BLE001 — labels are a convenience, never a reason to fail
         return {}, f"labels unavailable ({type(exc).__name__})"
 

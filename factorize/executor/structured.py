@@ -10,8 +10,9 @@ Release (after the charge): ``ỹ = γ(q + Y)`` with exact discrete Gaussian / L
 (``privacy.sample_lattice``); answers ``R ỹ`` term by term; standard error ``√v·‖r_i‖`` (v the
 variance of the noise actually sampled); 95% interval ``± (c·se + (γ/2)‖r_i‖₁ + β·n⁺)`` with n⁺
 bounded from the release (``structured.records``: the total's measurement, or weights on one
-block's answers) — coverage ≥ 95% by the union bound, as for dense plans (``plan.model``). Every answer is labeled with its marginal's attributes and
-its cell's values.
+block's answers) — coverage ≥ 95% by the union bound, as for dense plans (``plan.model``). The
+answers' labels (their table, cell and query) come from the workload, as for every plan kind
+(``executor.pipeline``, ``executor.labels``).
 """
 
 from __future__ import annotations
@@ -36,37 +37,6 @@ def measure(plan: StructuredPlan, tables: Any) -> np.ndarray:
     return strategy.measure(tables, plan.noise.grid)
 
 
-def labels(plan: StructuredPlan) -> tuple[Any, Any]:
-    """``marginal`` (attribute names of each answer's block) and ``cell`` (its values, comma
-    separated) for every answer of a marginal workload; block and row indices otherwise.
-    Arrow arrays built in vectorised form (the marginal names dictionary-encoded): Adult's
-    21·10⁶ ≤3-way answers take seconds, not Python strings each. Computed by the release,
-    which carries them (``Release.extra["labels"]``)."""
-    import pyarrow as pa
-
-    from factorize.structured.residual import unpad_subsets
-
-    from .labels import arrow_call, marginal_columns, quoted_labels
-
-    sizes = [int(n) for n in plan.domain.sizes]
-    from factorize.structured.families import codec
-
-    if codec(plan.family).marginal_labels:
-        return marginal_columns(sizes, list(plan.domain.attributes), quoted_labels(plan.domain),
-                                unpad_subsets(plan.encoding["recon.support"], len(sizes), "recon.support"))
-    names = [f"block {o}" for o in range(len(plan.reconstruction.out_rows))]
-    counts = [int(r) for r in plan.reconstruction.out_rows]
-    try:
-        from pyarrow._compute import CastOptions
-    except ImportError:  # pragma: no cover - see labels.arrow_call
-        from pyarrow.compute import CastOptions
-    to_text = CastOptions.safe(pa.string())  # pc.cast(…, pa.string())'s options
-    cells = [arrow_call("cast", [pa.array(np.arange(r, dtype=np.int64))], to_text) for r in counts]
-    index = np.repeat(np.arange(len(names), dtype=np.int32), counts)
-    marginal = pa.DictionaryArray.from_arrays(pa.array(index), pa.array(names, type=pa.string()))
-    return marginal, pa.chunked_array(cells, type=pa.string())
-
-
 def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng: Any, *,
             allow_float_noise: bool = False, metadata: dict[str, Any] | None = None) -> Any:
     """Noise once, reconstruct, error bars (module docstring) through the one release
@@ -83,11 +53,10 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
     def n_plus(noisy: np.ndarray, est: np.ndarray, sd: float) -> float:
         return n_upper(plan, check, noisy, est, sd, beta) if beta > 0 else 0.0
 
-    marg, cell = labels(plan)
     m = LinearMeasurement(
         values=measurement, noise=plan.noise, reconstruct=recon.apply,
         row_norms=np.sqrt(recon.row_sq_norms()), row_l1_norms=recon.row_l1_norms(), beta=beta,
-        n_upper=n_plus, n_bound=plan.bias.get("n_bound"), labels={"marginal": marg, "cell": cell},
+        n_upper=n_plus, n_bound=plan.bias.get("n_bound"), labels={},
         describe={"mechanism": f"structured ({plan.family})", "workload": plan.workload["spec"],
                   "workload_fingerprint": plan.workload["fingerprint"],
                   "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),
