@@ -77,8 +77,7 @@ class LinearMeasurement:
     ``noise``: the plan's verified ``privacy.NoiseSpec``; ``reconstruct``: ``ỹ ↦ R·ỹ``;
     ``row_norms`` / ``row_l1_norms``: ``‖r_i‖₂`` and ``‖r_i‖₁`` of R's rows; ``beta``: the
     certified reconstruction bias per record (the verifier's, required); ``n_upper``:
-    ``(ỹ, estimate, sd) ↦ n⁺``; ``n_bound``: how n⁺ is found; ``labels``: columns naming the
-    answers; ``describe``: the plan's public description for the metadata (workload, domain,
+    ``(ỹ, estimate, sd) ↦ n⁺``; ``n_bound``: how n⁺ is found; ``describe``: the plan's public description for the metadata (workload, domain,
     guarantee, neighbours, mechanism)."""
 
     values: Any
@@ -89,7 +88,6 @@ class LinearMeasurement:
     beta: float
     n_upper: Callable[[np.ndarray, np.ndarray, float], float]
     n_bound: Any
-    labels: dict[str, Any]
     describe: dict[str, Any]
 
 
@@ -130,7 +128,4 @@ def release(m: LinearMeasurement, rng: Any, *, allow_float_noise: bool,
         meta["variance"] = variance_note
     if test_mode:
         meta["warning"] = NOT_PRIVATE
-    rel = Release(estimate=est, std_error=se, ci_low=est - half, ci_high=est + half, metadata=meta)
-    if m.labels:
-        rel.extra["labels"] = dict(m.labels)
-    return rel
+    return Release(estimate=est, std_error=se, ci_low=est - half, ci_high=est + half, metadata=meta)

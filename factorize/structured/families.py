@@ -33,8 +33,6 @@ class FamilyCodec:
     decode: Callable[[Sequence[int], Mapping[str, Any], Mapping[str, np.ndarray]], tuple[Any, Any]]
     #: ``(plan, W) -> (upper, lower, gap)`` re-derived from the plan's certificate arrays
     verify_certificate: Callable[[Any, Any], tuple[float, float, float]]
-    #: answers labelled by marginal table (the residual codec stores the marginal supports)
-    marginal_labels: bool = False
 
 
 def _union_decode(family: str) -> Callable[..., tuple[Any, Any]]:
@@ -124,7 +122,7 @@ def _symmetric_verify(plan: Any, W: Any) -> tuple[float, float, float]:
 CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
     FamilyCodec("residual", "residual bases per attribute subset (orthonormal, Helmert)",
                 "residual bases per attribute subset", _residual_methods, _residual_decode,
-                _residual_verify, marginal_labels=True),
+                _residual_verify),
     FamilyCodec("union", "union of Kronecker products",
                 "a union of Kronecker products, one per workload block", _union_methods,
                 _union_decode("union"), _union_verify),
