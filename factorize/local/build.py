@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from factorize.plan.errors import PlanError
+from factorize.plan.records import LocalBounds, PredictedErrors, RandomizerRecord, workload_record
 
 from .plan import ETA_GRID, LocalPlan, compress, derived_bounds, n_needed, predicted_errors, randomizer_spec
 
@@ -40,8 +41,8 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
     wmax = float(np.max(np.abs(Wd)))
     grid = [eta] if eta is not None else [e * wmax for e in ETA_GRID]
     # (score, predicted errors, η, R, A, the solve, the randomizer) of the best η so far
-    best: tuple[float, dict[str, float], float, np.ndarray, np.ndarray, CertifiedFactorization,
-                dict[str, Any]] | None = None
+    best: tuple[float, PredictedErrors, float, np.ndarray, np.ndarray, CertifiedFactorization,
+                RandomizerRecord] | None = None
     for e in grid:
         res = solve(W, "approx_gamma_2", eta=float(e))
         if not isinstance(res, CertifiedFactorization):
@@ -82,15 +83,15 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
     v = verify(cert, Wd)
     if not v.passed:
         raise PlanError("the compressed local factorization does not verify: " + "; ".join(v.failures))
-    bounds: dict[str, Any] = {"gamma2_upper": v.upper, "gamma2_lower": v.lower, "gap": v.gap,
-                              "residual": residual, "plan_n": int(n),
-                              "target_alpha": alpha, "eta_grid": [float(x) for x in grid]}
-    bounds.update(derived_bounds(R, A, Wd, e, g, spec, int(n), alpha, cert))
+    bounds: LocalBounds = {"gamma2_upper": v.upper, "gamma2_lower": v.lower, "gap": v.gap,
+                           "residual": residual, "plan_n": int(n),
+                           "target_alpha": alpha, "eta_grid": [float(x) for x in grid],
+                           **derived_bounds(R, A, Wd, e, g, spec, int(n), alpha, cert)}
     dom = domain if domain is not None else default_domain(W)
     check_workload_axes(W, dom)
     return LocalPlan(
         embedded=embedded_files(W),
-        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": list(W.shape)},
+        workload=workload_record(W),
         domain=dom, guarantee=g, randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
         provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
                     "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")})

@@ -28,6 +28,7 @@ n ≥ 2 ln(2k)·v·‖R‖²_{2→∞} / (α − η)², next to the lower bound 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -37,6 +38,15 @@ import numpy as np
 from factorize.plan.errors import PlanError
 from factorize.plan.files import LOCAL_FORMAT as FORMAT
 from factorize.plan.files import PlanBytes
+from factorize.plan.records import (
+    LocalBounds,
+    LocalDerivedBounds,
+    LocalLowerBounds,
+    PredictedErrors,
+    Provenance,
+    RandomizerRecord,
+    WorkloadRecord,
+)
 
 if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
     from factorize.privacy import Guarantee
@@ -53,23 +63,24 @@ Z95 = 1.959963984540054
 @dataclass(frozen=True)
 class LocalPlan:
     """A local-model plan (module docstring). Frozen, like ``plan.model.Plan`` (a changed
-    plan is a new one); only ``provenance`` has a default. The dict fields are not read-only:
-    ``verify_local_plan`` re-derives the randomizer and every bound from the arrays."""
+    plan is a new one); only ``provenance`` has a default. The typed records
+    (``plan.records``) are not read-only: ``verify_local_plan`` re-derives the randomizer and
+    every bound from the arrays."""
 
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "local"
-    workload: dict[str, Any]
+    workload: WorkloadRecord
     domain: Domain
     guarantee: Guarantee            # pure_dp (l2 randomizer) or approx_dp (gaussian)
-    randomizer: dict[str, Any]      # kind, epsilon, [delta], dim m, scale (B or σ), variance v
+    randomizer: RandomizerRecord    # kind, epsilon, [delta], dim m, scale (B or σ), variance v
     eta: float
     R: np.ndarray
     A: np.ndarray
     U: np.ndarray
     d: np.ndarray
-    bounds: dict[str, Any]          # gamma2 upper/lower, residual, planning n, errors, n needed
+    bounds: LocalBounds             # gamma2 upper/lower, residual, planning n, errors, n needed
     embedded: dict[str, Any]        # fingerprint → custom matrix
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -108,7 +119,7 @@ class LocalPlan:
             f"(η bias {self.eta:.3g} + noise {b['predicted_noise']:.4g}), RMSE ≈ "
             f"{b['predicted_rmse']:.4g}·n",
         ]
-        if b.get("target_alpha") is not None:
+        if b["target_alpha"] is not None:
             a = b["target_alpha"]
             lines.append(f"users       for error ≤ {a:g}·n on every query: this plan needs ≈ "
                          f"{b['n_needed_predicted']:.4g} (normal approximation), ≤ "
@@ -122,7 +133,7 @@ class LocalPlan:
         return lines
 
 
-def randomizer_spec(kind: str, guarantee: Any, dim: int) -> dict[str, Any]:
+def randomizer_spec(kind: str, guarantee: Any, dim: int) -> RandomizerRecord:
     """Scale and per-coordinate variance bound of one message (module docstring)."""
     from .randomizer import GaussianLocalRandomizer, L2Randomizer
 
@@ -143,7 +154,7 @@ def randomizer_spec(kind: str, guarantee: Any, dim: int) -> dict[str, Any]:
     raise PlanError(f"unknown randomizer {kind!r}; expected one of {RANDOMIZERS}")
 
 
-def predicted_errors(R: np.ndarray, eta: float, variance: float, n: int) -> dict[str, float]:
+def predicted_errors(R: np.ndarray, eta: float, variance: float, n: int) -> PredictedErrors:
     """Worst-query and RMS error (fractions of n) at n messages (module docstring)."""
     k = R.shape[0]
     rows = np.linalg.norm(R, axis=1)
@@ -174,20 +185,20 @@ def compress(R: np.ndarray, A: np.ndarray, rtol: float = 1e-12) -> tuple[np.ndar
 
 
 def derived_bounds(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any,
-                   spec: dict[str, Any], n: int, alpha: float | None, cert: Any) -> dict[str, Any]:
+                   spec: RandomizerRecord, n: int, alpha: float | None, cert: Any) -> LocalDerivedBounds:
     """The error and sample-size statements of a local plan, from its arrays (planner and
     verifier): predicted errors at the planning n; with a target α, the users needed (normal
     approximation and proved) and Edmonds, Nikolov & Ullman 2020, Thm 23's lower bounds."""
-    out: dict[str, Any] = dict(predicted_errors(R, eta, spec["variance"], n))
-    if alpha is not None:
-        out["n_needed_predicted"] = n_needed(R, eta, spec["variance"], alpha)
-        out["n_needed_upper"] = _upper_n(R, A, Wd, eta, g, alpha, spec)
-        out.update(_lower_n(cert, Wd, eta, g, alpha))
-    return out
+    predicted = predicted_errors(R, eta, spec["variance"], n)
+    if alpha is None:
+        return {**predicted}
+    return {**predicted, "n_needed_predicted": n_needed(R, eta, spec["variance"], alpha),
+            "n_needed_upper": _upper_n(R, A, Wd, eta, g, alpha, spec),
+            **_lower_n(cert, Wd, eta, g, alpha)}
 
 
 def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, alpha: float,
-             spec: dict[str, Any]) -> float:
+             spec: RandomizerRecord) -> float:
     """A sample size that provably suffices (``local.lower_bound.local_upper_bound_n``): the
     union bound with the messages' mgf constant — σ = B for the ℓ2 randomizer (‖Y‖ = B, so
     ⟨θ, Y − a⟩ is bounded), σ for the Gaussian one. Larger than the normal-approximation
@@ -201,7 +212,7 @@ def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, a
     return float(ub.n_upper)
 
 
-def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> dict[str, Any]:
+def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> LocalLowerBounds:
     """Edmonds, Nikolov & Ullman 2020, Thm 23's sample-size lower bounds from the certificate (``local.lower_bound``):
     pure ε-LDP only (the bound does not cover (ε, δ)); the empirical model (error on the
     sample, the release's meaning) and the distributional one (error against the population)."""
@@ -238,12 +249,12 @@ def _load(path: Path) -> LocalPlan:
         PlanFormatError,
         check_finite,
         embedded_from,
-        optional_dict,
+        optional_record,
         read_plan_container,
+        require_record,
         typed_values,
         workload_and_domain,
     )
-    from factorize.plan.files import require_dict as _dict
 
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
     check_finite(path, arrays)
@@ -255,16 +266,16 @@ def _load(path: Path) -> LocalPlan:
     R, A = arrays["R"], arrays["A"]
     if R.ndim != 2 or A.ndim != 2 or R.shape[1] != A.shape[0] or (R.shape[0], A.shape[1]) != tuple(shape):
         raise PlanFormatError(f"{path}: R and A do not factor a {shape[0]}×{shape[1]} workload")
-    rz = _dict(m, "randomizer")
-    if rz.get("kind") not in RANDOMIZERS or rz.get("dim") != A.shape[0]:
+    rz = require_record(path, m, "randomizer", RandomizerRecord)
+    if rz["kind"] not in RANDOMIZERS or rz["dim"] != A.shape[0]:
         raise PlanFormatError(f"{path}: the randomizer does not match A")
     eta = m.get("eta")
     if isinstance(eta, bool) or not isinstance(eta, (int, float)) or not math.isfinite(eta) or eta < 0:
         raise PlanFormatError(f"{path}: eta must be a finite number ≥ 0")
-    return LocalPlan(workload=_dict(m, "workload"), domain=values.domain, guarantee=values.guarantee,
-                     randomizer=rz, eta=float(eta), R=R, A=A, U=arrays["U"], d=arrays["d"],
-                     bounds=_dict(m, "bounds"),
-                     provenance=optional_dict(m, "provenance"),
+    return LocalPlan(workload=require_record(path, m, "workload", WorkloadRecord), domain=values.domain,
+                     guarantee=values.guarantee, randomizer=rz, eta=float(eta), R=R, A=A, U=arrays["U"],
+                     d=arrays["d"], bounds=require_record(path, m, "bounds", LocalBounds),
+                     provenance=optional_record(path, m, "provenance", Provenance),
                      embedded=embedded)
 
 
@@ -317,9 +328,11 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None,
         record("guarantee", not problems or allow_weak_guarantee,
                "protects too little: " + "; ".join(problems))
         spec = randomizer_spec(plan.randomizer["kind"], g, plan.A.shape[0])
-        record("randomizer", all(plan.randomizer.get(k) == v for k, v in spec.items()
+        stated: Mapping[str, Any] = plan.randomizer  # key by key against the re-derived one
+        rederived: Mapping[str, Any] = spec
+        record("randomizer", all(stated.get(k) == v for k, v in rederived.items()
                                  if isinstance(v, str)) and all(
-            same_number(plan.randomizer.get(k), v, rel=1e-12) for k, v in spec.items()
+            same_number(stated.get(k), v, rel=1e-12) for k, v in rederived.items()
             if not isinstance(v, str)),
             f"{plan.randomizer!r} differs from the one re-derived from the guarantee {spec!r}")
     except (ValueError, KeyError, TypeError) as exc:
@@ -347,7 +360,7 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None,
     return failures
 
 
-def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: dict[str, Any], record: Any) -> None:
+def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: RandomizerRecord, record: Any) -> None:
     """η bounded, |W − RA| ≤ η certified, the certificate and every stated bound re-derived."""
     from factorize.factorization import Factorization
     from factorize.plan.bias import residual_bound
@@ -370,31 +383,32 @@ def _check_claims(plan: LocalPlan, W: Any, g: Any, spec: dict[str, Any], record:
     b = plan.bounds
     from factorize.numerics import relative_gap
 
-    record("certificate", v.passed and same_number(b.get("gamma2_lower"), v.lower)
-           and same_number(b.get("gamma2_upper"), v.upper)
-           and same_number(b.get("gap"), relative_gap(v.upper, v.lower), absolute=1e-12),
+    record("certificate", v.passed and same_number(b["gamma2_lower"], v.lower)
+           and same_number(b["gamma2_upper"], v.upper)
+           and same_number(b["gap"], relative_gap(v.upper, v.lower), absolute=1e-12),
            f"re-verified lower {v.lower!r}, upper {v.upper!r}, gap "
-           f"{relative_gap(v.upper, v.lower)!r} vs stated {b.get('gamma2_lower')!r}, "
-           f"{b.get('gamma2_upper')!r}, {b.get('gap')!r}; {v.summary()}")
+           f"{relative_gap(v.upper, v.lower)!r} vs stated {b['gamma2_lower']!r}, "
+           f"{b['gamma2_upper']!r}, {b['gap']!r}; {v.summary()}")
     computed = float(np.max(np.abs(Wd - plan.R @ plan.A)))
-    record("residual", same_number(b.get("residual"), computed,
+    record("residual", same_number(b["residual"], computed,
                                    absolute=1e-12 * max(1.0, float(np.max(np.abs(Wd))))),
-           f"max|W − RA| = {computed:.3g}, the plan states {b.get('residual')!r}")
-    grid = b.get("eta_grid")
+           f"max|W − RA| = {computed:.3g}, the plan states {b['residual']!r}")
+    grid = b["eta_grid"]
     wmax = float(np.max(np.abs(Wd)))
     searched = [e * wmax for e in ETA_GRID]
     record("eta grid", isinstance(grid, list) and plan.eta in grid and (
         grid == [plan.eta] or (len(grid) == len(searched)
                                and all(same_number(a, b_, absolute=1e-300) for a, b_ in zip(grid, searched, strict=True)))),
         f"the η grid {grid!r} is neither [η] nor the searched grid {searched!r}")
-    n, alpha = b.get("plan_n"), b.get("target_alpha")
+    n, alpha = b["plan_n"], b["target_alpha"]
     if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
         raise PlanError(f"plan_n must be a positive integer, got {n!r}")
     if alpha is not None and not same_number(alpha, alpha):
         raise PlanError("target_alpha must be a number")
-    derived = derived_bounds(plan.R, plan.A, Wd, plan.eta, g, spec, n, alpha, cert)
+    derived: Mapping[str, Any] = derived_bounds(plan.R, plan.A, Wd, plan.eta, g, spec, n, alpha, cert)
+    stated: Mapping[str, Any] = b  # key by key against the re-derived statements
     bad = [k for k, val in derived.items()
-           if (isinstance(val, str) and b.get(k) != val) or (val is None and b.get(k) is not None)
+           if (isinstance(val, str) and stated.get(k) != val) or (val is None and stated.get(k) is not None)
            or (not isinstance(val, str) and val is not None and not (
-               same_number(b.get(k), val) or (math.isinf(val) and b.get(k) == val)))]
+               same_number(stated.get(k), val) or (math.isinf(val) and stated.get(k) == val)))]
     record("bounds", not bad, "the plan states other values for " + ", ".join(bad))

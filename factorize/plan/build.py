@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 from .lower_bound import any_mechanism_lower_bound, laplace_bound
 from .model import POSTPROCESS_METHODS, Plan, expected_error
 from .plan_file import SCHEMA_VERSION
+from .records import BiasRecord, PostprocessRecord, StrategyChoice, workload_record
 from .rules import (
     CHOICE_MAX_CELLS,
     CHOICE_MAX_ENTRIES,
@@ -136,7 +137,6 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
 
     t0 = time.perf_counter()
     W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
-    k, N = W.shape
     if norm == "approx_gamma_2" or (certificate is not None and certificate.norm == "approx_gamma_2"):
         eta = check_eta(certificate.eta if certificate is not None else eta, W)
     if public_n is not None:
@@ -214,7 +214,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
     from workloads.spec import embedded_files
 
     plan = Plan(
-        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [k, N]},
+        workload=workload_record(W),
         domain=dom,
         relation=rel,
         guarantee=g,
@@ -243,7 +243,7 @@ OPTIMIZED_MAX_ENTRIES = 50_000_000
 
 
 def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: NoiseFamily,
-                     exact: bool, norm: Norm, search_seed: int = 0) -> tuple[Certificate, dict[str, Any], Any]:
+                     exact: bool, norm: Norm, search_seed: int = 0) -> tuple[Certificate, StrategyChoice, Any]:
     """The optimal γ_F / γ₂ factorization is optimal for Gaussian noise under add/remove
     neighbours only. For Laplace (pure DP: L1 sensitivity) or K-norm noise, or replace
     neighbours, the plan takes the best, by its own calibrated objective, of that optimum and
@@ -276,8 +276,8 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: N
         except Exception:  # noqa: BLE001 - a candidate that cannot be calibrated is skipped
             continue
     best = min(scores, key=scores.__getitem__)
-    choice: dict[str, Any] = {"chosen": best, "objective": "rmse" if norm == "gamma_f" else "per_query_std_max",
-              "candidates": scores}
+    choice: StrategyChoice = {"chosen": best, "objective": "rmse" if norm == "gamma_f" else "per_query_std_max",
+                              "candidates": scores}
     if optimized:
         choice["search_seed"] = int(search_seed)
         choice["optimized"] = {n: r for n, r in optimized.items() if n in scores}
@@ -297,7 +297,7 @@ def _choose_strategy(cert: Certificate, W: Workload, g: Any, rel: Any, family: N
 
 
 def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | None,
-              relation: str, public_n: int | None) -> tuple[dict[str, Any], list[np.ndarray]]:
+              relation: str, public_n: int | None) -> tuple[BiasRecord, list[np.ndarray]]:
     """The plan's ``bias`` section and n-bound weights (``plan.bias``): β certified from the
     factors (dense or per Kronecker factor; for a dense plan too large to multiply out, the
     residual check's limit), and the weights found for W. An approximate-γ₂ plan whose bias
@@ -338,7 +338,7 @@ def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | N
 
 
 def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None,
-                      fact: Factorization, noise: NoiseSpec) -> dict[str, Any] | None:
+                      fact: Factorization, noise: NoiseSpec) -> PostprocessRecord | None:
     """The plan's post-processing step (run by the executor on released values only)."""
     from .model import least_squares_bound_coefficient
 

@@ -20,6 +20,7 @@ from .projection_plan import (
     moment_sensitivity,
     projection_claims,
 )
+from .records import workload_record
 
 
 def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
@@ -110,7 +111,7 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
 
     return ProjectionPlan(
         kind=kind,
-        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
+        workload=workload_record(W),
         domain=dom, relation=rel, guarantee=g, n=n, noise=spec, decoder=decoder,
         bounds=bounds, expected_error=expected, arrays=arrays, embedded=embedded_files(W),
         schema_version=PROJECTION_SCHEMA_VERSION,

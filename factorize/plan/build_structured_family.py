@@ -33,7 +33,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from factorize.io.provenance import versions
 from workloads import Domain, Workload
 
 from .errors import PlanError
+from .records import BiasRecord, FamilyCertificate, StrategyChoice, StructuredCertificate, workload_record
 from .rules import BIAS_NOTE
 from .structured_plan import SCHEMA_VERSION, StructuredPlan, achieved_norm, expected_error
 
@@ -80,9 +81,9 @@ class FamilyParts:
     strategy: Any
     reconstruction: Any
     encoding: tuple[dict[str, Any], dict[str, np.ndarray]]
-    certificate: dict[str, Any]
+    certificate: FamilyCertificate
     certificate_arrays: dict[str, np.ndarray]
-    choice: dict[str, Any] | None = None
+    choice: StrategyChoice | None = None
     own_upper: bool = False
 
 
@@ -113,7 +114,6 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     if strategy not in STRATEGIES:
         raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {STRATEGIES}")
-    k, N = W.shape
     memo = {} if memo is None else memo
     wblocks = memo.get("blocks") or workload_blocks(W, dom.sizes)
     snorm = "l1" if family == "laplace" else "l2"
@@ -150,9 +150,10 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
 
     cert["laplace_factorization"] = laplace_bound(norm, cert["lower"], g, rel.key, family)
     plan = StructuredPlan(
-        workload={"spec": W.spec, "fingerprint": W.fingerprint(), "shape": [int(k), int(N)]},
+        workload=workload_record(W),
         domain=dom, relation=rel, guarantee=g, norm=norm, strategy=strat, reconstruction=recon,
-        structure=structure, encoding=encoding, noise=noise, certificate=cert,
+        structure=structure, encoding=encoding, noise=noise,
+        certificate=cast(StructuredCertificate, cert),  # achieved, upper, gap and the Laplace bound set above
         certificate_arrays=cert_arrays,
         expected_error=expected_error(noise, recon, beta, norm, sampled_variance(noise)),
         bias=bias, n_weights=n_weights, embedded=embedded_files(W), schema_version=SCHEMA_VERSION,
@@ -163,9 +164,9 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     return plan
 
 
-def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray], wblocks: list,
+def with_symmetry_bound(cert: FamilyCertificate, cert_arrays: dict[str, np.ndarray], wblocks: list,
                         sizes: Any, memo: dict[str, Any], norm: str = "gamma_f"
-                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                        ) -> tuple[FamilyCertificate, dict[str, np.ndarray]]:
     """The certificate with the symmetry-reduced γ_F dual bound (``structured.symmetry``)
     added where it is higher than the family's own: ``certificate.symmetry`` states it, arrays
     ``cert.sym.labels.<j>`` (each attribute's classes) and ``cert.sym.d`` (per-cell weights on
@@ -199,9 +200,9 @@ def with_symmetry_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]
 SUBSPACE_MIN_GAP = 1e-4
 
 
-def with_subspace_bound(cert: dict[str, Any], cert_arrays: dict[str, np.ndarray], wblocks: list,
+def with_subspace_bound(cert: FamilyCertificate, cert_arrays: dict[str, np.ndarray], wblocks: list,
                         sizes: Any, memo: dict[str, Any], norm: str, options: Any
-                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                        ) -> tuple[FamilyCertificate, dict[str, np.ndarray]]:
     """The certificate with the subspace-split trace-norm bound (``structured.subspace_bound``)
     where it is higher than the one stated: ``certificate.subspace`` states it, arrays
     ``cert.sub.*`` let the verifier re-derive it. Searched once per workload and norm
@@ -353,7 +354,7 @@ def _noise(strat: Any, g: Any, rel: Any, family: str) -> tuple[Any, Any]:
 
 
 
-def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[BiasRecord, dict[str, np.ndarray]]:
     """The ``bias`` section and the n-bound weights (``structured.records``)."""
     from factorize.structured.records import choose
 
@@ -365,7 +366,7 @@ def plan_bias(recon: Any, wblocks: list, beta: float) -> tuple[dict[str, Any], d
 # the builders of the families (``factorize.families``: each family's ``parts`` calls one)
 
 
-def _parts(five: tuple, choice: dict[str, Any] | None = None, own_upper: bool = False) -> FamilyParts:
+def _parts(five: tuple, choice: StrategyChoice | None = None, own_upper: bool = False) -> FamilyParts:
     strat, recon, enc, cert, arrays = five
     return FamilyParts(strat, recon, enc, cert, arrays, choice, own_upper)
 
@@ -390,12 +391,12 @@ def subset_algebra_parts(inp: FamilyInputs) -> FamilyParts:
 
 
 def _choice(name: str, five: tuple, rel: Any, noise: str, seed: int, record: dict[str, Any],
-            seconds: float | None) -> dict[str, Any]:
+            seconds: float | None) -> StrategyChoice:
     """``provenance.strategy_choice`` of a family with its own search (``plan.structured_checks``
     re-derives its scores)."""
     from .structured_plan import gaussian_rmse, laplace_rmse
 
-    choice: dict[str, Any] = {"chosen": name, "rmse_at_epsilon_1": laplace_rmse(five[0], five[1], rel)}
+    choice: StrategyChoice = {"chosen": name, "rmse_at_epsilon_1": laplace_rmse(five[0], five[1], rel)}
     if seconds is not None:
         choice["seconds"] = seconds
     choice.update({"search_seed": int(seed), "search": record, "runners_up": []})

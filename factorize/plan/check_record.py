@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from factorize.errors import InternalError
 from factorize.numerics import is_number
@@ -18,15 +18,33 @@ if TYPE_CHECKING:
     from workloads import Workload
 
 
+class CheckEntry(TypedDict):
+    """One check's outcome (:meth:`PlanCheck.record`)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+class VerifiedCertificate(TypedDict):
+    """A factorization certificate as the verifier re-derived it (``certificate.verify``)."""
+
+    upper: float
+    lower: float
+    gap: float
+    residual: float
+    passed: bool
+
+
 @dataclass
 class PlanCheck:
     passed: bool
-    checks: list[dict[str, Any]]
+    checks: list[CheckEntry]
     required_scale: float | None = None
     recomputed_sensitivity: float | None = None
     workload: Workload | None = None  # the workload rebuilt from the plan, once checked
     seconds: float = 0.0
-    certificate: dict[str, Any] | None = None
+    certificate: VerifiedCertificate | None = None
     failures: list[str] = field(default_factory=list)
     #: recomputed values the executor uses (bias β, n-bound μ and ‖b‖₁, expected error, …);
     #: a release reads them through :meth:`established`, never with a default

@@ -46,6 +46,7 @@ from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
 from .check_record import PlanCheck, guard, same_number
 from .errors import PlanError
 from .model import Plan
+from .records import WorkloadRecord
 
 #: Above this many multiply-adds (k·N·m) a dense residual is checked by random probes.
 EXACT_RESIDUAL_FLOPS = 2e9
@@ -76,7 +77,7 @@ def check_guarantee_policy(out: PlanCheck, guarantee: Any, allow_weak: bool) -> 
     return guard(out, "guarantee", run)
 
 
-def rebuild_workload(stated: dict[str, Any], workload: Any, record: Any,
+def rebuild_workload(stated: WorkloadRecord, workload: Any, record: Any,
                      embedded: dict[str, Any] | None = None, domain: Any = None) -> Any:
     """The workload rebuilt from the plan's spec (or the one given) if its fingerprint and
     shape match the plan's; custom matrices come from ``embedded`` (the plan's own arrays) and

@@ -23,7 +23,7 @@ Numbers are compared to 1e-9 relative; a missing or mistyped field is a refusal.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -51,12 +51,12 @@ def manifest_consistency(plan: Plan) -> tuple[bool, str]:
         problems.append("noise.relation differs from neighbouring")
     if n.dim != plan.factorization.strategy_rows:
         problems.append("noise.dim differs from the strategy's rows")
-    b = plan.bounds
-    if "norm" in b and b.get("norm") != plan.norm:
+    if plan.bounds["norm"] != plan.norm:
         problems.append("certificate.norm differs from factorization.norm")
-    mech = (plan.provenance or {}).get("mechanism", "factorization")
+    # a plan may record no provenance: its mechanism is then the factorization mechanism
+    mech = plan.provenance.get("mechanism", "factorization")
     post = plan.postprocess
-    if (mech == "least-squares") != (post is not None and post.get("method") == "least_squares"):
+    if (mech == "least-squares") != (post is not None and post["method"] == "least_squares"):
         problems.append("the least-squares mechanism and its post-processing go together")
     return (not problems, "; ".join(problems) if problems else
             "guarantee, relation, dimension and norm stated consistently")
@@ -82,19 +82,21 @@ def _check_bias(out: PlanCheck, plan: Plan, W: Any) -> float:
 
     from .bias import METHODS, certified_mu
 
-    bias = plan.bias or {}
+    bias = plan.bias
     residual = out.derived.get("residual")
     if residual is None:
         raise PlanError("the residual W − RÃ was not certified")
     beta: float
     weights: tuple[np.ndarray, ...]
-    if not bias and plan.schema_version < 2:  # schema 1 states no bias: derive it, cap n
-        beta, method, weights = residual, "cap", ()
+    if bias is None:
+        if plan.schema_version >= 2:
+            raise PlanError(f"a schema-{plan.schema_version} plan must state its bias")
+        beta, method, weights = residual, "cap", ()  # schema 1 states no bias: derive it, cap n
     else:
-        stated, n_bound, weights = json_number(bias.get("residual_bound")), bias.get("n_bound"), plan.n_weights
+        stated, n_bound, weights = json_number(bias["residual_bound"]), bias["n_bound"], plan.n_weights
         if stated is None or stated < 0:
             raise PlanError(f"bias.residual_bound must be a finite number ≥ 0, got "
-                            f"{bias.get('residual_bound')!r}")
+                            f"{bias['residual_bound']!r}")
         if not isinstance(n_bound, str) or n_bound not in METHODS:
             raise PlanError(f"unknown n-bound method {n_bound!r}")
         beta, method = stated, n_bound
@@ -129,9 +131,10 @@ def _check_bias(out: PlanCheck, plan: Plan, W: Any) -> float:
 
 def _check_expected_error(out: PlanCheck, plan: Plan, beta: float) -> None:
     exp = expected_error(plan.factorization, plan.noise, beta)
-    stated = plan.expected_error
+    stated: Mapping[str, Any] = plan.expected_error  # compared key by key with the recomputed
+    recomputed: Mapping[str, Any] = exp
     bad = []
-    for key, value in exp.items():
+    for key, value in recomputed.items():
         if key not in stated:
             if key in ("bias_per_record", "bias_note") and plan.schema_version < 2:
                 continue  # schema 1 states no bias
@@ -156,11 +159,11 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
     if post is None:
         out.record("postprocess", True, "none")
         return
-    if not isinstance(post, dict) or post.get("method") not in POSTPROCESS_METHODS:
+    if post["method"] not in POSTPROCESS_METHODS:
         raise PlanError(f"unknown post-processing {post!r}")
-    it = json_int(post.get("max_iter"))
+    it = json_int(post["max_iter"])
     if it is None or not 1 <= it <= MAX_ITERATIONS:
-        raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {post.get('max_iter')!r}")
+        raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {post['max_iter']!r}")
     if post["method"] == "nonneg":
         tol = json_number(post.get("tol"))
         if tol is None or tol < 0:
@@ -192,7 +195,7 @@ def _check_search(plan: Plan) -> None:
     """The family search's record (``plan.search_record``), when the plan states one."""
     from .search_record import search_problems
 
-    record = (plan.provenance or {}).get("strategy_search")
+    record = plan.provenance.get("strategy_search")
     if record is None:
         return
     problems = search_problems(record, "dense", plan.norm, plan.expected_error)
@@ -205,14 +208,14 @@ def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
 
     from .rules import CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES, choice_objective
 
-    choice = (plan.provenance or {}).get("strategy_choice")
+    choice = plan.provenance.get("strategy_choice")
     if not choice or not choice.get("candidates"):
         return
     cands = choice["candidates"]
     if not isinstance(cands, dict) or choice.get("chosen") not in cands:
         raise PlanError("strategy_choice must name the chosen candidate among its candidates")
     objective = choice.get("objective")
-    norms: dict[str, Norm] = {"rmse": "gamma_f", "per_query_std_max": "gamma_2"}
+    norms: dict[str | None, Norm] = {"rmse": "gamma_f", "per_query_std_max": "gamma_2"}
     norm = norms.get(objective)
     if norm is None:
         raise PlanError(f"unknown strategy-choice objective {objective!r}")
@@ -254,17 +257,16 @@ def _check_certificate(out: PlanCheck, plan: Plan, W: Any) -> None:
                        "passed": v.passed}
     b = plan.bounds
     problems = []
-    for key, value in (("upper", v.upper), ("lower", v.lower), ("residual_limit", v.residual_limit)):
-        if not same_number(b.get(key), value):
-            problems.append(f"{key} {b.get(key)!r} ≠ {value:.12g}")
-    if not (is_number(b.get("gap")) and (same_number(b.get("gap"), v.gap, absolute=1e-12)
-                                         or (math.isinf(v.gap) and b.get("gap") is None))):
-        problems.append(f"gap {b.get('gap')!r} ≠ {v.gap:.3g}")
+    for key, stated, value in (("upper", b["upper"], v.upper), ("lower", b["lower"], v.lower),
+                               ("residual_limit", b["residual_limit"], v.residual_limit)):
+        if not same_number(stated, value):
+            problems.append(f"{key} {stated!r} ≠ {value:.12g}")
+    if not same_number(b["gap"], v.gap, absolute=1e-12):  # an infinite gap is never confirmed
+        problems.append(f"gap {b['gap']!r} ≠ {v.gap:.3g}")
     # the residual is a rounding-level quantity: equal up to 1e-4 of its tolerance
     tolerance = v.residual_limit - (plan.certificate.eta or 0.0)  # tol·max|W|, η aside
-    if not (is_number(b.get("residual")) and same_number(b["residual"], v.residual,
-                                                         absolute=1e-4 * max(tolerance, 0.0))):
-        problems.append(f"residual {b.get('residual')!r} ≠ {v.residual:.3g}")
+    if not same_number(b["residual"], v.residual, absolute=1e-4 * max(tolerance, 0.0)):
+        problems.append(f"residual {b['residual']!r} ≠ {v.residual:.3g}")
     from .lower_bound import laplace_bound, laplace_bound_problems
 
     lap = laplace_bound(plan.norm, v.lower, plan.guarantee, plan.relation.key, plan.noise.family)
@@ -277,9 +279,9 @@ def _check_any_mechanism(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
     from .lower_bound import any_mechanism_lower_bound
 
     stated = plan.bounds.get("any_mechanism")
-    n = (plan.postprocess or {}).get("n")
-    witness = stated.get("witness") if isinstance(stated, dict) else None
-    if isinstance(stated, dict) and str(stated.get("bound", "")).startswith("spectral") and witness is None:
+    n = None if plan.postprocess is None else plan.postprocess.get("n")
+    witness = None if stated is None else stated.get("witness")
+    if stated is not None and stated["bound"].startswith("spectral") and witness is None:
         raise PlanError("the spectral any-mechanism bound must state its witness subset")
     # the spectral bound at the stated witness (no search: it holds for any subset); the
     # packing bound (pure DP with a public n) is recomputed in full
@@ -287,8 +289,9 @@ def _check_any_mechanism(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
     if recomputed is None:
         ok = stated is None
     else:
-        ok = (isinstance(stated, dict) and same_number(stated.get("value"), recomputed["value"])
-              and all(stated.get(k) == recomputed[k] for k in ("bound", "measure", "binds"))
+        ok = (stated is not None and same_number(stated["value"], recomputed["value"])
+              and (stated["bound"], stated["measure"], stated["binds"])
+              == (recomputed["bound"], recomputed["measure"], recomputed["binds"])
               and stated.get("witness") == recomputed.get("witness"))
     out.record("any-mechanism bound", ok,
                ("none (workload too large)" if recomputed is None else

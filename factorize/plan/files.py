@@ -19,6 +19,10 @@ the same for all of them:
 * **typed values** (:func:`typed_values`): the domain, neighbouring relation, guarantee and
   noise spec parsed into ``workloads.Domain``, ``privacy.Neighbouring``, ``privacy.Guarantee``
   and ``privacy.NoiseSpec`` — plans hold these, never their JSON.
+* **typed records** (:func:`require_record`): every other section a plan holds — workload,
+  certificate, expected error, bias, decoder, randomizer, provenance, … — as its ``TypedDict``
+  of ``plan.records``, with every required key present and every key the record declares of
+  its JSON type; a missing or mistyped key is a :class:`PlanFormatError` naming it.
 
 * **one read** (:func:`read_plan_bytes`): a release reads its plan file once, into memory
   (a regular file of at most :data:`MAX_PLAN_BYTES`), and derives the kind, loads, verifies
@@ -39,7 +43,8 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from types import UnionType
+from typing import Any, NamedTuple, TypeVar, Union, cast, get_args, get_origin, get_type_hints, is_typeddict
 
 import numpy as np
 
@@ -47,6 +52,7 @@ from factorize.io import container
 from factorize.numerics import is_int, is_number, is_positive_number
 
 from .errors import PlanError
+from .records import WorkloadRecord
 
 COMPATIBILITY = ("readers refuse unknown formats and schema versions; within a schema version "
                  "fields are only added, never removed or changed in meaning; unknown fields "
@@ -241,11 +247,106 @@ def require_dict(m: dict[str, Any], key: str) -> dict[str, Any]:
     return v
 
 
-def optional_dict(m: dict[str, Any], key: str) -> dict[str, Any]:
-    """The manifest's object ``key``, or ``{}`` when it is missing or not an object (the
-    optional ``provenance``)."""
-    v = m.get(key)
-    return v if isinstance(v, dict) else {}
+#: A record of ``plan.records`` (a ``TypedDict``).
+R = TypeVar("R")
+
+
+def require_record(path: Path | PlanBytes, m: dict[str, Any], key: str, record: type[R]) -> R:
+    """The manifest's object ``key`` as the typed ``record`` (``plan.records``): every required
+    key present and every key the record declares of its JSON type (:func:`record_problem`);
+    keys it does not declare are ignored (:data:`COMPATIBILITY`). A :class:`PlanFormatError`
+    naming the key otherwise — the one check of a plan section's keys, for every reader."""
+    value = m.get(key)
+    if not isinstance(value, dict):
+        raise PlanFormatError(f"{path}: the manifest's {key!r} is missing or not an object")
+    problem = record_problem(value, record, key)
+    if problem is not None:
+        raise PlanFormatError(f"{path}: {problem}")
+    return cast(R, value)
+
+
+def optional_record(path: Path | PlanBytes, m: dict[str, Any], key: str, record: type[R]) -> R:
+    """:func:`require_record` for a section a plan may leave out (``provenance``: ``{}`` when it
+    is missing or not an object, as before records were typed); one it states is checked."""
+    if not isinstance(m.get(key), dict):
+        return cast(R, {})
+    return require_record(path, m, key, record)
+
+
+def record_problem(value: dict[str, Any], record: Any, where: str) -> str | None:
+    """What keeps the JSON object ``value`` from being the ``TypedDict`` ``record`` (None:
+    nothing): a required key missing, or a declared key whose value is not of its type —
+    ``float`` any JSON number, ``int`` a JSON integer, ``X | None`` also null, ``list[X]`` /
+    ``dict[str, X]`` element by element, a nested record recursively, ``Any`` anything."""
+    hints = get_type_hints(record)
+    for key in sorted(record.__required_keys__):
+        if key not in value:
+            return f"{where}.{key} is missing (required: {_json_type_name(hints[key])})"
+    for key, annotation in hints.items():
+        if key in value:
+            problem = _json_type_problem(value[key], annotation, f"{where}.{key}")
+            if problem is not None:
+                return problem
+    return None
+
+
+def _json_type_problem(value: Any, annotation: Any, where: str) -> str | None:
+    """:func:`record_problem` for one value against one annotation."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is Any:
+        return None
+    if origin in (Union, UnionType):
+        problems = [_json_type_problem(value, a, where) for a in args]
+        if None in problems:
+            return None
+        # an object or list of the arm that takes one: what is wrong inside it
+        inner = [p for a, p in zip(args, problems, strict=True) if _container(a) is type(value)]
+        if len(inner) == 1:
+            return inner[0]
+    elif is_typeddict(annotation):
+        if isinstance(value, dict):
+            return record_problem(value, annotation, where)
+    elif origin is list:
+        if isinstance(value, list):
+            return next((p for i, v in enumerate(value)
+                         if (p := _json_type_problem(v, args[0], f"{where}[{i}]")) is not None), None)
+    elif origin is dict:
+        if isinstance(value, dict):
+            return next((p for k, v in value.items()
+                         if (p := _json_type_problem(v, args[1], f"{where}.{k}")) is not None), None)
+    elif _JSON_SCALARS[annotation](value):
+        return None
+    return f"{where} must be {_json_type_name(annotation)}, not {str(value)[:80]!r}"
+
+
+#: The JSON scalar each scalar annotation of a record stands for.
+_JSON_SCALARS: dict[Any, Callable[[Any], bool]] = {
+    str: lambda v: isinstance(v, str),
+    bool: lambda v: isinstance(v, bool),
+    int: is_int,
+    float: is_number,
+    type(None): lambda v: v is None,
+}
+
+
+def _container(annotation: Any) -> type | None:
+    """``dict`` or ``list`` for an annotation of a JSON object or list, else None."""
+    if is_typeddict(annotation) or get_origin(annotation) is dict:
+        return dict
+    return list if get_origin(annotation) is list else None
+
+
+def _json_type_name(annotation: Any) -> str:
+    """The JSON type an annotation stands for, in words (for messages)."""
+    origin = get_origin(annotation)
+    if origin in (Union, UnionType):
+        return " or ".join(_json_type_name(a) for a in get_args(annotation))
+    if origin is list:
+        return "a list"
+    if origin is dict or is_typeddict(annotation):
+        return "an object"
+    return {str: "a string", bool: "true or false", int: "an integer", float: "a number",
+            type(None): "null"}.get(annotation, "a value")
 
 
 def json_int(value: Any) -> int | None:
@@ -261,14 +362,12 @@ def json_number(value: Any) -> float | None:
 
 
 def workload_and_domain(path: Path, m: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
-    """The manifest's workload shape [k, N] (with spec and fingerprint) and its domain,
-    checked: distinct attribute names, positive sizes, Π sizes = N."""
-    wl = require_dict(m, "workload")
-    shape = wl.get("shape")
-    if not (isinstance(shape, list) and len(shape) == 2 and all(is_int(x) and x >= 1 for x in shape)):
+    """The manifest's workload shape [k, N] (its record, spec and fingerprint checked:
+    ``records.WorkloadRecord``) and its domain, checked: distinct attribute names, positive
+    sizes, Π sizes = N."""
+    shape = require_record(path, m, "workload", WorkloadRecord)["shape"]
+    if not (len(shape) == 2 and all(x >= 1 for x in shape)):
         raise PlanFormatError(f"{path}: workload shape must be [k, N]")
-    if not isinstance(wl.get("spec"), str) or not isinstance(wl.get("fingerprint"), str):
-        raise PlanFormatError(f"{path}: the workload needs a spec and a fingerprint")
     dom = require_dict(m, "domain")
     attrs, sizes = dom.get("attributes"), dom.get("sizes")
     if not (isinstance(attrs, list) and isinstance(sizes, list) and len(attrs) == len(sizes) >= 1

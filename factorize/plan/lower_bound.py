@@ -22,11 +22,13 @@ can only state the value its own witness gives.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from factorize.numerics import is_int
 
 from .errors import PlanError
+from .records import AnyMechanismBound, LaplaceFactorizationBound, SpectralWitness
 
 MAX_CELLS = 4096
 SEARCH_ENTRIES = 200_000
@@ -34,7 +36,7 @@ IMPLIED_DELTA = 1e-9
 
 
 def any_mechanism_lower_bound(W: Any, guarantee: Any, relation: str,
-                              n: int | None = None, witness: Any = None) -> dict[str, Any] | None:
+                              n: int | None = None, witness: Any = None) -> AnyMechanismBound | None:
     """See the module docstring."""
     from factorize.geometry.lower_bounds import packing_lower_bound, spectral_lower_bound
     from workloads import DEFAULT_MAX_DENSE_ENTRIES
@@ -63,14 +65,14 @@ def any_mechanism_lower_bound(W: Any, guarantee: Any, relation: str,
     else:
         best = spectral_lower_bound(Wd, eps, delta, n=n, relation=relation, method=method)
     name = "spectral (seed 002 §2.3.3, explicit constants)"
-    found = {"subset": [int(c) for c in (best.subset or ())],
-             "anchor": best.details.get("anchor")}
+    found: SpectralWitness = {"subset": [int(c) for c in (best.subset or ())],
+                              "anchor": best.details.get("anchor")}
     if g.kind == "pure_dp" and n is not None:
         pack = packing_lower_bound(Wd, g.epsilon, n, relation=relation)
         if pack.value > best.value:
             best, name, note = pack, "packing (seed 000 Lemma 7, explicit constants)", ""
-    out = {"value": float(best.value), "bound": name, "measure": best.measure,
-           "binds": best.binds + note}
+    out: AnyMechanismBound = {"value": float(best.value), "bound": name, "measure": best.measure,
+                              "binds": best.binds + note}
     if name.startswith("spectral"):
         out["witness"] = found
     return out
@@ -83,7 +85,7 @@ LAPLACE_BOUND = ("Laplace factorization bound: ‖A‖₁→₁ ≥ ‖A‖₁�
 
 
 def laplace_factorization_bound(norm: str, certified_lower: float, guarantee: Any,
-                                relation: str) -> dict[str, Any] | None:
+                                relation: str) -> LaplaceFactorizationBound | None:
     """A re-checkable lower bound for pure-DP factorization mechanisms.
 
     A factorization mechanism ``W = R·A`` with Laplace noise calibrated to the add/remove L1
@@ -117,7 +119,7 @@ def laplace_factorization_bound(norm: str, certified_lower: float, guarantee: An
 
 
 def laplace_bound(norm: str, certified_lower: float, guarantee: Any, relation: str,
-                  family: str) -> dict[str, Any] | None:
+                  family: str) -> LaplaceFactorizationBound | None:
     """:func:`laplace_factorization_bound` for a plan whose noise family is ``family`` (the
     bound is stated only where the plan adds Laplace noise)."""
     if family != "laplace":
@@ -125,8 +127,8 @@ def laplace_bound(norm: str, certified_lower: float, guarantee: Any, relation: s
     return laplace_factorization_bound(norm, certified_lower, guarantee, relation)
 
 
-def laplace_bound_problems(stated: Any, recomputed: dict[str, Any] | None,
-                           expected_error: dict[str, Any]) -> list[str]:
+def laplace_bound_problems(stated: Any, recomputed: LaplaceFactorizationBound | None,
+                           expected_error: Mapping[str, Any]) -> list[str]:
     """What is wrong with a plan's stated Laplace factorization bound (empty: nothing), given
     the bound re-derived from its re-verified certificate. A plan may state none (a plan
     written before this bound existed); one it states must equal the re-derived one, and the plan's own error
@@ -148,7 +150,7 @@ def laplace_bound_problems(stated: Any, recomputed: dict[str, Any] | None,
     return []
 
 
-def laplace_bound_line(bound: dict[str, Any] | None, expected_error: dict[str, Any]) -> str | None:
+def laplace_bound_line(bound: LaplaceFactorizationBound | None, expected_error: Mapping[str, Any]) -> str | None:
     """The ``inspect`` line of a plan's Laplace factorization bound, with the plan's gap."""
     if not bound:
         return None

@@ -32,6 +32,7 @@ noise, Chebyshev otherwise): the union bound gives coverage ≥ 95%.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,6 +41,14 @@ import numpy as np
 from factorize.choices import SAMPLERS
 from factorize.factorization import Factorization
 from factorize.planner.certificate import Certificate
+
+from .records import (
+    BiasRecord,
+    CertificateRecord,
+    ExpectedError,
+    Provenance,
+    WorkloadRecord,
+)
 
 if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
     from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
@@ -71,31 +80,34 @@ class Plan:
     are parsed back, or the file refused, in ``plan_file.load_plan``.
 
     Frozen: a plan is a value (a changed plan is a new one, ``dataclasses.replace``). Only
-    ``provenance`` has a default: a plan may record none. The dict fields are not read-only
-    (a mapping proxy is shallow: their nested records would stay mutable); what the release
-    trusts of them is re-derived by the verifier, never read from the plan.
+    ``provenance`` has a default: a plan may record none. The manifest's sections are typed
+    records (``plan.records``, checked by the reader); they are not read-only (a mapping proxy
+    is shallow: their nested records would stay mutable), and what the release trusts of them
+    is re-derived by the verifier, never read from the plan.
     """
 
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "factorization"
 
-    workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
+    workload: WorkloadRecord          # spec, fingerprint, shape [k, N]
     domain: Domain                    # attribute names and sizes (row-major, attr 0 slowest)
     relation: Neighbouring
     guarantee: Guarantee
     certificate: Certificate          # factorization (R, A) + dual witness
-    bounds: dict[str, Any]            # upper, lower, gap, residual, residual_limit (when built)
+    bounds: CertificateRecord         # the manifest's "certificate": upper, lower, gap, residual, …
     noise: NoiseSpec
-    postprocess: dict[str, Any] | None
-    expected_error: dict[str, Any]
-    bias: dict[str, Any]              # residual_bound β, n_bound method ({} in a schema-1 file)
+    #: a :class:`~factorize.plan.records.PostprocessRecord` (checked by the reader), or None;
+    #: typed as a mapping while the executor reads it as ``plan.postprocess or {}``
+    postprocess: Mapping[str, Any] | None
+    expected_error: ExpectedError
+    bias: BiasRecord | None           # residual_bound β, n_bound method (None: a schema-1 file)
     n_weights: tuple[np.ndarray, ...]  # b_j per Kronecker factor of W (() without weights)
     embedded: dict[str, Any]          # fingerprint → custom matrix
     schema_version: int               # of the file it was read from (or written to)
     #: whether the planner's sensitivity was exact (True) or a certified upper bound; None
     #: where the file does not say
     sensitivity_exact: bool | None
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
 
     @property
     def factorization(self) -> Factorization:
@@ -134,7 +146,7 @@ class Plan:
             "noise": noise_manifest(self.noise, sensitivity_exact=self.sensitivity_exact),
             "postprocess": None if self.postprocess is None else dict(self.postprocess),
             "expected_error": dict(self.expected_error),
-            "bias": dict(self.bias),
+            "bias": {} if self.bias is None else dict(self.bias),
             "provenance": dict(self.provenance),
         }
 
@@ -175,7 +187,7 @@ class Plan:
             f"(gap {b['gap']:.3g}, residual {b['residual']:.3g})",
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
-            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
+            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e["rounding_bias_max"] else "")
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
             f"postprocess {self._postprocess_line()}",
         ]
@@ -283,14 +295,14 @@ def ci_multiplier(noise: NoiseSpec) -> float:
 
 
 def expected_error(fact: Factorization, noise: NoiseSpec,
-                   bias_per_record: float = 0.0) -> dict[str, Any]:
+                   bias_per_record: float = 0.0) -> ExpectedError:
     """The expected-error summary of a plan (module docstring); ``bias_per_record`` is β.
     (A forged plan's huge R overflows to inf here: claims that verify then refuses.)"""
     with np.errstate(over="ignore", invalid="ignore"):
         return _expected_error(fact, noise, bias_per_record)
 
 
-def _expected_error(fact: Factorization, noise: NoiseSpec, bias_per_record: float) -> dict[str, Any]:
+def _expected_error(fact: Factorization, noise: NoiseSpec, bias_per_record: float) -> ExpectedError:
     k, _ = fact.shape
     sd = math.sqrt(noise.variance_bound)
     rn = fact.row_norms_R()

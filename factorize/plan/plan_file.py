@@ -49,8 +49,9 @@ from .files import (  # noqa: F401 (API)
     PlanFormatError,
     file_sha256,
     json_int,
-    optional_dict,
+    optional_record,
     plan_format,
+    require_record,
     save_with_embedded,
     typed_values,
 )
@@ -62,6 +63,17 @@ from .files import require_dict as _dict
 from .files import workload_and_domain as _workload_and_domain
 from .files import write_plan_container as _write  # noqa: F401 (tests forge plans with it)
 from .model import POSTPROCESS_METHODS, Plan
+from .records import (
+    BiasRecord,
+    CertificateRecord,
+    DecoderRecord,
+    ExpectedError,
+    PostprocessRecord,
+    ProjectionBounds,
+    ProjectionExpectedError,
+    Provenance,
+    WorkloadRecord,
+)
 
 SCHEMA_VERSION = 2
 
@@ -96,9 +108,9 @@ def _load(path: Path) -> Plan:
         raise PlanFormatError(f"{path}: kron_factors must be an integer in 1..64")
     if set(arrays) != expected_array_names(norm, d):
         raise PlanFormatError(f"{path}: the arrays do not match a {norm} certificate with {d} factor(s)")
-    bias = m.get("bias", {})
-    if not isinstance(bias, dict):
-        raise PlanFormatError(f"{path}: 'bias' must be an object")
+    version = int(m["schema_version"])
+    # a schema-1 file states no bias (the verifier derives it, with n capped)
+    bias = None if version < 2 and m.get("bias", {}) == {} else require_record(path, m, "bias", BiasRecord)
     nw = len(weights)
     if set(weights) != {f"{N_WEIGHTS}.{i}" for i in range(nw)} or any(w.ndim != 1 for w in weights.values()):
         raise PlanFormatError(f"{path}: the n-bound weights must be vectors {N_WEIGHTS}.0, {N_WEIGHTS}.1, …")
@@ -112,21 +124,25 @@ def _load(path: Path) -> Plan:
             fz.get("A_shapes") != [list(A.shape) for A in fact.A_factors] or \
             fz.get("strategy_rows") != fact.strategy_rows:
         raise PlanFormatError(f"{path}: factor shapes disagree with the manifest")
-    wl = _dict(m, "workload")
     shape, _ = _workload_and_domain(path, m)
+    wl = require_record(path, m, "workload", WorkloadRecord)
     if tuple(shape) != fact.shape:
         raise PlanFormatError(f"{path}: the factorization has shape {fact.shape}, the workload {tuple(shape)}")
     values = typed_values(path, m)
-    post = m.get("postprocess")
-    if post is not None and (not isinstance(post, dict) or post.get("method") not in POSTPROCESS_METHODS):
-        raise PlanFormatError(f"{path}: unknown post-processing {post!r}")
+    post = None
+    if m.get("postprocess") is not None:
+        post = require_record(path, m, "postprocess", PostprocessRecord)
+        if post["method"] not in POSTPROCESS_METHODS:
+            raise PlanFormatError(f"{path}: unknown post-processing {post['method']!r}")
     exact = _dict(m, "noise").get("sensitivity_exact")
     return Plan(workload=wl, domain=values.domain, relation=values.relation,
-                guarantee=values.guarantee, certificate=cert, bounds=_dict(m, "certificate"),
-                noise=values.noise, postprocess=post, expected_error=_dict(m, "expected_error"),
-                provenance=optional_dict(m, "provenance"),
+                guarantee=values.guarantee, certificate=cert,
+                bounds=require_record(path, m, "certificate", CertificateRecord),
+                noise=values.noise, postprocess=post,
+                expected_error=require_record(path, m, "expected_error", ExpectedError),
+                provenance=optional_record(path, m, "provenance", Provenance),
                 bias=bias, n_weights=tuple(weights[f"{N_WEIGHTS}.{i}"] for i in range(nw)),
-                embedded=embedded, schema_version=int(m["schema_version"]),
+                embedded=embedded, schema_version=version,
                 sensitivity_exact=exact if isinstance(exact, bool) else None)
 
 
@@ -160,8 +176,8 @@ def _load_projection(path: Path) -> Any:
         raise PlanFormatError(f"{path}: unknown projection mechanism {kind!r}")
     if set(arrays) != ({"T"} if kind == "jl" else set()):
         raise PlanFormatError(f"{path}: the arrays do not match a {kind} plan")
-    wl = _dict(m, "workload")
     shape, _ = _workload_and_domain(path, m)
+    wl = require_record(path, m, "workload", WorkloadRecord)
     if kind == "jl" and (arrays["T"].ndim != 2 or arrays["T"].shape[1] != shape[0]):
         raise PlanFormatError(f"{path}: T must have k={shape[0]} columns")
     if m.get("neighbouring") != "replace":
@@ -172,7 +188,8 @@ def _load_projection(path: Path) -> Any:
     values = typed_values(path, m)
     return ProjectionPlan(kind=kind, workload=wl, domain=values.domain, relation=values.relation,
                           guarantee=values.guarantee, n=n, noise=values.noise,
-                          decoder=_dict(m, "decoder"), bounds=_dict(m, "bounds"),
-                          expected_error=_dict(m, "expected_error"), arrays=arrays,
-                          provenance=optional_dict(m, "provenance"),
+                          decoder=require_record(path, m, "decoder", DecoderRecord),
+                          bounds=require_record(path, m, "bounds", ProjectionBounds),
+                          expected_error=require_record(path, m, "expected_error", ProjectionExpectedError),
+                          arrays=arrays, provenance=optional_record(path, m, "provenance", Provenance),
                           embedded=embedded, schema_version=int(m["schema_version"]))

@@ -33,6 +33,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from .errors import PlanError
+from .records import (
+    DecoderRecord,
+    ProjectionBounds,
+    ProjectionExpectedError,
+    ProjectionLowerBound,
+    Provenance,
+    WorkloadRecord,
+)
 
 if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
     from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
@@ -50,26 +58,26 @@ class ProjectionPlan:
     """A measure-noise-project plan (module docstring); pure data, numpy arrays in ``arrays``.
 
     Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` has a
-    default. The dict fields are not read-only: the verifier re-derives the decoder, bounds
-    and expected error the release uses (``PlanCheck.derived``)."""
+    default. The typed records (``plan.records``) are not read-only: the verifier re-derives
+    the decoder, bounds and expected error the release uses (``PlanCheck.derived``)."""
 
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "projection"
 
     kind: str
-    workload: dict[str, Any]
+    workload: WorkloadRecord
     domain: Domain
     relation: Neighbouring            # always replace: n is public
     guarantee: Guarantee
     n: int
     noise: NoiseSpec
-    decoder: dict[str, Any]
-    bounds: dict[str, Any]
-    expected_error: dict[str, Any]
+    decoder: DecoderRecord
+    bounds: ProjectionBounds
+    expected_error: ProjectionExpectedError
     arrays: dict[str, np.ndarray]     # T for jl, none for the moment mechanisms
     embedded: dict[str, Any]          # fingerprint → custom matrix
     schema_version: int               # of the file it was read from (or written to)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -259,13 +267,14 @@ def moment_rmse_bound(sigma: float, d: int, n: float, linear_rmse: float, gap: f
 
 def projection_claims(kind: str, W: Any, g: Any, n: int, noise: Any,
                       ell: int | None, lower_witness: Any = None
-                      ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+                      ) -> tuple[DecoderRecord, ProjectionBounds, ProjectionExpectedError]:
     """The decoder parameters, error bounds and expected error a projection plan states,
     computed from the workload, the guarantee, n and the (verified) noise — by the planner
     and again by the verifier, which refuses a plan stating anything else. ``lower_witness``:
     the stated witness of the any-mechanism bound (the verifier evaluates it there). ``noise``:
     the plan's ``privacy.NoiseSpec``."""
     k = W.shape[0]
+    decoder: DecoderRecord
     if kind == "jl":
         from factorize.geometry.jl import jl_error_bound, workload_diameter
 
@@ -315,18 +324,19 @@ def projection_claims(kind: str, W: Any, g: Any, n: int, noise: Any,
             upper = factor * (sigma_meas + math.sqrt(gap_tol / pairs))
             upper_note = f"f·(σ + √(gap/pairs)) (non-expansive for the matrix), f = {factor:.4g}"
     lower = _lower_bound(W, g, n, kind, lower_witness)
-    bounds = {"upper_rmse": upper, "upper_note": upper_note,
-              "lower_rmse": None if lower is None else lower["value"],
-              "lower_note": None if lower is None else lower["note"],
-              "lower_witness": None if lower is None else lower["witness"]}
-    expected = {"rmse_bound": upper, "linear_rmse": sigma_lin, "measurement_rmse": sigma_meas,
-                "rmse_bound_95": None if upper is None else math.sqrt(20.0) * upper,
-                "rmse_bound_95_note": "the realised RMSE exceeds √20 × rmse_bound with probability "
-                                      "≤ 5% (Markov on the mean squared error)"}
+    bounds: ProjectionBounds = {"upper_rmse": upper, "upper_note": upper_note,
+                                "lower_rmse": None if lower is None else lower["value"],
+                                "lower_note": None if lower is None else lower["note"],
+                                "lower_witness": None if lower is None else lower["witness"]}
+    expected: ProjectionExpectedError = {
+        "rmse_bound": upper, "linear_rmse": sigma_lin, "measurement_rmse": sigma_meas,
+        "rmse_bound_95": None if upper is None else math.sqrt(20.0) * upper,
+        "rmse_bound_95_note": "the realised RMSE exceeds √20 × rmse_bound with probability "
+                              "≤ 5% (Markov on the mean squared error)"}
     return decoder, bounds, expected
 
 
-def _lower_bound(W: Any, g: Any, n: int, kind: str, witness: Any = None) -> dict[str, Any] | None:
+def _lower_bound(W: Any, g: Any, n: int, kind: str, witness: Any = None) -> ProjectionLowerBound | None:
     """A lower bound on any mechanism's RMSE (``plan.lower_bound``), with a note and its
     witness; or None. With ``witness`` (a stated one), evaluated there without a search."""
     from .lower_bound import any_mechanism_lower_bound

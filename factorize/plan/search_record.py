@@ -12,6 +12,7 @@ to check.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from factorize.numerics import is_number
@@ -36,7 +37,7 @@ def score(plan: Any, norm: str) -> float:
     return float(plan.expected_error[OBJECTIVE[norm]])
 
 
-def search_problems(record: Any, family: str, norm: str, expected_error: dict[str, Any]) -> list[str]:
+def search_problems(record: Any, family: str, norm: str, expected_error: Mapping[str, Any]) -> list[str]:
     """What is wrong with a stated search record (module docstring); ``expected_error`` the
     re-derived one."""
     if record is None:

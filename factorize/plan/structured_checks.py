@@ -31,7 +31,8 @@ no solver.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from factorize.numerics import is_number
 
@@ -181,16 +182,17 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
     from factorize.structured.families import codec
 
     methods = codec(plan.family).certificate_methods()
-    if c.get("method") not in methods or c.get("norm") != plan.norm:
+    if c["method"] not in methods or c["norm"] != plan.norm:
         problems.append("certificate.method / norm describe another certificate")
-    if not same_number(c.get("achieved"), achieved):
-        problems.append(f"certificate.achieved {c.get('achieved')!r} ≠ {achieved:.10g}")
+    if not same_number(c["achieved"], achieved):
+        problems.append(f"certificate.achieved {c['achieved']!r} ≠ {achieved:.10g}")
     cert_line = "certificate not re-checked"
     if certificate:
         upper, lower, gap = _certificate(plan, W)
-        for key, v in (("upper", upper), ("lower", lower), ("gap", gap)):
-            if not same_number(c.get(key), v, absolute=1e-12 if key == "gap" else 0.0):
-                problems.append(f"certificate.{key} {c.get(key)!r} ≠ {v:.10g}")
+        for key, stated, v in (("upper", c["upper"], upper), ("lower", c["lower"], lower),
+                               ("gap", c["gap"], gap)):
+            if not same_number(stated, v, absolute=1e-12 if key == "gap" else 0.0):
+                problems.append(f"certificate.{key} {stated!r} ≠ {v:.10g}")
         from .lower_bound import laplace_bound, laplace_bound_problems
 
         lap = laplace_bound(plan.norm, lower, plan.guarantee, plan.relation.key, plan.noise.family)
@@ -232,7 +234,7 @@ def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
     problems = []
     if not same_number(score, mine):
         problems.append(f"strategy_choice.rmse_at_epsilon_1 {score!r} ≠ {mine:.10g}")
-    key = "rmse_at_epsilon_1"
+    key: Literal["rmse_at_epsilon_1", "gaussian_rmse_per_sigma"] = "rmse_at_epsilon_1"
     if "gaussian_rmse_per_sigma" in choice:  # chosen under Gaussian noise: by that score
         key = "gaussian_rmse_per_sigma"
         stated = choice[key]
@@ -247,10 +249,9 @@ def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
     return problems
 
 
-def _compare(problems: list[str], name: str, stated: Any, recomputed: dict[str, Any]) -> None:
-    if not isinstance(stated, dict):
-        problems.append(f"{name} is missing")
-        return
+def _compare(problems: list[str], name: str, stated: Mapping[str, Any], recomputed: Mapping[str, Any]) -> None:
+    """Every recomputed value of the record ``name`` against the plan's: strings and None
+    equal, numbers to 1e-9 (``same_number``); a key the plan leaves out is a problem."""
     for key, value in recomputed.items():
         if key not in stated:
             problems.append(f"{name}.{key} missing")

@@ -26,16 +26,22 @@ Typed values: the plan holds a ``workloads.Domain``, a ``privacy.Guarantee``, a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from factorize.numerics import is_number
-
 from .files import PlanBytes
 from .model import domain_manifest, guarantee_text, noise_manifest
+from .records import (
+    BiasRecord,
+    Provenance,
+    StructuredCertificate,
+    StructuredExpectedError,
+    WorkloadRecord,
+)
 
 if TYPE_CHECKING:  # typed values only; the structure and privacy layers are imported where used
     from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
@@ -54,30 +60,32 @@ class StructuredPlan:
     """A structured mechanism plan (module docstring).
 
     Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` has a
-    default. The dict fields are not read-only: the verifier re-derives what the release
-    trusts of them."""
+    default. The typed records (``plan.records``) are not read-only: the verifier re-derives
+    what the release trusts of them."""
 
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "structured"
 
-    workload: dict[str, Any]          # spec, fingerprint, shape [k, N]
+    workload: WorkloadRecord          # spec, fingerprint, shape [k, N]
     domain: Domain
     relation: Neighbouring
     guarantee: Guarantee
     norm: str                         # the objective: gamma_f (total) / gamma_2 (worst query)
     strategy: StructuredStrategy      # the measured factors
     reconstruction: StructuredReconstruction
-    structure: dict[str, Any]         # the family's manifest fields
+    #: the family's manifest fields: each family's own encoding (``family`` and what its codec,
+    #: ``structured.families``, decodes and checks), so no one record types them
+    structure: dict[str, Any]
     encoding: dict[str, np.ndarray]   # the family's arrays, as stored
     noise: NoiseSpec
-    certificate: dict[str, Any]       # method, upper, lower, gap, achieved
+    certificate: StructuredCertificate  # method, upper, lower, gap, achieved
     certificate_arrays: dict[str, np.ndarray]
-    expected_error: dict[str, Any]
-    bias: dict[str, Any]
+    expected_error: StructuredExpectedError
+    bias: BiasRecord
     n_weights: dict[str, np.ndarray]  # structured.records ({} without weights)
     embedded: dict[str, Any]          # fingerprint → custom matrix
     schema_version: int               # of the file it was read from (or written to)
-    provenance: dict[str, Any] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -139,8 +147,8 @@ class StructuredPlan:
                else "") + f"); this plan achieves {c['achieved']:.10g}",
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
-            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e.get("rounding_bias_max") else "")
-            + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
+            + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e["rounding_bias_max"] else "")
+            + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e["bias_per_record"] else ""),
         ]
         lines += choice_lines(self.provenance.get("strategy_choice"))
         from .search_record import search_lines
@@ -163,7 +171,7 @@ class StructuredPlan:
 
 
 def expected_error(plan_noise: Any, recon: Any, beta: float, norm: str,
-                   sampled_variance: float) -> dict[str, Any]:
+                   sampled_variance: float) -> StructuredExpectedError:
     """The plan's accuracy statements from the structure (``structured.reconstruction``):
     per-query std ``√v‖r_i‖``, RMSE, the largest and total variance, the expected maximum
     error (Gaussian: ``√v·max‖r_i‖·√(2 ln 2k)``, else Jensen ``√v‖R‖_F``) plus the lattice
@@ -262,7 +270,7 @@ def choice_lines(choice: Any) -> list[str]:
     return lines
 
 
-def _seconds(entry: dict) -> str:
+def _seconds(entry: Mapping[str, Any]) -> str:
     """``", planned in 1.2 s"`` where the choice states a family's planning time."""
     s = entry.get("seconds")
     return f", planned in {s:.3g} s" if isinstance(s, (int, float)) and not isinstance(s, bool) else ""
@@ -294,9 +302,10 @@ def _load(path: Path) -> StructuredPlan:
         PlanFormatError,
         check_finite,
         embedded_from,
-        optional_dict,
+        optional_record,
         read_plan_container,
         require_dict,
+        require_record,
         typed_values,
         workload_and_domain,
     )
@@ -333,17 +342,14 @@ def _load(path: Path) -> StructuredPlan:
     if noise.dim != strategy.m:
         raise PlanFormatError(f"{path}: the noise is calibrated for dim={noise.dim}, the strategy "
                               f"has m={strategy.m} measurements")
-    cert = require_dict(m, "certificate")
-    for key in ("upper", "lower", "gap", "achieved"):
-        v = cert.get(key)
-        if not is_number(v):
-            raise PlanFormatError(f"{path}: certificate {key} must be a finite number")
     return StructuredPlan(
-        workload=require_dict(m, "workload"), domain=domain, relation=relation,
+        workload=require_record(path, m, "workload", WorkloadRecord), domain=domain, relation=relation,
         guarantee=guarantee, norm=norm, strategy=strategy, reconstruction=recon,
-        structure=st, encoding=encoding, noise=noise, certificate=cert,
-        certificate_arrays=cert_arrays, expected_error=require_dict(m, "expected_error"),
-        bias=require_dict(m, "bias"), n_weights=n_weights,
-        provenance=optional_dict(m, "provenance"),
+        structure=st, encoding=encoding, noise=noise,
+        certificate=require_record(path, m, "certificate", StructuredCertificate),
+        certificate_arrays=cert_arrays,
+        expected_error=require_record(path, m, "expected_error", StructuredExpectedError),
+        bias=require_record(path, m, "bias", BiasRecord), n_weights=n_weights,
+        provenance=optional_record(path, m, "provenance", Provenance),
         embedded=embedded, schema_version=int(m["schema_version"]))
 

@@ -30,7 +30,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from .blocks import KronBlock, StructureError, Term
 from .reconstruction import StructuredReconstruction
 from .strategy import StructuredStrategy
 from .workload_blocks import WorkloadBlock
+
+if TYPE_CHECKING:
+    from factorize.plan.records import FamilyCertificate
 
 FAMILY = "kron_groups"
 #: The per-factor p-Identity searches of a group (Laplace) take the fixed two random restarts
@@ -170,7 +173,7 @@ def optimise(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], noise: str,
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], groups: Sequence[Group],
-          noise: str, cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]):
+          noise: str, cert: FamilyCertificate, cert_arrays: dict[str, np.ndarray]):
     """Strategy, reconstruction, encoding and the given certificate (module docstring)."""
     from factorize.privacy.lattice import quantize
 

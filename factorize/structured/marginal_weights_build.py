@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from .marginal_weights import (
 from .reconstruction import StructuredReconstruction
 from .strategy import StructuredStrategy
 from .workload_blocks import WorkloadBlock
+
+if TYPE_CHECKING:
+    from factorize.plan.records import FamilyCertificate
 
 
 def subset_lambdas(sizes: Sequence[int], weighted: Sequence[tuple[float, tuple[int, ...]]]
@@ -43,7 +46,7 @@ def subset_lambdas(sizes: Sequence[int], weighted: Sequence[tuple[float, tuple[i
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock],
           weighted: Sequence[tuple[float, Sequence[int]]], norm: str, *, options: Any = None,
-          W: Any = None, fallback: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None):
+          W: Any = None, fallback: tuple[FamilyCertificate, dict[str, np.ndarray]] | None = None):
     """Strategy, reconstruction, encoding, certificate and certificate arrays for the weights
     ``weighted = [(θ_S, S)]`` (module docstring; ``W`` the workload, for the marginal
     certificate); :class:`StructureError` when the workload's rows are not in the strategy's
@@ -121,7 +124,7 @@ def _subsets(attrs: set[int]) -> list[tuple[int, ...]]:
     return [U for r in range(len(a) + 1) for U in itertools.combinations(a, r)]
 
 
-def marginal_certificate(W: Any, norm: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+def marginal_certificate(W: Any, norm: str) -> tuple[FamilyCertificate, dict[str, np.ndarray]] | None:
     """The marginal algebra's certificate for a stack of marginals (module docstring); None
     for any other workload."""
     from factorize.planner.marginal_algebra import marginal_family
@@ -143,8 +146,8 @@ def marginal_certificate(W: Any, norm: str) -> tuple[dict[str, Any], dict[str, n
 
 
 def certificate(wblocks: Sequence[WorkloadBlock], norm: str, options: Any, W: Any = None,
-                fallback: tuple[dict[str, Any], dict[str, np.ndarray]] | None = None
-                ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+                fallback: tuple[FamilyCertificate, dict[str, np.ndarray]] | None = None
+                ) -> tuple[FamilyCertificate, dict[str, np.ndarray]]:
     """The lower bound (module docstring) and its witnesses (planning time: the marginal
     planner for a stack of marginals, the closed form of ``subset_algebra`` for a workload in
     the algebra, else ``fallback`` — the union family's certificate of the same workload, the

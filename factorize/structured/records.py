@@ -32,6 +32,7 @@ from .workload_blocks import WorkloadBlock
 
 if TYPE_CHECKING:
     from factorize.plan.check_record import PlanCheck
+    from factorize.plan.records import BiasRecord, NBoundRecord
 
 PREFIX = "nbound."
 
@@ -101,7 +102,7 @@ def _c_vector(recon: StructuredReconstruction, parts: list, weights: Sequence[np
 
 
 def choose(recon: StructuredReconstruction, wblocks: Sequence[WorkloadBlock], beta: float
-           ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+           ) -> tuple[NBoundRecord, dict[str, np.ndarray]]:
     """The ``bias`` fields and weight arrays of the module docstring (planning time)."""
     from factorize.plan.bias import certified_mu
 
@@ -128,7 +129,7 @@ def choose(recon: StructuredReconstruction, wblocks: Sequence[WorkloadBlock], be
             {f"{PREFIX}{i}": np.asarray(b, dtype=np.float64) for i, b in enumerate(weights)})
 
 
-def check(bias: dict[str, Any], arrays: dict[str, np.ndarray], recon: StructuredReconstruction,
+def check(bias: BiasRecord, arrays: dict[str, np.ndarray], recon: StructuredReconstruction,
           wblocks: Sequence[WorkloadBlock], beta: float) -> dict[str, Any]:
     """Verification of the plan's n bound: ``{method, μ, ‖b‖₁, block}`` re-derived, or
     :class:`StructureError` (weights that do not count every record, μ ≤ β‖b‖₁, a total

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -37,6 +37,9 @@ from .blocks import KronBlock, StructureError, Term
 from .reconstruction import StructuredReconstruction
 from .strategy import StructuredStrategy
 from .workload_blocks import WorkloadBlock
+
+if TYPE_CHECKING:
+    from factorize.plan.records import FamilyCertificate
 
 FAMILY = "kron"
 #: Largest attribute a shared Kronecker factor is optimised on (dense n×n subproblems).
@@ -78,7 +81,7 @@ def _summed_out(F: np.ndarray) -> bool:
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], factors: Sequence[np.ndarray],
-          cert: dict[str, Any], cert_arrays: dict[str, np.ndarray]):
+          cert: FamilyCertificate, cert_arrays: dict[str, np.ndarray]):
     """The strategy ``⊗_j factors[j]``, its reconstruction and encoding (module docstring),
     with the given certificate (the union family's, built from the same workload)."""
     from factorize.privacy.lattice import quantize

@@ -47,7 +47,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -55,6 +55,9 @@ from .blocks import KronBlock, StructureError, Term
 from .reconstruction import StructuredReconstruction
 from .strategy import StructuredStrategy
 from .workload_blocks import AxisFactor, WorkloadBlock
+
+if TYPE_CHECKING:
+    from factorize.plan.records import FamilyCertificate
 
 FAMILY = "subset_algebra"
 CERTIFICATE_ALGEBRA = ("subset algebra: WᵀW lies in the algebra of attribute subsets (identity "
@@ -141,7 +144,7 @@ def optimum(lam: dict[tuple[int, ...], float], sizes: Sequence[int]) -> tuple[di
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
-          fallback: tuple[dict[str, Any], dict[str, np.ndarray]]):
+          fallback: tuple[FamilyCertificate, dict[str, np.ndarray]]):
     """Strategy, reconstruction, encoding, certificate and certificate arrays (module
     docstring) — γ_F only: the worst query's variance (γ₂) is not a function of λ.
     Certificate: the closed form when WᵀW lies in the algebra, else ``fallback`` (the union
@@ -221,7 +224,7 @@ def _lower_from_trace(T: float, wblocks: Sequence[WorkloadBlock], sizes: Sequenc
 
 
 def algebra_certificate(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int], norm: str
-                        ) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+                        ) -> tuple[FamilyCertificate, dict[str, np.ndarray]] | None:
     """The closed-form certificate of an invariant workload under γ_F (no arrays: the verifier
     recomputes it from W), else None."""
     if norm != "gamma_f":
@@ -231,7 +234,7 @@ def algebra_certificate(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int], 
 
 
 def _closed_form_certificate(T: float, wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
-                             norm: str) -> tuple[dict[str, Any], dict[str, np.ndarray]] | None:
+                             norm: str) -> tuple[FamilyCertificate, dict[str, np.ndarray]] | None:
     """:func:`algebra_certificate` from the trace norm ``T`` :func:`build` already has."""
     if norm != "gamma_f":
         return None

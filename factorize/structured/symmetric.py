@@ -41,7 +41,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -50,6 +50,9 @@ from .reconstruction import StructuredReconstruction
 from .strategy import StructuredStrategy, measured_scale
 from .symmetry import Reduction, Sector
 from .workload_blocks import WorkloadBlock
+
+if TYPE_CHECKING:
+    from factorize.plan.records import FamilyCertificate
 
 FAMILY = "symmetric"
 CERTIFICATE = ("symmetric: the symmetry-reduced γ_F dual at the plan's orbit weights "
@@ -248,7 +251,7 @@ def _term(o: int, b: int, wb: WorkloadBlock, sec: _Measured, red: Reduction, siz
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], red: Reduction,
           weights: np.ndarray, lower: float, norm: str
           ) -> tuple[StructuredStrategy, StructuredReconstruction, tuple[dict[str, Any], dict[str, np.ndarray]],
-                     dict[str, Any], dict[str, np.ndarray]]:
+                     FamilyCertificate, dict[str, np.ndarray]]:
     """Strategy, reconstruction, encoding, certificate and certificate arrays (module
     docstring) from the reduction ``red`` of the workload and dual weights ``weights`` (per
     cell on the orbit tensor) whose certified bound is ``lower``."""
@@ -269,8 +272,8 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], red: Reduction
             if term is not None:
                 terms.append(term)
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, dict(store.arrays), strategy)
-    cert = {"method": CERTIFICATE, "norm": norm, "lower": float(lower),
-            "symmetry": {"method": symmetry.METHOD, "lower": float(lower)}}
+    cert: FamilyCertificate = {"method": CERTIFICATE, "norm": norm, "lower": float(lower),
+                               "symmetry": {"method": symmetry.METHOD, "lower": float(lower)}}
     cert_arrays = {"cert.sym.d": weights.reshape(1, -1).copy(),
                    **symmetry.label_arrays(red.labels)}
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert, cert_arrays
