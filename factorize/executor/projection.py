@@ -122,7 +122,7 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
             info.update(gap=float(ell.gap), iterations=int(ell.iterations),
                         converged=bool(ell.gap <= dec["gap_tol"]))
         answers = lay.answers(M, float(plan.n))
-        meas = claims["expected_error"].get("measurement_rmse")
+        meas = claims["expected_error"]["measurement_rmse"]
         if plan.noise.family == "gaussian" and meas is not None:
             bound = lay.answer_rmse_bound(meas, plan.n, info["gap"])  # with the gap reached
         else:
@@ -139,7 +139,7 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
         "decode": info,
         "rmse_bound": bound,
         "rmse_bound_95": None if bound is None else math.sqrt(20.0) * bound,
-        "rmse_bound_note": (bounds.get("upper_note") + "; the realised RMSE exceeds rmse_bound_95 "
+        "rmse_bound_note": (bounds["upper_note"] + "; the realised RMSE exceeds rmse_bound_95 "
                             "= √20·rmse_bound with probability ≤ 5% (Markov)") if bound is not None else
         "no bound: the decode did not reach its gap target",
         "n_queries": int(k),

@@ -56,7 +56,7 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
     m = LinearMeasurement(
         values=measurement, noise=plan.noise, reconstruct=recon.apply,
         row_norms=np.sqrt(recon.row_sq_norms()), row_l1_norms=recon.row_l1_norms(), beta=beta,
-        n_upper=n_plus, n_bound=plan.bias.get("n_bound"),
+        n_upper=n_plus, n_bound=plan.bias["n_bound"],
         describe={"mechanism": f"structured ({plan.family})", "workload": plan.workload["spec"],
                   "workload_fingerprint": plan.workload["fingerprint"],
                   "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),
