@@ -271,9 +271,16 @@ def _print_written(plan: Any, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"out": args.out, **plan.manifest()}, allow_nan=False, default=str))
     else:
-        print("\n".join(plan.summary_lines()))
+        print("\n".join(plan.summary_lines() + _precision_lines(plan)))
         print(f"wrote       {args.out}")
     return EXIT_OK
+
+
+def _precision_lines(plan: Any) -> list[str]:
+    """Each table's standard error (``executor.precision``) under the plan's summary."""
+    from factorize.executor.precision import precision_lines
+
+    return precision_lines(plan)
 
 
 def _plan_projection(args: argparse.Namespace, domain: Any, family: NoiseFamily | None) -> int:
@@ -362,7 +369,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
         print(json.dumps({**plan.manifest(), "verification": status}, allow_nan=False, default=str))
     else:
         print(f"status      {status}")
-        print("\n".join(plan.summary_lines()))
+        print("\n".join(plan.summary_lines() + _precision_lines(plan)))
     return EXIT_OK
 
 
