@@ -167,6 +167,9 @@ class Plan:
 
     def summary_lines(self) -> list[str]:
         """Human-readable summary (``factorize inspect``)."""
+        # the dense reconstruction is R = W·A⁺ (planner.recovery): one estimate
+        from factorize.structured.families import ONE_ESTIMATE
+
         k, N = self.shape
         gtxt = guarantee_text(self.guarantee)
         n, b, e = self.noise, self.bounds, self.expected_error
@@ -189,6 +192,7 @@ class Plan:
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e["rounding_bias_max"] else "")
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e.get("bias_per_record") else ""),
+            f"estimates   {ONE_ESTIMATE}",
             f"postprocess {self._postprocess_line()}",
         ]
         from .lower_bound import laplace_bound_line

@@ -33,6 +33,10 @@ class FamilyCodec:
     decode: Callable[[Sequence[int], Mapping[str, Any], Mapping[str, np.ndarray]], tuple[Any, Any]]
     #: ``(plan, W) -> (upper, lower, gap)`` re-derived from the plan's certificate arrays
     verify_certificate: Callable[[Any, Any], tuple[float, float, float]]
+    #: the answers are the workload applied to one least-squares estimate of the data
+    #: (R = W·Ã⁺: a cell asked twice has one value, every table's total agrees); False where
+    #: each block is reconstructed from its own measurements only
+    one_estimate: bool
 
 
 def _union_decode(family: str) -> Callable[..., tuple[Any, Any]]:
@@ -119,33 +123,41 @@ def _symmetric_verify(plan: Any, W: Any) -> tuple[float, float, float]:
     return verify_certificate(plan, W)
 
 
+#: ``inspect``'s line on how the answers are estimated (:attr:`FamilyCodec.one_estimate`).
+ONE_ESTIMATE = ("one least-squares estimate of the data (R = W·Ã⁺): a cell asked twice has one "
+                "value and every table's total agrees")
+SEPARATE_ESTIMATES = ("separate per block: each block is reconstructed from its own measurements, "
+                      "so a cell in two tables may get two values and table totals may differ "
+                      "(one estimate across blocks is not implemented for this family)")
+
+
 CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
     FamilyCodec("residual", "residual bases per attribute subset (orthonormal, Helmert)",
                 "residual bases per attribute subset", _residual_methods, _residual_decode,
-                _residual_verify),
+                _residual_verify, one_estimate=True),
     FamilyCodec("union", "union of Kronecker products",
                 "a union of Kronecker products, one per workload block", _union_methods,
-                _union_decode("union"), _union_verify),
+                _union_decode("union"), _union_verify, one_estimate=False),
     FamilyCodec("marginal_weights", "weighted marginals (least-squares reconstruction)",
                 "weighted marginal tables with a least-squares reconstruction", _weights_methods,
-                _union_decode("marginal_weights"), _weights_verify),
+                _union_decode("marginal_weights"), _weights_verify, one_estimate=True),
     FamilyCodec("kron", "one shared Kronecker product",
                 "one Kronecker product of per-attribute factors shared by every workload block",
-                _union_methods, _union_decode("kron"), _kron_verify),
+                _union_methods, _union_decode("kron"), _kron_verify, one_estimate=True),
     FamilyCodec("kron_groups", "one shared Kronecker product per group of blocks (OPT_+)",
                 "one Kronecker product of per-attribute factors per group of workload blocks, "
                 "the budget split across the groups", _union_methods,
-                _union_decode("kron_groups"), _kron_verify),
+                _union_decode("kron_groups"), _kron_verify, one_estimate=False),
     FamilyCodec("subset_algebra",
                 "the optimum of the algebra of attribute subsets (Helmert residual bases)",
                 "the closed-form optimum of the algebra of attribute subsets (residual bases, "
                 "any union of Kronecker products)", _algebra_methods,
-                _union_decode("subset_algebra"), _weights_verify),
+                _union_decode("subset_algebra"), _weights_verify, one_estimate=True),
     FamilyCodec("symmetric",
                 "the symmetry-reduced γ_F optimum (per sector: class contrasts and a dense mixing)",
                 "the γ_F-optimal strategy of the workload's symmetry sectors (within-class "
                 "contrasts, and a dense mixing of the class totals of the coupled attributes)",
-                _symmetric_methods, _union_decode("symmetric"), _symmetric_verify),
+                _symmetric_methods, _union_decode("symmetric"), _symmetric_verify, one_estimate=True),
 )}
 
 
