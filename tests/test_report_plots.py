@@ -1,11 +1,12 @@
 """The report figures (``factorize.report.plots``): valid, deterministic PNGs and clear refusals.
 
 Independent truths: the PNG signature and header, matplotlib's own decoder (``imread``) and
-the documented pixel sizes (8 × 4 in at 100 dpi); colours the figures must (or must not)
-contain — viridis' end colours for the heat map, the plan's highlight colour; real workloads
+the documented pixel sizes (8 × 4 in at 100 dpi, panels 4.6 × 3.1 in); colours the figures
+must (or must not) contain — viridis' end colours for a heat map, one colour for values equal
+to 1e-6 relative, the plan's highlight colour; real workloads
 (``marginals:2x5x6x2:2``, ``kron(prefix:8,prefix:8)``) for the query counts and groups; and
-the figure itself, captured just before it is saved, for the title notes and the number of
-points drawn.
+the figure itself, captured just before it is saved, for the title notes, the axes and the
+lines drawn.
 """
 
 from __future__ import annotations
@@ -178,85 +179,89 @@ def test_comparison_bad_input():
         P.comparison_plot(["a", "b"], [1.0, np.nan], [1.0, 1.0], title="t")
 
 
-# ------------------------------------------------------------------------------- results
+# ---------------------------------------------------------------------------- table panels
 
-def test_results_marginals(captured):
-    rng = np.random.default_rng(0)
-    truth = rng.integers(0, 100, K_MARG).astype(float)
-    est = truth + rng.normal(0, 3, K_MARG)
-    png = P.results_plot(est, est - 6, est + 6, kind="marginals", groups=GROUPS, title="2-way marginals",
-                         truth=truth)
-    assert decode(png).shape == (400, 800, 4)
-    assert captured[-1]["title"] == "2-way marginals"
-    assert png == P.results_plot(est, est - 6, est + 6, kind="marginals", groups=GROUPS,
-                                 title="2-way marginals", truth=truth)
-
-
-def test_results_cdf_and_nan_intervals(captured):
-    W = parse_workload("prefix:64")
-    h = np.random.default_rng(1).integers(0, 20, 64).astype(float)
-    cdf = W.dense() @ h
-    est = cdf + np.random.default_rng(2).normal(0, 4, 64)
-    with_ci = P.results_plot(est, est - 8, est + 8, kind="cdf", title="CDF", truth=cdf)
-    decode(with_ci)
-    assert captured[-1]["title"] == "CDF"
-    nan = np.full(64, np.nan)
-    no_ci = P.results_plot(est, nan, nan, kind="cdf", title="CDF")
-    decode(no_ci)
-    assert "no per-query intervals" in captured[-1]["title"]
-    # a projection Release's NaN columns, a scalar NaN and None all mean "no intervals"
-    assert P.results_plot(est, np.nan, np.nan, kind="cdf", title="CDF") == no_ci
-    assert P.results_plot(est, None, None, kind="cdf", title="CDF") == no_ci
-    assert no_ci != P.results_plot(est, est - 8, est + 8, kind="cdf", title="CDF")
-    for kind in ("marginals", "generic"):
-        decode(P.results_plot(est, nan, nan, kind=kind, title=kind))
-        assert "no per-query intervals" in captured[-1]["title"]
-    # some queries without an interval: drawn where there is one, counted in the title
-    part_lo, part_hi = (est - 8).copy(), (est + 8).copy()
-    part_lo[:4] = part_hi[:4] = np.nan
-    decode(P.results_plot(est, part_lo, part_hi, kind="generic", title="g"))
-    assert "no interval for 4 of 64 queries" in captured[-1]["title"]
+def test_bar_panel_names_every_cell_and_draws_intervals(captured):
+    est = np.array([13040.1, 520.7, 180.9, 28734.0])
+    labels = ["Female, White", "Female, Asian-Pac-Islander", "Male, Other", "Male, White"]
+    png = P.bar_panel(est, est - 6.6, est + 6.6, labels=labels, title="sex,race", xlabel="sex, race")
+    assert decode(png).shape == (310, 460, 4)  # PANEL_SIZE at 100 dpi
+    assert captured[-1]["title"] == "sex,race"
+    assert png == P.bar_panel(est, est - 6.6, est + 6.6, labels=labels, title="sex,race",
+                              xlabel="sex, race")
+    no_ci = P.bar_panel(est, None, None, labels=labels, title="sex,race", xlabel="sex, race")
+    assert "no per-query intervals" in captured[-1]["title"] and no_ci != png
+    # a projection release's NaN intervals mean the same
+    assert P.bar_panel(est, np.nan, np.nan, labels=labels, title="sex,race", xlabel="sex, race") == no_ci
 
 
-def test_results_generic_1e5_is_subsampled(captured):
-    k = 100_000
-    est = np.random.default_rng(3).normal(0, 1, k)
-    png = P.results_plot(est, est - 2, est + 2, kind="generic", title="generic")
-    assert decode(png).shape == (400, 800, 4)
-    assert "showing 2,000 of 100,000 queries" in captured[-1]["title"]
-    drawn = captured[-1]["lines"][0]
-    assert drawn.size <= P.MAX_GENERIC_POINTS and drawn[0] == 0 and drawn[-1] == k - 1
+def test_line_panel_draws_each_series_over_value_labels(captured):
+    W = parse_workload("prefix:12")
+    h = np.random.default_rng(1).integers(0, 20, (12, 2)).astype(float)
+    cdf = (W.dense() @ h).reshape(-1)  # rows: (age, sex) row-major, as kron(prefix, identity)
+    est = cdf + np.random.default_rng(2).normal(0, 4, cdf.size)
+    ages = [str(a) for a in range(17, 29)]
+    series = [("sex=Female", np.arange(0, 24, 2)), ("sex=Male", np.arange(1, 24, 2))]
+    png = P.line_panel(est, est - 8, est + 8, series=series, x_labels=ages, title="cdf(age) by sex",
+                       xlabel="age ≤ (cut-off)", post=np.maximum(est, 0))
+    decode(png)
+    assert captured[-1]["title"] == "cdf(age) by sex"
+    assert len(captured[-1]["lines"]) == 4  # two estimates, two post-processed
+    with pytest.raises(ValueError, match="need 12 indices"):
+        P.line_panel(est, None, None, series=[("a", np.arange(11))], x_labels=ages, title="t", xlabel="x")
+    with pytest.raises(ValueError, match="non-empty list"):
+        P.line_panel(est, None, None, series=[], x_labels=ages, title="t", xlabel="x")
 
 
-def test_results_bad_input():
+def test_heat_maps_of_values_equal_to_precision_are_one_colour(captured):
+    """Values that differ by less than 1e-6 relative — a plan's per-query deviations equal up to
+    rounding — get one colour and no colour bar (a scale would spread viridis over rounding),
+    and the title says they are equal to that precision; distinct values keep the scale."""
+    flat = 3.363221499095 + np.random.default_rng(0).normal(0, 1e-9, 10)
+    assert P.equal_to_precision(flat) and not P.equal_to_precision([1.0, 1.001])
+    assert P.equal_to_precision(np.zeros(3))
+    png = P.per_query_std_plot(flat, grid_shape=(2, 5), title="std", axes_labels=(
+        "sex", ["Female", "Male"], "race", ["White", "Black", "Asian", "Other", "Amer-Indian"]))
+    img = decode(png)
+    assert captured[-1]["n_axes"] == 1 and "all 10 queries equal to 3.36322 counts" in captured[-1]["title"]
+    assert not has_colour(img, "#fde725", tol=0.03) and not has_colour(img, "#440154", tol=0.03)
+    assert has_colour(img, P._FLAT_COLOUR, min_pixels=10_000)
+    heat = P.heatmap_panel(flat.reshape(2, 5), row_labels=["F", "M"], col_labels=list("abcde"),
+                           row_name="sex", col_name="race", title="race by sex", quantity="std")
+    assert "equal to 3.36322 (to 1e-06 relative)" in captured[-1]["title"]
+    assert captured[-1]["n_axes"] == 1 and has_colour(decode(heat), P._FLAT_COLOUR, min_pixels=10_000)
+    varied = P.heatmap_panel(np.arange(10.0).reshape(2, 5), row_labels=["F", "M"],
+                             col_labels=list("abcde"), row_name="sex", col_name="race", title="t")
+    assert captured[-1]["n_axes"] == 2 and has_colour(decode(varied), "#fde725", tol=0.03)
+
+
+def test_panels_refuse_bad_input():
     e = np.arange(5.0)
+    labels = list("abcde")
     with pytest.raises(ValueError, match="ci_low has 4 entries but estimate has 5"):
-        P.results_plot(e, e[:4], e[:4], kind="generic", title="t")
-    with pytest.raises(ValueError, match="truth has 4 entries"):
-        P.results_plot(e, e, e, kind="generic", title="t", truth=e[:4])
+        P.bar_panel(e, e[:4], e[:4], labels=labels, title="t", xlabel="x")
     with pytest.raises(ValueError, match="estimate is empty"):
-        P.results_plot([], [], [], kind="generic", title="t")
-    for bad in (np.nan, np.inf, -np.inf):
-        with pytest.raises(ValueError, match="estimate has 1 non-finite"):
-            P.results_plot(np.r_[e, bad], None, None, kind="cdf", title="t")
-    with pytest.raises(ValueError, match="kind"):
-        P.results_plot(e, None, None, kind="histogram", title="t")
+        P.bar_panel([], None, None, labels=[], title="t", xlabel="x")
+    with pytest.raises(ValueError, match="estimate has 1 non-finite"):
+        P.bar_panel(np.r_[e[:4], np.inf], None, None, labels=labels, title="t", xlabel="x")
     with pytest.raises(ValueError, match="ci_low > ci_high"):
-        P.results_plot(e, e + 1, e - 1, kind="generic", title="t")
+        P.bar_panel(e, e + 1, e - 1, labels=labels, title="t", xlabel="x")
     with pytest.raises(ValueError, match="both be given"):
-        P.results_plot(e, e, None, kind="generic", title="t")
+        P.bar_panel(e, e, None, labels=labels, title="t", xlabel="x")
     with pytest.raises(ValueError, match="disagree"):
-        P.results_plot(e, np.r_[np.nan, e[1:]], e, kind="generic", title="t")
-    with pytest.raises(ValueError, match="start < stop"):
-        P.results_plot(e, None, None, kind="marginals", groups=[("a", 0, 9)], title="t")
-    with pytest.raises(ValueError, match="one-dimensional"):
-        P.results_plot(np.ones((2, 2)), None, None, kind="generic", title="t")
+        P.bar_panel(e, np.r_[np.nan, e[1:]], e, labels=labels, title="t", xlabel="x")
+    with pytest.raises(ValueError, match="labels has 4 entries but the panel has 5"):
+        P.bar_panel(e, None, None, labels=labels[:4], title="t", xlabel="x")
+    with pytest.raises(ValueError, match="2-D"):
+        P.heatmap_panel(e, row_labels=labels, col_labels=["x"], row_name="r", col_name="c", title="t")
+    with pytest.raises(ValueError, match="give grid_shape too"):
+        P.per_query_std_plot(e, axes_labels=("r", ["a"], "c", list("abcde")), title="t")
 
 
 # ---------------------------------------------------------------------- cross-cutting checks
 
 def test_png_data_uri():
-    png = P.results_plot([1.0, 2.0], None, None, kind="generic", title="t")
+    png = P.bar_panel([1.0, 2.0], None, None, labels=["a", "b"], title="t", xlabel="x")
     uri = P.png_data_uri(png)
     assert uri.startswith("data:image/png;base64,")
     assert base64.b64decode(uri.split(",", 1)[1]) == png

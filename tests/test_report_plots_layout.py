@@ -54,7 +54,13 @@ def test_per_query_plots_keep_every_label_inside(drawn: list[Any]) -> None:
     plots.per_query_std_plot(np.linspace(1e4, 1.23456e5, 45), labels=names, title="wide ticks")
     plots.per_query_std_plot(np.random.default_rng(1).random(288) + 1.5, grid_shape=(8, 36),
                              title="Standard deviation of each answer")
-    assert len(drawn) == 3
+    # value labels on both axes (long ones shortened), and a grid of equal values (no bar)
+    ages = [f"age {a} years and some" for a in range(17, 53)]
+    plots.per_query_std_plot(np.random.default_rng(2).random(288) + 1.5, grid_shape=(8, 36),
+                             axes_labels=("marital-status", [f"Married-civ-spouse {i}" for i in range(8)],
+                                          "age", ages), title="Standard deviation of each answer")
+    plots.per_query_std_plot(np.full(288, 2.5), grid_shape=(8, 36), title="equal")
+    assert len(drawn) == 5
     _inside(drawn)
 
 

@@ -2,6 +2,7 @@
 
     factorize report FILE.plan --out report.html [--format html|md] [--no-baselines]
     factorize report --results ANSWERS.{csv,json,parquet} --out report.html [--format html|md]
+                     [--ledger L.db]   (the dataset's budget and charges, this release's checked)
 
 Exit codes: 0 ok; 2 bad input (unreadable plan or answers, unknown format).
 """
@@ -20,6 +21,9 @@ def register(subparsers: Any) -> None:
     r.add_argument("plan", nargs="?", help="plan file (factorization or projection plan)")
     r.add_argument("--results", default=None, help="answers file written by `factorize run`")
     r.add_argument("--out", required=True, help="report.html or report.md")
+    r.add_argument("--ledger", default=None,
+                   help="with --results: the ledger the release was charged to (opened and verified; "
+                        "the report shows the dataset's budget and every charge)")
     r.add_argument("--format", default=None, choices=("html", "md"),
                    help="default: from the --out suffix")
     r.add_argument("--no-baselines", action="store_true",
@@ -34,12 +38,14 @@ def register(subparsers: Any) -> None:
 def _cmd_report(args: argparse.Namespace) -> int:
     if (args.plan is None) == (args.results is None):
         raise UsageError("give either a plan file or --results ANSWERS (one of the two)")
+    if args.ledger is not None and args.results is None:
+        raise UsageError("--ledger goes with --results (a release's report), not with a plan")
     from factorize.report.render import write_report
 
     if args.results is not None:
         from factorize.report.results_report import results_report
 
-        report = results_report(args.results)
+        report = results_report(args.results, ledger=args.ledger)
     else:
         from factorize.plan.checks import verify_any
         from factorize.plan.errors import PlanRefused
@@ -52,5 +58,5 @@ def _cmd_report(args: argparse.Namespace) -> int:
             raise PlanRefused("plan refused: " + "; ".join(failures))
         report = plan_report(plan, baselines=not args.no_baselines)
     files = write_report(report, args.out, args.format)
-    print(f"wrote       {files[0]}" + (f" (+{len(files) - 1} figure files)" if len(files) > 1 else ""))
+    print(f"wrote       {files[0]}" + (f" (+{len(files) - 1} files beside it)" if len(files) > 1 else ""))
     return EXIT_OK

@@ -12,6 +12,13 @@ norms and the plan's stated ``expected_error.noise_variance`` for a structured o
 re-solved — so the report cannot drift from the plan; what a kind does not carry (a
 structured plan has no stored residual or post-processing) is not shown. New quantities
 (error at other dataset sizes, baselines) are computed on the spot and labelled as such.
+
+Every kind's report lists the workload's named tables (``executor.labels``) with their
+precision — standard error smallest, largest and RMS over each table's cells, and the hint when
+the smallest table comes out the least precise (``executor.precision``) —, or, for the kinds
+that state no per-query deviation (projection, local), says so with the error they do state.
+A ρ-zCDP guarantee is also given as (ε, δ) at the δ of :data:`DELTAS` (``privacy.zcdp``'s
+conversions, :func:`zcdp_rows`).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .model import Figure, Report, Section
+from .model import Figure, Report, Section, paged
 
 #: Dataset sizes for the error-vs-n figure.
 NS = np.array([10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000])
@@ -30,10 +37,19 @@ NS = np.array([10, 30, 100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000,
 MAX_PLOTTED_QUERIES = 200_000
 
 
+#: The δ at which a ρ-zCDP guarantee is stated as (ε, δ)-DP (:func:`zcdp_rows`).
+DELTAS = (1e-5, 1e-6, 1e-8, 1e-10)
+
+
 def guarantee_words(g: Any, relation: str) -> str:
-    """The guarantee (a ``privacy.Guarantee``) under ``relation`` (``"add_remove"`` or
-    ``"replace"``) in plain words."""
+    """The guarantee (a ``privacy.Guarantee``) under ``relation`` (``"add_remove"``,
+    ``"replace"``, or a local release's ``"local …"``) in plain words; a ρ-zCDP guarantee
+    with its ε at δ = 10⁻⁶ (:func:`zcdp_rows` gives more)."""
+    from factorize.privacy.zcdp import zcdp_epsilon
+
     who = ("adding or removing one person's record" if relation == "add_remove"
+           else "changing one user's record to any other (each user's message on its own: the "
+                "collector is not trusted)" if relation.startswith("local")
            else "replacing one person's record by another (the number of records n is public)")
     if g.kind == "approx_dp":
         eps, delta = g.epsilon, g.delta
@@ -42,13 +58,29 @@ def guarantee_words(g: Any, relation: str) -> str:
                 f"plus an additive δ = {delta:g}.")
     if g.kind == "zcdp":
         rho = g.rho
-        eps6 = rho + 2.0 * math.sqrt(rho * math.log(1e6))
         return (f"ρ-zero-concentrated differential privacy with ρ = {rho:g} under {who}; it implies "
-                f"(ε, δ)-DP for every δ > 0 with ε = ρ + 2√(ρ ln(1/δ)) — e.g. ε ≈ {eps6:.3g} at "
-                "δ = 10⁻⁶.")
+                f"(ε, δ)-DP for every δ > 0 — e.g. ε = {zcdp_epsilon(rho, 1e-6):.4g} at δ = 10⁻⁶ "
+                "(the table below gives other δ).")
     eps = g.epsilon
     return (f"pure ε-differential privacy with ε = {eps:g}: {who} changes the probability of any "
             f"set of outputs by at most a factor e^ε ≈ {math.exp(eps):.3g}, with no additive slack.")
+
+
+def zcdp_rows(rho: float) -> list[list[str]]:
+    """What ρ-zCDP means as (ε, δ)-DP at each δ of :data:`DELTAS`: a table (header first) of
+    the ε of Canonne, Kamath & Steinke 2020, Cor. 13 (``privacy.zcdp.zcdp_epsilon``, the
+    tighter) and of Bun & Steinke 2016, Prop. 1.3, ``ε = ρ + 2√(ρ ln(1/δ))``
+    (``privacy.zcdp.zcdp_to_approx_dp``)."""
+    from factorize.privacy.zcdp import zcdp_epsilon, zcdp_to_approx_dp
+
+    rows = [["δ", "ε (Canonne, Kamath & Steinke 2020, Cor. 13)", "ε = ρ + 2√(ρ ln(1/δ)) (Bun & Steinke 2016)"]]
+    rows += [[f"{d:g}", f"{zcdp_epsilon(rho, d):.4g}", f"{zcdp_to_approx_dp(rho, d):.4g}"] for d in DELTAS]
+    return rows
+
+
+ZCDP_NOTE = ("A ρ-zCDP guarantee holds as (ε, δ)-DP for every δ at once, each δ with its ε (the "
+             "table): choose δ well below 1/n, n the number of records. Both conversions are valid; "
+             "the first is the tighter.")
 
 
 def noise_words(n: Any, m: int) -> str:
@@ -77,21 +109,56 @@ def _grid_shape(W: Any) -> tuple[int, int] | None:
     return None
 
 
-def _marginal_groups(W: Any, attributes: list[str]) -> list[tuple[str, int, int]] | None:
-    """(label, first row, end row) of each marginal of a family of at least two (the
-    per-query plot's groups); None for any other workload."""
-    from factorize.planner.marginal_algebra import marginal_family
-
-    fam = marginal_family(W)
-    if fam is None or len(fam.subsets) < 2:
+def _grid_axes(tables: list[Any], grid: tuple[int, int] | None
+               ) -> tuple[str, list[str], str, list[str]] | None:
+    """The value labels of the per-query heat map's axes — (row attribute, row labels, column
+    attribute, column labels) — when the workload is one table whose two columns are the grid's
+    rows and columns (``executor.labels.Column``: the first steps every c rows, the second every
+    row); None otherwise (the axes then show query indices)."""
+    if grid is None or len(tables) != 1 or len(tables[0].columns) != 2:
         return None
-    names = attributes if len(attributes) == len(fam.sizes) else [f"x{i}" for i in range(len(fam.sizes))]
-    out, start = [], 0
-    for subset, rows in zip(fam.subsets, fam.rows, strict=True):
-        label = " × ".join(names[j] for j in subset) or "total"
-        out.append((label, start, start + rows))
-        start += rows
-    return out
+    r, c = grid
+    first, second = tables[0].columns
+    if first.stride != c or second.stride != 1:
+        return None
+    rows = [str(first.texts[i]) for i in first.indices(0, r * c)[::c]]
+    cols = [str(second.texts[i]) for i in second.indices(0, c)]
+    return first.name, rows, second.name, cols
+
+
+def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str) -> Section:
+    """Every table of the workload (``executor.labels``: its name and cells) with its standard
+    errors — smallest, largest, RMS over its cells (``executor.precision.table_precision``, the
+    plan's own per-query deviations) — and the hint when the smallest table comes out the least
+    precise (``precision_hint``). A kind that states no per-query deviation (projection,
+    local) lists the tables and says ``no_std`` instead. Adds ``tables`` (and
+    ``precision_hint``) to ``numbers``."""
+    from dataclasses import asdict
+
+    from factorize.executor.labels import workload_tables
+    from factorize.executor.precision import precision_hint, table_precision
+
+    try:
+        prec = table_precision(plan, W)
+    except NotImplementedError:
+        tables = workload_tables(W, plan.domain)
+        numbers["tables"] = [{"name": t.name, "cells": t.rows} for t in tables]
+        rows = [["table", "cells"]] + [[t.name, f"{t.rows:,}"] for t in tables]
+        paras = [f"The workload has {len(tables):,} tables. {no_std}"]
+        return Section("Precision per table", paras, **paged(rows, "tables"))
+    numbers["tables"] = [asdict(t) for t in prec]
+    hint = precision_hint(prec)
+    numbers["precision_hint"] = hint
+    rows = [["table", "cells", "std min", "std max", "std RMS"]]
+    rows += [[t.name, f"{t.cells:,}", f"{t.std_min:.4g}", f"{t.std_max:.4g}", f"{t.std_rms:.4g}"]
+             for t in prec]
+    paras = [f"The workload has {len(prec):,} tables, each named by the attributes it crosses and "
+             "its form (or the name the spec gives). The standard error of every answer of a "
+             "table, in counts: smallest, largest and root mean square over its cells (the "
+             "plan's own per-query deviations)."]
+    if hint is not None:
+        paras.append(f"Hint: {hint}.")
+    return Section("Precision per table", paras, **paged(rows, "tables"))
 
 
 def plan_report(plan: Any, *, baselines: bool = True) -> Report:
@@ -164,6 +231,15 @@ def _header(plan: Any, mechanism: str) -> tuple[str, str]:
             f"workload fingerprint {plan.workload['fingerprint'][:16]}…")
 
 
+def privacy_section(title: str, guarantee: Any, relation: str, paragraphs: list[str]) -> Section:
+    """The guarantee in words (:func:`guarantee_words`) then ``paragraphs``; for ρ-zCDP, what ρ
+    means as (ε, δ) (:func:`zcdp_rows`)."""
+    zcdp = guarantee.kind == "zcdp"
+    return Section(title, [guarantee_words(guarantee, relation), *paragraphs,
+                           *([ZCDP_NOTE] if zcdp else [])],
+                   table=zcdp_rows(guarantee.rho) if zcdp else None)
+
+
 def _search_section(record: Any) -> Section | None:
     """The strategy search's table (``provenance.strategy_search``, re-checked by verify)."""
     if not isinstance(record, dict):
@@ -206,8 +282,7 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
         "upper": b["upper"], "lower": b["lower"], "gap": b["gap"], "noise_scale": n.scale,
         "sensitivity": n.sensitivity, "strategy_rows": acc.m,
     }
-    sections = [Section("Privacy guarantee and noise", [
-        guarantee_words(plan.guarantee, plan.relation.key),
+    sections = [privacy_section("Privacy guarantee and noise", plan.guarantee, plan.relation.key, [
         noise_words(n, acc.m), *([acc.strategy] if acc.strategy else []),
         (f"The answers are R·(A·h + noise): an estimate of every query with the per-query "
          f"standard deviations below and a bias of at most {e['bias_per_record']:.3g}·n (n the "
@@ -288,9 +363,13 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
 
     figs = []
     if k <= MAX_PLOTTED_QUERIES:
+        from factorize.executor.labels import workload_tables
+
+        tables = workload_tables(W, plan.domain)
         grid = _grid_shape(W)
-        groups = None if grid else _marginal_groups(W, list(plan.domain.attributes))
+        groups = None if grid or len(tables) < 2 else [(t.name, t.start, t.stop) for t in tables]
         figs.append(Figure(plots.per_query_std_plot(std, grid_shape=grid, labels=groups,
+                                                    axes_labels=_grid_axes(tables, grid),
                                                     title="Standard deviation of each answer"),
                            "per-query standard deviation", "per_query_std"))
     emax_method = e.get("expected_max_method") or (
@@ -306,6 +385,7 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
               "(it fails with probability 10⁻³; the noise term takes the rest of the 5%)"
               if e.get("bias_per_record") else "") + "."]
     sections.append(Section("Error of each answer", err, figures=figs))
+    sections.append(_precision_section(plan, W, numbers, ""))
 
     beta = float(e.get("bias_per_record") or 0.0)
     series = {"RMSE (counts)": np.full(NS.size, e["rmse"])}
@@ -389,8 +469,8 @@ def _projection_report(plan: Any) -> Report:
     b, n = plan.bounds, plan.noise
     numbers: dict[str, Any] = {"upper_rmse": b["upper_rmse"], "lower_rmse": b.get("lower_rmse"),
                                "noise_scale": n.scale, "sensitivity": n.sensitivity, "n": plan.n}
-    sections = [Section("Privacy guarantee and noise", [
-        guarantee_words(plan.guarantee, plan.relation.key), noise_words(n, int(n.dim)),
+    sections = [privacy_section("Privacy guarantee and noise", plan.guarantee, plan.relation.key, [
+        noise_words(n, int(n.dim)),
         f"Decoding (post-processing of the released values only): {plan.decoder['description']}.",
     ])]
     cert = [f"RMSE per query ≤ {b['upper_rmse']:.6g} ({b['upper_note']})."]
@@ -405,6 +485,10 @@ def _projection_report(plan: Any) -> Report:
     sections.append(Section("Error bounds", cert, table=rows))
 
     W = plan_workload(plan)
+    sections.append(_precision_section(
+        plan, W, numbers, "A projection mechanism states no per-query standard error: its "
+        f"bound, RMSE ≤ {b['upper_rmse']:.6g} per query, is on the root-mean-square error over "
+        "all queries of all tables together, and no table is promised more."))
     ns = NS[max(10 * plan.n, 1000) >= NS]
     curve = _projection_bound_curve(plan, W, ns)
     if curve is not None:
@@ -460,11 +544,7 @@ def _local_report(plan: Any) -> Report:
     kind = {"l2": "the ℓ2 randomizer (Duchi–Jordan–Wainwright / Bhowmick et al.): a point of "
                   f"norm B = {r['scale']:.6g} on a random hemisphere around the user's vector",
             "gaussian": f"Gaussian noise of standard deviation {r['scale']:.6g}"}[r["kind"]]
-    sections = [Section("Privacy guarantee (local model)", [
-        guarantee_words(plan.guarantee, "replace").replace(
-            "replacing one person's record by another (the number of records n is public)",
-            "any two possible records of one user") + " The guarantee holds for each user's "
-        "message on its own: the collector is not trusted.",
+    sections = [privacy_section("Privacy guarantee (local model)", plan.guarantee, "local", [
         f"Each user sends one message: the strategy column a_x ∈ R^{r['dim']} of their record "
         f"(‖a_x‖ ≤ 1), randomized by {kind}; it is unbiased, with per-coordinate variance ≤ "
         f"{r['variance']:.6g}. The server adds the messages and releases R·ΣY.",
@@ -495,6 +575,13 @@ def _local_report(plan: Any) -> Report:
         else:
             paras.append(b.get("n_needed_lower_note", ""))
     sections.append(Section("Certificate and sample size", paras, table=rows))
+    from factorize.plan.embedded import plan_workload
+
+    sections.append(_precision_section(
+        plan, plan_workload(plan), numbers, "A local plan states its error for all queries "
+        f"together, as a fraction of the number of users n: at n = {b['plan_n']} the worst query "
+        f"≤ {b['predicted_max_error']:.4g} (RMSE ≈ {b['predicted_rmse']:.4g}); no table is "
+        "promised more."))
     ns = NS[NS >= 100]
     worst = np.array([predicted_errors(plan.R, plan.eta, r["variance"], int(x))["predicted_max_error"]
                       for x in ns])

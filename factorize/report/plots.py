@@ -8,7 +8,8 @@ Each figure is drawn under matplotlib's default style plus a few fixed settings 
 date stamp: identical inputs give byte-identical PNGs.
 
 Sizes: 8 × 4 inches at 100 dpi (800 × 400 pixels; 11 × 4 for the two-panel
-:func:`error_vs_n_plot`, taller for :func:`comparison_plot` with many rows).
+:func:`error_vs_n_plot`, taller for :func:`comparison_plot` with many rows); the table panels
+of a results report 4.6 × 3.1 inches (:data:`PANEL_SIZE`), several to a row of the page.
 
 Layout. The two figures of every plan report (:func:`per_query_std_plot`,
 :func:`error_vs_n_plot`) are laid out once, before drawing, by :func:`_fixed_layout`: margins
@@ -20,12 +21,20 @@ there adds nothing but ink and tick objects). The other figures (with legends ou
 axes, long row names) keep the constrained layout.
 
 - :func:`per_query_std_plot` — standard deviation of each answer of a plan (step plot, or a
-  heat map for a 2-D grid of queries), optional group bands (one per marginal table);
+  heat map for a 2-D grid of queries, in value labels when given), optional group bands (one
+  per table);
 - :func:`error_vs_n_plot` — RMSE against dataset size n, log–log, optionally also RMSE / n;
 - :func:`comparison_plot` — the plan against baselines (RMSE bars, max per-query std markers);
-- :func:`results_plot` — released answers with their 95% intervals (marginal tables, a CDF,
-  or anything else);
+- :func:`bar_panel`, :func:`line_panel`, :func:`heatmap_panel` — one table of a release: bars
+  with 95% whiskers (a small table), lines with 95% bands (a CDF or range per group, or one
+  attribute's values), a heat map (two crossed attributes), every cell drawn, axes in value
+  labels;
 - :func:`png_data_uri` — ``data:image/png;base64,…`` for embedding in HTML.
+
+Colour scales. Values whose spread is below :data:`EQUAL_RTOL` of their magnitude
+(:func:`equal_to_precision`: a plan's per-query standard deviations that differ by rounding
+only) are drawn in one colour, without a colour bar, and the title says they are equal to
+that precision — a colour scale would spread its whole range over the rounding.
 
 Bad input (length mismatch, empty arrays, non-finite values where numbers are required,
 malformed groups) raises :class:`~factorize.report.errors.ReportError` (a ``ValueError``)
@@ -51,6 +60,7 @@ if "matplotlib.pyplot" not in sys.modules:
 
 import matplotlib.style
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -62,19 +72,30 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.typing import RcKeyType
 
-__all__ = ["DPI", "FIGSIZE", "MAX_GENERIC_POINTS", "comparison_plot", "error_vs_n_plot",
-           "per_query_std_plot", "png_data_uri", "results_plot", "interval_width_plot"]
+__all__ = ["DPI", "EQUAL_RTOL", "FIGSIZE", "PANEL_SIZE", "bar_panel", "comparison_plot",
+           "equal_to_precision", "error_vs_n_plot", "heatmap_panel", "line_panel",
+           "per_query_std_plot", "png_data_uri"]
 
 #: Default figure size (inches) and resolution: 800 × 400 pixels.
 FIGSIZE = (8.0, 4.0)
 DPI = 100
-#: ``results_plot(kind="generic")`` draws at most this many queries (evenly subsampled).
-MAX_GENERIC_POINTS = 2000
-#: ``kind="marginals"`` draws at most this many bars, ``kind="cdf"`` this many line points.
-MAX_BARS = 2000
-MAX_LINE_POINTS = 20_000
+#: A table panel (:func:`bar_panel`, :func:`line_panel`, :func:`heatmap_panel`): 4.6 × 3.1
+#: inches, 460 × 310 pixels.
+PANEL_SIZE = (4.6, 3.1)
+#: Values whose spread is at most this fraction of their largest magnitude are drawn in one
+#: colour (:func:`equal_to_precision`): a colour scale over them would show rounding only.
+EQUAL_RTOL = 1e-6
+#: Value labels written along a panel's or heat map's axis at most (evenly spaced beyond).
+MAX_TICKS = 12
+#: Column labels written under a plan's per-query heat map at most (they are upright there).
+MAX_HEATMAP_COLUMNS = 8
+#: A bar panel names every bar up to this many (the results report's bar tables).
+MAX_BAR_LABELS = 40
+#: Value labels are shortened to this many characters on an axis.
+MAX_LABEL_CHARS = 24
 #: Group names are written on the top axis only up to this many groups (bands always drawn).
 MAX_GROUP_NAMES = 40
+_FLAT_COLOUR = "#21918c"  # viridis' middle: one colour for values equal to EQUAL_RTOL
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _HIGHLIGHT = "#d95f02"   # the plan in comparison_plot
@@ -254,61 +275,69 @@ def _groups(groups: Any, k: int, name: str) -> list[tuple[str, int, int]] | None
     return out or None
 
 
-def _draw_groups(ax: Any, groups: list[tuple[str, int, int]], *, shade: bool = True,
-                 separators: bool = True) -> float:
-    """Alternating shaded bands (x in query-index units, cell j spans [j-½, j+½]), dotted
-    separators and the group names as ticks on a top axis (these two only up to
-    ``MAX_GROUP_NAMES`` groups; beyond, the bands alone). Returns the height (inches) the
-    names take above the axes (0 without names): a line of 7.5 pt text, or the longest
-    name's width × sin(rotation) when they are rotated."""
-    height = 0.0
-    for j, (_, start, stop) in enumerate(groups):
-        if shade and j % 2 == 0:
-            ax.axvspan(start - 0.5, stop - 0.5, color="0.5", alpha=0.12, lw=0, zorder=0)
-        if separators and j > 0 and len(groups) <= MAX_GROUP_NAMES:
-            ax.axvline(start - 0.5, color="0.4", lw=0.6, ls=":", zorder=1)
-    if len(groups) <= MAX_GROUP_NAMES:
-        top = ax.secondary_xaxis("top")
-        centres = [(s + e - 1) / 2 for _, s, e in groups]
-        names = [g[0] for g in groups]
-        longest = max(len(n) for n in names)
-        rot = 0 if len(groups) * max(longest, 3) <= 90 else (45 if len(groups) <= 20 else 90)
-        top.set_xticks(centres, labels=names, rotation=rot,
-                       ha="left" if rot == 45 else "center", fontsize=7.5)
-        top.tick_params(axis="x", length=0, pad=2)
-        text = longest * _CHAR_EM * _pt(7.5) * np.sin(np.radians(rot))
-        height = _pt(2.0) + max(_pt(_LINE_EM * 7.5), text + _pt(7.5) * np.cos(np.radians(rot)))
-    return height
-
-
-def _group_names_overhang(groups: list[tuple[str, int, int]]) -> float:
-    """How far (inches) the last group name may reach right of its centre: names written at
-    45° start at the centre (``_draw_groups``), so the last one's full width × cos 45°;
-    upright ones half their width (a bound: the axes' right edge is at least that far)."""
+def _named_groups(groups: list[tuple[str, int, int]], k: int, width: float
+                  ) -> tuple[list[tuple[str, int, int]], int]:
+    """(the groups whose names are written on the top axis, their rotation): none beyond
+    ``MAX_GROUP_NAMES`` groups; else, in order, each group whose centre is far enough from the
+    previous named one's for the names not to overlap on an axis ``width`` inches wide over
+    ``k`` queries — a line of 7.5 pt text apart when rotated, half of both names apart when
+    upright — so a narrow table between wide ones loses its name, never its band."""
     if len(groups) > MAX_GROUP_NAMES:
-        return 0.0
-    longest = max(len(g[0]) for g in groups)
-    rot = 0 if len(groups) * max(longest, 3) <= 90 else (45 if len(groups) <= 20 else 90)
-    last = len(groups[-1][0]) * _CHAR_EM * _pt(7.5)
-    return last * np.cos(np.radians(45)) if rot == 45 else (last / 2 if rot == 0 else _pt(7.5))
+        return [], 0
+    per_query = width / max(k, 1)
+    line = _pt(_LINE_EM * 7.5) * 1.2
+    kept: list[tuple[str, int, int]] = []
+    for g in groups:
+        centre = (g[1] + g[2] - 1) / 2
+        if not kept or (centre - (kept[-1][1] + kept[-1][2] - 1) / 2) * per_query >= line:
+            kept.append(g)
+    longest = max(len(n) for n, _, _ in kept)
+    rot = 0 if len(kept) * max(longest, 3) <= 90 else (45 if len(kept) <= 20 else 90)
+    if rot == 0:
+        upright = [kept[0]]
+        for g in kept[1:]:
+            prev = upright[-1]
+            gap = ((g[1] + g[2]) - (prev[1] + prev[2])) / 2 * per_query
+            if gap >= (len(g[0]) + len(prev[0])) / 2 * _CHAR_EM * _pt(7.5) + _pt(4.0):
+                upright.append(g)
+        kept = upright
+    return kept, rot
 
 
-def _subsample(k: int, limit: int) -> np.ndarray:
-    """Evenly spaced indices 0 … k-1 (first and last included), at most ``limit`` of them."""
-    if k <= limit:
-        return np.arange(k)
-    return np.unique(np.linspace(0, k - 1, limit).round().astype(np.int64))
-
-
-def _with_notes(title: str, notes: list[str]) -> str:
-    return title + ("\n(" + "; ".join(notes) + ")" if notes else "")
+def _draw_groups(ax: Any, groups: list[tuple[str, int, int]], k: int) -> tuple[float, float]:
+    """Alternating shaded bands (x in query-index units, cell j spans [j-½, j+½]), dotted
+    separators (up to ``MAX_GROUP_NAMES`` groups) and the names of :func:`_named_groups` as
+    ticks on a top axis. Returns (the height, in inches, the names take above the axes — a line
+    of 7.5 pt text, or the longest name's width × sin(rotation) when they are rotated; 0
+    without names —, how far the last name reaches right of its centre: names written at 45°
+    start at the centre, so its full width × cos 45°, upright ones half their width)."""
+    for j, (_, start, stop) in enumerate(groups):
+        if j % 2 == 0:
+            ax.axvspan(start - 0.5, stop - 0.5, color="0.5", alpha=0.12, lw=0, zorder=0)
+        if j > 0 and len(groups) <= MAX_GROUP_NAMES:
+            ax.axvline(start - 0.5, color="0.4", lw=0.6, ls=":", zorder=1)
+    named, rot = _named_groups(groups, k, 0.8 * float(ax.figure.get_size_inches()[0]))
+    if not named:
+        return 0.0, 0.0
+    top = ax.secondary_xaxis("top")
+    names = [g[0] for g in named]
+    top.set_xticks([(s + e - 1) / 2 for _, s, e in named], labels=names, rotation=rot,
+                   ha="left" if rot == 45 else "center", fontsize=7.5)
+    top.tick_params(axis="x", length=0, pad=2)
+    longest = max(len(n) for n in names)
+    text = longest * _CHAR_EM * _pt(7.5) * np.sin(np.radians(rot))
+    height = _pt(2.0) + max(_pt(_LINE_EM * 7.5), text + _pt(7.5) * np.cos(np.radians(rot)))
+    last = len(names[-1]) * _CHAR_EM * _pt(7.5)
+    overhang = last * np.cos(np.radians(45)) if rot == 45 else (last / 2 if rot == 0 else _pt(7.5))
+    return height, float(overhang)
 
 
 # ------------------------------------------------------------------------------ 1. per query
 
 def per_query_std_plot(std: Any, *, grid_shape: tuple[int, int] | None = None,
                        labels: Sequence[tuple[str, int, int]] | None = None, title: str,
-                       unit: str = "counts") -> bytes:
+                       unit: str = "counts",
+                       axes_labels: tuple[str, Sequence[str], str, Sequence[str]] | None = None) -> bytes:
     """The standard deviation of each of a plan's answers, as PNG bytes.
 
     1-D workloads: a step plot over the query index with the RMSE as a dashed reference line;
@@ -316,7 +345,10 @@ def per_query_std_plot(std: Any, *, grid_shape: tuple[int, int] | None = None,
     shades alternate bands and names them on the top axis. 2-D workloads: ``grid_shape=(r, c)``
     draws an r × c heat map with a colour bar, query ``i·c + j`` at row i, column j (the row
     order of ``kron(A, B)`` with A of r rows and B of c rows); ``labels`` is then refused.
-    The title gets a second line with the largest value and the RMSE.
+    ``axes_labels`` = ``(row name, r row labels, column name, c column labels)``: the heat
+    map's axes in value labels (thinned to :data:`MAX_TICKS`), else in query indices. Values
+    equal to :data:`EQUAL_RTOL` relative are drawn in one colour, without a colour bar, and
+    the title says so. The title gets a second line with the largest value and the RMSE.
     """
     title, unit = _title(title), _unit(unit)
     arr = np.asarray(std, dtype=np.float64) if not isinstance(std, np.ndarray) else std
@@ -337,30 +369,52 @@ def per_query_std_plot(std: Any, *, grid_shape: tuple[int, int] | None = None,
         if labels is not None:
             raise ReportError("labels (group bands) are only drawn on 1-D plots, not with grid_shape")
         grid = (r, c)
+    elif axes_labels is not None:
+        raise ReportError("axes_labels name a heat map's axes: give grid_shape too")
+    named = None
+    if grid is not None and axes_labels is not None:
+        row_name, row_labels, col_name, col_labels = axes_labels
+        named = (str(row_name), _labels(row_labels, grid[0], "axes_labels rows"), str(col_name),
+                 _labels(col_labels, grid[1], "axes_labels columns"))
     groups = _groups(labels, k, "labels")
     rmse = float(np.sqrt(np.mean(s * s)))
-    full_title = f"{title}\nmax {s.max():.4g} {unit}, RMSE {rmse:.4g} {unit} over {k:,} queries"
+    flat = grid is not None and equal_to_precision(s)
+    full_title = (f"{title}\nall {k:,} queries equal to {s.max():.6g} {unit} (to {EQUAL_RTOL:g} "
+                  "relative)" if flat else
+                  f"{title}\nmax {s.max():.4g} {unit}, RMSE {rmse:.4g} {unit} over {k:,} queries")
 
     def draw() -> Figure:
         fig, (ax,) = _new_figure(constrained=False)
         names_height = 0.0
         right = 0.15
+        cax = None
         if grid is not None:
             r, c = grid
-            im = ax.imshow(s.reshape(r, c), origin="lower", aspect="auto", cmap="viridis",
-                           interpolation="nearest", extent=(-0.5, c - 0.5, -0.5, r - 0.5))
-            cax = fig.add_axes((0.0, 0.0, 1.0, 1.0))  # placed once the margins are known
-            cb = fig.colorbar(im, cax=cax)
-            cb.set_label(f"standard deviation ({unit})")
-            ax.set_xlabel(f"query index along the second factor (column, 0…{c - 1})")
-            ax.set_ylabel(f"first factor (row, 0…{r - 1})")
-            # gap, bar, then the bar's tick labels and label (the y-label margin, mirrored)
-            right = _CBAR_GAP + _CBAR_WIDTH + _ylabel_margin(cax)
+            extent = (-0.5, c - 0.5, -0.5, r - 0.5)
+            if flat:  # one colour: a scale would spread its range over rounding
+                ax.imshow(np.zeros((r, c)), origin="lower", aspect="auto", interpolation="nearest",
+                          cmap=ListedColormap([_FLAT_COLOUR]), vmin=-1, vmax=1, extent=extent)
+            else:
+                im = ax.imshow(s.reshape(r, c), origin="lower", aspect="auto", cmap="viridis",
+                               interpolation="nearest", extent=extent)
+                cax = fig.add_axes((0.0, 0.0, 1.0, 1.0))  # placed once the margins are known
+                cb = fig.colorbar(im, cax=cax)
+                cb.set_label(f"standard deviation ({unit})")
+                # gap, bar, then the bar's tick labels and label (the y-label margin, mirrored)
+                right = _CBAR_GAP + _CBAR_WIDTH + _ylabel_margin(cax)
+            if named is not None:
+                _value_ticks(ax.yaxis, named[1], MAX_TICKS, rotate=False)
+                _value_ticks(ax.xaxis, named[3], MAX_HEATMAP_COLUMNS, rotate=False)
+                ax.set_ylabel(named[0])
+                ax.set_xlabel(named[2])
+            else:
+                ax.set_xlabel(f"query index along the second factor (column, 0…{c - 1})")
+                ax.set_ylabel(f"first factor (row, 0…{r - 1})")
         else:
             x = np.arange(k)
             if groups:
-                names_height = _draw_groups(ax, groups)
-                right = max(right, _group_names_overhang(groups) + 0.05)
+                names_height, overhang = _draw_groups(ax, groups, k)
+                right = max(right, overhang + 0.05)
             ax.step(x, s, where="mid", color="C0", lw=1.2, label="std of each answer",
                     marker="o" if k <= 60 else None, ms=3)
             ax.axhline(rmse, color="C3", ls="--", lw=1.2, zorder=3, label=f"RMSE = {rmse:.4g}")
@@ -374,7 +428,7 @@ def per_query_std_plot(std: Any, *, grid_shape: tuple[int, int] | None = None,
         title = _rc_points("axes.titlesize")
         _fixed_layout(fig, left=_ylabel_margin(ax), right=right,
                       top=names_height + _pt(6.0 + 2 * _LINE_EM * title) + 0.08)
-        if grid is not None:
+        if cax is not None:
             box = ax.get_position()
             w = fig.get_size_inches()[0]
             cax.set_position((box.x1 + _CBAR_GAP / w, box.y0, _CBAR_WIDTH / w, box.height))
@@ -543,7 +597,7 @@ def comparison_plot(names: Sequence[str], rmse: Any, max_std: Any, *, highlight:
     return _render(draw)
 
 
-# ------------------------------------------------------------------------------ 4. results
+# ------------------------------------------------------------------------- 4. table panels
 
 def _intervals(ci_low: Any, ci_high: Any, k: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Validated (low, high) arrays, NaN where a query has no interval; None when none has."""
@@ -572,139 +626,175 @@ def _intervals(ci_low: Any, ci_high: Any, k: int) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
-def results_plot(estimate: Any, ci_low: Any, ci_high: Any, *, kind: str,  # noqa: C901 (counted allow-list)
-                 groups: Sequence[tuple[str, int, int]] | None = None, title: str,
-                 truth: Any = None, unit: str = "counts", post: Any = None,
-                 series: Sequence[tuple[str, Any]] | None = None,
-                 tick_labels: Sequence[str] | None = None, xlabel: str | None = None) -> bytes:
-    """Released answers with their 95% intervals, as PNG bytes.
+def _labels(labels: Any, k: int, name: str) -> list[str]:
+    """``k`` tick labels (strings), shortened to :data:`MAX_LABEL_CHARS` characters."""
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence):
+        raise ReportError(f"{name} must be a list of strings")
+    out = [str(x) for x in labels]
+    if len(out) != k:
+        raise ReportError(f"{name} has {len(out)} entries but the panel has {k}")
+    return [x if len(x) <= MAX_LABEL_CHARS else x[:MAX_LABEL_CHARS - 1] + "…" for x in out]
 
-    ``kind="marginals"``: bars (coloured per group) with interval whiskers, grouped by
-    ``groups`` = ``[(table name, start, stop), …]``; ``kind="cdf"``: the estimate as a line
-    over the query index with the interval as a shaded band; ``kind="generic"``: points with
-    interval whiskers. ``truth`` (optional, same length) is overlaid. Intervals may be NaN
-    (projection plans have none; ``None`` or a scalar NaN also work): the estimates alone
-    are drawn and the title says "no per-query intervals". Large k is evenly subsampled
-    (generic ≤ 2,000 points, marginals ≤ 2,000 bars, cdf ≤ 20,000 points) and the title
-    says so; the x axis always shows the original query index.
 
-    ``post``: the post-processed estimates, drawn over the released ones. ``series`` (cdf):
-    ``[(name, query indices in order)]`` — one CDF per group (e.g. age CDF per sex), each a
-    line with its own band over its own position. ``tick_labels``: the queries' labels, used
-    as x tick labels when at most 40 are drawn; ``xlabel`` names the axis.
-    """
+def _value_ticks(axis: Any, labels: list[str], limit: int, *, rotate: bool) -> None:
+    """At most ``limit`` of ``labels`` as ``axis``'s tick labels: every one, or every s-th from
+    the first (s the smallest step that keeps them within ``limit``: evenly spaced, so a reader
+    counts the unlabelled cells between two ticks); rotated 45° when ``rotate`` and they would
+    not fit upright."""
+    at = np.arange(0, len(labels), -(-len(labels) // limit))
+    axis.set_ticks(at, labels=[labels[i] for i in at])
+    if rotate and at.size * max(len(labels[i]) for i in at) > 48:
+        for t in axis.get_ticklabels():
+            t.set_rotation(45)
+            t.set_ha("right")
+            t.set_rotation_mode("anchor")
+
+
+def equal_to_precision(values: Any, rtol: float = EQUAL_RTOL) -> bool:
+    """True when the values' spread is at most ``rtol`` times their largest magnitude (or all are 0): a colour scale would only show rounding, so they are
+    drawn in one colour."""
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return True
+    lo, hi = float(v.min()), float(v.max())
+    return hi - lo <= rtol * max(abs(lo), abs(hi))
+
+
+def _panel_title(title: str, note: str | None) -> str:
+    return title if not note else f"{title}\n{note}"
+
+
+def bar_panel(estimate: Any, ci_low: Any, ci_high: Any, *, labels: Sequence[str], title: str,
+              xlabel: str, post: Any = None, unit: str = "counts") -> bytes:
+    """One small table (at most a few dozen cells) as bars with 95% interval whiskers, every
+    bar named by its cell's value labels, as PNG bytes (:data:`PANEL_SIZE`). ``post``: the
+    post-processed estimates, drawn as markers over the bars; intervals may be None or NaN
+    (no per-query intervals: said under the title)."""
     title, unit = _title(title), _unit(unit)
-    if kind not in ("marginals", "cdf", "generic"):
-        raise ReportError(f"kind must be 'marginals', 'cdf' or 'generic', got {kind!r}")
     est = _vector(estimate, "estimate")
     k = est.size
     iv = _intervals(ci_low, ci_high, k)
-    tr = None
-    if truth is not None:
-        tr = _vector(truth, "truth")
-        _same_length(tr, "truth", k, "estimate")
-    grp = _groups(groups, k, "groups")
-    pp = None
-    if post is not None:
-        pp = _vector(post, "post")
+    names = _labels(labels, k, "labels")
+    pp = None if post is None else _vector(post, "post")
+    if pp is not None:
         _same_length(pp, "post", k, "estimate")
-    limit = {"generic": MAX_GENERIC_POINTS, "marginals": MAX_BARS, "cdf": MAX_LINE_POINTS}[kind]
-    idx = _subsample(k, limit)
-    notes = []
-    if idx.size < k:
-        notes.append(f"showing {idx.size:,} of {k:,} queries, evenly subsampled")
-    if iv is None:
-        notes.append("no per-query intervals")
-    else:
-        missing = int(np.isnan(iv[0]).sum())
-        if missing:
-            notes.append(f"no interval for {missing:,} of {k:,} queries")
-    full_title = _with_notes(title, notes)
 
-    def draw() -> Figure:  # noqa: C901 (counted allow-list)
-        fig, (ax,) = _new_figure()
-        x = idx
-        e = est[idx]
-        if grp:
-            _draw_groups(ax, grp, shade=kind != "marginals")
-        if kind == "marginals":
-            step = max(1.0, k / idx.size)
-            if grp:
-                gid = np.zeros(k, dtype=np.int64) - 1
-                for j, (_, s, t) in enumerate(grp):
-                    gid[s:t] = j
-                colours: list[str] | str = [f"C{gid[i] % 10}" if gid[i] >= 0 else "0.6" for i in idx]
-            else:
-                colours = "C0"
-            if idx.size <= 300:
-                ax.bar(x, e, width=0.8 * step, color=colours, alpha=0.85, zorder=2, label="estimate")
-            else:  # bars under a pixel wide: one line collection draws them ~10× faster
-                ax.vlines(x, 0, e, colors=colours, lw=0.8, alpha=0.85, zorder=2, label="estimate")
-            ax.axhline(0, color="0.3", lw=0.6, zorder=1)
-            ax.set_xlabel(xlabel or "cell (query index)" + ("; bar colour = marginal table" if grp else ""))
-        elif kind == "cdf" and series:
-            for c, (name, rows) in enumerate(series):
-                rows = np.asarray(rows, dtype=np.int64)
-                pos = np.arange(rows.size)
-                if iv is not None:
-                    ax.fill_between(pos, iv[0][rows], iv[1][rows], color=f"C{c % 10}", alpha=0.25,
-                                    lw=0, label="95% interval" if c == 0 else None)
-                ax.plot(pos, est[rows], color=f"C{c % 10}", lw=1.5,
-                        marker="o" if rows.size <= 60 else None, ms=3, zorder=3,
-                        label=f"estimate: {name}" if name else "estimate")
-                if pp is not None:
-                    ax.plot(pos, pp[rows], color=f"C{c % 10}", lw=1.0, ls=":", zorder=4,
-                            label="post-processed" if c == 0 else None)
-            ax.set_xlabel(xlabel or "position in the CDF (value, increasing)")
-        elif kind == "cdf":
-            if iv is not None:
-                lo, hi = iv[0][idx], iv[1][idx]
-                ax.fill_between(x, lo, hi, color="C0", alpha=0.25, lw=0, label="95% interval",
-                                step=None)
-            ax.plot(x, e, color="C0", lw=1.5, marker="o" if idx.size <= 60 else None, ms=3,
-                    label="estimate", zorder=3)
-            ax.set_xlabel(xlabel or "query index (cell, increasing)")
-        else:
-            ax.plot(x, e, ls="none", marker="o" if idx.size <= 200 else ".",
-                    ms=4 if idx.size <= 200 else 3, color="C0", label="estimate", zorder=3)
-            ax.set_xlabel(xlabel or "query index")
-        if iv is not None and kind != "cdf":
-            lo, hi = iv[0][idx], iv[1][idx]
-            ok = ~np.isnan(lo)
-            few = idx.size <= 200
-            ax.errorbar(x[ok], (lo[ok] + hi[ok]) / 2, yerr=(hi[ok] - lo[ok]) / 2, fmt="none",
-                        ecolor="black" if few else "0.55", elinewidth=0.8 if few else 0.5,
-                        alpha=0.8 if few else 0.6, capsize=2 if idx.size <= 100 else 0,
-                        zorder=4 if kind == "marginals" else 2, label="95% interval")
-        if pp is not None and not (kind == "cdf" and series):
-            ax.plot(x, pp[idx], ls="none" if kind != "cdf" else ":", marker="D" if kind != "cdf" else None,
-                    ms=3, color="#2ca02c", label="post-processed", zorder=5)
-        if tick_labels is not None and idx.size <= 40 and not (kind == "cdf" and series):
-            ax.set_xticks(x)
-            ax.set_xticklabels([str(tick_labels[i]) for i in idx], rotation=60, ha="right",
-                               fontsize=7)
-        if tr is not None:
-            t = tr[idx]
-            if kind == "cdf":
-                ax.plot(x, t, color="black", ls="--", lw=1.1, label="true value", zorder=4)
-            else:
-                ax.plot(x, t, ls="none", marker="_" if kind == "marginals" else "x",
-                        ms=(9 if idx.size <= 100 else 5 if idx.size <= 400 else 2.5) if kind == "marginals"
-                        else 4, mew=1.5 if idx.size <= 400 else 1.0, color="#d62728",
-                        label="true value", zorder=5)
-        pad = 0.5 * max(1.0, k / idx.size)
-        if not (kind == "cdf" and series):
-            ax.set_xlim(-pad, k - 1 + pad)
+    def draw() -> Figure:
+        fig, (ax,) = _new_figure(PANEL_SIZE)
+        x = np.arange(k)
+        ax.bar(x, est, width=0.75, color="C0", alpha=0.85, zorder=2, label="estimate")
+        if iv is not None:
+            ok = ~np.isnan(iv[0])
+            ax.errorbar(x[ok], est[ok], yerr=np.vstack([est[ok] - iv[0][ok], iv[1][ok] - est[ok]]).clip(0),
+                        fmt="none", ecolor="black", elinewidth=0.9, capsize=2.5, zorder=3,
+                        label="95% interval")
+        if pp is not None:
+            ax.plot(x, pp, ls="none", marker="D", ms=3.5, color="#2ca02c", zorder=4,
+                    label="post-processed")
+        ax.axhline(0, color="0.3", lw=0.6, zorder=1)
+        _value_ticks(ax.xaxis, names, MAX_BAR_LABELS, rotate=True)
+        ax.set_xlim(-0.6, k - 0.4)
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(f"estimate ({unit})")
         ax.grid(True, axis="y", alpha=0.3)
-        handles, names = ax.get_legend_handles_labels()
-        rank = {"estimate": 0, "95% interval": 1, "post-processed": 2, "true value": 3}
-        pairs = sorted(zip(handles, names, strict=True), key=lambda hn: rank.get(hn[1], 3))
-        handles, names = [h for h, _ in pairs], [n for _, n in pairs]
-        if len(handles) > 1:
-            fig.legend(handles, names, loc="outside lower center", ncols=min(len(handles), 4),
-                       frameon=False)
-        ax.set_title(full_title)
+        if iv is not None or pp is not None:
+            ax.legend(fontsize=7, loc="best", framealpha=0.85)
+        ax.set_title(_panel_title(title, None if iv is not None else "no per-query intervals"),
+                     fontsize=10)
+        return fig
+
+    return _render(draw)
+
+
+def line_panel(estimate: Any, ci_low: Any, ci_high: Any, *, series: Sequence[tuple[str, Any]],
+               x_labels: Sequence[str], title: str, xlabel: str, post: Any = None,
+               unit: str = "counts") -> bytes:
+    """A table along an ordered axis (a CDF's cut-offs, ranges, the values of one attribute) as
+    one line per series with its 95% band, as PNG bytes (:data:`PANEL_SIZE`).
+
+    ``series``: ``[(name, indices into estimate, one per x position)]`` — e.g. the age CDF for
+    each sex; ``x_labels``: the positions' value labels (thinned to :data:`MAX_TICKS`). Every
+    point is drawn; ``post`` (same length as ``estimate``) is drawn dotted."""
+    title, unit = _title(title), _unit(unit)
+    est = _vector(estimate, "estimate")
+    k = est.size
+    iv = _intervals(ci_low, ci_high, k)
+    pp = None if post is None else _vector(post, "post")
+    if pp is not None:
+        _same_length(pp, "post", k, "estimate")
+    if isinstance(series, (str, bytes)) or not isinstance(series, Sequence) or not series:
+        raise ReportError("series must be a non-empty list of (name, indices)")
+    n = len(x_labels)
+    lines = []
+    for name, rows in series:
+        r = np.asarray(rows, dtype=np.int64)
+        if r.ndim != 1 or r.size != n or (r.size and (r.min() < 0 or r.max() >= k)):
+            raise ReportError(f"series {name!r}: need {n} indices (one per x label) into the "
+                              f"{k} estimates")
+        lines.append((str(name), r))
+    names = _labels(x_labels, n, "x_labels")
+
+    def draw() -> Figure:
+        fig, (ax,) = _new_figure(PANEL_SIZE)
+        pos = np.arange(n)
+        for c, (name, rows) in enumerate(lines):
+            colour = f"C{c % 10}"
+            if iv is not None:
+                ax.fill_between(pos, iv[0][rows], iv[1][rows], color=colour, alpha=0.25, lw=0,
+                                label="95% interval" if c == 0 else None)
+            ax.plot(pos, est[rows], color=colour, lw=1.3, marker="o" if n <= 40 else None, ms=2.5,
+                    zorder=3, label=name or "estimate")
+            if pp is not None:
+                ax.plot(pos, pp[rows], color=colour, lw=1.0, ls=":", zorder=4,
+                        label="post-processed" if c == 0 else None)
+        _value_ticks(ax.xaxis, names, MAX_TICKS, rotate=True)
+        ax.set_xlim(-0.5, n - 0.5)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"estimate ({unit})")
+        ax.grid(True, alpha=0.3)
+        if len(lines) > 1 or iv is not None or pp is not None:
+            ax.legend(fontsize=7, loc="best", framealpha=0.85, ncols=2 if len(lines) > 4 else 1)
+        ax.set_title(_panel_title(title, None if iv is not None else "no per-query intervals"),
+                     fontsize=10)
+        return fig
+
+    return _render(draw)
+
+
+def heatmap_panel(values: Any, *, row_labels: Sequence[str], col_labels: Sequence[str],
+                  row_name: str, col_name: str, title: str, unit: str = "counts",
+                  quantity: str = "estimate") -> bytes:
+    """A table crossing two (groups of) attributes as an r × c heat map in value labels (rows
+    top to bottom, thinned to :data:`MAX_TICKS` tick labels per axis), with a colour bar, as
+    PNG bytes (:data:`PANEL_SIZE`). Values equal to :data:`EQUAL_RTOL` relative
+    (:func:`equal_to_precision`) are drawn in one colour without a bar, and the title says
+    so: a colour scale over them would only show rounding."""
+    title, unit = _title(title), _unit(unit)
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.ndim != 2 or arr.size == 0:
+        raise ReportError(f"values must be a non-empty 2-D array, got shape {arr.shape}")
+    _vector(arr.reshape(-1), "values")
+    r, c = arr.shape
+    rows = _labels(row_labels, r, "row_labels")
+    cols = _labels(col_labels, c, "col_labels")
+    flat = equal_to_precision(arr)
+
+    def draw() -> Figure:
+        fig, (ax,) = _new_figure(PANEL_SIZE)
+        note = None
+        if flat:
+            ax.imshow(np.zeros_like(arr), cmap=ListedColormap([_FLAT_COLOUR]), vmin=-1, vmax=1,
+                      aspect="auto", interpolation="nearest")
+            note = f"all {r * c:,} equal to {float(arr.flat[0]):.6g} (to {EQUAL_RTOL:g} relative)"
+        else:
+            im = ax.imshow(arr, cmap="viridis", aspect="auto", interpolation="nearest")
+            fig.colorbar(im, ax=ax, label=f"{quantity} ({unit})", shrink=0.9)
+        _value_ticks(ax.yaxis, rows, MAX_TICKS, rotate=False)
+        _value_ticks(ax.xaxis, cols, MAX_TICKS, rotate=True)
+        ax.set_ylabel(row_name)
+        ax.set_xlabel(col_name)
+        ax.set_title(_panel_title(title, note), fontsize=10)
         return fig
 
     return _render(draw)
@@ -720,42 +810,3 @@ def png_data_uri(png: bytes) -> str:
     if not png.startswith(PNG_MAGIC):
         raise ReportError("png does not start with the PNG signature")
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-
-
-def interval_width_plot(half_width: Any, estimate: Any, *, title: str, unit: str = "counts",
-                        groups: Sequence[tuple[str, int, int]] | None = None) -> bytes:
-    """The 95% interval half-width of every answer, in counts and relative to the estimate —
-    intervals that are invisible next to large counts on the estimates' scale, seen on their
-    own (a log scale when they span more than two decades), as PNG bytes."""
-    title, unit = _title(title), _unit(unit)
-    hw = _vector(half_width, "half_width", min_value=0.0)
-    est = _vector(estimate, "estimate")
-    _same_length(est, "estimate", hw.size, "half_width")
-    k = hw.size
-    grp = _groups(groups, k, "groups")
-    idx = _subsample(k, MAX_GENERIC_POINTS)
-
-    def draw() -> Figure:
-        fig, (ax1, ax2) = _new_figure(ncols=2)
-        if grp:
-            _draw_groups(ax1, grp)
-            _draw_groups(ax2, grp)
-        ax1.plot(idx, hw[idx], ls="none", marker=".", ms=3, color="C0")
-        ax1.set_ylabel(f"95% half-width ({unit})")
-        ax1.set_xlabel("query index")
-        pos = hw[idx] > 0
-        if pos.any() and float(hw[idx][pos].max()) > 100 * float(hw[idx][pos].min()):
-            ax1.set_yscale("log")
-        rel = np.where(np.abs(est) > 0, hw / np.maximum(np.abs(est), 1e-300), np.nan)
-        ok = np.isfinite(rel[idx])
-        ax2.plot(idx[ok], rel[idx][ok], ls="none", marker=".", ms=3, color="C1")
-        ax2.set_ylabel("half-width / |estimate|")
-        ax2.set_xlabel("query index")
-        if ok.any() and float(np.nanmax(rel[idx])) > 100 * max(float(np.nanmin(rel[idx][ok])), 1e-300):
-            ax2.set_yscale("log")
-        for ax in (ax1, ax2):
-            ax.grid(True, alpha=0.3)
-        fig.suptitle(title)
-        return fig
-
-    return _render(draw)

@@ -1,9 +1,16 @@
 """Writing a :class:`~factorize.report.model.Report` as HTML or Markdown.
 
-HTML: one self-contained file — inline CSS, figures as ``data:image/png;base64`` URIs, no
-script, no external reference — that any browser shows offline. Markdown: the text and
-tables in GitHub-flavoured Markdown, figures written as PNG files next to it
-(``<stem>_files/<name>.png``) and linked relatively. Both are written atomically.
+HTML: one file — inline CSS, figures as ``data:image/png;base64`` URIs, no script, no external
+reference — that any browser shows offline. A table's panels are laid out in a CSS grid, each a
+``<figure class="panel" data-table="NAME">``; a long table's pages are ``<details>`` elements
+(collapsed: every row is in the document, none is opened until asked). Markdown: the text and
+tables in GitHub-flavoured Markdown (pages in the ``<details>`` blocks GitHub shows), figures
+and panels written as PNG files next to it (``<stem>_files/<name>.png``) and linked relatively.
+
+A report that carries data files (the answers of a release too large to inline, one tidy file
+per table) has them written, in both formats, under ``<stem>_files/`` beside it and linked
+relatively — the one case where the HTML is not a single file. Every file is written
+atomically.
 """
 
 from __future__ import annotations
@@ -15,26 +22,68 @@ from pathlib import Path
 from factorize.io.atomic import atomic_target, require_folder
 
 from .errors import ReportError
-from .model import Report
+from .model import Report, Section
 
 CSS = """
-body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 980px;
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1000px;
        margin: 2em auto; padding: 0 1em; color: #1d1d1f; line-height: 1.5; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; }
-.subtitle { color: #555; margin-top: 0; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; overflow-wrap: anywhere; }
+.subtitle { color: #555; margin-top: 0; overflow-wrap: anywhere; }
 h2 { font-size: 1.25em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; margin-top: 1.8em; }
 table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.92em; }
-th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.7em; text-align: right; overflow-wrap: anywhere; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f3f3f5; }
 img { max-width: 100%; height: auto; display: block; margin: 0.8em 0; }
+.panels { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 0.8em; }
+.panel { margin: 0; border: 1px solid #e3e3e6; padding: 0.3em; }
+.panel img { margin: 0 auto; }
+.panel figcaption { font-size: 0.85em; color: #444; }
+details { margin: 0.3em 0; }
+summary { cursor: pointer; }
 .warning { background: #fff3cd; border: 1px solid #e0b000; padding: 0.6em 1em; font-weight: bold; }
 footer { color: #777; font-size: 0.85em; margin-top: 3em; }
 """
 
 
-def to_html(report: Report) -> str:
-    """The self-contained HTML document (module docstring)."""
+def _html_table(rows: list[list[str]]) -> list[str]:
+    e = html.escape
+    out = ["<table>", "<tr>" + "".join(f"<th>{e(c)}</th>" for c in rows[0]) + "</tr>"]
+    out.extend("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in rows[1:])
+    out.append("</table>")
+    return out
+
+
+def _html_section(s: Section, files_dir: str) -> list[str]:
+    e = html.escape
+    out = [f"<h2>{e(s.title)}</h2>"]
+    out.extend(f"<p>{e(p)}</p>" for p in s.paragraphs)
+    for f in s.figures:
+        uri = "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")
+        out.append(f'<img src="{uri}" alt="{e(f.alt)}">')
+    if s.panels:
+        out.append('<div class="panels">')
+        for p in s.panels:
+            uri = "data:image/png;base64," + base64.b64encode(p.png).decode("ascii")
+            out += [f'<figure class="panel" data-table="{e(p.table)}">',
+                    f'<img src="{uri}" alt="{e(p.alt)}">',
+                    f"<figcaption>{e(p.caption)}</figcaption>", "</figure>"]
+        out.append("</div>")
+    if s.table:
+        out += _html_table(s.table)
+    for page in s.pages:
+        out += ["<details>", f"<summary>{e(page.summary)}</summary>", *_html_table(page.rows),
+                "</details>"]
+    if s.files:
+        out.append('<ul class="files">')
+        out.extend(f'<li><a href="{e(files_dir)}/{e(f.name)}">{e(f.text)}</a></li>' for f in s.files)
+        out.append("</ul>")
+    return out
+
+
+def to_html(report: Report, files_dir: str = "report_files") -> str:
+    """The HTML document (module docstring); ``files_dir``: the folder, relative to the
+    report, its data files are linked in."""
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            f"<title>{e(report.title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
@@ -42,23 +91,20 @@ def to_html(report: Report) -> str:
     for w in report.warnings:
         out.append(f'<p class="warning">{e(w)}</p>')
     for s in report.sections:
-        out.append(f"<h2>{e(s.title)}</h2>")
-        out.extend(f"<p>{e(p)}</p>" for p in s.paragraphs)
-        for f in s.figures:
-            uri = "data:image/png;base64," + base64.b64encode(f.png).decode("ascii")
-            out.append(f'<img src="{uri}" alt="{e(f.alt)}">')
-        if s.table:
-            out.append("<table>")
-            out.append("<tr>" + "".join(f"<th>{e(c)}</th>" for c in s.table[0]) + "</tr>")
-            for row in s.table[1:]:
-                out.append("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-            out.append("</table>")
+        out += _html_section(s, files_dir)
     out += ["<footer>Generated by factorize report.</footer>", "</body>", "</html>", ""]
     return "\n".join(out)
 
 
+def _md_table(rows: list[list[str]]) -> list[str]:
+    esc = [[c.replace("|", "\\|") for c in row] for row in rows]
+    return (["| " + " | ".join(esc[0]) + " |", "|" + "---|" * len(esc[0])]
+            + ["| " + " | ".join(r) + " |" for r in esc[1:]] + [""])
+
+
 def to_markdown(report: Report, image_dir: str) -> tuple[str, dict[str, bytes]]:
-    """(Markdown text, {relative path: PNG bytes}) with figures under ``image_dir``."""
+    """(Markdown text, {relative path: PNG bytes}) with figures and panels under
+    ``image_dir``, where its data files are linked too."""
     lines = [f"# {report.title}", "", f"*{report.subtitle}*", ""]
     for w in report.warnings:
         lines += [f"> **{w}**", ""]
@@ -71,32 +117,46 @@ def to_markdown(report: Report, image_dir: str) -> tuple[str, dict[str, bytes]]:
             rel = f"{image_dir}/{f.name}.png"
             files[rel] = f.png
             lines += [f"![{f.alt}]({rel})", ""]
+        for panel in s.panels:
+            rel = f"{image_dir}/{panel.name}.png"
+            files[rel] = panel.png
+            lines += [f"![{panel.alt}]({rel})", "", f"*{panel.caption}*", ""]
         if s.table:
-            esc = [[c.replace("|", "\\|") for c in row] for row in s.table]
-            lines.append("| " + " | ".join(esc[0]) + " |")
-            lines.append("|" + "---|" * len(esc[0]))
-            lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+            lines += _md_table(s.table)
+        for page in s.pages:
+            lines += ["<details>", f"<summary>{html.escape(page.summary)}</summary>", "",
+                      *_md_table(page.rows), "</details>", ""]
+        lines += [f"- [{d.text}]({image_dir}/{d.name})" for d in s.files]
+        if s.files:
             lines.append("")
     lines.append("Generated by factorize report.")
     return "\n".join(lines) + "\n", files
 
 
 def write_report(report: Report, out: str | Path, fmt: str | None = None) -> list[Path]:
-    """Write ``report`` to ``out`` (format from ``fmt`` or the suffix: .html / .md); returns the
-    files written."""
+    """Write ``report`` to ``out`` (format from ``fmt`` or the suffix: .html / .md) and its
+    data files under ``<stem>_files/``; returns the files written, the report first."""
+    from factorize.executor.output import write_answers
+
     p = Path(out)
     fmt = fmt or {".html": "html", ".htm": "html", ".md": "md"}.get(p.suffix.lower())
     if fmt not in ("html", "md"):
         raise ReportError(f"report {str(p)!r}: use --format html|md or a .html / .md suffix")
-    require_folder(p)  # the image folder beside a .md report is the report's own
+    require_folder(p)  # the folder of files beside the report is the report's own
+    files_dir = f"{p.stem}_files"
+    written: list[Path] = []
+    for s in report.sections:
+        for f in s.files:
+            target = p.parent / files_dir / f.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_answers(target, f.columns, f.metadata)
+            written.append(target)
     if fmt == "html":
         with atomic_target(p) as tmp:
-            Path(tmp).write_text(to_html(report), encoding="utf-8")
-        return [p]
-    image_dir = f"{p.stem}_files"
-    text, files = to_markdown(report, image_dir)
-    written = []
-    for rel, data in files.items():
+            Path(tmp).write_text(to_html(report, files_dir), encoding="utf-8")
+        return [p, *written]
+    text, images = to_markdown(report, files_dir)
+    for rel, data in images.items():
         target = p.parent / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic_target(target) as tmp:
