@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the committed example reports (issue 6): a plan for all 2-way marginals over four
+# Regenerates the committed example reports: a plan for all 2-way marginals over four
 # Adult attributes, its report, a real release on ../shared/data/adult (OS randomness: the
 # answers differ at every run), and the release's report — HTML and Markdown.
 #   bash reports/example_adult/make.sh        (from the repository root)
@@ -13,6 +13,6 @@ factorize plan --workload "marginals:2x5x6x2:2" --privacy "epsilon=1,delta=1e-6"
 factorize report "$tmp/adult.plan" --out plan_report.html
 factorize report "$tmp/adult.plan" --out plan_report.md
 factorize run "$tmp/adult.plan" --data ../../../shared/data/adult/adult.csv --out answers.csv \
-  --ignore-extra-columns
+  --ignore-extra-columns --overwrite
 factorize report --results answers.csv --out results_report.html
 factorize report --results answers.csv --out results_report.md
