@@ -5,7 +5,8 @@
                    [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
-                   [--attributes a,b] [--noise auto|gaussian|laplace|knorm] [--postprocess none|nonneg]
+                   [--attributes a,b] [--noise auto|gaussian|laplace|knorm]
+                   [--postprocess none|nonneg|integer]
                    [--solver scs|clarabel|mosek] [--eps E] [--time-limit S] [--gap-tol G]
                    --out FILE.plan [--json]
     factorize run FILE.plan --data DATA.{npy,csv,parquet} --out ANSWERS.{csv,json,parquet}
@@ -98,7 +99,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--noise", default="auto", choices=tuple(_NOISE),
                    help="noise family (auto: Gaussian for (ε,δ)/zCDP, Laplace for pure DP; "
                         "knorm = ℓ2-ball K-norm for pure DP, float sampler)")
-    p.add_argument("--postprocess", default="none", choices=("none", "nonneg"))
+    p.add_argument("--postprocess", default="none", choices=("none", "nonneg", "integer"),
+                   help="recorded in the plan, run on the released values: nonneg — the "
+                        "least-squares non-negative consistent answers (dense plans: the "
+                        "histogram's N cells; structured plans of marginal workloads: the "
+                        "tables, never N); integer — those rounded to integer tables of one "
+                        "total (factorize.postprocess). Refused for a plan that cannot serve it")
     add_solver_options(p)
     p.add_argument("--search-seed", type=int, default=0,
                    help="Laplace noise: base seed of the pure-DP strategy search's random "
@@ -122,7 +128,8 @@ def register(subparsers: Any) -> None:
                         "every part of the workload's vstack is a table, named by table(NAME,SPEC) "
                         "or by its attributes and form (age,sex; cdf(age) by sex); columns: the "
                         "table's attributes (value labels, intervals for CDF and range forms), "
-                        "then estimate, std_error, ci_low, ci_high; any plan kind")
+                        "then estimate, std_error, ci_low, ci_high (and estimate_postprocessed "
+                        "for a plan with --postprocess); any plan kind")
     r.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file and existing --tables files (without it "
                         "they are refused: a previous release is never replaced silently)")
@@ -179,11 +186,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     family = _NOISE[args.noise]
     from factorize.plan.projection_plan import PROJECTION_KINDS
     if args.mechanism in PROJECTION_KINDS:
+        if args.postprocess != "none":
+            raise UsageError(f"--mechanism {args.mechanism} decodes its answers by its own "
+                             f"projection; --postprocess {args.postprocess} does not apply")
         return _plan_projection(args, domain, family)
     if args.strategy in STRUCTURED_FAMILIES:
-        if args.mechanism != "factorization" or args.postprocess != "none" or args.norm == "approx_gamma_2":
+        if args.mechanism != "factorization" or args.norm == "approx_gamma_2":
             raise UsageError(f"--strategy {args.strategy} plans the factorization mechanism for "
-                             "gamma_f or gamma_2, without --postprocess")
+                             "gamma_f or gamma_2")
         return _plan_structured(args, domain, family, args.strategy)
     if args.strategy == "auto" and _searchable(args, family):
         return _plan_search(args, domain, family, options)
@@ -223,18 +233,21 @@ def _refuse_replace_invariant(spec: str) -> None:
 
 def _searchable(args: argparse.Namespace, family: NoiseFamily | None) -> bool:
     """``--strategy auto`` searches every strategy family (``factorize.families``) for the
-    factorization mechanism of γ_F or γ₂ under Gaussian or Laplace noise, without
-    post-processing; any other request is the dense planner's."""
-    return (args.mechanism == "factorization" and args.postprocess == "none"
+    factorization mechanism of γ_F or γ₂ under Gaussian or Laplace noise; any other request
+    is the dense planner's."""
+    return (args.mechanism == "factorization"
             and args.norm in ("gamma_f", "gamma_2") and family in (None, "gaussian", "laplace"))
 
 
 def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | None, options: Any) -> int:
-    """The best plan of every family that applies (``families.search``), with its table."""
+    """The best plan of every family that applies (``families.search``), with its table; with
+    ``--postprocess``, of every family that can serve it (``postprocess.plan_option``: the
+    structured families only for a marginal workload), the plan then carrying the option."""
     from factorize.families import PlanProblem, search
     from factorize.plan.build import plan_inputs
     from factorize.plan.plan_file import save_plan
     from factorize.plan.structured_plan import StructuredPlan, save_structured_plan
+    from factorize.postprocess.plan_option import with_postprocess
 
     W, g, rel, dom = plan_inputs(args.workload, args.privacy, args.neighbouring, domain,
                                  args.allow_weak_guarantee)
@@ -243,7 +256,8 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
     noise = family or ("laplace" if g.kind == "pure_dp" else "gaussian")
     problem = PlanProblem(W, g, rel, dom, noise, args.norm, options=options, gap_tol=gap_tol(args),
                           seed=args.search_seed, allow_weak_guarantee=args.allow_weak_guarantee)
-    plan = search(problem).plan
+    plan = with_postprocess(search(problem, _serving(args.postprocess, problem)).plan,
+                            args.postprocess, W)
     if isinstance(plan, StructuredPlan):
         save_structured_plan(plan, args.out)
     else:
@@ -251,10 +265,33 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
     return _print_written(plan, args)
 
 
+def _serving(method: str, problem: Any) -> Any:
+    """The families the search may choose from for ``--postprocess method``: all (None)
+    without post-processing or for a marginal workload; otherwise the dense family alone,
+    which post-processes the histogram — or a refusal saying why neither can serve it."""
+    from factorize.families.registry import FAMILIES
+    from factorize.postprocess.errors import PostprocessError
+    from factorize.postprocess.plan_option import serves_marginals
+
+    if method == "none":
+        return None
+    why = serves_marginals(problem.workload, problem.domain.sizes)
+    if why is None:
+        return None
+    dense = [f for f in FAMILIES if f.kind == "dense"]
+    dense_why = dense[0].applies(problem)
+    if dense_why is not None:
+        raise PostprocessError(f"--postprocess {method} projects a structured plan's marginal "
+                               f"tables, and {why}; the dense planner, which projects the "
+                               f"histogram instead, does not apply: {dense_why}")
+    return dense
+
+
 def _plan_structured(args: argparse.Namespace, domain: Any, family: NoiseFamily | None,
                      strategy: StructuredFamily) -> int:
     from factorize.plan.build_structured import build_structured_plan
     from factorize.plan.structured_plan import save_structured_plan
+    from factorize.postprocess.plan_option import with_postprocess
 
     plan = build_structured_plan(args.workload, args.privacy, norm=args.norm,
                                  relation=args.neighbouring, domain=domain, noise_family=family,
@@ -262,6 +299,7 @@ def _plan_structured(args: argparse.Namespace, domain: Any, family: NoiseFamily 
                                  gap_tol=gap_tol(args),
                                  allow_weak_guarantee=args.allow_weak_guarantee,
                                  search_seed=args.search_seed)
+    plan = with_postprocess(plan, args.postprocess)
     save_structured_plan(plan, args.out)
     return _print_written(plan, args)
 
@@ -328,18 +366,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"noise       {meta['noise']['family']} ({meta['noise']['sampler']}), "
               f"95% CI method {meta['ci']['method']}")
         if "postprocess" in meta:
-            pp = meta["postprocess"]
-            conv = (f"KKT residual {pp['kkt_residual']:.2g}" if "kkt_residual" in pp else
-                    f"Frank–Wolfe gap {pp['gap']:.3g}; RMSE ≤ {pp['rmse_bound']:.6g}")
-            print(f"postprocess {pp['method'].split(':')[0]}: n̂={pp['n_hat']:.6g}, "
-                  f"{pp['iterations']} iterations, {conv}"
-                  + ("" if pp.get("converged", True) else " (NOT converged: gap above target)"))
+            print(_postprocess_line(meta["postprocess"]))
     if meta.get("ledger"):
         print(f"ledger      charged to dataset {meta['ledger']['dataset']!r} "
               f"(charge #{meta['ledger']['charge_id']}, {args.ledger})")
     if meta["test_mode"]:
         print("test_mode   true — NOT PRIVATE (--seed)")
     return EXIT_OK
+
+
+def _postprocess_line(pp: dict[str, Any]) -> str:
+    """``run``'s line on the post-processing: its method, n̂, iterations and convergence (or
+    why it failed: the release stands without the column)."""
+    if "failed" in pp:
+        return f"postprocess {pp['method']} FAILED ({pp['failed']}): released without it"
+    conv = (f"KKT residual {pp['kkt_residual']:.2g}" if "kkt_residual" in pp else
+            f"Frank–Wolfe gap {pp['gap']:.3g}; RMSE ≤ {pp['rmse_bound']:.6g}")
+    tables = (f"; integer tables of total {pp['total']}" if "total" in pp
+              and pp["method"].startswith("integer") else "")
+    return (f"postprocess {pp['method'].split(':')[0]}: n̂={pp['n_hat']:.6g}, "
+            f"{pp['iterations']} iterations, {conv}{tables}"
+            + ("" if pp.get("converged", True) else " (NOT converged: stopped at the iteration "
+                                                    "or time limit)"))
 
 
 @guarded

@@ -123,7 +123,7 @@ class StructuredKind(_Kind):
         from .structured import release
 
         return release(plan, check, measurement.values, rng, allow_float_noise=allow_float_noise,
-                       metadata=metadata)
+                       metadata=metadata, deadline=deadline)
 
 
 class ProjectionKind(_Kind):

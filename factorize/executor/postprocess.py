@@ -1,5 +1,10 @@
 """Post-processing of released answers (privacy unchanged: it reads released values only).
 
+Dense and Kronecker plans (the histogram's N cells fit): ``nonneg`` and ``integer`` below,
+``least_squares`` (:func:`least_squares`). Structured plans of marginal workloads: the same two
+methods in the algebra of marginals, never forming N (:func:`marginal_postprocess`,
+``factorize.postprocess``).
+
 ``nonneg``: the answers of the non-negative histogram of the released size that best fits
 the noisy answers ŷ in least squares,
 
@@ -104,6 +109,72 @@ def nonneg_consistent(W: Any, y: np.ndarray, *, max_iter: int = 2000, tol: float
     kkt = L * float(np.linalg.norm(h - project_simplex(h - g / L, n_hat))) / scale
     return {"answers": W.matvec(h), "histogram": h, "n_hat": n_hat, "iterations": it, "kkt_residual": kkt,
             "converged": kkt <= tol, "method": "nonneg: FISTA on {h >= 0, sum h = n_hat}"}
+
+
+def integer_consistent(W: Any, y: np.ndarray, *, max_iter: int = 2000, tol: float = 1e-8,
+                       deadline: float | None = None) -> dict[str, Any]:
+    """``integer`` for a dense plan: the ``nonneg`` histogram h* (:func:`nonneg_consistent`,
+    Σh* = n̂) rounded to the integer histogram of total ``n = round(n̂)`` nearest to it
+    (largest remainders: each cell to its floor or ceiling, ``postprocess.rounding.round_rows``),
+    answers ``W h``: one integer histogram, so every answer is consistent with every other and,
+    for a workload of integer entries (marginals, ranges, CDFs), an integer; every table of a
+    marginal workload sums to n."""
+    from factorize.postprocess.rounding import round_rows
+
+    pp = nonneg_consistent(W, y, max_iter=max_iter, tol=tol, deadline=deadline)
+    n = int(math.floor(pp["n_hat"] + 0.5))
+    h = round_rows(pp["histogram"][None, :], np.array([n]))[0]
+    return {**pp, "answers": W.matvec(h.astype(np.float64)), "histogram": h, "total": n,
+            "method": "integer: the nonneg histogram rounded by largest remainders to total round(n_hat)"}
+
+
+def marginal_postprocess(W: Any, sizes: Any, y: np.ndarray, post: Any,
+                         deadline: float | None = None) -> dict[str, Any]:
+    """``nonneg`` / ``integer`` of a structured plan's released answers ``y`` of a marginal
+    workload, in the algebra of marginals (``postprocess.nonneg``: the projection onto
+    non-negative consistent tables; ``postprocess.rounding``: controlled rounding to integer
+    tables of one total). Returns the answers and the diagnostics the metadata records."""
+    from factorize.postprocess.nonneg import project_nonneg
+    from factorize.postprocess.rounding import round_tables
+    from factorize.postprocess.tables import marginal_layout
+
+    layout = marginal_layout(W, sizes)
+    fit = project_nonneg(layout, y, max_iter=int(post["max_iter"]), tol=float(post["tol"]),
+                         deadline=deadline)
+    out: dict[str, Any] = {
+        "method": "nonneg: ADMM projection onto the non-negative consistent tables of total n_hat "
+                  "(local polytope; McKenna et al. 2019, 2021)",
+        "tables": len(layout.tables), "n_hat": fit.n_hat, "iterations": fit.iterations,
+        "kkt_residual": fit.residual, "converged": fit.converged, "shift": fit.shift,
+        "total": fit.total}
+    if post["method"] == "integer":
+        r = round_tables(layout, fit.tables)
+        out.update(method="integer: the nonneg tables by controlled rounding from the total down "
+                          "(TopDown-style; largest remainders and a maximum flow)",
+                   total=r.total, disagreement=r.disagreement,
+                   unforced=[[list(U), list(P)] for U, P in r.unforced[:20]],
+                   unforced_count=len(r.unforced))
+        out["answers"] = layout.answers(r.tables)
+    else:
+        out["answers"] = layout.answers(fit.tables)
+    return out
+
+
+def attach(rel: Any, method: str, compute: Any) -> None:
+    """Run ``compute()`` (a post-processing of ``rel``'s released values) and put its answers
+    in ``rel.postprocessed`` and its diagnostics in ``rel.metadata["postprocess"]``; a failure
+    is recorded there and the release stands (post-processing reads released values only)."""
+    try:
+        pp = compute()
+    except (ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+        rel.metadata["postprocess"] = {"method": method, "failed": str(exc)[:300]}
+        return
+    answers = np.asarray(pp["answers"], dtype=np.float64)
+    if answers.shape == rel.estimate.shape and np.all(np.isfinite(answers)):
+        rel.postprocessed = answers
+        rel.metadata["postprocess"] = {k: v for k, v in pp.items() if k not in ("answers", "histogram")}
+    else:
+        rel.metadata["postprocess"] = {"method": method, "failed": "non-finite answers"}
 
 
 #: Workloads with at most this many entries are projected as a dense matrix.

@@ -149,7 +149,7 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
     data), stopping at ``deadline`` (``time.monotonic()``) if it has not converged."""
     from factorize.plan.model import least_squares_rmse_bound
 
-    from .postprocess import least_squares, nonneg_consistent
+    from .postprocess import integer_consistent, least_squares, nonneg_consistent
 
     post = plan.postprocess
     if post is None:
@@ -157,6 +157,9 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
     if post["method"] == "nonneg":
         return nonneg_consistent(W, est, max_iter=int(post["max_iter"]), tol=float(post["tol"]),
                                  deadline=deadline)
+    if post["method"] == "integer":
+        return integer_consistent(W, est, max_iter=int(post["max_iter"]), tol=float(post["tol"]),
+                                  deadline=deadline)
     if post["method"] == "least_squares":
         pp = least_squares(W, est, n=post.get("n"), gap_tol=float(post["gap_tol"]),
                            max_iter=int(post["max_iter"]), deadline=deadline)

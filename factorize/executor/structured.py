@@ -13,6 +13,11 @@ bounded from the release (``structured.records``: the total's measurement, or we
 block's answers) — coverage ≥ 95% by the union bound, as for dense plans (``plan.model``). The
 answers' labels (their table, cell and query) come from the workload, as for every plan kind
 (``executor.pipeline``, ``executor.labels``).
+
+Post-processing (a plan with a ``postprocess`` record; marginal workloads only): the released
+tables projected onto non-negative consistent tables and, for ``integer``, rounded to integer
+tables of one total (``executor.postprocess.marginal_postprocess``), written beside the
+estimates as ``estimate_postprocessed``; it reads released values only.
 """
 
 from __future__ import annotations
@@ -38,9 +43,13 @@ def measure(plan: StructuredPlan, tables: Any) -> np.ndarray:
 
 
 def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng: Any, *,
-            allow_float_noise: bool = False, metadata: dict[str, Any] | None = None) -> Any:
+            allow_float_noise: bool = False, metadata: dict[str, Any] | None = None,
+            deadline: float | None = None) -> Any:
     """Noise once, reconstruct, error bars (module docstring) through the one release
-    (``executor.linear_release``); ``check`` the plan's PlanCheck."""
+    (``executor.linear_release``); ``check`` the plan's PlanCheck. A plan with a
+    ``postprocess`` record then projects (and rounds) the released tables
+    (``executor.postprocess.marginal_postprocess``), stopping at ``deadline``
+    (``time.monotonic()``)."""
     from factorize.plan.model import domain_manifest
     from factorize.structured.records import n_upper
 
@@ -61,6 +70,13 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
                   "workload_fingerprint": plan.workload["fingerprint"],
                   "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),
                   "neighbouring": plan.relation.key})
-    return linear_release(m, rng, allow_float_noise=allow_float_noise, metadata=metadata,
-                          variance_note="std_error² is the exact variance of each answer "
-                                        "(independent noise coordinates, reconstruction R known)")
+    rel = linear_release(m, rng, allow_float_noise=allow_float_noise, metadata=metadata,
+                         variance_note="std_error² is the exact variance of each answer "
+                                       "(independent noise coordinates, reconstruction R known)")
+    post = plan.postprocess
+    if post is not None:
+        from .postprocess import attach, marginal_postprocess
+
+        attach(rel, post["method"], lambda: marginal_postprocess(check.workload, plan.domain.sizes,
+                                                                 rel.estimate, post, deadline))
+    return rel

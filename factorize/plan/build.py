@@ -353,4 +353,6 @@ def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | N
                               f"k = {k}"}
     if postprocess in (None, "none"):
         return None
-    return {"method": postprocess, "max_iter": 2000, "tol": 1e-8}
+    from factorize.postprocess.plan_option import record
+
+    return record(postprocess, structured=False)

@@ -10,7 +10,8 @@ verifier trusts no number in the manifest. The noise is re-derived in ``checks``
   bias per record, CI method and multiplier: recomputed from R, the noise and β;
 * **post-processing** — a known method, bounded iteration counts (``MAX_ITERATIONS``),
   non-negative finite tolerances; for least squares the gap target and the bound coefficient
-  recomputed, a public n only under replace neighbours;
+  recomputed, a public n only under replace neighbours; for a structured plan
+  (:func:`check_marginal_postprocess`) a workload of marginal tables;
 * **strategy choice** — every standard candidate's score recomputed by the same calibration
   (the optimum's, when it was not chosen, cannot be: the optimum is not in the file, so it
   must at least not beat the chosen one);
@@ -151,6 +152,43 @@ def _check_expected_error(out: PlanCheck, plan: Plan, beta: float) -> None:
                + ("" if not bad else " — the plan states otherwise: " + ", ".join(bad[:4])))
 
 
+def _max_iter(post: Mapping[str, Any]) -> int:
+    """``max_iter``: an integer in 1..MAX_ITERATIONS (PlanError otherwise)."""
+    it = json_int(post.get("max_iter"))
+    if it is None or not 1 <= it <= MAX_ITERATIONS:
+        raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {post.get('max_iter')!r}")
+    return it
+
+
+def _iterations_and_tol(post: Mapping[str, Any]) -> tuple[int, float]:
+    """A projection's bounds: :func:`_max_iter` and ``tol`` a finite number ≥ 0."""
+    it = _max_iter(post)
+    tol = json_number(post.get("tol"))
+    if tol is None or tol < 0:
+        raise PlanError(f"tol must be a finite number ≥ 0, got {post.get('tol')!r}")
+    return it, tol
+
+
+def check_marginal_postprocess(out: PlanCheck, post: Mapping[str, Any] | None, W: Any,
+                               sizes: Any) -> None:
+    """A structured plan's ``postprocess`` (``postprocess.plan_option``): a method the algebra
+    of marginals serves (``nonneg``, ``integer``), bounded iterations and a tolerance, and a
+    workload whose every block is a marginal table (``postprocess.tables``)."""
+    from factorize.postprocess.plan_option import METHODS, serves_marginals
+
+    if post is None:
+        out.record("postprocess", True, "none")
+        return
+    if post.get("method") not in METHODS:
+        raise PlanError(f"unknown post-processing of a structured plan {post.get('method')!r}; "
+                        f"expected one of {METHODS}")
+    it, tol = _iterations_and_tol(post)
+    why = serves_marginals(W, sizes)
+    out.record("postprocess", why is None,
+               f"{post['method']}: at most {it} iterations, tolerance {tol:g}"
+               + ("" if why is None else f" — REFUSED: {why}"))
+
+
 def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
     from .model import least_squares_bound_coefficient
     from .rules import LS_GAP_FRACTION
@@ -161,15 +199,11 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
         return
     if post["method"] not in POSTPROCESS_METHODS:
         raise PlanError(f"unknown post-processing {post!r}")
-    it = json_int(post["max_iter"])
-    if it is None or not 1 <= it <= MAX_ITERATIONS:
-        raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {post['max_iter']!r}")
-    if post["method"] == "nonneg":
-        tol = json_number(post.get("tol"))
-        if tol is None or tol < 0:
-            raise PlanError(f"tol must be a finite number ≥ 0, got {post.get('tol')!r}")
-        out.record("postprocess", True, f"nonneg: at most {it} iterations, tolerance {tol:g}")
+    if post["method"] in ("nonneg", "integer"):
+        it, tol = _iterations_and_tol(post)
+        out.record("postprocess", True, f"{post['method']}: at most {it} iterations, tolerance {tol:g}")
         return
+    it = _max_iter(post)
     fact = plan.factorization
     n = post.get("n")
     if n is not None and not (is_int(n) and n >= 1):
@@ -299,4 +333,5 @@ def _check_any_mechanism(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
                + ("" if ok else f" — the plan states {stated!r}"))
 
 
-__all__ = ["check_factorization_claims", "manifest_consistency", "MAX_ITERATIONS"]
+__all__ = ["check_factorization_claims", "check_marginal_postprocess", "manifest_consistency",
+           "MAX_ITERATIONS"]

@@ -65,7 +65,7 @@ CHEBYSHEV_NOISE = math.sqrt(1.0 / NOISE_ALPHA)
 Z_95 = 1.959963984540054
 
 KNOWN_SAMPLERS = SAMPLERS
-POSTPROCESS_METHODS = ("nonneg", "least_squares")
+POSTPROCESS_METHODS = ("nonneg", "integer", "least_squares")
 
 
 

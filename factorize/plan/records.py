@@ -189,8 +189,9 @@ class ExpectedError(TypedDict):
 
 class PostprocessRecord(TypedDict):
     """``postprocess``: the post-processing the executor runs on released values —
-    ``"nonneg"`` (``tol``) or ``"least_squares"`` (``body``, public ``n``, ``gap_tol``, the
-    bound's coefficient and note)."""
+    ``"nonneg"`` or ``"integer"`` (``tol``; dense plans and, in the algebra of marginals,
+    structured plans: ``postprocess.plan_option``) or ``"least_squares"`` (dense plans only:
+    ``body``, public ``n``, ``gap_tol``, the bound's coefficient and note)."""
 
     method: str
     max_iter: int

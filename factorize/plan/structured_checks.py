@@ -22,7 +22,9 @@
 7. the claims: the certificate (upper, lower and gap re-derived from its stored coefficients
    and dual witness — ``planner.marginal_optimum.verify_marginal_solution`` — or, for a union plan,
    from each factor's re-verified certificate), the value the plan achieves, every accuracy
-   statement (``structured_plan.expected_error``) and the bias section.
+   statement (``structured_plan.expected_error``) and the bias section;
+8. the post-processing record, if any (``claims.check_marginal_postprocess``): a known method,
+   bounded iterations, a tolerance, a workload of marginal tables.
 
 Only numpy, the workloads package, ``factorize.privacy`` and the algebra's verifier are used;
 no solver.
@@ -82,6 +84,11 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
                        f"calibration's: {plan.noise.accounting[:120]!r}")
     if wblocks is not None and out.ok("W = R·A") and sens is not None:
         guard(out, "claims", lambda: _claims(out, plan, W, recon, certificate))
+    if W is not None and out.ok("workload"):
+        from .claims import check_marginal_postprocess
+
+        guard(out, "postprocess", lambda: check_marginal_postprocess(out, plan.postprocess, W,
+                                                                     plan.domain.sizes))
     return out.finish(t0, raise_on_failure)
 
 

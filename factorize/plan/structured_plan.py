@@ -37,6 +37,7 @@ from .files import PlanBytes
 from .model import domain_manifest, guarantee_text, noise_manifest
 from .records import (
     BiasRecord,
+    PostprocessRecord,
     Provenance,
     StructuredCertificate,
     StructuredExpectedError,
@@ -59,9 +60,10 @@ PLAN_KIND = "structured"
 class StructuredPlan:
     """A structured mechanism plan (module docstring).
 
-    Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` has a
-    default. The typed records (``plan.records``) are not read-only: the verifier re-derives
-    what the release trusts of them."""
+    Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` and
+    ``postprocess`` (``postprocess.plan_option``: None, or the projection / rounding of the
+    released tables that ``run`` adds) have defaults. The typed records (``plan.records``)
+    are not read-only: the verifier re-derives what the release trusts of them."""
 
     #: the plan kind (``plan.registry``) this class holds
     plan_kind: ClassVar[str] = "structured"
@@ -86,6 +88,7 @@ class StructuredPlan:
     embedded: dict[str, Any]          # fingerprint → custom matrix
     schema_version: int               # of the file it was read from (or written to)
     provenance: Provenance = field(default_factory=Provenance)
+    postprocess: PostprocessRecord | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -113,6 +116,7 @@ class StructuredPlan:
             "expected_error": dict(self.expected_error),
             "bias": dict(self.bias),
             "provenance": dict(self.provenance),
+            **({} if self.postprocess is None else {"postprocess": dict(self.postprocess)}),
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
@@ -151,6 +155,14 @@ class StructuredPlan:
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e["rounding_bias_max"] else "")
             + (f"; bias ≤ {e['bias_per_record']:.3g}·n" if e["bias_per_record"] else ""),
         ]
+        post = self.postprocess
+        lines.append("postprocess " + ("none" if post is None else
+                                       f"{post['method']}: the released tables projected onto "
+                                       "non-negative consistent tables"
+                                       + (", then rounded to integers of one total"
+                                          if post["method"] == "integer" else "")
+                                       + f" (≤ {post.get('max_iter')} iterations, tolerance "
+                                         f"{post.get('tol')})"))
         lines += choice_lines(self.provenance.get("strategy_choice"))
         from .search_record import search_lines
 
@@ -352,5 +364,7 @@ def _load(path: Path) -> StructuredPlan:
         expected_error=require_record(path, m, "expected_error", StructuredExpectedError),
         bias=require_record(path, m, "bias", BiasRecord), n_weights=n_weights,
         provenance=optional_record(path, m, "provenance", Provenance),
+        postprocess=(None if m.get("postprocess") is None
+                     else require_record(path, m, "postprocess", PostprocessRecord)),
         embedded=embedded, schema_version=int(m["schema_version"]))
 
