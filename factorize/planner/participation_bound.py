@@ -68,12 +68,13 @@ def certified_value(W: np.ndarray, pats: list[np.ndarray], a: np.ndarray, c: np.
     rounded up (module docstring); may be negative for poor multipliers."""
     from factorize.norms import trace_norm_lower_bound
     from factorize.numerics import frobenius_upper, gamma, round_up
+    from factorize.privacy.guarantees import PrivacyError
 
     n = W.shape[1]
     a, c = np.asarray(a, dtype=np.float64), np.asarray(c, dtype=np.float64)
     if a.shape != (len(pats),) or c.shape != (len(pats),) or np.any(a < 0) or np.any(c < 0) \
             or not (np.all(np.isfinite(a)) and np.all(np.isfinite(c))):
-        raise ValueError("multipliers must be finite, non-negative, one pair per pattern")
+        raise PrivacyError("participation multipliers must be finite, non-negative, one pair per pattern")
     S = _membership(n, pats)
     B = np.hstack([np.diag(np.sqrt(S @ a)), S * np.sqrt(c)[None, :]])
     # ‖WB‖_tr of the exact product: fl(WB) is within γ_n |W||B| entrywise, and a matrix of
