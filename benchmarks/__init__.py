@@ -32,7 +32,8 @@ _MODULE_OF = {"marginals": "marginal_suite"}
 #: Suite name → its module. The name is the report's: ``reports/bench_<name>.md``.
 SUITES: dict[str, str] = {name: f"benchmarks.suites.{_MODULE_OF.get(name, name)}" for name in (
     "core", "scale", "pure_dp_table", "hdmm_suite", "marginals", "geometric", "mee",
-    "engines", "histogram", "local", "threads", "executor", "raw", "hdmm_unions", "postprocess")}
+    "engines", "histogram", "local", "threads", "executor", "raw", "hdmm_unions", "big_release",
+    "postprocess")}
 
 #: What every suite module defines.
 INTERFACE = ("NAME", "SUMMARY", "add_arguments", "run")

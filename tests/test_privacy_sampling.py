@@ -13,7 +13,7 @@ from factorize.privacy.sampling import (
     SecureRandom,
     TestRandom,
     _bern_ratio_obj,
-    _dgauss_core,
+    _dgauss_stream,
     _uniform_below,
     add_noise,
     bernoulli_exp,
@@ -158,7 +158,7 @@ def test_discrete_gaussian_large_sigma_int64_overflow_path():
 def test_discrete_gaussian_any_t_is_correct(t):
     # CKS20 Alg. 3 is correct for every Laplace scale t; only speed depends on t ≈ σ (for
     # t ≪ σ the acceptance probability collapses, so the test stays within σ/2 ≤ t ≤ 4σ).
-    x = _dgauss_core(TestRandom(100 + t), 100, 1, t, 100_000)
+    x = np.concatenate(list(_dgauss_stream(TestRandom(100 + t), 100, 1, t, 100_000)))
     assert dgauss_gof(x, 100) > P_MIN
 
 
@@ -214,10 +214,6 @@ def test_uniform_below_unbiased():
         assert stats.chisquare(np.bincount(bins, minlength=10)).pvalue > P_MIN if bound >= 10 else True
     u = _uniform_below(rng, 7, 140_000)
     assert stats.chisquare(np.bincount(u, minlength=7)).pvalue > P_MIN
-    arr = np.array([1, 2, 5, 2**40], dtype=np.int64)
-    many = np.stack([_uniform_below(rng, arr, 4) for _ in range(2000)])
-    assert np.all(many < arr) and np.all(many >= 0)
-    assert set(np.unique(many[:, 2])) == {0, 1, 2, 3, 4}
     big = _uniform_below(rng, 3 * 2**70, 2000)
     assert big.dtype == object and all(0 <= v < 3 * 2**70 for v in big)
     tops = np.array([int(v) * 8 // (3 * 2**70) for v in big])

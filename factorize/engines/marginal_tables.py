@@ -157,10 +157,33 @@ def _membership(subsets: Sequence[Subset], d: int) -> np.ndarray:
     return member
 
 
+def _padded(subsets: Sequence[Subset]) -> np.ndarray:
+    """The subsets as the rows of an int64 matrix, padded with −1 on the right. Gathering a
+    mask of length ``d + 1`` whose last entry is True (:func:`_inside_mask`) then tests
+    "every attribute of the row is in the mask" in ``len(subsets) × max length`` work."""
+    lengths = np.fromiter((len(s) for s in subsets), dtype=np.int64, count=len(subsets))
+    out = np.full((len(subsets), int(lengths.max(initial=0))), -1, dtype=np.int64)
+    if lengths.sum():
+        rows = np.repeat(np.arange(len(subsets)), lengths)
+        cols = np.arange(rows.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        out[rows, cols] = np.fromiter(itertools.chain.from_iterable(subsets), dtype=np.int64, count=rows.size)
+    return out
+
+
+def _inside_mask(d: int, attributes: Sequence[int]) -> np.ndarray:
+    """Boolean mask of length ``d + 1``: the ``attributes``, and the padding index −1 of
+    :func:`_padded` (the last entry)."""
+    mask = np.zeros(d + 1, dtype=bool)
+    mask[list(attributes)] = True
+    mask[d] = True
+    return mask
+
+
 def maximal_subsets(subsets: Sequence[Subset]) -> list[Subset]:
     """The distinct subsets contained in no other one, in the given order (``()`` only if
     alone). Containment is tested as a count of common attributes (a float32 matrix product,
-    exact for fewer than 2**24 attributes), in row blocks so memory stays bounded."""
+    exact for fewer than 2**24 attributes), in row blocks of at most 2**22 products (16 MiB),
+    so memory stays bounded whatever the number of subsets."""
     distinct = list(dict.fromkeys(tuple(s) for s in subsets))
     if len(distinct) <= 1:
         return distinct
@@ -173,8 +196,9 @@ def maximal_subsets(subsets: Sequence[Subset]) -> list[Subset]:
         if not larger.shape[0]:
             continue
         rows = np.flatnonzero(lengths == k)
-        for start in range(0, rows.size, 512):
-            block = rows[start:start + 512]
+        step = max(1, (1 << 22) // larger.shape[0])
+        for start in range(0, rows.size, step):
+            block = rows[start:start + step]
             common = member[block] @ larger.T
             maximal[block] = ~(common >= k - 0.5).any(axis=1)
     return [s for s, keep in zip(distinct, maximal, strict=True) if keep]
@@ -189,44 +213,77 @@ def plan_scans(sizes: Sequence[int], subsets: Sequence[Subset], budget: int) -> 
     attribute that completes the most uncovered subsets per bit of table size (log2 of the
     attribute's size), while the table stays within ``budget`` cells and some subset is
     completed. A deterministic function of its arguments (never of the records).
+
+    Bookkeeping (it decides nothing): per maximal subset, the number of its attributes in the
+    growing ``T``, updated through each attribute's list of subsets, and per attribute the
+    number of uncovered subsets it would complete (``gain``), updated as subsets become one
+    attribute short or complete — so a step costs the subsets of the attribute added, not all
+    subsets (all 3-way subsets of 100 attributes: 161,700 subsets, 12,660 scans in seconds).
     """
     targets = [s for s in maximal_subsets(list(subsets)) if s]
     if not targets:
         return []
     d = len(sizes)
     m = len(targets)
-    member = _membership(targets, d)
     cells = [subset_cells(sizes, s) for s in targets]
     capped = np.array([min(int(s), 2**62) for s in sizes], dtype=np.int64)
     cost = np.log2(np.maximum(capped, 2).astype(np.float64))
-    lengths = member.sum(axis=1)
-    order = sorted(range(m), key=lambda i: (-cells[i], targets[i]))
+    attrs = _padded(targets)
+    lengths = (attrs >= 0).sum(axis=1)
+    flat_rows = np.repeat(np.arange(m), lengths)
+    flat_attr = attrs[attrs >= 0]
+    by_attr = np.argsort(flat_attr, kind="stable")
+    rows_of = flat_rows[by_attr]  # rows_of[starts[a]:starts[a + 1]]: the subsets holding a
+    starts = np.searchsorted(flat_attr[by_attr], np.arange(d + 1))
+    singles = np.bincount(attrs[lengths == 1, 0], minlength=d)  # uncovered 1-attribute subsets
     uncovered = np.ones(m, dtype=bool)
+    inside = np.zeros(m, dtype=np.int64)  # attributes of each subset in the current T
+    order = sorted(range(m), key=lambda i: (-cells[i], targets[i]))
     plans: list[Subset] = []
     for i in order:
         if not uncovered[i]:
             continue
-        tmask = member[i].copy()
+        tmask = _inside_mask(d, ())
+        gain = singles.copy()  # per attribute: uncovered subsets it alone would complete
+        touched: list[np.ndarray] = []
+        for a in targets[i]:
+            touched.append(_grow(a, rows_of[starts[a]:starts[a + 1]], attrs, lengths, uncovered, inside,
+                                 tmask, gain))
         tcells = cells[i]
-        rows = np.flatnonzero(uncovered)
-        sub, missing = member[rows], lengths[rows] - member[rows][:, tmask].sum(axis=1)
         while tcells <= budget:
-            one = missing == 1  # the subsets that one more attribute completes
-            if not one.any():
-                break
-            gain = sub[one].sum(axis=0)
-            feasible = ~tmask & (capped <= budget // tcells) & (gain > 0)
+            feasible = ~tmask[:d] & (capped <= budget // tcells) & (gain > 0)
             if not feasible.any():
                 break
             a = int(np.argmax(np.where(feasible, gain / cost, -1.0)))
-            tmask[a] = True
+            touched.append(_grow(a, rows_of[starts[a]:starts[a + 1]], attrs, lengths, uncovered, inside,
+                                 tmask, gain))
             tcells *= int(sizes[a])
-            missing = missing - sub[:, a]
-            keep = missing > 0
-            sub, missing = sub[keep], missing[keep]
-        uncovered &= (member & ~tmask).any(axis=1)
-        plans.append(tuple(int(j) for j in np.flatnonzero(tmask)))
+        rows = np.concatenate(touched)
+        done = rows[inside[rows] == lengths[rows]]
+        singles -= np.bincount(attrs[done[uncovered[done] & (lengths[done] == 1)], 0], minlength=d)
+        uncovered[done] = False
+        inside[rows] = 0
+        plans.append(tuple(int(j) for j in np.flatnonzero(tmask[:d])))
     return plans
+
+
+def _grow(a: int, rows: np.ndarray, attrs: np.ndarray, lengths: np.ndarray, uncovered: np.ndarray,
+          inside: np.ndarray, tmask: np.ndarray, gain: np.ndarray) -> np.ndarray:
+    """:func:`plan_scans`' bookkeeping when attribute ``a`` joins T (``tmask``): ``rows``, the
+    subsets holding ``a``, count one more attribute inside T; the uncovered ones it completes
+    leave ``gain[a]`` (they were one attribute, ``a``, short), and those now one attribute
+    short add one to the gain of their missing attribute. Updates ``tmask``, ``inside`` and
+    ``gain`` in place; returns ``rows``."""
+    tmask[a] = True
+    inside[rows] += 1
+    live = rows[uncovered[rows]]
+    short = lengths[live] - inside[live]
+    gain[a] -= int((short == 0).sum())
+    one = live[short == 1]
+    if one.size:
+        row_attrs = attrs[one]
+        gain += np.bincount(row_attrs[~tmask[row_attrs]], minlength=gain.size)
+    return rows
 
 
 def _sum_to(table: np.ndarray, sizes: Sequence[int], source: Subset, target: Subset) -> np.ndarray:
@@ -344,9 +401,8 @@ class TableBuilder:
         self.n_records = int(n_records)
         self.subsets = list(subsets)
         self.tables: dict[Subset, np.ndarray | SparseTable] = {}
-        d = len(domain)
         self._pending = [s for s in self.subsets if s]
-        self._member = _membership(self._pending, d)
+        self._attrs = _padded(self._pending)
         self._open = np.ones(len(self._pending), dtype=bool)
         if () in self.subsets:
             self.tables[()] = np.array([self.n_records], dtype=np.int64)
@@ -383,9 +439,7 @@ class TableBuilder:
                 sparse: tuple[np.ndarray, np.ndarray] | None) -> None:
         if not self._pending:
             return
-        tmask = np.zeros(len(self.domain), dtype=bool)
-        tmask[list(source)] = True
-        inside = self._open & ~(self._member & ~tmask).any(axis=1)
+        inside = self._open & _inside_mask(len(self.domain), source)[self._attrs].all(axis=1)
         # Largest subsets first; each from the smallest table at hand that contains it with
         # one more attribute (e.g. a pair from a measured triple), else from the source.
         here: dict[Subset, np.ndarray] = {} if dense is None else {source: dense}
