@@ -61,11 +61,12 @@ def per_query_std(plan: Any) -> np.ndarray:
     raise NotImplementedError(f"a {type(plan).__name__} states no per-query standard deviation")
 
 
-def table_precision(plan: Any, workload: Any) -> list[TablePrecision]:
-    """Each table of ``workload`` (the plan's, rebuilt from its spec) with its standard errors."""
+def table_precision(plan: Any, workload: Any, std: np.ndarray | None = None) -> list[TablePrecision]:
+    """Each table of ``workload`` (the plan's, rebuilt from its spec) with its standard errors
+    (``std``: :func:`per_query_std` when the caller has it already)."""
     from .labels import workload_tables
 
-    std = per_query_std(plan)
+    std = per_query_std(plan) if std is None else std
     out = []
     for t in workload_tables(workload, plan.domain):
         s = std[t.start:t.stop]

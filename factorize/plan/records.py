@@ -376,10 +376,10 @@ class LocalDerivedBounds(TypedDict):
     n_needed_lower_note: NotRequired[str]
 
 
-class LocalBounds(TypedDict):
+class LocalBounds(LocalDerivedBounds):
     """``bounds`` of a local plan: the certified γ₂(W; η), the residual, the planning n and
-    target α, the η grid searched, the predicted errors and — with a target α — the users
-    needed (``local.plan.derived_bounds``)."""
+    target α, the η grid searched, and the statements of :class:`LocalDerivedBounds` (the
+    predicted errors and — with a target α — the users needed, ``local.plan.derived_bounds``)."""
 
     gamma2_upper: float
     gamma2_lower: float
@@ -388,11 +388,3 @@ class LocalBounds(TypedDict):
     plan_n: int
     target_alpha: float | None
     eta_grid: list[float]
-    predicted_noise: float
-    predicted_max_error: float
-    predicted_rmse: float
-    n_needed_predicted: NotRequired[float]
-    n_needed_upper: NotRequired[float]
-    n_needed_lower: NotRequired[float | None]
-    n_needed_lower_distributional: NotRequired[float]
-    n_needed_lower_note: NotRequired[str]

@@ -126,12 +126,14 @@ def _grid_axes(tables: list[Any], grid: tuple[int, int] | None
     return first.name, rows, second.name, cols
 
 
-def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str) -> Section:
+def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str,
+                       std: np.ndarray | None = None) -> Section:
     """Every table of the workload (``executor.labels``: its name and cells) with its standard
     errors — smallest, largest, RMS over its cells (``executor.precision.table_precision``, the
     plan's own per-query deviations) — and the hint when the smallest table comes out the least
     precise (``precision_hint``). A kind that states no per-query deviation (projection,
-    local) lists the tables and says ``no_std`` instead. Adds ``tables`` (and
+    local) lists the tables and says ``no_std`` instead; ``std``: the plan's per-query
+    deviations when the caller has them. Adds ``tables`` (and
     ``precision_hint``) to ``numbers``."""
     from dataclasses import asdict
 
@@ -139,7 +141,7 @@ def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str) 
     from factorize.executor.precision import precision_hint, table_precision
 
     try:
-        prec = table_precision(plan, W)
+        prec = table_precision(plan, W, std)
     except NotImplementedError:
         tables = workload_tables(W, plan.domain)
         numbers["tables"] = [{"name": t.name, "cells": t.rows} for t in tables]
@@ -199,7 +201,9 @@ class _Accuracy:
 
 def _dense_accuracy(plan: Any) -> _Accuracy:
     """A dense / Kronecker plan: ``bounds``, std ``√v·‖r_i‖`` with v the noise's variance bound."""
-    std = math.sqrt(plan.noise.variance_bound) * plan.factorization.row_norms_R()
+    from factorize.executor.precision import per_query_std
+
+    std = per_query_std(plan)
     return _Accuracy(bounds=plan.bounds, m=plan.strategy_rows, std=std, eta=plan.certificate.eta,
                      witness="a witness re-checked by one SVD per Kronecker factor",
                      postprocess=plan.postprocess or {})
@@ -209,10 +213,11 @@ def _structured_accuracy(plan: Any) -> _Accuracy:
     """A structured plan: its ``certificate`` (upper ≥ the value the plan achieves), std
     ``√v·‖r_i‖`` from the reconstruction's exact row norms, v the variance of the noise the
     sampler draws (the plan's ``expected_error.noise_variance``, as its own statements)."""
+    from factorize.executor.precision import per_query_std
     from factorize.structured.families import codec
 
     c = plan.certificate
-    std = np.sqrt(float(plan.expected_error["noise_variance"]) * plan.reconstruction.row_sq_norms())
+    std = per_query_std(plan)
     s = plan.strategy
     strategy = (f"The strategy is {codec(plan.family).words}: {len(s.blocks)} Kronecker blocks, "
                 f"m = {s.m} measurements computed from {len(s.supports())} marginal tables of the "
@@ -385,7 +390,7 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
               "(it fails with probability 10⁻³; the noise term takes the rest of the 5%)"
               if e.get("bias_per_record") else "") + "."]
     sections.append(Section("Error of each answer", err, figures=figs))
-    sections.append(_precision_section(plan, W, numbers, ""))
+    sections.append(_precision_section(plan, W, numbers, "", std))
 
     beta = float(e.get("bias_per_record") or 0.0)
     series = {"RMSE (counts)": np.full(NS.size, e["rmse"])}

@@ -188,10 +188,6 @@ def factor_terms(F: np.ndarray, r: np.ndarray | None, split: AxisSplit, basis_sq
     return FactorTerms(t, nu, omega, row_mass)
 
 
-def factor_key(f: AxisFactor) -> str:
-    return f.key
-
-
 def distinct_factors(wblocks: Sequence[WorkloadBlock], j: int) -> list[AxisFactor]:
     """The distinct factors on attribute j, in order of first appearance (the order of the γ₂
     row weights ``cert.sub.r.<j>``)."""
