@@ -136,7 +136,7 @@ def _releases(n_releases: int, plan_path: Path, csv: Path) -> tuple[list[dict], 
             "sse_integer": float(np.sum((integer - truth) ** 2)),
             "negative_raw": int(np.sum(est < 0)), "total_spread_raw": max(totals) - min(totals),
             "n_hat": fit.n_hat, "integer_total": ints.total, "iterations": fit.iterations,
-            "residual": fit.residual, "shift": fit.shift,
+            "residual": fit.residual, "rake_disagreement": fit.disagreement,
             "nonneg_s": t1 - t0, "integer_s": t2 - t1, "traced_peak_mib": peak,
             "min_nonneg": float(min(t.min() for t in fit.tables)),
             "nonneg_disagreement": _disagreement(layout, fit.tables),
@@ -224,8 +224,8 @@ def render(data: dict) -> str:
         f"- nonneg: smallest cell {min(r['min_nonneg'] for r in rows):.3g}; largest disagreement between "
         f"two tables on shared attributes {max(r['nonneg_disagreement'] for r in rows):.3g}; ADMM "
         f"iterations {min(r['iterations'] for r in rows)} … {max(r['iterations'] for r in rows)}, "
-        f"{statistics.fmean(r['nonneg_s'] for r in rows):.2f} s on average; uniform mass added "
-        f"≤ {max(r['shift'] for r in rows):.3g}; n̂ − n from {min(r['n_hat'] for r in rows) - data['records']:.1f} "
+        f"{statistics.fmean(r['nonneg_s'] for r in rows):.2f} s on average; largest disagreement "
+        f"left by raking ≤ {max(r['rake_disagreement'] for r in rows):.3g}; n̂ − n from {min(r['n_hat'] for r in rows) - data['records']:.1f} "
         f"to {max(r['n_hat'] for r in rows) - data['records']:.1f}.",
         f"- integer: every table non-negative integer of one total in {sum(r['integer_ok'] for r in rows)} / "
         f"{R} releases; largest disagreement on shared attributes "

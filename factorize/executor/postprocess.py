@@ -1,8 +1,9 @@
 """Post-processing of released answers (privacy unchanged: it reads released values only).
 
 Dense and Kronecker plans (the histogram's N cells fit): ``nonneg`` and ``integer`` below,
-``least_squares`` (:func:`least_squares`). Structured plans of marginal workloads: the same two
-methods in the algebra of marginals, never forming N (:func:`marginal_postprocess`,
+``least_squares`` (:func:`least_squares`). Structured plans (workloads of Kronecker blocks
+whose factors have full column rank: marginals, CDFs, ranges): the same two methods on the
+marginal tables the blocks read, never forming N (:func:`marginal_postprocess`,
 ``factorize.postprocess``).
 
 ``nonneg``: the answers of the non-negative histogram of the released size that best fits
@@ -130,10 +131,12 @@ def integer_consistent(W: Any, y: np.ndarray, *, max_iter: int = 2000, tol: floa
 
 def marginal_postprocess(W: Any, sizes: Any, y: np.ndarray, post: Any,
                          deadline: float | None = None) -> dict[str, Any]:
-    """``nonneg`` / ``integer`` of a structured plan's released answers ``y`` of a marginal
-    workload, in the algebra of marginals (``postprocess.nonneg``: the projection onto
-    non-negative consistent tables; ``postprocess.rounding``: controlled rounding to integer
-    tables of one total). Returns the answers and the diagnostics the metadata records."""
+    """``nonneg`` / ``integer`` of a structured plan's released answers ``y`` of a workload of
+    Kronecker blocks, in the algebra of marginals: the marginal tables the blocks read
+    (``postprocess.tables``) fitted to the answers over the non-negative consistent tables
+    (``postprocess.nonneg``) and, for ``integer``, rounded by controlled rounding to integer
+    tables of one total (``postprocess.rounding``); every answer read back through its block's
+    factors. Returns the answers and the diagnostics the metadata records."""
     from factorize.postprocess.nonneg import project_nonneg
     from factorize.postprocess.rounding import round_tables
     from factorize.postprocess.tables import marginal_layout
@@ -143,10 +146,10 @@ def marginal_postprocess(W: Any, sizes: Any, y: np.ndarray, post: Any,
                          deadline=deadline)
     out: dict[str, Any] = {
         "method": "nonneg: ADMM projection onto the non-negative consistent tables of total n_hat "
-                  "(local polytope; McKenna et al. 2019, 2021)",
+                  "(local polytope; McKenna et al. 2019, 2021), raked to consistency from the total down",
         "tables": len(layout.tables), "n_hat": fit.n_hat, "iterations": fit.iterations,
-        "kkt_residual": fit.residual, "converged": fit.converged, "shift": fit.shift,
-        "total": fit.total}
+        "kkt_residual": fit.residual, "converged": fit.converged, "total": fit.n_hat,
+        "disagreement": fit.disagreement, "rake_sweeps": fit.rake_sweeps}
     if post["method"] == "integer":
         r = round_tables(layout, fit.tables)
         out.update(method="integer: the nonneg tables by controlled rounding from the total down "

@@ -9,6 +9,7 @@ __all__ = ["PostprocessError"]
 
 
 class PostprocessError(InputError):
-    """Post-processing that cannot be served: a workload whose blocks are not marginal tables
-    (the projection and the rounding work in the algebra of marginals), an unknown method, or
-    released values of the wrong shape. The message names what was asked and why not."""
+    """Post-processing that cannot be served: a workload with a block whose answers do not
+    determine the marginal table they are read from (the projection and the rounding work in
+    the algebra of marginals), an unknown method, or released values of the wrong shape. The
+    message names what was asked and why not."""
