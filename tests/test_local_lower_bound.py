@@ -18,7 +18,7 @@ import pytest
 from scipy.special import gammaln
 from scipy.stats import binom
 
-from factorize.local.lower_bound import (
+from factorize.kinds.local.lower_bound import (
     ERROR_MODELS,
     kl_lower_from_test,
     local_sample_size_lower_bound,

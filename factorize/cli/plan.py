@@ -171,8 +171,8 @@ def register(subparsers: Any) -> None:
 
 @guarded
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from factorize.plan.build import build_plan
-    from factorize.plan.plan_file import save_plan
+    from factorize.kinds.factorization.kind import KIND
+    from factorize.kinds.factorization.options import FactorizationOptions
 
     domain = parse_domain(args.domain, args.attributes)
     from workloads.spec import resolve_workload_spec
@@ -184,7 +184,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.solver is not None or args.eps is not None or args.time_limit is not None:
         options = solver_options(args)
     family = _NOISE[args.noise]
-    from factorize.plan.projection_plan import PROJECTION_KINDS
+    from factorize.kinds.projection.plan import PROJECTION_KINDS
     if args.mechanism in PROJECTION_KINDS:
         if args.postprocess != "none":
             raise UsageError(f"--mechanism {args.mechanism} decodes its answers by its own "
@@ -197,12 +197,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return _plan_structured(args, domain, family, args.strategy)
     if args.strategy == "auto" and _searchable(args, family):
         return _plan_search(args, domain, family, options)
-    plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
-                      relation=args.neighbouring, domain=domain, noise_family=family,
-                      postprocess=args.postprocess, options=options, gap_tol=gap_tol(args),
-                      mechanism=args.mechanism, public_n=args.public_n,
-                      allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed)
-    save_plan(plan, args.out)
+    plan = KIND.build(FactorizationOptions(
+        workload=args.workload, guarantee=args.privacy, norm=args.norm, eta=args.eta,
+        relation=args.neighbouring, domain=domain, noise_family=family,
+        postprocess=args.postprocess, solver_options=options, gap_tol=gap_tol(args),
+        mechanism=args.mechanism, public_n=args.public_n,
+        allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed))
+    KIND.save(plan, args.out)
     return _print_written(plan, args)
 
 
@@ -244,9 +245,8 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
     ``--postprocess``, of every family that can serve it (``postprocess.plan_option``: the
     structured families only for a marginal workload), the plan then carrying the option."""
     from factorize.families import PlanProblem, search
-    from factorize.plan.build import plan_inputs
-    from factorize.plan.plan_file import save_plan
-    from factorize.plan.structured_plan import StructuredPlan, save_structured_plan
+    from factorize.kinds import save_plan
+    from factorize.plan.build_inputs import plan_inputs
     from factorize.postprocess.plan_option import with_postprocess
 
     W, g, rel, dom = plan_inputs(args.workload, args.privacy, args.neighbouring, domain,
@@ -258,10 +258,7 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
                           seed=args.search_seed, allow_weak_guarantee=args.allow_weak_guarantee)
     plan = with_postprocess(search(problem, _serving(args.postprocess, problem)).plan,
                             args.postprocess, W)
-    if isinstance(plan, StructuredPlan):
-        save_structured_plan(plan, args.out)
-    else:
-        save_plan(plan, args.out)
+    save_plan(plan, args.out)  # by its kind: the search returns a dense or a structured plan
     return _print_written(plan, args)
 
 
@@ -289,18 +286,16 @@ def _serving(method: str, problem: Any) -> Any:
 
 def _plan_structured(args: argparse.Namespace, domain: Any, family: NoiseFamily | None,
                      strategy: StructuredFamily) -> int:
-    from factorize.plan.build_structured import build_structured_plan
-    from factorize.plan.structured_plan import save_structured_plan
+    from factorize.kinds.structured.kind import KIND
+    from factorize.kinds.structured.options import StructuredOptions
     from factorize.postprocess.plan_option import with_postprocess
 
-    plan = build_structured_plan(args.workload, args.privacy, norm=args.norm,
-                                 relation=args.neighbouring, domain=domain, noise_family=family,
-                                 strategy=strategy,
-                                 gap_tol=gap_tol(args),
-                                 allow_weak_guarantee=args.allow_weak_guarantee,
-                                 search_seed=args.search_seed)
+    plan = KIND.build(StructuredOptions(
+        workload=args.workload, guarantee=args.privacy, norm=args.norm, relation=args.neighbouring,
+        domain=domain, noise_family=family, strategy=strategy, gap_tol=gap_tol(args),
+        allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed))
     plan = with_postprocess(plan, args.postprocess)
-    save_structured_plan(plan, args.out)
+    KIND.save(plan, args.out)
     return _print_written(plan, args)
 
 
@@ -322,15 +317,16 @@ def _precision_lines(plan: Any) -> list[str]:
 
 
 def _plan_projection(args: argparse.Namespace, domain: Any, family: NoiseFamily | None) -> int:
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.plan_file import save_projection_plan
+    from factorize.kinds.projection.kind import KIND
+    from factorize.kinds.projection.options import ProjectionOptions
 
     if args.public_n is None:
         raise UsageError(f"--mechanism {args.mechanism} needs --public-n N (and --neighbouring replace)")
-    plan = build_projection_plan(args.workload, args.privacy, args.mechanism, n=args.public_n,
-                                 relation=args.neighbouring, domain=domain, noise_family=family,
-                                 allow_weak_guarantee=args.allow_weak_guarantee)
-    save_projection_plan(plan, args.out)
+    plan = KIND.build(ProjectionOptions(
+        workload=args.workload, guarantee=args.privacy, mechanism=args.mechanism, n=args.public_n,
+        relation=args.neighbouring, domain=domain, noise_family=family,
+        allow_weak_guarantee=args.allow_weak_guarantee))
+    KIND.save(plan, args.out)
     return _print_written(plan, args)
 
 
@@ -392,8 +388,8 @@ def _postprocess_line(pp: dict[str, Any]) -> str:
 
 @guarded
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from factorize.kinds import kind_of_file
     from factorize.plan.files import read_plan_bytes
-    from factorize.plan.registry import kind_of_file
 
     source = read_plan_bytes(args.plan)  # one read: kind and plan come from the same bytes
     kind = kind_of_file(source)
@@ -409,22 +405,22 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 @guarded
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from factorize.plan.registry import load_any_plan
+    from factorize.kinds import kind_of_plan, load_plan
 
-    plan = load_any_plan(args.plan)
+    plan = load_plan(args.plan)
     status = _quick_status(plan)
     if args.json:
         print(json.dumps({**plan.manifest(), "verification": status}, allow_nan=False, default=str))
     else:
         print(f"status      {status}")
-        print("\n".join(plan.summary_lines() + _precision_lines(plan)))
+        print("\n".join(kind_of_plan(plan).summary(plan) + _precision_lines(plan)))
     return EXIT_OK
 
 
 def _quick_status(plan: Any) -> str:
     """Whether the plan's claims hold (the checks of ``verify`` but the certificate's SVD):
     what ``inspect`` prints above the file's own numbers."""
-    from factorize.plan.registry import kind_of_plan
+    from factorize.kinds import kind_of_plan
 
     kind = kind_of_plan(plan)
     failures = kind.verify(plan, certificate=False).failures

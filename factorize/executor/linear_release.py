@@ -94,7 +94,7 @@ class LinearMeasurement:
 def release(m: LinearMeasurement, rng: Any, *, allow_float_noise: bool,
             metadata: dict[str, Any] | None = None, variance_note: str | None = None) -> Release:
     """Noise once, answers, standard errors, intervals and metadata (module docstring)."""
-    from factorize.plan.model import ci_method, ci_multiplier
+    from factorize.plan.manifest import ci_method, ci_multiplier
     from factorize.privacy import add_noise, sample_lattice, sampled_variance
 
     spec = m.noise

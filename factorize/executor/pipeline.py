@@ -69,8 +69,8 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
     a folder for one tidy CSV per table of the workload (``executor.tables``), opened with
     the answers file before the verification; ``overwrite``: replace existing output files
     (refused otherwise, before anything else happens)."""
+    from factorize.kinds import kind_of_file
     from factorize.plan.files import read_plan_bytes
-    from factorize.plan.registry import kind_of_file
 
     from .linear_release import refuse_float_noise
     from .release import make_rng

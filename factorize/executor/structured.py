@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from factorize.kinds.structured.plan import StructuredPlan
 from factorize.plan.check_record import PlanCheck
-from factorize.plan.structured_plan import StructuredPlan
 
 from .session import ExecutionError
 
@@ -50,7 +50,7 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
     ``postprocess`` record then projects (and rounds) the released tables
     (``executor.postprocess.marginal_postprocess``), stopping at ``deadline``
     (``time.monotonic()``)."""
-    from factorize.plan.model import domain_manifest
+    from factorize.plan.manifest import domain_manifest
     from factorize.structured.records import n_upper
 
     from .linear_release import LinearMeasurement

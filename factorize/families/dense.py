@@ -60,7 +60,7 @@ class Dense:
         return None
 
     def plan(self, problem: PlanProblem) -> Any:
-        from factorize.plan.build import build_plan
+        from factorize.kinds.factorization.build import build_plan
 
         return build_plan(problem.workload, problem.guarantee, norm=problem.norm,
                           relation=problem.relation.key, domain=problem.domain,

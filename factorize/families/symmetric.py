@@ -11,7 +11,7 @@ from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class Symmetric(StructuredFamilyBase):
@@ -39,7 +39,7 @@ class Symmetric(StructuredFamilyBase):
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
         """The sector strategy at the reduced dual's weights (``structured.symmetric``), solved
         once per workload (``plan.build_structured_family.symmetry_solution``)."""
-        from factorize.plan.build_structured_family import FamilyParts, symmetry_solution
+        from factorize.kinds.structured.build_family import FamilyParts, symmetry_solution
         from factorize.plan.errors import PlanError
         from factorize.structured import symmetric
 

@@ -178,6 +178,15 @@ def read_plan_container(path: Path | PlanBytes, fmt: str, version: int
     return manifest, arrays
 
 
+def check_plan_kind(path: Path | PlanBytes, m: dict[str, Any], name: str) -> None:
+    """A kind's reader refuses a manifest whose ``plan_kind`` names another kind; one that
+    states none is a file written before every writer stated it (``factorize.kinds``: the
+    legacy rule), read by the kind of its format, which ``read_plan_container`` checked."""
+    stated = m.get("plan_kind")
+    if stated is not None and stated != name:
+        raise PlanFormatError(f"{path}: a {stated!r} plan, not a {name} plan")
+
+
 def check_canonical_header(path: Path | PlanBytes, head: container.Header | None = None) -> None:
     """The header must be the writer's compact JSON followed by < 8 padding spaces.
 
@@ -471,7 +480,8 @@ def typed_values(path: Path, m: dict[str, Any], *, relation: bool = True,
     return ManifestValues(domain, rel, guarantee, spec)
 
 
-#: The three plan file formats (``plan.registry`` tells the kinds apart by them).
+#: The three plan file formats: each kind's reader checks its own (``factorize.kinds``
+#: dispatches on ``plan_kind``, by the format only for files that state none).
 FORMAT = "factorize-plan"
 PROJECTION_FORMAT = "factorize-projection-plan"
 LOCAL_FORMAT = "factorize-local-plan"

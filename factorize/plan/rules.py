@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from factorize.kinds.factorization.plan import expected_error
 from workloads import Domain, Workload
 
 from .errors import PlanError
-from .model import expected_error
 
 #: Rounding inflation allowed, relative to the base sensitivity.
 GRID_INFLATION = 1e-3

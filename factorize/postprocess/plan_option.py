@@ -64,8 +64,8 @@ def with_postprocess(plan: Any, method: str, W: Any = None) -> Any:
     """``plan`` carrying the post-processing ``method`` (module docstring); ``W``: its
     workload where the caller has it (rebuilt from the plan's spec otherwise).
     :class:`PostprocessError` for a plan kind or workload that cannot be served."""
-    from factorize.plan.model import Plan
-    from factorize.plan.structured_plan import StructuredPlan
+    from factorize.kinds.factorization.plan import Plan
+    from factorize.kinds.structured.plan import StructuredPlan
 
     if method == "none":
         return plan

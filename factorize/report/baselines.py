@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from factorize.factorization import Factorization
-from factorize.plan.model import expected_error
+from factorize.kinds.factorization.plan import expected_error
 from factorize.plan.rules import choose_grid
 from factorize.planner.strategies import TREE_BRANCHING, is_range_workload, tree_strategy
 from factorize.privacy import (

@@ -30,15 +30,14 @@ from typing import Any
 import numpy as np
 
 from factorize.choices import Norm
+from factorize.kinds.factorization.plan import Plan, expected_error
 from factorize.numerics import is_int, is_number
+from factorize.plan.check_record import PlanCheck, guard, same_number
+from factorize.plan.checks import iterations_and_tol, max_iterations
+from factorize.plan.errors import PlanError
+from factorize.plan.files import json_number
+from factorize.plan.manifest import POSTPROCESS_METHODS
 
-from .check_record import PlanCheck, guard, same_number
-from .errors import PlanError
-from .files import json_int, json_number
-from .model import POSTPROCESS_METHODS, Plan, expected_error
-
-#: Largest iteration count a plan may ask the executor's post-processing for.
-MAX_ITERATIONS = 100_000
 _EE_STRINGS = ("expected_max_method", "variance_note", "ci_method", "bias_note")
 
 
@@ -79,9 +78,8 @@ def check_factorization_claims(out: PlanCheck, plan: Plan, W: Any, g: Any, certi
 
 
 def _check_bias(out: PlanCheck, plan: Plan, W: Any) -> float:
+    from factorize.plan.bias import METHODS, certified_mu
     from workloads.structured import kron_leaves
-
-    from .bias import METHODS, certified_mu
 
     bias = plan.bias
     residual = out.derived.get("residual")
@@ -152,46 +150,15 @@ def _check_expected_error(out: PlanCheck, plan: Plan, beta: float) -> None:
                + ("" if not bad else " — the plan states otherwise: " + ", ".join(bad[:4])))
 
 
-def _max_iter(post: Mapping[str, Any]) -> int:
-    """``max_iter``: an integer in 1..MAX_ITERATIONS (PlanError otherwise)."""
-    it = json_int(post.get("max_iter"))
-    if it is None or not 1 <= it <= MAX_ITERATIONS:
-        raise PlanError(f"max_iter must be an integer in 1..{MAX_ITERATIONS}, got {post.get('max_iter')!r}")
-    return it
 
 
-def _iterations_and_tol(post: Mapping[str, Any]) -> tuple[int, float]:
-    """A projection's bounds: :func:`_max_iter` and ``tol`` a finite number ≥ 0."""
-    it = _max_iter(post)
-    tol = json_number(post.get("tol"))
-    if tol is None or tol < 0:
-        raise PlanError(f"tol must be a finite number ≥ 0, got {post.get('tol')!r}")
-    return it, tol
 
 
-def check_marginal_postprocess(out: PlanCheck, post: Mapping[str, Any] | None, W: Any,
-                               sizes: Any) -> None:
-    """A structured plan's ``postprocess`` (``postprocess.plan_option``): a method the algebra
-    of marginals serves (``nonneg``, ``integer``), bounded iterations and a tolerance, and a
-    workload whose every block is a marginal table (``postprocess.tables``)."""
-    from factorize.postprocess.plan_option import METHODS, serves_marginals
-
-    if post is None:
-        out.record("postprocess", True, "none")
-        return
-    if post.get("method") not in METHODS:
-        raise PlanError(f"unknown post-processing of a structured plan {post.get('method')!r}; "
-                        f"expected one of {METHODS}")
-    it, tol = _iterations_and_tol(post)
-    why = serves_marginals(W, sizes)
-    out.record("postprocess", why is None,
-               f"{post['method']}: at most {it} iterations, tolerance {tol:g}"
-               + ("" if why is None else f" — REFUSED: {why}"))
 
 
 def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
-    from .model import least_squares_bound_coefficient
-    from .rules import LS_GAP_FRACTION
+    from factorize.kinds.factorization.plan import least_squares_bound_coefficient
+    from factorize.plan.rules import LS_GAP_FRACTION
 
     post = plan.postprocess
     if post is None:
@@ -200,10 +167,10 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
     if post["method"] not in POSTPROCESS_METHODS:
         raise PlanError(f"unknown post-processing {post!r}")
     if post["method"] in ("nonneg", "integer"):
-        it, tol = _iterations_and_tol(post)
+        it, tol = iterations_and_tol(post)
         out.record("postprocess", True, f"{post['method']}: at most {it} iterations, tolerance {tol:g}")
         return
-    it = _max_iter(post)
+    it = max_iterations(post)
     fact = plan.factorization
     n = post.get("n")
     if n is not None and not (is_int(n) and n >= 1):
@@ -227,7 +194,7 @@ def _check_postprocess(out: PlanCheck, plan: Plan) -> None:
 
 def _check_search(plan: Plan) -> None:
     """The family search's record (``plan.search_record``), when the plan states one."""
-    from .search_record import search_problems
+    from factorize.plan.search_record import search_problems
 
     record = plan.provenance.get("strategy_search")
     if record is None:
@@ -238,9 +205,8 @@ def _check_search(plan: Plan) -> None:
 
 
 def _check_strategy_choice(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
+    from factorize.plan.rules import CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES, choice_objective
     from factorize.planner.strategies import OPTIMIZED_PREFIX, strategy_candidates
-
-    from .rules import CHOICE_MAX_CELLS, CHOICE_MAX_ENTRIES, choice_objective
 
     choice = plan.provenance.get("strategy_choice")
     if not choice or not choice.get("candidates"):
@@ -301,7 +267,7 @@ def _check_certificate(out: PlanCheck, plan: Plan, W: Any) -> None:
     tolerance = v.residual_limit - (plan.certificate.eta or 0.0)  # tol·max|W|, η aside
     if not same_number(b["residual"], v.residual, absolute=1e-4 * max(tolerance, 0.0)):
         problems.append(f"residual {b['residual']!r} ≠ {v.residual:.3g}")
-    from .lower_bound import laplace_bound, laplace_bound_problems
+    from factorize.plan.lower_bound import laplace_bound, laplace_bound_problems
 
     lap = laplace_bound(plan.norm, v.lower, plan.guarantee, plan.relation.key, plan.noise.family)
     problems += laplace_bound_problems(b.get("laplace_factorization"), lap, plan.expected_error)
@@ -310,7 +276,7 @@ def _check_certificate(out: PlanCheck, plan: Plan, W: Any) -> None:
 
 
 def _check_any_mechanism(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
-    from .lower_bound import any_mechanism_lower_bound
+    from factorize.plan.lower_bound import any_mechanism_lower_bound
 
     stated = plan.bounds.get("any_mechanism")
     n = None if plan.postprocess is None else plan.postprocess.get("n")
@@ -333,5 +299,4 @@ def _check_any_mechanism(out: PlanCheck, plan: Plan, W: Any, g: Any) -> None:
                + ("" if ok else f" — the plan states {stated!r}"))
 
 
-__all__ = ["check_factorization_claims", "check_marginal_postprocess", "manifest_consistency",
-           "MAX_ITERATIONS"]
+__all__ = ["check_factorization_claims", "manifest_consistency"]

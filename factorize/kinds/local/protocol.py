@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from factorize.engines.errors import DataError
-
-from .plan import Z95, LocalPlan
+from factorize.kinds.local.plan import Z95, LocalPlan
 
 if TYPE_CHECKING:
     from workloads import Domain
@@ -45,10 +44,9 @@ _LISTED_VALUES = 12
 def _randomizer(plan: LocalPlan) -> Any:
     """The plan's client randomizer: the ℓ2 one at ε, or the Gaussian one at (ε, δ) (the
     verifier re-derives which from the guarantee, ``plan.randomizer_spec``)."""
+    from factorize.kinds.local.randomizer import GaussianLocalRandomizer, L2Randomizer
     from factorize.plan.errors import PlanError
     from factorize.privacy import ZCDP, ApproxDP
-
-    from .randomizer import GaussianLocalRandomizer, L2Randomizer
 
     g = plan.guarantee
     m = plan.A.shape[0]

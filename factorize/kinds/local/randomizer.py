@@ -132,12 +132,11 @@ from typing import Any
 
 import numpy as np
 
+from factorize.kinds.local.errors import LocalError
 from factorize.numerics import gamma
 from factorize.privacy.calibration import analytic_gaussian_sigma
 from factorize.privacy.guarantees import PrivacyError
 from factorize.privacy.sampling import RandomSourceError, SecureRandom, TestRandom
-
-from .errors import LocalError
 
 __all__ = [
     "NORM_TOLERANCE",

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .errors import PlanError
-from .records import (
+from factorize.plan.errors import PlanError
+from factorize.plan.records import (
     DecoderRecord,
     ProjectionBounds,
     ProjectionExpectedError,
@@ -86,10 +86,10 @@ class ProjectionPlan:
 
     def manifest(self) -> dict[str, Any]:
         """The JSON manifest (the only place typed values become JSON)."""
-        from .embedded import embedded_listing
-        from .model import domain_manifest, noise_manifest
+        from factorize.plan.embedded import embedded_listing
+        from factorize.plan.manifest import domain_manifest, noise_manifest
 
-        return {"kind": self.kind,
+        return {"plan_kind": self.plan_kind, "kind": self.kind,
                 "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
                 "domain": domain_manifest(self.domain),
                 "neighbouring": self.relation.key, "guarantee": self.guarantee.to_dict(),
@@ -99,7 +99,7 @@ class ProjectionPlan:
 
     def summary_lines(self) -> list[str]:
         k, N = self.shape
-        from .model import guarantee_text
+        from factorize.plan.manifest import guarantee_text
 
         nz, b = self.noise, self.bounds
         gtxt = guarantee_text(self.guarantee)
@@ -117,7 +117,7 @@ class ProjectionPlan:
         if b.get("lower_rmse") is not None:
             lines.append(f"lower bound RMSE per query ≥ {b['lower_rmse']:.6g} ({b['lower_note']})")
         if not nz.is_exact:
-            from .model import FLOAT_NOISE_WARNING
+            from factorize.plan.manifest import FLOAT_NOISE_WARNING
 
             lines.append(f"warning     {FLOAT_NOISE_WARNING}")
         return lines
@@ -339,7 +339,7 @@ def projection_claims(kind: str, W: Any, g: Any, n: int, noise: Any,
 def _lower_bound(W: Any, g: Any, n: int, kind: str, witness: Any = None) -> ProjectionLowerBound | None:
     """A lower bound on any mechanism's RMSE (``plan.lower_bound``), with a note and its
     witness; or None. With ``witness`` (a stated one), evaluated there without a search."""
-    from .lower_bound import any_mechanism_lower_bound
+    from factorize.plan.lower_bound import any_mechanism_lower_bound
 
     b = any_mechanism_lower_bound(W, g, "replace", n, witness=witness)
     return None if b is None else {"value": b["value"], "note": f"{b['bound']}; {b['binds']}",

@@ -40,12 +40,17 @@ import numpy as np
 from factorize.choices import STRUCTURED_FAMILIES as STRATEGIES
 from factorize.choices import Neighbouring, NoiseFamily, Norm, StructuredFamily
 from factorize.io.provenance import versions
+from factorize.kinds.structured.plan import SCHEMA_VERSION, StructuredPlan, achieved_norm, expected_error
+from factorize.plan.errors import PlanError
+from factorize.plan.records import (
+    BiasRecord,
+    FamilyCertificate,
+    StrategyChoice,
+    StructuredCertificate,
+    workload_record,
+)
+from factorize.plan.rules import BIAS_NOTE
 from workloads import Domain, Workload
-
-from .errors import PlanError
-from .records import BiasRecord, FamilyCertificate, StrategyChoice, StructuredCertificate, workload_record
-from .rules import BIAS_NOTE
-from .structured_plan import SCHEMA_VERSION, StructuredPlan, achieved_norm, expected_error
 
 #: A marginal-weights strategy measures every cell of each chosen table: at most this many.
 MAX_WEIGHTED_TABLE = 1 << 24
@@ -102,10 +107,9 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     builders are ``factorize.families``). ``search_seed``: the base seed of the families'
     random starts (recorded); ``memo``: the search's shared results (the union plan, reused by
     ``kron`` for its certificate; the symmetry-reduced dual)."""
+    from factorize.plan.build_inputs import plan_inputs
     from factorize.structured.workload_blocks import workload_blocks
     from workloads.spec import embedded_files
-
-    from .build import plan_inputs
 
     t0 = time.perf_counter()
     if norm not in ("gamma_f", "gamma_2"):
@@ -146,7 +150,7 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
         if relative_gap(cert["upper"], cert["lower"]) > SUBSPACE_MIN_GAP:
             cert, cert_arrays = with_subspace_bound(cert, cert_arrays, wblocks, dom.sizes, memo, norm, options)
         cert["gap"] = relative_gap(cert["upper"], cert["lower"])
-    from .lower_bound import laplace_bound
+    from factorize.plan.lower_bound import laplace_bound
 
     cert["laplace_factorization"] = laplace_bound(norm, cert["lower"], g, rel.key, family)
     plan = StructuredPlan(
@@ -333,10 +337,9 @@ def _l2_add_remove(measured: Any) -> float:
 
 def _noise(strat: Any, g: Any, rel: Any, family: str) -> tuple[Any, Any]:
     """The calibrated lattice noise and the certified sensitivity it rests on."""
+    from factorize.plan.rules import choose_grid
     from factorize.privacy import calibrate
     from factorize.structured.sensitivity import strategy_sensitivity, strategy_spread
-
-    from .rules import choose_grid
 
     if family not in ("gaussian", "laplace"):
         raise PlanError(f"structured plans use exact Gaussian or Laplace noise, not {family!r}")
@@ -394,7 +397,7 @@ def _choice(name: str, five: tuple, rel: Any, noise: str, seed: int, record: dic
             seconds: float | None) -> StrategyChoice:
     """``provenance.strategy_choice`` of a family with its own search (``plan.structured_checks``
     re-derives its scores)."""
-    from .structured_plan import gaussian_rmse, laplace_rmse
+    from factorize.kinds.structured.plan import gaussian_rmse, laplace_rmse
 
     choice: StrategyChoice = {"chosen": name, "rmse_at_epsilon_1": laplace_rmse(five[0], five[1], rel)}
     if seconds is not None:

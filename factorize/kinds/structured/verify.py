@@ -36,12 +36,16 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from factorize.kinds.structured.plan import StructuredPlan, achieved_norm, expected_error
 from factorize.numerics import is_number
-
-from .check_record import PlanCheck, guard, same_number
-from .checks import check_guarantee_policy, check_sensitivity_exact, rebuild_workload, rederive_noise
-from .files import json_number
-from .structured_plan import StructuredPlan, achieved_norm, expected_error
+from factorize.plan.check_record import PlanCheck, guard, same_number
+from factorize.plan.checks import (
+    check_guarantee_policy,
+    check_sensitivity_exact,
+    rebuild_workload,
+    rederive_noise,
+)
+from factorize.plan.files import json_number
 
 if TYPE_CHECKING:
     from factorize.structured.workload_blocks import WorkloadBlock
@@ -85,7 +89,7 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
     if wblocks is not None and out.ok("W = R·A") and sens is not None:
         guard(out, "claims", lambda: _claims(out, plan, W, recon, certificate))
     if W is not None and out.ok("workload"):
-        from .claims import check_marginal_postprocess
+        from factorize.plan.checks import check_marginal_postprocess
 
         guard(out, "postprocess", lambda: check_marginal_postprocess(out, plan.postprocess, W,
                                                                      plan.domain.sizes))
@@ -167,11 +171,10 @@ def _identity(out: PlanCheck, recon: Any, W: Any, wblocks: list) -> None:
 
 def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificate: bool) -> None:
     """Step 7 (module docstring)."""
+    from factorize.plan.rules import BIAS_NOTE
     from factorize.privacy import sampled_variance
     from factorize.structured.records import check as check_n_bound
     from factorize.structured.sensitivity import strategy_sensitivity
-
-    from .rules import BIAS_NOTE
 
     problems: list[str] = []
     beta = out.derived["beta"]
@@ -200,7 +203,7 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
                                ("gap", c["gap"], gap)):
             if not same_number(stated, v, absolute=1e-12 if key == "gap" else 0.0):
                 problems.append(f"certificate.{key} {stated!r} ≠ {v:.10g}")
-        from .lower_bound import laplace_bound, laplace_bound_problems
+        from factorize.plan.lower_bound import laplace_bound, laplace_bound_problems
 
         lap = laplace_bound(plan.norm, lower, plan.guarantee, plan.relation.key, plan.noise.family)
         problems += laplace_bound_problems(c.get("laplace_factorization"), lap, plan.expected_error)
@@ -210,7 +213,7 @@ def _claims(out: PlanCheck, plan: StructuredPlan, W: Any, recon: Any, certificat
         cert_line = (f"certificate re-verified: {lower:.10g} ≤ {plan.norm} ≤ {upper:.10g}; the plan "
                      f"achieves {achieved:.10g}")
     problems += _choice_problems(plan, recon)
-    from .search_record import search_problems
+    from factorize.plan.search_record import search_problems
 
     problems += search_problems(plan.provenance.get("strategy_search"), plan.family, plan.norm,
                                 expected)
@@ -225,7 +228,7 @@ def _choice_problems(plan: StructuredPlan, recon: Any) -> list[str]:
     """The planner's family choice (``provenance.strategy_choice``, when stated): the chosen
     family is the plan's, its Laplace score is recomputed, and no runner-up is stated better
     (a runner-up's own score would need its plan, so it is only checked no better)."""
-    from .structured_plan import gaussian_rmse, laplace_rmse
+    from factorize.kinds.structured.plan import gaussian_rmse, laplace_rmse
 
     choice = plan.provenance.get("strategy_choice")
     if choice is None:

@@ -18,11 +18,10 @@ from typing import Any
 import numpy as np
 
 from factorize.errors import InternalError
-
-from .check_record import PlanCheck
-from .checks import rebuild_workload
-from .errors import PlanError
-from .projection_plan import ProjectionPlan, moment_layout, moment_sensitivity
+from factorize.kinds.projection.plan import ProjectionPlan, moment_layout, moment_sensitivity
+from factorize.plan.check_record import PlanCheck
+from factorize.plan.checks import rebuild_workload
+from factorize.plan.errors import PlanError
 
 #: Below this many cells the moment sensitivity is also recomputed from W's columns.
 BRUTE_FORCE_CELLS = 4096
@@ -56,8 +55,8 @@ def verify_projection_plan(plan: ProjectionPlan, *, raise_on_failure: bool = Fal
 
 def _check_claims(out: PlanCheck, plan: ProjectionPlan, W: Any, g: Any) -> None:
     """The decoder parameters, bounds and expected error, recomputed (``projection_claims``)."""
+    from factorize.kinds.projection.plan import projection_claims
     from factorize.plan.check_record import same_number
-    from factorize.plan.projection_plan import projection_claims
 
     ell = plan.arrays["T"].shape[0] if plan.kind == "jl" else None
     decoder, bounds, expected = projection_claims(plan.kind, W, g, plan.n, plan.noise, ell,

@@ -1,6 +1,7 @@
 """Building a mechanism plan (needs the planner, hence cvxpy, unless a certificate is given).
 
-``build_plan(workload, guarantee, ...)``:
+``build(FactorizationOptions(workload=..., guarantee=..., ...))`` (``KIND.build``; ``build_plan``
+is its keyword form):
 
 1. the factorization and its certificate: ``planner.solve`` (per-factor SDPs), or a
    ``Certificate`` from any source, which is re-verified here (``certificate.verify``) —
@@ -36,56 +37,32 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from factorize.choices import Mechanism, Neighbouring, NoiseFamily, Norm
+from factorize.choices import NoiseFamily, Norm
 from factorize.io.provenance import versions
+from factorize.plan.build_inputs import plan_inputs
+from factorize.plan.errors import PlanError
 from factorize.planner.certificate import Certificate, verify
-from workloads import Domain, Workload, parse_workload
-
-from .errors import PlanError
+from workloads import Workload
 
 if TYPE_CHECKING:
     from factorize.factorization import Factorization
-    from factorize.privacy import NoiseSpec
-from .lower_bound import any_mechanism_lower_bound, laplace_bound
-from .model import POSTPROCESS_METHODS, Plan, expected_error
-from .plan_file import SCHEMA_VERSION
-from .records import BiasRecord, PostprocessRecord, StrategyChoice, workload_record
-from .rules import (
+    from factorize.privacy import Guarantee, NoiseSpec
+from factorize.kinds.factorization.codec import SCHEMA_VERSION
+from factorize.kinds.factorization.plan import Plan, expected_error
+from factorize.plan.lower_bound import any_mechanism_lower_bound, laplace_bound
+from factorize.plan.manifest import POSTPROCESS_METHODS
+from factorize.plan.records import BiasRecord, PostprocessRecord, StrategyChoice, workload_record
+from factorize.plan.rules import (
     CHOICE_MAX_CELLS,
     CHOICE_MAX_ENTRIES,
     LS_GAP_FRACTION,
     check_eta,
     choice_objective,
     choose_grid,
-    default_domain,
     workload_max_abs,
 )
 
-
-def plan_inputs(workload: Workload | str, guarantee: Any, relation: str, domain: Domain | None,
-                allow_weak_guarantee: bool) -> tuple[Workload, Any, Any, Domain]:
-    """A plan's public inputs, checked: the workload (with a spec to rebuild it from), the
-    guarantee within the documented ceilings (``privacy.policy``), the neighbouring relation,
-    and a domain of N cells whose attributes line up with the workload's axes."""
-    from factorize.privacy import Neighbouring, parse_guarantee
-    from factorize.privacy.policy import check_guarantee
-    from workloads.domain import check_workload_axes
-
-    W = parse_workload(workload) if isinstance(workload, str) else workload
-    if not W.spec:
-        raise PlanError("the workload needs a spec (the plan rebuilds W from it)")
-    g = parse_guarantee(guarantee) if isinstance(guarantee, str) else guarantee
-    check_guarantee(g, allow_weak=allow_weak_guarantee)
-    rel = Neighbouring.parse(relation)
-    N = W.shape[1]
-    dom = domain if domain is not None else default_domain(W)
-    if dom.size != N:
-        raise PlanError(f"the workload has N={N} cells but the domain "
-                        f"({', '.join(f'{a}={s}' for a, s in zip(dom.attributes, dom.sizes, strict=True))}) has "
-                        f"{dom.size}")
-    check_workload_axes(W, dom)
-    return W, g, rel, dom
-
+from .options import FactorizationOptions
 
 #: Plan mechanisms ``build_plan`` writes: the factorization mechanism and two geometric ones.
 MECHANISMS = ("factorization", "ellipsoid", "least-squares")
@@ -101,14 +78,9 @@ def _dense_witness(witness):
     return Gamma2Witness(p=(reduce(np.kron, witness.p),), q=(reduce(np.kron, witness.q),))
 
 
-def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_f",  # noqa: C901 (counted allow-list)
-               eta: float | None = None, relation: Neighbouring = "add_remove",
-               domain: Domain | None = None, noise_family: NoiseFamily | None = None, exact: bool = True,
-               postprocess: str | None = None, certificate: Certificate | None = None,
-               options: Any = None, gap_tol: float | None = None,
-               mechanism: Mechanism = "factorization", public_n: int | None = None,
-               allow_weak_guarantee: bool = False, search_seed: int = 0) -> Plan:
-    """A verified mechanism plan; see the module docstring. Raises ``PlanError`` on bad input.
+def build(options: FactorizationOptions) -> Plan:  # noqa: C901 (counted allow-list)
+    """A verified mechanism plan from ``options`` (:class:`FactorizationOptions`); see the module
+    docstring. Raises ``PlanError`` on bad input.
 
     ``mechanism``: ``factorization`` (the optimal W = R·A of ``norm``) or ``ellipsoid``
     (Nikolov, Talwar & Zhang 2013, Alg. 1–2: the base-decomposition Gaussian mechanism, written as W = R·S by
@@ -127,6 +99,11 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
     ``search_seed``: base seed of the pure-DP strategy search (``factorize.pure_dp``) run for
     Laplace noise; recorded in the plan, so the same inputs and seed re-plan the same strategy.
     """
+    o = options
+    workload, guarantee, norm, eta, relation, domain = (o.workload, o.guarantee, o.norm, o.eta,
+                                                        o.relation, o.domain)
+    noise_family, exact, postprocess, certificate = o.noise_family, o.exact, o.postprocess, o.certificate
+    gap_tol, mechanism, public_n, search_seed = o.gap_tol, o.mechanism, o.public_n, o.search_seed
     if mechanism not in MECHANISMS:
         raise PlanError(f"unknown mechanism {mechanism!r}; expected one of {', '.join(MECHANISMS)}")
     if mechanism == "ellipsoid" and (certificate is not None or norm == "approx_gamma_2"):
@@ -136,7 +113,7 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
     from factorize.privacy import calibrate, kron_sensitivity, kron_spread
 
     t0 = time.perf_counter()
-    W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
+    W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, o.allow_weak_guarantee)
     if norm == "approx_gamma_2" or (certificate is not None and certificate.norm == "approx_gamma_2"):
         eta = check_eta(certificate.eta if certificate is not None else eta, W)
     if public_n is not None:
@@ -159,11 +136,11 @@ def build_plan(workload: Workload | str, guarantee: Any, *, norm: Norm = "gamma_
         from factorize.planner.routes import DEFAULT_GAP_TOL, CertifiedFactorization, solve
 
         tol = gap_tol or DEFAULT_GAP_TOL
-        result = solve(W, norm, eta=eta, options=options, gap_tol=tol)
+        result = solve(W, norm, eta=eta, options=o.solver_options, gap_tol=tol)
         if not isinstance(result, CertifiedFactorization):
             # a marginal-algebra solution has no dense factors for the executor: plan the
             # same workload densely (the executor needs R and A; fine while W fits in memory)
-            result = solve(W, norm, eta=eta, method="dual", options=options, gap_tol=tol)
+            result = solve(W, norm, eta=eta, method="dual", options=o.solver_options, gap_tol=tol)
         if not isinstance(result, CertifiedFactorization):
             raise PlanError("the planner gave no dense factorization (R, A) for the executor")
         cert, v = result.certificate, result.verification
@@ -302,10 +279,9 @@ def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | N
     factors (dense or per Kronecker factor; for a dense plan too large to multiply out, the
     residual check's limit), and the weights found for W. An approximate-γ₂ plan whose bias
     cannot be bounded from the release is refused."""
+    from factorize.plan.bias import find_weights, residual_bound
     from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
     from workloads.structured import kron_leaves
-
-    from .bias import find_weights, residual_bound  # noqa: F401
 
     leaves = kron_leaves(W)
     dense_leaves = None
@@ -313,17 +289,17 @@ def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | N
         dense_leaves = [leaf.dense() for leaf in leaves]
     elif not fact.is_kron and W.shape[0] * W.shape[1] <= 5e7:
         dense_leaves = [W.dense()]
-    from . import checks
+    from .verify import EXACT_RESIDUAL_FLOPS
 
     k, N = W.shape
     m = fact.strategy_rows
-    if dense_leaves is not None and (fact.is_kron or k * N * m <= checks.EXACT_RESIDUAL_FLOPS):
+    if dense_leaves is not None and (fact.is_kron or k * N * m <= EXACT_RESIDUAL_FLOPS):
         beta = residual_bound(dense_leaves, fact.R_factors, measured)
     else:
         beta = DEFAULT_RESIDUAL_TOL * workload_max_abs(W) + (eta or 0.0)
     method, weights = find_weights(dense_leaves, W)
     if method != "cap":
-        from .bias import certified_mu
+        from factorize.plan.bias import certified_mu
 
         mu, b_l1, _ = certified_mu(method, weights, W, dense_leaves)
         if not mu > beta * b_l1:
@@ -340,7 +316,7 @@ def plan_bias(W: Workload, fact: Any, measured: list[np.ndarray], eta: float | N
 def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | None,
                       fact: Factorization, noise: NoiseSpec) -> PostprocessRecord | None:
     """The plan's post-processing step (run by the executor on released values only)."""
-    from .model import least_squares_bound_coefficient
+    from factorize.kinds.factorization.plan import least_squares_bound_coefficient
 
     if mechanism == "least-squares":
         k = fact.shape[0]
@@ -356,3 +332,10 @@ def _postprocess_spec(mechanism: str, postprocess: str | None, public_n: int | N
     from factorize.postprocess.plan_option import record
 
     return record(postprocess, structured=False)
+
+
+def build_plan(workload: Workload | str, guarantee: Guarantee | str, **fields: Any) -> Plan:
+    """``factorize.build_plan``: :func:`build` of ``FactorizationOptions(workload=workload,
+    guarantee=guarantee, **fields)`` — every other field is an option's name
+    (:class:`~factorize.kinds.factorization.options.FactorizationOptions`)."""
+    return build(FactorizationOptions(workload=workload, guarantee=guarantee, **fields))

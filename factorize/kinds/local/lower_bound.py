@@ -152,6 +152,7 @@ from typing import Any
 import numpy as np
 
 from factorize import norms
+from factorize.kinds.local.errors import LocalError
 from factorize.numerics import U as _U
 from factorize.numerics import positive_number
 from factorize.planner.certificate import (
@@ -160,8 +161,6 @@ from factorize.planner.certificate import (
     approx_gamma_2_lower,
     grothendieck_psd_margin,
 )
-
-from .errors import LocalError
 
 __all__ = [
     "ERROR_MODELS",

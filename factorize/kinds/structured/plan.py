@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from .files import PlanBytes
-from .model import domain_manifest, guarantee_text, noise_manifest
-from .records import (
+from factorize.plan.files import PlanBytes
+from factorize.plan.manifest import domain_manifest, guarantee_text, noise_manifest
+from factorize.plan.records import (
     BiasRecord,
     PostprocessRecord,
     Provenance,
@@ -101,10 +101,10 @@ class StructuredPlan:
 
     def manifest(self) -> dict[str, Any]:
         """The JSON manifest (the only place typed values become JSON)."""
-        from .embedded import embedded_listing
+        from factorize.plan.embedded import embedded_listing
 
         return {
-            "plan_kind": PLAN_KIND,
+            "plan_kind": self.plan_kind,
             "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
             "domain": domain_manifest(self.domain),
             "neighbouring": self.relation.key,
@@ -164,10 +164,10 @@ class StructuredPlan:
                                        + f" (≤ {post.get('max_iter')} iterations, tolerance "
                                          f"{post.get('tol')})"))
         lines += choice_lines(self.provenance.get("strategy_choice"))
-        from .search_record import search_lines
+        from factorize.plan.search_record import search_lines
 
         lines += search_lines(self.provenance.get("strategy_search"))
-        from .lower_bound import laplace_bound_line
+        from factorize.plan.lower_bound import laplace_bound_line
 
         lap = laplace_bound_line(c.get("laplace_factorization"), e)
         if lap:
@@ -190,7 +190,7 @@ def expected_error(plan_noise: Any, recon: Any, beta: float, norm: str,
     error (Gaussian: ``√v·max‖r_i‖·√(2 ln 2k)``, else Jensen ``√v‖R‖_F``) plus the lattice
     rounding bias ``(γ/2) max ‖r_i‖₁`` and the reconstruction bias β per record. ``v``: the
     variance of the noise the sampler draws (``sampled_variance``)."""
-    from .model import ci_method, ci_multiplier
+    from factorize.plan.manifest import ci_method, ci_multiplier
 
     sq = recon.row_sq_norms()
     k = sq.size
@@ -295,23 +295,20 @@ def _seconds(entry: Mapping[str, Any]) -> str:
 
 def save_structured_plan(plan: StructuredPlan, path: str | Path) -> None:
     """Write a structured plan atomically (``plan.files``)."""
-    from .files import save_with_embedded
+    from factorize.plan.files import save_with_embedded
 
     save_with_embedded(path, FORMAT, SCHEMA_VERSION, plan.manifest(), plan.arrays(), plan.embedded)
 
 
 def load_structured_plan(path: str | Path | PlanBytes) -> StructuredPlan:
     """Read and structurally check a structured plan (``PlanFormatError`` on any problem)."""
-    from .files import guarded_load
+    from factorize.plan.files import guarded_load
 
     return guarded_load(_load, path, "structured plan")
 
 
 def _load(path: Path) -> StructuredPlan:
-    from factorize.structured.blocks import StructureError
-    from factorize.structured.families import CODECS, codec
-
-    from .files import (
+    from factorize.plan.files import (
         PlanFormatError,
         check_finite,
         embedded_from,
@@ -322,11 +319,13 @@ def _load(path: Path) -> StructuredPlan:
         typed_values,
         workload_and_domain,
     )
+    from factorize.structured.blocks import StructureError
+    from factorize.structured.families import CODECS, codec
 
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
     if m.get("plan_kind") != PLAN_KIND:
         raise PlanFormatError(f"{path}: not a structured plan")
-    from .files import plan_version
+    from factorize.plan.files import plan_version
 
     if int(m["schema_version"]) != plan_version(SCHEMA_VERSION, m):
         raise PlanFormatError(f"{path}: a structured plan must be at schema version {SCHEMA_VERSION}, "

@@ -25,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from factorize.plan.model import domain_manifest
-from factorize.plan.projection_checks import verify_projection_plan
-from factorize.plan.projection_plan import ProjectionPlan, moment_layout, moment_matrix
-
-from .linear_release import NOT_PRIVATE, Release, refuse_float_noise
-from .session import ExecutionError
+from factorize.executor.linear_release import NOT_PRIVATE, Release, refuse_float_noise
+from factorize.executor.session import ExecutionError
+from factorize.kinds.projection.plan import ProjectionPlan, moment_layout, moment_matrix
+from factorize.kinds.projection.verify import verify_projection_plan
+from factorize.plan.manifest import domain_manifest
 
 
 def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
@@ -39,8 +38,7 @@ def measure(plan: ProjectionPlan, data_path: str, W: Any, *,
     from pathlib import Path
 
     from factorize.engines import DataError, distinct_records_duckdb
-
-    from .data import SUFFIXES, load_histogram
+    from factorize.executor.data import SUFFIXES, load_histogram
 
     domain = plan.domain
     if plan.kind == "jl":
@@ -155,6 +153,6 @@ def release_projection(plan: ProjectionPlan, values: np.ndarray, n_records: int,
 def run_projection_plan(plan_path: str, data_path: str, out_path: str | None = None,
                         **options: Any) -> Release:
     """Run a projection plan through the one pipeline (``executor.pipeline.run``)."""
-    from .pipeline import run
+    from factorize.executor.pipeline import run
 
     return run(plan_path, data_path, out_path, expect="projection", **options)

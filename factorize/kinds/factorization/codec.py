@@ -37,40 +37,32 @@ inconsistent file and never anything else.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from factorize.io.certificate_arrays import certificate_arrays, certificate_from_arrays, expected_array_names
-
-from .files import (  # noqa: F401 (API)
-    COMPATIBILITY,
+from factorize.kinds.factorization.plan import Plan
+from factorize.plan.files import (
     FORMAT,
-    PROJECTION_FORMAT,
     PlanBytes,
     PlanFormatError,
-    file_sha256,
+    check_plan_kind,
     json_int,
     optional_record,
-    plan_format,
     require_record,
     save_with_embedded,
     typed_values,
 )
-from .files import check_finite as _check_finite
-from .files import embedded_from as _embedded_from
-from .files import guarded_load as _guarded_load
-from .files import read_plan_container as _read_container
-from .files import require_dict as _dict
-from .files import workload_and_domain as _workload_and_domain
-from .files import write_plan_container as _write  # noqa: F401 (tests forge plans with it)
-from .model import POSTPROCESS_METHODS, Plan
-from .records import (
+from factorize.plan.files import check_finite as _check_finite
+from factorize.plan.files import embedded_from as _embedded_from
+from factorize.plan.files import guarded_load as _guarded_load
+from factorize.plan.files import read_plan_container as _read_container
+from factorize.plan.files import require_dict as _dict
+from factorize.plan.files import workload_and_domain as _workload_and_domain
+from factorize.plan.manifest import POSTPROCESS_METHODS
+from factorize.plan.records import (
     BiasRecord,
     CertificateRecord,
-    DecoderRecord,
     ExpectedError,
     PostprocessRecord,
-    ProjectionBounds,
-    ProjectionExpectedError,
     Provenance,
     WorkloadRecord,
 )
@@ -96,6 +88,7 @@ def load_plan(path: str | Path | PlanBytes) -> Plan:
 
 def _load(path: Path) -> Plan:
     m, arrays = _read_container(path, FORMAT, SCHEMA_VERSION)
+    check_plan_kind(path, m, Plan.plan_kind)
     _check_finite(path, arrays)
     arrays, embedded = _embedded_from(path, m, arrays)
     weights = {k: v for k, v in arrays.items() if k.startswith(N_WEIGHTS + ".")}
@@ -149,47 +142,9 @@ def _load(path: Path) -> Plan:
 # ---------------------------------------------------------------------------------------
 # projection plans (``plan.projection_plan``): their own format, the same container rules
 
-#: 2: states ``rmse_bound_95`` and the any-mechanism bound's ``lower_witness``;
-#: version-1 files are read and verified with those derived instead.
-PROJECTION_SCHEMA_VERSION = 2
 
 
-def save_projection_plan(plan: Any, path: str | Path) -> None:
-    """Write a :class:`~factorize.plan.projection_plan.ProjectionPlan` atomically."""
-    save_with_embedded(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, plan.manifest(),
-                       dict(plan.arrays), plan.embedded)
 
 
-def load_projection_plan(path: str | Path | PlanBytes) -> Any:
-    """Read and structurally check a projection plan; :class:`PlanFormatError` on any problem."""
-    return _guarded_load(_load_projection, path, "projection plan")
 
 
-def _load_projection(path: Path) -> Any:
-    from .projection_plan import PROJECTION_KINDS, ProjectionPlan
-
-    m, arrays = _read_container(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION)
-    _check_finite(path, arrays)
-    arrays, embedded = _embedded_from(path, m, arrays)
-    kind = m.get("kind")
-    if kind not in PROJECTION_KINDS:
-        raise PlanFormatError(f"{path}: unknown projection mechanism {kind!r}")
-    if set(arrays) != ({"T"} if kind == "jl" else set()):
-        raise PlanFormatError(f"{path}: the arrays do not match a {kind} plan")
-    shape, _ = _workload_and_domain(path, m)
-    wl = require_record(path, m, "workload", WorkloadRecord)
-    if kind == "jl" and (arrays["T"].ndim != 2 or arrays["T"].shape[1] != shape[0]):
-        raise PlanFormatError(f"{path}: T must have k={shape[0]} columns")
-    if m.get("neighbouring") != "replace":
-        raise PlanFormatError(f"{path}: projection plans need replace-one neighbours (public n)")
-    n = json_int(m.get("n"))
-    if n is None or n < 1:
-        raise PlanFormatError(f"{path}: the public dataset size n must be a positive integer")
-    values = typed_values(path, m)
-    return ProjectionPlan(kind=kind, workload=wl, domain=values.domain, relation=values.relation,
-                          guarantee=values.guarantee, n=n, noise=values.noise,
-                          decoder=require_record(path, m, "decoder", DecoderRecord),
-                          bounds=require_record(path, m, "bounds", ProjectionBounds),
-                          expected_error=require_record(path, m, "expected_error", ProjectionExpectedError),
-                          arrays=arrays, provenance=optional_record(path, m, "provenance", Provenance),
-                          embedded=embedded, schema_version=int(m["schema_version"]))

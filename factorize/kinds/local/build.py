@@ -1,25 +1,40 @@
 """Planning a local-model release (needs the planner; verifying, inspecting or running a local
 plan never imports this module): the approximate-γ₂ factorization over an η grid, compressed
-and normalised, with its certificate and the bounds of ``local.plan``."""
+and normalised, with its certificate and the bounds of ``kinds.local.plan``."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from factorize.privacy import Guarantee
+    from workloads import Workload
+
+from factorize.kinds.local.plan import (
+    ETA_GRID,
+    LocalPlan,
+    compress,
+    derived_bounds,
+    n_needed,
+    predicted_errors,
+    randomizer_spec,
+)
 from factorize.plan.errors import PlanError
 from factorize.plan.records import LocalBounds, PredictedErrors, RandomizerRecord, workload_record
 
-from .plan import ETA_GRID, LocalPlan, compress, derived_bounds, n_needed, predicted_errors, randomizer_spec
+from .options import LocalOptions
 
 
-def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str | None = None,
-                     eta: float | None = None, alpha: float | None = None,
-                     domain: Any = None, allow_weak_guarantee: bool = False) -> LocalPlan:
-    """The local plan of the module docstring; ``eta`` fixes η, else the grid is searched."""
+def build(options: LocalOptions) -> LocalPlan:
+    """The local plan of the module docstring from ``options`` (:class:`LocalOptions`):
+    ``options.eta`` fixes η, else the grid is searched."""
+    o = options
+    workload, guarantee, n, randomizer = o.workload, o.guarantee, o.n, o.randomizer
+    eta, alpha, domain, allow_weak_guarantee = o.eta, o.alpha, o.domain, o.allow_weak_guarantee
     from factorize.plan.rules import check_eta, default_domain
     from factorize.planner.routes import CertifiedFactorization, solve
     from factorize.privacy import parse_guarantee
@@ -95,3 +110,10 @@ def build_local_plan(workload: Any, guarantee: Any, *, n: int, randomizer: str |
         domain=dom, guarantee=g, randomizer=spec, eta=e, R=R, A=A, U=U, d=d, bounds=bounds,
         provenance={"mechanism": "local", "plan_seconds": time.perf_counter() - t0,
                     "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")})
+
+
+def build_local_plan(workload: Workload | str, guarantee: Guarantee | str, *, n: int,
+                     **fields: Any) -> LocalPlan:
+    """:func:`build` of ``LocalOptions(workload=workload, guarantee=guarantee, n=n, **fields)``
+    — every other field is an option's name (:class:`~factorize.kinds.local.options.LocalOptions`)."""
+    return build(LocalOptions(workload=workload, guarantee=guarantee, n=n, **fields))

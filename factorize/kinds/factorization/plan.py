@@ -40,32 +40,22 @@ import numpy as np
 
 from factorize.choices import SAMPLERS
 from factorize.factorization import Factorization
-from factorize.planner.certificate import Certificate
-
-from .records import (
+from factorize.plan.manifest import ci_method, ci_multiplier, domain_manifest, guarantee_text, noise_manifest
+from factorize.plan.records import (
     BiasRecord,
     CertificateRecord,
     ExpectedError,
     Provenance,
     WorkloadRecord,
 )
+from factorize.planner.certificate import Certificate
 
 if TYPE_CHECKING:  # typed values only; the privacy layer is imported where it computes
     from factorize.privacy import Guarantee, Neighbouring, NoiseSpec
     from workloads import Domain
 
-#: Noise share of the 5% failure probability of the 95% intervals (the n bound takes 10⁻³).
-NOISE_ALPHA = 0.049
-#: The two-sided normal quantile at NOISE_ALPHA: Φ⁻¹(1 − 0.0245).
-Z_NOISE = 1.9685916691865948
-#: Chebyshev at NOISE_ALPHA: P(|X| ≥ sd/√α) ≤ α, valid for any distribution with that variance.
-CHEBYSHEV_NOISE = math.sqrt(1.0 / NOISE_ALPHA)
-#: The two-sided 95% normal quantile Φ⁻¹(0.975): the local model's CLT intervals, whose 5%
-#: is not shared with an n bound.
-Z_95 = 1.959963984540054
 
 KNOWN_SAMPLERS = SAMPLERS
-POSTPROCESS_METHODS = ("nonneg", "integer", "least_squares")
 
 
 
@@ -128,10 +118,11 @@ class Plan:
 
     def manifest(self) -> dict[str, Any]:
         """The JSON manifest (without the container's format/version/arrays keys)."""
-        from .embedded import embedded_listing
+        from factorize.plan.embedded import embedded_listing
 
         fact = self.factorization
         return {
+            "plan_kind": self.plan_kind,
             "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
             "domain": domain_manifest(self.domain),
             "neighbouring": self.relation.key,
@@ -195,7 +186,7 @@ class Plan:
             f"estimates   {ONE_ESTIMATE}",
             f"postprocess {self._postprocess_line()}",
         ]
-        from .lower_bound import laplace_bound_line
+        from factorize.plan.lower_bound import laplace_bound_line
 
         lap = laplace_bound_line(b.get("laplace_factorization"), e)
         if lap:
@@ -217,7 +208,7 @@ class Plan:
             if search:
                 lines.insert(6, "search      " + search_text(search))
         if prov and prov.get("strategy_search"):
-            from .search_record import search_lines
+            from factorize.plan.search_record import search_lines
 
             lines += search_lines(prov["strategy_search"])
         if prov:
@@ -246,40 +237,12 @@ def search_text(record: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def guarantee_text(g: Guarantee) -> str:
-    """A guarantee in short form: ``(ε=1, δ=1e-06)-DP``, ``ρ=0.5-zCDP``, ``ε=1 pure DP``."""
-    from factorize.privacy import ZCDP, ApproxDP
-
-    if isinstance(g, ApproxDP):
-        return f"(ε={g.epsilon:g}, δ={g.delta:g})-DP"
-    if isinstance(g, ZCDP):
-        return f"ρ={g.rho:g}-zCDP"
-    return f"ε={g.epsilon:g} pure DP"
 
 
-def domain_manifest(domain: Domain) -> dict[str, Any]:
-    """A domain as it is written into a plan's manifest (with its public schema, when it has
-    one: ``docs/schema.md``)."""
-    out: dict[str, Any] = {"attributes": list(domain.attributes), "sizes": [int(s) for s in domain.sizes]}
-    if domain.schema is not None:
-        out["schema"] = domain.schema.to_dict()
-    return out
 
 
-#: What a plan's manifest says of a floating-point sampler.
-FLOAT_NOISE_WARNING = ("floating-point noise (Mironov 2012): not an exact sampler; "
-                       "`factorize run` refuses it unless --allow-float-noise")
 
 
-def noise_manifest(noise: NoiseSpec, **extra: Any) -> dict[str, Any]:
-    """A noise spec as it is written into a plan's manifest: ``NoiseSpec.to_dict()``, the
-    ``extra`` fields that are not None, and a warning for a float sampler (for people reading
-    the file; a reader parses the spec's own fields and ignores the rest)."""
-    out = noise.to_dict()
-    out.update({k: v for k, v in extra.items() if v is not None})
-    if noise.sampler == "float":
-        out["warning"] = FLOAT_NOISE_WARNING
-    return out
 
 
 def row_l1_norms_R(fact: Factorization) -> np.ndarray:
@@ -290,12 +253,8 @@ def row_l1_norms_R(fact: Factorization) -> np.ndarray:
     return out
 
 
-def ci_method(noise: NoiseSpec) -> str:
-    return "normal" if noise.family == "gaussian" else "chebyshev"
 
 
-def ci_multiplier(noise: NoiseSpec) -> float:
-    return Z_NOISE if ci_method(noise) == "normal" else CHEBYSHEV_NOISE
 
 
 def expected_error(fact: Factorization, noise: NoiseSpec,

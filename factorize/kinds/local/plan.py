@@ -90,9 +90,10 @@ class LocalPlan:
     def manifest(self) -> dict[str, Any]:
         """The JSON manifest (the only place typed values become JSON)."""
         from factorize.plan.embedded import embedded_listing
-        from factorize.plan.model import domain_manifest
+        from factorize.plan.manifest import domain_manifest
 
-        return {"workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
+        return {"plan_kind": self.plan_kind,
+                "workload": {**self.workload, "embedded": embedded_listing(self.embedded)},
                 "domain": domain_manifest(self.domain),
                 "guarantee": self.guarantee.to_dict(), "randomizer": dict(self.randomizer),
                 "eta": float(self.eta), "bounds": dict(self.bounds),
@@ -103,7 +104,7 @@ class LocalPlan:
         return math.sqrt(n * float(self.randomizer["variance"])) * np.linalg.norm(self.R, axis=1)
 
     def summary_lines(self) -> list[str]:
-        from factorize.plan.model import guarantee_text
+        from factorize.plan.manifest import guarantee_text
 
         k, N = self.shape
         b, r = self.bounds, self.randomizer
@@ -135,7 +136,7 @@ class LocalPlan:
 
 def randomizer_spec(kind: str, guarantee: Any, dim: int) -> RandomizerRecord:
     """Scale and per-coordinate variance bound of one message (module docstring)."""
-    from .randomizer import GaussianLocalRandomizer, L2Randomizer
+    from factorize.kinds.local.randomizer import GaussianLocalRandomizer, L2Randomizer
 
     if kind == "l2":
         if guarantee.kind != "pure_dp":
@@ -204,8 +205,7 @@ def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, a
     ⟨θ, Y − a⟩ is bounded), σ for the Gaussian one. Larger than the normal-approximation
     ``n_needed_predicted`` (by about m for the ℓ2 randomizer): both are reported."""
     from factorize.factorization import Factorization
-
-    from .lower_bound import local_upper_bound_n
+    from factorize.kinds.local.lower_bound import local_upper_bound_n
 
     ub = local_upper_bound_n(Factorization.dense(R, A), Wd, eta, g.epsilon, alpha,
                              sigma=float(spec["scale"]))
@@ -219,7 +219,7 @@ def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> Loc
     if g.kind != "pure_dp":
         return {"n_needed_lower": None,
                 "n_needed_lower_note": "no lower bound: seed 003 Thm 23 binds pure ε-LDP protocols"}
-    from .lower_bound import local_sample_size_lower_bound
+    from factorize.kinds.local.lower_bound import local_sample_size_lower_bound
 
     emp = local_sample_size_lower_bound(cert, Wd, eta, g.epsilon, alpha, error_model="empirical")
     dist = local_sample_size_lower_bound(cert, Wd, eta, g.epsilon, alpha, error_model="distributional")
@@ -248,6 +248,7 @@ def _load(path: Path) -> LocalPlan:
     from factorize.plan.files import (
         PlanFormatError,
         check_finite,
+        check_plan_kind,
         embedded_from,
         optional_record,
         read_plan_container,
@@ -257,6 +258,7 @@ def _load(path: Path) -> LocalPlan:
     )
 
     m, arrays = read_plan_container(path, FORMAT, SCHEMA_VERSION)
+    check_plan_kind(path, m, LocalPlan.plan_kind)
     check_finite(path, arrays)
     arrays, embedded = embedded_from(path, m, arrays)
     if set(arrays) != {"R", "A", "U", "d"}:
@@ -339,7 +341,7 @@ def _verify_local(plan: LocalPlan, *, workload: Any = None,
         record("randomizer", False, f"cannot re-derive: {exc}")
         return failures
     try:
-        from .randomizer import NORM_TOLERANCE
+        from factorize.kinds.local.randomizer import NORM_TOLERANCE
 
         cn = float(np.max(column_norms_upper(plan.A, "l2", "the strategy A")))
         record("columns", cn <= 1.0 + NORM_TOLERANCE,

@@ -1,18 +1,17 @@
 """Building a projection plan (JL, covariance, relaxed projection; needs the planner's
-geometry; verifying or running a projection plan never imports this module). The plan, its
-claims and its verification are ``plan.projection_plan``."""
+geometry; verifying or running a projection plan never imports this module). The plan and its
+claims are ``kinds.projection.plan``, its verification ``kinds.projection.verify``."""
 
 from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import PlanError
-from .plan_file import PROJECTION_SCHEMA_VERSION
-from .projection_plan import (
+from factorize.kinds.projection.codec import PROJECTION_SCHEMA_VERSION
+from factorize.kinds.projection.plan import (
     MOMENT_KINDS,
     PROJECTION_KINDS,
     ProjectionPlan,
@@ -20,25 +19,33 @@ from .projection_plan import (
     moment_sensitivity,
     projection_claims,
 )
-from .records import workload_record
+from factorize.plan.errors import PlanError
+from factorize.plan.records import workload_record
+
+from .options import ProjectionOptions
+
+if TYPE_CHECKING:
+    from factorize.privacy import Guarantee
+    from workloads import Workload
 
 
-def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
-                          relation: str = "replace", domain: Any = None,
-                          noise_family: str | None = None, exact: bool = True,
-                          rng: Any = None, allow_weak_guarantee: bool = False) -> ProjectionPlan:
-    """A ``jl`` / ``covariance`` / ``relaxed-projection`` plan (module docstring).
+def build(options: ProjectionOptions) -> ProjectionPlan:
+    """A ``jl`` / ``covariance`` / ``relaxed-projection`` plan from ``options``
+    (:class:`ProjectionOptions`; module docstring).
 
     ``rng``: the randomness for T (jl); default OS randomness (``SecureRandom``) — T is public
     and data-independent, but a predictable T is not what a production plan should ship.
     """
+    o = options
+    workload, guarantee, kind, n, relation = o.workload, o.guarantee, o.mechanism, o.n, o.relation
+    domain, noise_family, exact, rng = o.domain, o.noise_family, o.exact, o.rng
+    allow_weak_guarantee = o.allow_weak_guarantee
+    from factorize.plan.rules import choose_grid, default_domain
     from factorize.privacy import Neighbouring, PureDP, calibrate, parse_guarantee
     from factorize.privacy.policy import check_guarantee
     from workloads import parse_workload
     from workloads.domain import check_workload_axes
     from workloads.spec import embedded_files
-
-    from .rules import choose_grid, default_domain
 
     t0 = time.perf_counter()
     if kind not in PROJECTION_KINDS:
@@ -119,3 +126,12 @@ def build_projection_plan(workload: Any, guarantee: Any, kind: str, *, n: int,
                     "plan_seconds": time.perf_counter() - t0,
                     "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")},
     )
+
+
+def build_projection_plan(workload: Workload | str, guarantee: Guarantee | str, mechanism: str, *,
+                          n: int, **fields: Any) -> ProjectionPlan:
+    """:func:`build` of ``ProjectionOptions(workload=workload, guarantee=guarantee,
+    mechanism=mechanism, n=n, **fields)`` — every other field is an option's name
+    (:class:`~factorize.kinds.projection.options.ProjectionOptions`)."""
+    return build(ProjectionOptions(workload=workload, guarantee=guarantee, mechanism=mechanism, n=n,
+                                   **fields))
