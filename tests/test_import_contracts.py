@@ -44,7 +44,7 @@ BUILD_ENTRY = "build"
 #: whose name starts with ``build``, :func:`is_builder`). ``pure_dp.structure`` (the
 #: product-workload record shared_kron converts to) is a data type, not an optimiser, and is
 #: allowed.
-BUILDERS = ("factorize.plan.build", "factorize.families",
+BUILDERS = ("factorize.kinds.factorization.build", "factorize.families",
             "factorize.planner.routes", "factorize.planner.lowrank", "factorize.planner.recovery",
             "factorize.structured.union_build", "factorize.structured.marginal_weights_build",
             "factorize.structured.subspace_bound_build",

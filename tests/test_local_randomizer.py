@@ -1,4 +1,4 @@
-"""Client randomizers of the local model (factorize.local.randomizer).
+"""Client randomizers of the local model (factorize.kinds.local.randomizer).
 
 Independent truth: closed forms (m = 1 randomized response, m = 2, 3), quadrature of the sphere
 marginal, mpmath, an exact output density written here from the mechanism's definition (not the

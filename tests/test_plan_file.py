@@ -171,7 +171,7 @@ def test_fuzz_1000_corrupted_files_all_refused(tmp_path):
 
 
 def test_executor_import_needs_no_solver():
-    code = ("import factorize.executor, factorize.plan.plan_file, factorize.plan.checks, sys; "
+    code = ("import factorize.executor, factorize.kinds.factorization.codec, factorize.plan.checks, sys; "
             "bad = sorted({m.split('.')[0] for m in sys.modules} & {'cvxpy','solvers','scs','clarabel'}); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -98,7 +98,7 @@ def _releases(n_releases: int, plan_path: Path, csv: Path) -> tuple[list[dict], 
     import numpy as np
 
     from factorize.executor.structured import release
-    from factorize.kinds.factorization.kind import StructuredKind
+    from factorize.kinds.structured.kind import StructuredKind
     from factorize.kinds.structured.plan import load_structured_plan
     from factorize.kinds.structured.verify import verify_structured_plan
     from factorize.postprocess.nonneg import project_nonneg

@@ -8,7 +8,7 @@ released, nothing released that is not charged):
    come from those bytes (a file replaced meanwhile changes nothing);
 2. the answers file is opened for an all-or-nothing write, ``--seed`` with ``--ledger``
    refused, the ledger opened and verified (``ReleaseSession.start``);
-3. the plan is loaded from the bytes by its kind (``plan.registry``: format, schema, digests);
+3. the plan is loaded from the bytes by its kind (``factorize.kinds``: format, schema, digests);
    with ``tables``, the workload is rebuilt from the plan's spec and one file per table
    (``executor.tables``) opened — at once, before the verification;
 4. the plan is verified from first principles (given that workload, whose fingerprint it

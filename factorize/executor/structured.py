@@ -10,7 +10,7 @@ Release (after the charge): ``ỹ = γ(q + Y)`` with exact discrete Gaussian / L
 (``privacy.sample_lattice``); answers ``R ỹ`` term by term; standard error ``√v·‖r_i‖`` (v the
 variance of the noise actually sampled); 95% interval ``± (c·se + (γ/2)‖r_i‖₁ + β·n⁺)`` with n⁺
 bounded from the release (``structured.records``: the total's measurement, or weights on one
-block's answers) — coverage ≥ 95% by the union bound, as for dense plans (``plan.model``). The
+block's answers) — coverage ≥ 95% by the union bound, as for dense plans (``kinds.factorization.plan``). The
 answers' labels (their table, cell and query) come from the workload, as for every plan kind
 (``executor.pipeline``, ``executor.labels``).
 

@@ -1,4 +1,4 @@
-"""Dense factors W = R·A (``plan.build``): the certified γ_F / γ₂ optimum of the dual solvers
+"""Dense factors W = R·A (``kinds.factorization.build``): the certified γ_F / γ₂ optimum of the dual solvers
 under Gaussian noise, the pure-DP strategy search (``pure_dp``) under Laplace noise. It forms
 the k×N workload, so it applies only where that is affordable."""
 
@@ -41,7 +41,7 @@ class Dense:
         blocks = problem.blocks()
         n_blocks = 0 if blocks is None else len(blocks)
         union = n_blocks > 1
-        # one Kronecker product is planned factor by factor (``plan.build``), never densified
+        # one Kronecker product is planned factor by factor (``kinds.factorization.build``), never densified
         if (blocks is None or union) and k * N > DENSE_MAX_ENTRIES:
             return f"densifying W stores k·N = {k * N:,} entries (> {DENSE_MAX_ENTRIES:,})"
         if problem.noise == "gaussian" and problem.is_marginal_family():

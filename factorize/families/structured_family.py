@@ -1,5 +1,5 @@
 """The shared shape of a structured family: ``plan`` is ``build_family_plan`` with the
-family's name and its builder :meth:`StructuredFamilyBase.parts` (``plan.build_structured_family``
+family's name and its builder :meth:`StructuredFamilyBase.parts` (``kinds.structured.build_family``
 calibrates, checks and certifies what the builder makes). A new structured family is one
 module here with ``fits`` and ``parts``, and one line of ``registry``."""
 

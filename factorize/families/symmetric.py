@@ -38,7 +38,7 @@ class Symmetric(StructuredFamilyBase):
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
         """The sector strategy at the reduced dual's weights (``structured.symmetric``), solved
-        once per workload (``plan.build_structured_family.symmetry_solution``)."""
+        once per workload (``kinds.structured.build_family.symmetry_solution``)."""
         from factorize.kinds.structured.build_family import FamilyParts, symmetry_solution
         from factorize.plan.errors import PlanError
         from factorize.structured import symmetric

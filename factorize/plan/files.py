@@ -1,6 +1,6 @@
 """What every plan file shares: the container, its integrity checks and the manifest basics.
 
-Every plan kind (``plan.registry``) is one ``factorize.io.container`` file (safetensors: an
+Every plan kind (``factorize.kinds``) is one ``factorize.io.container`` file (safetensors: an
 8-byte length, a JSON header, raw little-endian float64 buffers — nothing in it can execute
 on load) with a JSON manifest naming its ``format`` and ``schema_version``. The rules here are
 the same for all of them:

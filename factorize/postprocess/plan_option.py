@@ -1,11 +1,11 @@
 """``--postprocess nonneg | integer`` at plan time: the record a plan carries, for each plan
 kind that can serve it, and a clear refusal for one that cannot.
 
-* a dense / Kronecker factorization plan (``plan.model.Plan``): the histogram is projected
+* a dense / Kronecker factorization plan (``kinds.factorization.plan.Plan``): the histogram is projected
   (``executor.postprocess.nonneg_consistent``) and, for ``integer``, rounded
   (``executor.postprocess.integer_consistent``); record ``{method, max_iter, tol}`` with the
   dense defaults :data:`DENSE_MAX_ITER`, :data:`DENSE_TOL`;
-* a structured plan (``plan.structured_plan.StructuredPlan``) of a marginal workload: the
+* a structured plan (``kinds.structured.plan.StructuredPlan``) of a marginal workload: the
   released tables are projected in the algebra of marginals (``postprocess.nonneg``) and,
   for ``integer``, rounded (``postprocess.rounding``); record ``{method, max_iter, tol}``
   with :data:`MARGINAL_MAX_ITER`, :data:`MARGINAL_TOL` (ADMM's relative residual);
@@ -13,7 +13,7 @@ kind that can serve it, and a clear refusal for one that cannot.
   projection plan (jl, covariance, relaxed-projection: their decoding is their own
   projection), a least-squares plan (already projected) — is refused with the reason.
 
-The verifier checks the record (``plan.claims``); ``run`` stops the post-processing after
+The verifier checks the record (``kinds.factorization.claims``); ``run`` stops the post-processing after
 ``max_iter`` iterations or its wall-clock limit, whichever comes first.
 """
 

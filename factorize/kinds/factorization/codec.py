@@ -140,7 +140,7 @@ def _load(path: Path) -> Plan:
 
 
 # ---------------------------------------------------------------------------------------
-# projection plans (``plan.projection_plan``): their own format, the same container rules
+# projection plans (``kinds.projection.plan``): their own format, the same container rules
 
 
 

@@ -76,7 +76,7 @@ class Plan:
     is re-derived by the verifier, never read from the plan.
     """
 
-    #: the plan kind (``plan.registry``) this class holds
+    #: the plan kind (``factorize.kinds``) this class holds
     plan_kind: ClassVar[str] = "factorization"
 
     workload: WorkloadRecord          # spec, fingerprint, shape [k, N]

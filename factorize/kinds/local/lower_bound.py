@@ -18,7 +18,7 @@ A protocol is non-interactive ε-LDP: user j applies a randomizer M_j, fixed bef
 seen (public coins allowed: every step below holds conditionally on them), with
 ``K_j(z|x) ≤ e^ε K_j(z|x')`` for all records x, x' and outputs z; the server post-processes
 the n messages. (ε, δ)-LDP with δ > 0 is NOT covered (``delta > 0`` raises
-:class:`~factorize.local.errors.LocalError`, as does any other bad argument).
+:class:`~factorize.kinds.local.errors.LocalError`, as does any other bad argument).
 
 The lower bound (derivation; all constants explicit)
 ----------------------------------------------------

@@ -21,7 +21,7 @@ n, in fractions of n:
 
 (a union bound over k subgaussian sums), and reports the n needed for a target error α,
 n ≥ 2 ln(2k)·v·‖R‖²_{2→∞} / (α − η)², next to the lower bound every ε-LDP protocol needs
-(Edmonds, Nikolov & Ullman 2020, Thm 23, ``local.lower_bound``). File: ``factorize.io.container`` format
+(Edmonds, Nikolov & Ullman 2020, Thm 23, ``kinds.local.lower_bound``). File: ``factorize.io.container`` format
 ``factorize-local-plan`` (arrays R, A, U, d).
 """
 
@@ -62,12 +62,12 @@ Z95 = 1.959963984540054
 
 @dataclass(frozen=True)
 class LocalPlan:
-    """A local-model plan (module docstring). Frozen, like ``plan.model.Plan`` (a changed
+    """A local-model plan (module docstring). Frozen, like ``kinds.factorization.plan.Plan`` (a changed
     plan is a new one); only ``provenance`` has a default. The typed records
     (``plan.records``) are not read-only: ``verify_local_plan`` re-derives the randomizer and
     every bound from the arrays."""
 
-    #: the plan kind (``plan.registry``) this class holds
+    #: the plan kind (``factorize.kinds``) this class holds
     plan_kind: ClassVar[str] = "local"
     workload: WorkloadRecord
     domain: Domain
@@ -200,7 +200,7 @@ def derived_bounds(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: 
 
 def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, alpha: float,
              spec: RandomizerRecord) -> float:
-    """A sample size that provably suffices (``local.lower_bound.local_upper_bound_n``): the
+    """A sample size that provably suffices (``kinds.local.lower_bound.local_upper_bound_n``): the
     union bound with the messages' mgf constant — σ = B for the ℓ2 randomizer (‖Y‖ = B, so
     ⟨θ, Y − a⟩ is bounded), σ for the Gaussian one. Larger than the normal-approximation
     ``n_needed_predicted`` (by about m for the ℓ2 randomizer): both are reported."""
@@ -213,7 +213,7 @@ def _upper_n(R: np.ndarray, A: np.ndarray, Wd: np.ndarray, eta: float, g: Any, a
 
 
 def _lower_n(cert: Any, Wd: np.ndarray, eta: float, g: Any, alpha: float) -> LocalLowerBounds:
-    """Edmonds, Nikolov & Ullman 2020, Thm 23's sample-size lower bounds from the certificate (``local.lower_bound``):
+    """Edmonds, Nikolov & Ullman 2020, Thm 23's sample-size lower bounds from the certificate (``kinds.local.lower_bound``):
     pure ε-LDP only (the bound does not cover (ε, δ)); the empirical model (error on the
     sample, the release's meaning) and the distributional one (error against the population)."""
     if g.kind != "pure_dp":

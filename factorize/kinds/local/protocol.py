@@ -4,7 +4,7 @@ Client (:func:`record_codes`, :func:`encode_record`, :func:`encode_codes`): a re
 per domain attribute: a raw value read through the plan's domain schema exactly as ``factorize
 run`` reads a text column, or an integer code where the domain gives sizes only) → its codes →
 its cell x (row-major, attribute 0 slowest) → the strategy column a_x → one randomized
-message (``local.randomizer``; OS randomness unless a test rng is passed). No solver, no data
+message (``kinds.local.randomizer``; OS randomness unless a test rng is passed). No solver, no data
 other than the one record.
 
 Messages file: Parquet, one row per message, float64 columns ``y0 … y{m−1}``; the schema

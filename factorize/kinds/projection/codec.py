@@ -37,7 +37,7 @@ PROJECTION_SCHEMA_VERSION = 2
 
 
 def save_projection_plan(plan: Any, path: str | Path) -> None:
-    """Write a :class:`~factorize.plan.projection_plan.ProjectionPlan` atomically."""
+    """Write a :class:`~factorize.kinds.projection.plan.ProjectionPlan` atomically."""
     save_with_embedded(path, PROJECTION_FORMAT, PROJECTION_SCHEMA_VERSION, plan.manifest(),
                        dict(plan.arrays), plan.embedded)
 

@@ -75,6 +75,8 @@ class ProjectionKind:
         if plan.noise.sampler != "float":
             from factorize.privacy import round_to_grid
 
+            if plan.noise.grid is None:
+                raise ExecutionError("an exact sampler needs the plan's lattice grid")
             values = round_to_grid(values, plan.noise.grid)  # exact (integer moments)
         return Measurement(values, n)
 

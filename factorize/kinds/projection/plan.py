@@ -61,7 +61,7 @@ class ProjectionPlan:
     default. The typed records (``plan.records``) are not read-only: the verifier re-derives
     the decoder, bounds and expected error the release uses (``PlanCheck.derived``)."""
 
-    #: the plan kind (``plan.registry``) this class holds
+    #: the plan kind (``factorize.kinds``) this class holds
     plan_kind: ClassVar[str] = "projection"
 
     kind: str

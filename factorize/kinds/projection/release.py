@@ -1,7 +1,7 @@
 """Running a projection plan (``jl``, ``covariance``, ``relaxed-projection``): verify, measure,
 add noise once, decode by projection (released values only), write all answers or none.
 
-Verification (``plan.projection_checks.verify_projection_plan``) re-derives what privacy depends on from the
+Verification (``kinds.projection.verify.verify_projection_plan``) re-derives what privacy depends on from the
 plan's arrays and public parameters: the workload from its spec (fingerprint), the measurement
 (``T·W`` for jl; the ±1 second moments of ``parity:d:2`` for the moment kinds, with d binary
 attributes in the domain), its sensitivity under replace-one neighbours (``jl_sensitivity`` of

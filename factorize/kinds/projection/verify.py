@@ -6,7 +6,7 @@ its sensitivity under replace-one neighbours (``jl_sensitivity`` of TW; the exac
 formula ``projection_plan.moment_sensitivity``, cross-checked against the columns of W when
 2^d is small), and the noise scale (``privacy.calibrate``); a plan whose scale is below the
 re-derived one is refused. The stated error bound is recomputed too
-(``projection_plan.projection_claims``). The executor (``executor.projection``) runs it."""
+(``projection_plan.projection_claims``). The executor (``kinds.projection.release``) runs it."""
 
 from __future__ import annotations
 

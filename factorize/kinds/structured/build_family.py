@@ -1,5 +1,5 @@
 """Building the structured plan of one family (needs the planner; the executor never imports
-this module; the strategy search over the families is ``plan.build_structured``).
+this module; the strategy search over the families is ``kinds.structured.build``).
 
 ``build_family_plan(workload, guarantee, strategy=..., parts=..., ...)``:
 
@@ -138,7 +138,7 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
     from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
 
     limit = DEFAULT_RESIDUAL_TOL * max(b.max_abs() for b in wblocks)
-    if not beta <= limit:  # the verifier's own limit (plan.structured_checks): never write a plan it refuses
+    if not beta <= limit:  # the verifier's own limit (kinds.structured.verify): never write a plan it refuses
         raise PlanError(f"the {strategy} strategy reconstructs W only to max|W − RÃ| ≤ {beta:.3g}, past "
                         f"the verifier's limit {limit:.3g} (an ill-conditioned strategy)")
     bias, n_weights = plan_bias(recon_m, wblocks, beta)
@@ -395,7 +395,7 @@ def subset_algebra_parts(inp: FamilyInputs) -> FamilyParts:
 
 def _choice(name: str, five: tuple, rel: Any, noise: str, seed: int, record: dict[str, Any],
             seconds: float | None) -> StrategyChoice:
-    """``provenance.strategy_choice`` of a family with its own search (``plan.structured_checks``
+    """``provenance.strategy_choice`` of a family with its own search (``kinds.structured.verify``
     re-derives its scores)."""
     from factorize.kinds.structured.plan import gaussian_rmse, laplace_rmse
 

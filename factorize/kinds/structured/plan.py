@@ -1,7 +1,7 @@
 """Structured plans: a union-of-Kronecker strategy and a sum-of-Kronecker reconstruction
 (``factorize.structured``), measured per attribute subset — never over the N cells.
 
-The mechanism is the factorization mechanism of ``plan.model``,
+The mechanism is the factorization mechanism of ``kinds.factorization.plan``,
 
     M(h) = R · γ(round(Ã h / γ) + Y),      Y_j i.i.d. exact discrete Gaussian / Laplace,
 
@@ -9,7 +9,7 @@ with ``Ã h`` computed block by block from the records' marginal tables (block b
 table of its support) and ``R`` applied term by term. Every answer has the exact variance
 ``v·‖r_i‖²`` (``structured.reconstruction``), v the per-coordinate variance of the noise
 actually sampled; the 95% interval is ``estimate ± (c·se + (γ/2)‖r_i‖₁ + β·n⁺)`` as for dense
-plans (``plan.model``), with n⁺ from the total's measurement when the strategy measures it.
+plans (``kinds.factorization.plan``), with n⁺ from the total's measurement when the strategy measures it.
 
 File: ``factorize-plan`` **schema version 3** (the same container and integrity rules as every
 plan, ``plan.files``): the manifest has ``plan_kind: "structured"`` and a ``strategy`` section
@@ -65,7 +65,7 @@ class StructuredPlan:
     released tables that ``run`` adds) have defaults. The typed records (``plan.records``)
     are not read-only: the verifier re-derives what the release trusts of them."""
 
-    #: the plan kind (``plan.registry``) this class holds
+    #: the plan kind (``factorize.kinds``) this class holds
     plan_kind: ClassVar[str] = "structured"
 
     workload: WorkloadRecord          # spec, fingerprint, shape [k, N]
