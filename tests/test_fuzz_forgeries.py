@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from factorize import kinds
 from factorize.io import container
 from factorize.ledger import Ledger
 from factorize.plan.errors import PlanError
@@ -44,8 +45,11 @@ from factorize.plan.files import write_plan_container as _write
 FORGERIES = 1000
 SEED = int(os.environ.get("FACTORIZE_FUZZ_SEED", "20261123"))
 _INFORMATIONAL = ("provenance", "compatibility")
-#: Tuning parameters a plan may set within the validated ranges (not accuracy claims).
-_PARAMETERS = {("postprocess", "tol"), ("postprocess", "max_iter")}
+#: Tuning parameters a plan may set within the validated ranges (not accuracy claims), and a
+#: projection plan's public dataset size n: an input, not a claim — every claim is re-derived
+#: at the stated n (a forged n is refused wherever a claim depends on it) and the executor
+#: refuses data of any other size.
+_PARAMETERS = {("postprocess", "tol"), ("postprocess", "max_iter"), ("n",)}
 _NUMBERS = [0.0, -1.0, 1e-300, 5e-324, 1e300, 1.7976931348623157e308, 0.5, 0.999999, 1.000001,
             2.0, 1e-9, 3.0, 1e6, -1e-12, 2.0 ** -537, 2.0 ** 537]
 
@@ -322,14 +326,14 @@ def test_forgeries_never_pass_unsafely(genuine, tmp_path):
     from factorize.executor import run_plan
     from factorize.kinds.factorization.plan import Plan
 
-    kinds = sorted(genuine)
+    names = sorted(genuine)
     manifests = {k: container.read(p, *_fmt(p))[0] for k, p in genuine.items()}
-    per_kind = math.ceil(FORGERIES / len(kinds))
-    counts = {k: {"written": 0, "refused": 0, "accepted": 0} for k in kinds}
+    per_kind = math.ceil(FORGERIES / len(names))
+    counts = {k: {"written": 0, "refused": 0, "accepted": 0} for k in names}
     accepted: list[tuple[str, Path, str]] = []
     refused_sample: list[Path] = []
-    for kind in kinds:
-        rng = np.random.default_rng([SEED, kinds.index(kind)])
+    for kind in names:
+        rng = np.random.default_rng([SEED, names.index(kind)])
         written = 0
         attempts = 0
         while written < per_kind and attempts < 20 * per_kind:

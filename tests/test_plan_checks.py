@@ -81,7 +81,7 @@ def test_residual_mismatch_refused(tmp_path):
 
 
 def test_probe_residual_check_for_large_dense(monkeypatch):
-    import factorize.plan.checks as checks
+    import factorize.kinds.factorization.verify as checks
 
     monkeypatch.setattr(checks, "EXACT_RESIDUAL_FLOPS", 0)
     plan = small_plan("prefix:16")  # its bias bound is then the probes' limit

@@ -277,7 +277,7 @@ def test_the_same_run_without_the_fault_is_charged_and_writes(world):
 
 
 def test_a_table_file_it_cannot_write_is_refused_before_verification(world, monkeypatch):
-    import factorize.plan.checks as checks
+    import factorize.kinds.factorization.verify as checks
 
     calls = []
     real = checks.verify_plan
@@ -361,7 +361,7 @@ def test_the_plan_file_is_opened_once(world, monkeypatch, kind):
 def test_a_plan_replaced_during_verification_is_charged_as_verified(world, monkeypatch):
     """The file is replaced (by a valid plan of another guarantee) while it is verified: the
     ledger records the digest of the bytes that were verified, and their guarantee."""
-    import factorize.plan.checks as checks
+    import factorize.kinds.factorization.verify as checks
     from factorize.executor.output import read_answers
 
     path = world / "p.plan"

@@ -6,7 +6,7 @@ is not charged):
 
 1. the answers file is opened (writable, not the data, plan or ledger), ``--seed`` with
    ``--ledger`` refused, the ledger opened;
-2. ``plan_file.load_plan`` (digests, schema) and ``checks.verify_plan`` — the workload, W = RA,
+2. ``codec.load_plan`` (digests, schema) and ``kinds.factorization.verify.verify_plan`` — the workload, W = RA,
    the sensitivity of the measured strategy (certified), the noise, every accuracy claim and
    the certificate: an under-noised or inconsistent plan is refused; a ``"float"`` sampler
    is refused unless ``allow_float_noise``;

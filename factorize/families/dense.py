@@ -60,10 +60,11 @@ class Dense:
         return None
 
     def plan(self, problem: PlanProblem) -> Any:
-        from factorize.kinds.factorization.build import build_plan
+        from factorize.kinds.factorization.kind import KIND
+        from factorize.kinds.factorization.options import FactorizationOptions
 
-        return build_plan(problem.workload, problem.guarantee, norm=problem.norm,
-                          relation=problem.relation.key, domain=problem.domain,
-                          noise_family=problem.noise, options=problem.options,
-                          gap_tol=problem.gap_tol, allow_weak_guarantee=problem.allow_weak_guarantee,
-                          search_seed=problem.seed)
+        return KIND.build(FactorizationOptions(
+            workload=problem.workload, guarantee=problem.guarantee, norm=problem.norm,
+            relation=problem.relation.key, domain=problem.domain, noise_family=problem.noise,
+            solver_options=problem.options, gap_tol=problem.gap_tol,
+            allow_weak_guarantee=problem.allow_weak_guarantee, search_seed=problem.seed))

@@ -1,7 +1,7 @@
 """The typed sections of a plan's manifest: one ``TypedDict`` per record a plan holds.
 
-A plan (``model.Plan``, ``structured_plan.StructuredPlan``, ``projection_plan.ProjectionPlan``,
-``kinds.local.plan.LocalPlan``) keeps these sections as the JSON objects of its manifest — they
+A plan (``kinds.factorization.plan.Plan``, ``kinds.structured.plan.StructuredPlan``,
+``kinds.projection.plan.ProjectionPlan``, ``kinds.local.plan.LocalPlan``) keeps these sections as the JSON objects of its manifest — they
 are written and read as they are — but typed: a required key is required, an optional one
 (``NotRequired``) is one some writer of the same schema version did not write (a field added
 later, or one that applies to some plans only). The readers check every section against its
@@ -148,7 +148,7 @@ class NBoundRecord(TypedDict):
 
 
 # ---------------------------------------------------------------------------------------
-# factorization (dense / Kronecker) plans: ``model.Plan``
+# factorization (dense / Kronecker) plans: ``kinds.factorization.plan.Plan``
 
 
 class CertificateRecord(TypedDict):
@@ -169,7 +169,7 @@ class CertificateRecord(TypedDict):
 
 
 class ExpectedError(TypedDict):
-    """``expected_error`` of a factorization plan (``model.expected_error``)."""
+    """``expected_error`` of a factorization plan (``plan.expected_error``)."""
 
     per_query_std_max: float
     per_query_std_min: float

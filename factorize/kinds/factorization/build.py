@@ -20,7 +20,7 @@ is its keyword form):
    powers of two keep the sampler's rationals small and ``y/γ`` exact;
 4. the reconstruction's bias (``plan.bias``): the certified residual β ≥ |W − RÃ| and the
    weights b with Wᵀb ≥ μ·1 that let the executor bound n from the release;
-5. the expected error (``model.expected_error``) and provenance.
+5. the expected error (``plan.expected_error``) and provenance.
 
 Refused: guarantees beyond the documented ceilings (``privacy.policy``) unless
 ``allow_weak_guarantee``; an approximation radius η above ``ETA_MAX_FRACTION``·max|W| (at that
@@ -88,7 +88,7 @@ def build(options: FactorizationOptions) -> Plan:  # noqa: C901 (counted allow-l
     the plan's gap says how far the ellipsoid mechanism is from the optimal factorization),
     or ``least-squares`` (Nikolov, Talwar & Zhang 2013, Alg. 3: the optimal factorization's noise, then the executor
     projects the released answers onto n·conv{w_j} by Frank–Wolfe — post-processing of released
-    values only; its error bound is ``model.least_squares_rmse_bound``). The seed projects only
+    values only; its error bound is ``plan.least_squares_rmse_bound``). The seed projects only
     the pieces of dimension ≥ εn; projecting every piece never increases the error, since the
     projection onto a convex set containing Wh is non-expansive toward it.
 

@@ -1,5 +1,5 @@
 """Every accuracy statement a factorization plan carries, recomputed from its arrays and the
-rebuilt workload (``checks.verify_plan`` step 8), or refused.
+rebuilt workload (``kinds.factorization.verify.verify_plan`` step 8), or refused.
 
 A plan file is signed by nothing: anyone who can rewrite it can also fix its digests. So the
 verifier trusts no number in the manifest. The noise is re-derived in ``checks``; here:

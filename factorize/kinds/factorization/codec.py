@@ -28,7 +28,7 @@ Integrity: the reader checks every array digest, the manifest's ``content_sha256
 the header is exactly the canonical (compact) JSON the writer produces, so any corruption —
 a flipped byte anywhere, truncation, appended data — is refused. (Digests detect corruption
 and accidental edits; they are not a signature against a deliberate forger, which is why
-``checks.verify_plan`` re-derives everything privacy depends on from the arrays.)
+``kinds.factorization.verify.verify_plan`` re-derives everything privacy depends on from the arrays.)
 
 :func:`load_plan` raises :class:`PlanFormatError` for every unreadable, corrupt, tampered or
 inconsistent file and never anything else.
@@ -137,14 +137,3 @@ def _load(path: Path) -> Plan:
                 bias=bias, n_weights=tuple(weights[f"{N_WEIGHTS}.{i}"] for i in range(nw)),
                 embedded=embedded, schema_version=version,
                 sensitivity_exact=exact if isinstance(exact, bool) else None)
-
-
-# ---------------------------------------------------------------------------------------
-# projection plans (``kinds.projection.plan``): their own format, the same container rules
-
-
-
-
-
-
-

@@ -10,7 +10,7 @@ for the exact lattice samplers ("discrete_gaussian" / "discrete_laplace" on ``γ
 ``R (A h + Z)`` with floating-point Z for a ``"float"`` sampler (only the ℓ2 K-norm, which has
 no exact sampler here; the executor refuses it unless explicitly allowed).
 
-Expected error (stored in the plan, recomputed by ``checks.verify_plan``): with ``v`` the
+Expected error (stored in the plan, recomputed by ``kinds.factorization.verify.verify_plan``): with ``v`` the
 per-coordinate noise variance bound (Gaussian σ², also a bound for the discrete Gaussian by
 CKS20 Cor. 9; Laplace 2b², also a bound for the discrete Laplace; K-norm E‖Z‖²/m, the noise
 being isotropic) and ``r_i`` the rows of R:
@@ -62,12 +62,12 @@ KNOWN_SAMPLERS = SAMPLERS
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything a release needs; see the module docstring and ``plan_file`` for the format.
+    """Everything a release needs; see the module docstring and ``codec`` for the format.
 
     Typed values: the domain, neighbouring relation, guarantee and noise spec are a
     ``workloads.Domain``, a ``privacy.Neighbouring``, a ``privacy.Guarantee`` and a
     ``privacy.NoiseSpec``; they become JSON only in :meth:`manifest` (the file boundary) and
-    are parsed back, or the file refused, in ``plan_file.load_plan``.
+    are parsed back, or the file refused, in ``codec.load_plan``.
 
     Frozen: a plan is a value (a changed plan is a new one, ``dataclasses.replace``). Only
     ``provenance`` has a default: a plan may record none. The manifest's sections are typed

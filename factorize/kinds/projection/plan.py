@@ -57,7 +57,7 @@ DECODE_MAX_ITER = 20000
 class ProjectionPlan:
     """A measure-noise-project plan (module docstring); pure data, numpy arrays in ``arrays``.
 
-    Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` has a
+    Frozen, like ``kinds.factorization.plan.Plan`` (a changed plan is a new one); only ``provenance`` has a
     default. The typed records (``plan.records``) are not read-only: the verifier re-derives
     the decoder, bounds and expected error the release uses (``PlanCheck.derived``)."""
 

@@ -60,7 +60,7 @@ PLAN_KIND = "structured"
 class StructuredPlan:
     """A structured mechanism plan (module docstring).
 
-    Frozen, like ``model.Plan`` (a changed plan is a new one); only ``provenance`` and
+    Frozen, like ``kinds.factorization.plan.Plan`` (a changed plan is a new one); only ``provenance`` and
     ``postprocess`` (``postprocess.plan_option``: None, or the projection / rounding of the
     released tables that ``run`` adds) have defaults. The typed records (``plan.records``)
     are not read-only: the verifier re-derives what the release trusts of them."""
