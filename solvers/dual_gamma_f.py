@@ -71,13 +71,16 @@ INACTIVE = 0.05
 
 def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memory: int = 5,
                        max_iters: int = 2000, time_limit: float | None = None,
-                       stall_iters: int = 40) -> DualSolveResult:
+                       stall_iters: int = 40, start: np.ndarray | None = None) -> DualSolveResult:
     """Maximise f(q) over the simplex; return weights, strategies and the solver's estimates.
 
     ``G`` is WᵀW (N×N, symmetric PSD), ``k`` the number of queries (it only scales the
     reported values to γ_F's normalisation). Stops when the estimated relative gap of the
     best primal against the best dual is ≤ ``target_gap``, after ``stall_iters`` iterations
     without improvement, at ``max_iters`` or at ``time_limit`` (``converged`` says which).
+    ``start``: weights (length N, non-negative) to start from instead of the uniform ones — a
+    warm start for a sequence of nearby problems (the alternating Kronecker descent of
+    ``factorize.structured.shared_kron_gaussian``); any start gives the same certificate rules.
     """
     G = _check_gram(G)
     deadline = Deadline(time_limit)
@@ -92,6 +95,11 @@ def solve_gamma_f_dual(G: np.ndarray, k: int, *, target_gap: float = 1e-7, memor
     span = None if sigma.size == n else _Range(sigma, U)
 
     x = np.full(n, -math.log(n))
+    if start is not None:
+        s0 = np.asarray(start, dtype=np.float64)
+        if s0.shape != (N,) or not np.all(np.isfinite(s0)) or np.any(s0 < 0) or not np.sum(s0[support]) > 0:
+            raise SolverFailedError("a warm start must be N finite non-negative weights, some on the support")
+        x = log_weights(s0[support], float(np.sum(s0[support])))
     loop = SafeguardedAnderson(memory, target_gap, stall_iters, deadline)
     it = 0
     for it in range(1, max_iters + 1):

@@ -101,6 +101,31 @@ def _c_vector(recon: StructuredReconstruction, parts: list, weights: Sequence[np
     return b, np.concatenate(cs), np.concatenate(errs)
 
 
+def _c_norm(recon: StructuredReconstruction, parts: list, weights: Sequence[np.ndarray]) -> float:
+    """``‖Rᵀb‖₂`` of :func:`_c_vector` (the planner's score; no rounding allowance needed)
+    without forming the strategy-side vector: one term's ``Rᵀb`` is ``⊗_j R_jᵀb_j``, so
+    ``‖Σ_t ⊗_j u_{t,j}‖² = Σ_{t,t'} Π_j ⟨u_{t,j}, u_{t',j}⟩`` over the terms reading one
+    strategy block — O(Σ_j m_j n_j) per term instead of O(Π_j m_j). Mixed terms, or terms
+    whose factors do not line up, take :func:`_c_vector`."""
+    from factorize.plan.bias import normalized_weights
+
+    bs = normalized_weights(weights)
+    per_block: dict[int, list[list[np.ndarray]]] = {}
+    for blk, R, pos, t in parts:
+        if t.mix is not None:
+            return float(np.linalg.norm(_c_vector(recon, parts, weights)[1]))
+        vs = [bs[0]] + [bs[p] if p > 0 else np.ones(1) for p in pos]
+        per_block.setdefault(blk, []).append([F.T @ v for F, v in zip(R, vs, strict=True)])
+    total = 0.0
+    for us in per_block.values():
+        if len({tuple(u.shape for u in x) for x in us}) != 1:
+            return float(np.linalg.norm(_c_vector(recon, parts, weights)[1]))
+        for x in us:
+            for y in us:
+                total += float(np.prod([np.dot(a, b) for a, b in zip(x, y, strict=True)]))
+    return float(np.sqrt(max(total, 0.0)))
+
+
 def choose(recon: StructuredReconstruction, wblocks: Sequence[WorkloadBlock], beta: float
            ) -> tuple[NBoundRecord, dict[str, np.ndarray]]:
     """The ``bias`` fields and weight arrays of the module docstring (planning time)."""
@@ -118,8 +143,7 @@ def choose(recon: StructuredReconstruction, wblocks: Sequence[WorkloadBlock], be
             continue
         if not mu > beta * l1:
             continue
-        _, c, _ = _c_vector(recon, parts, weights)
-        score = float(np.linalg.norm(c)) / (mu - beta * l1)
+        score = _c_norm(recon, parts, weights) / (mu - beta * l1)
         if best is None or score < best[0]:
             best = (score, o, weights)
     if best is None:

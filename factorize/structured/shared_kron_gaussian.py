@@ -66,13 +66,15 @@ def _objective(w2: np.ndarray, T: np.ndarray) -> float:
     return float(math.fsum((w2 * np.prod(T, axis=1)).tolist()))
 
 
-def _best_factor(Ws: Sequence[np.ndarray], c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The dual solver's best strategy for ``min Σ_o c_o tr(G_o X⁻¹)`` and its traces."""
+def _best_factor(Ws: Sequence[np.ndarray], c: np.ndarray, start: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The dual solver's best strategy for ``min Σ_o c_o tr(G_o X⁻¹)``, its traces and the
+    dual weights (``start``: the attribute's weights of the sweep before, a warm start)."""
     from solvers.dual_gamma_f import solve_gamma_f_dual
 
     H = sum(float(ci) * (W.T @ W) for ci, W in zip(c, Ws, strict=True) if ci > 0)
     H = 0.5 * (H + H.T)
-    res = solve_gamma_f_dual(H, max(1, len(Ws)), target_gap=SUBPROBLEM_GAP)
+    res = solve_gamma_f_dual(H, max(1, len(Ws)), target_gap=SUBPROBLEM_GAP, start=start)
     best: tuple[float, np.ndarray, np.ndarray] | None = None
     for name in sorted(res.strategies):
         A = res.strategies[name]
@@ -85,7 +87,7 @@ def _best_factor(Ws: Sequence[np.ndarray], c: np.ndarray) -> tuple[np.ndarray, n
             best = (v, A, t)
     if best is None:
         raise SolverFailedError("the dual solver returned no usable strategy for a Kronecker factor")
-    return best[1], best[2]
+    return best[1], best[2], res.q
 
 
 def optimize_kron_l2(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], *,
@@ -99,8 +101,9 @@ def optimize_kron_l2(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], *,
     dense = {j: [np.asarray(wb.factor(j).dense(), dtype=np.float64) for wb in wblocks] for j in measured}
     factors = [np.ones((1, n)) for n in sizes]
     T = np.ones((len(wblocks), d))
+    q: dict[int, np.ndarray] = {}
     for j in measured:  # the start: each attribute's optimum for c = w²
-        factors[j], T[:, j] = _best_factor(dense[j], w2)
+        factors[j], T[:, j], q[j] = _best_factor(dense[j], w2)
     value = _objective(w2, T)
     history = [value]
     sweeps = 0
@@ -109,7 +112,7 @@ def optimize_kron_l2(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], *,
         start = value
         for j in measured:
             others = np.prod(np.delete(T, j, axis=1), axis=1)
-            A, t = _best_factor(dense[j], w2 * others)
+            A, t, q[j] = _best_factor(dense[j], w2 * others, q[j])
             T_new = T.copy()
             T_new[:, j] = t
             v = _objective(w2, T_new)
