@@ -41,6 +41,7 @@ KINDS: dict[str, str] = {
     "structured": "factorize.kinds.structured.kind",
     "projection": "factorize.kinds.projection.kind",
     "local": "factorize.kinds.local.kind",
+    "training": "factorize.kinds.training.kind",
 }
 
 #: The legacy rule (module docstring): the kind of a file that states no ``plan_kind``, by the
