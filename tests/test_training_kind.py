@@ -32,7 +32,7 @@ from factorize.cli.plan import main
 from factorize.kinds.training.codec import TRAINING_FORMAT, TRAINING_SCHEMA_VERSION
 from factorize.kinds.training.kind import KIND
 from factorize.kinds.training.options import TrainingOptions
-from factorize.kinds.training.plan import TrainingPlan, banded_inverse_column
+from factorize.kinds.training.plan import TrainingPlan, solve_banded_toeplitz
 from factorize.kinds.training.stream import open_stream
 from factorize.plan.errors import PlanError, PlanRefused
 from factorize.plan.files import PlanFormatError, read_plan_container, write_plan_container
@@ -49,8 +49,9 @@ LEGACY = ROOT / "tests" / "data" / "legacy"
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory) -> dict[str, Path]:
-    """One BLT (zCDP, epochs=4, total) and one banded plan ((ε, δ), k=3,min_sep=16, max) at
-    n = 128, built by ``KIND.build`` and saved."""
+    """One BLT (zCDP, epochs=4, total), one banded plan ((ε, δ), k=3,min_sep=16, max) and one
+    momentum plan (banded, β = 0.9, single participation) at n = 128, built by ``KIND.build``
+    and saved."""
     out = tmp_path_factory.mktemp("training")
     built = {
         "blt": KIND.build(TrainingOptions(n=128, guarantee="rho=0.5", participation="epochs=4",
@@ -58,6 +59,8 @@ def plans(tmp_path_factory) -> dict[str, Path]:
         "banded": KIND.build(TrainingOptions(n=128, guarantee="epsilon=1,delta=1e-6",
                                              participation="k=3,min_sep=16", strategy="banded",
                                              bands=8, objective="max")),
+        "momentum": KIND.build(TrainingOptions(n=128, guarantee="rho=0.5", strategy="banded",
+                                               bands=8, momentum=0.9)),
     }
     paths = {}
     for name, plan in built.items():
@@ -66,15 +69,25 @@ def plans(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-def _dense_truth(plan: TrainingPlan) -> tuple[float, float]:
-    """(total, max) squared error per unit σ² of the dense ``L_n C⁻¹``."""
+def _dense_workload(plan: TrainingPlan) -> np.ndarray:
+    """``L_n`` or ``L_n M_β`` (M_β: β^{i−j} below the diagonal), dense."""
     n = plan.n
-    B = np.tril(np.ones((n, n))) @ np.linalg.inv(dense_strategy(plan.strategy))
+    W = np.tril(np.ones((n, n)))
+    if plan.workload != "prefix":
+        beta = float(plan.workload.partition("=")[2])
+        lag = np.subtract.outer(np.arange(n), np.arange(n))
+        W = W @ np.where(lag >= 0, beta ** np.maximum(lag, 0), 0.0)
+    return W
+
+
+def _dense_truth(plan: TrainingPlan) -> tuple[float, float]:
+    """(total, max) squared error per unit σ² of the dense ``W C⁻¹``."""
+    B = _dense_workload(plan) @ np.linalg.inv(dense_strategy(plan.strategy))
     rows = np.sum(B * B, axis=1)
     return float(rows.sum()), float(rows.max())
 
 
-@pytest.mark.parametrize("name", ["blt", "banded"])
+@pytest.mark.parametrize("name", ["blt", "banded", "momentum"])
 def test_round_trip_and_every_claim_against_a_dense_truth(plans, name):
     path = plans[name]
     plan = kinds.load_plan(path)
@@ -92,14 +105,23 @@ def test_round_trip_and_every_claim_against_a_dense_truth(plans, name):
     assert stated == pytest.approx(total if plan.objective["reduction"] == "total" else worst, rel=1e-10)
     # the sensitivity: the dense Gram bound (all patterns / the DP over patterns) of
     # privacy.participation, a second algorithm; the Toeplitz bound is at least as tight
-    dense = participation_sensitivity(dense_strategy(plan.strategy), plan.participation)
     sens = plan.sensitivity
-    assert sens["value"] <= dense.value * (1 + 1e-12)
-    assert sens["value"] >= dense.lower * (1 - 1e-12) and sens["lower"] <= sens["value"]
-    if plan.participation.kind == "epochs":
-        assert sens["value"] == pytest.approx(dense.value, rel=1e-12)
+    C = dense_strategy(plan.strategy)
+    if plan.participation is None:
+        assert sens["value"] == pytest.approx(np.linalg.norm(C[:, 0]), rel=1e-13)  # column 0
+    else:
+        dense = participation_sensitivity(C, plan.participation)
+        assert sens["value"] <= dense.value * (1 + 1e-12)
+        assert sens["value"] >= dense.lower * (1 - 1e-12) and sens["lower"] <= sens["value"]
+        if plan.participation.kind == "epochs":
+            assert sens["value"] == pytest.approx(dense.value, rel=1e-12)
     assert plan.objective["normalised"] == pytest.approx(stated * sens["value"] ** 2, rel=1e-15)
     assert 0 < plan.lower_bound["value"] <= plan.objective["normalised"]
+    if plan.participation is None:  # the SVD bound ‖W‖_tr²/n, dense, is at least the stated one
+        svd = np.linalg.svd(_dense_workload(plan), compute_uv=False).sum() ** 2 / plan.n
+        assert plan.lower_bound["value"] <= svd * (1 + 1e-12)
+        if plan.workload == "prefix":
+            assert plan.lower_bound["value"] == pytest.approx(svd, rel=1e-12)
     g = plan.guarantee
     if isinstance(g, ZCDP):
         assert plan.sigma == pytest.approx(sens["value"] / math.sqrt(2 * g.rho), rel=1e-15)
@@ -112,11 +134,13 @@ def test_round_trip_and_every_claim_against_a_dense_truth(plans, name):
 
 
 @pytest.mark.parametrize(("bands", "n"), [(1, 10), (5, 600), (40, 300), (300, 700)])
-def test_banded_inverse_column_is_the_dense_inverse(bands, n):
+def test_the_blocked_banded_solve_is_the_dense_solve(bands, n):
     rng = np.random.default_rng(bands)
     c = np.concatenate([[1.0], 0.3 * rng.random(bands - 1) / np.arange(1, bands)])
-    expect = np.linalg.solve(dense_strategy(BandedToeplitz(c, n)), np.eye(n)[:, 0])
-    assert np.abs(banded_inverse_column(c, n) - expect).max() <= 1e-13 * np.abs(expect).max()
+    C = dense_strategy(BandedToeplitz(c, n))
+    for x in (np.eye(n)[:, 0], rng.standard_normal(n)):
+        expect = np.linalg.solve(C, x)
+        assert np.abs(solve_banded_toeplitz(c, x) - expect).max() <= 1e-12 * np.abs(expect).max()
 
 
 def _rewrite(src: Path, dst: Path, edit_manifest=None, edit_arrays=None) -> None:
@@ -163,7 +187,7 @@ FORGERIES = {
 
 
 @pytest.mark.parametrize("forgery", sorted(FORGERIES))
-@pytest.mark.parametrize("name", ["blt", "banded"])
+@pytest.mark.parametrize("name", ["blt", "banded", "momentum"])
 def test_forged_plans_are_refused_and_open_no_stream(plans, tmp_path, name, forgery):
     from factorize.ledger import Ledger
 
@@ -194,6 +218,13 @@ def test_a_corrupt_file_and_another_kind_are_refused(plans, tmp_path):
     _rewrite(plans["blt"], wrong, lambda m: m.update(participation="epochs=04"))
     with pytest.raises(PlanFormatError, match="canonical"):
         kinds.load_plan(wrong)
+    _rewrite(plans["momentum"], wrong, lambda m: m.update(workload="momentum=0.90"))
+    with pytest.raises(PlanFormatError, match="training workload"):
+        kinds.load_plan(wrong)
+    # another workload's claims: the momentum plan's numbers stated for plain prefix sums
+    _rewrite(plans["momentum"], wrong, lambda m: m.update(workload="prefix"))
+    failures = "; ".join(kinds.verify_plan(kinds.load_plan(wrong)).failures)
+    assert "objective:" in failures and "lower bound:" in failures
 
 
 def test_pure_dp_and_a_weak_guarantee_are_refused(plans, tmp_path):
@@ -245,7 +276,7 @@ def test_the_stream_of_a_plan_charges_once_and_is_the_dense_noise(plans, tmp_pat
         open_stream(path, 5, ledger=L, dataset="users", rng=StreamRandom.seeded(1))
     assert len(Ledger.open(L).history("users")) == 1
 
-    for name in ("blt", "banded"):
+    for name in ("blt", "banded", "momentum"):
         plan = kinds.load_plan(plans[name])
         d = 3
         run = open_stream(plans[name], d, rng=StreamRandom.seeded(7))
@@ -288,13 +319,22 @@ def test_cli_plan_inspect_verify_and_run(tmp_path, capsys):
                  "--allow-float-noise", "--ledger", str(L), "--dataset", "users"]) == 2
     assert "open_stream" in capsys.readouterr().err
     assert Ledger.open(L).history("users") == [] and not (tmp_path / "a.csv").exists()
+    mom = tmp_path / "M.plan"
+    assert main(["plan", "--mechanism", "training", "--workload", "prefix:32", "--momentum", "0.9",
+                 "--strategy", "banded", "--bands", "4", "--norm", "gamma_2", "--privacy",
+                 "epsilon=1,delta=1e-6", "--out", str(mom)]) == 0
+    plan = kinds.load_plan(mom)
+    assert (plan.workload, plan.strategy.bands, plan.objective["reduction"]) == ("momentum=0.9", 4, "max")
+    assert "prefix sums of momentum-0.9 averages" in capsys.readouterr().out
     # the options of other mechanisms do not apply, nor these to them
     for argv in (["--workload", "identity:8", "--mechanism", "training"],
                  ["--workload", "prefix:64", "--mechanism", "training", "--public-n", "5"],
                  ["--workload", "prefix:64", "--mechanism", "training", "--norm", "approx_gamma_2"],
                  ["--workload", "prefix:64", "--mechanism", "training", "--participation", "epochs=3"],
                  ["--workload", "prefix:8", "--participation", "epochs=2"],
-                 ["--workload", "prefix:8", "--strategy", "blt"]):
+                 ["--workload", "prefix:8", "--strategy", "blt"],
+                 ["--workload", "prefix:8", "--momentum", "0.5"],
+                 ["--workload", "prefix:8", "--mechanism", "training", "--momentum", "1.5"]):
         assert main(["plan", *argv, "--privacy", "rho=0.5", "--out", str(tmp_path / "x.plan")]) == 2
     assert not (tmp_path / "x.plan").exists()
 

@@ -3,7 +3,7 @@
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
                    [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection|training]
                    [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups|blt|banded]
-                   [--participation epochs=K|k=K,min_sep=B] [--buffers B] [--bands B]
+                   [--participation epochs=K|k=K,min_sep=B] [--buffers B] [--bands B] [--momentum β]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm]
@@ -104,6 +104,9 @@ def register(subparsers: Any) -> None:
                    help="--mechanism training --strategy blt: the BLT's buffers (default 4)")
     p.add_argument("--bands", type=int, default=None,
                    help="--mechanism training --strategy banded: the bands (default 32)")
+    p.add_argument("--momentum", type=float, default=None,
+                   help="--mechanism training: β of heavy-ball momentum (0 ≤ β < 1); the "
+                        "workload is then the prefix sums of the momentum-β averages")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
@@ -192,9 +195,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     if args.mechanism == "training":
         return _plan_training(args)
-    if args.strategy in TRAINING_STRATEGIES or (args.participation, args.buffers, args.bands) != (None,) * 3:
-        raise UsageError("--strategy blt|banded, --participation, --buffers and --bands plan "
-                         "--mechanism training")
+    if (args.strategy in TRAINING_STRATEGIES
+            or (args.participation, args.buffers, args.bands, args.momentum) != (None,) * 4):
+        raise UsageError("--strategy blt|banded, --participation, --buffers, --bands and "
+                         "--momentum plan --mechanism training")
     domain = parse_domain(args.domain, args.attributes)
     from workloads.spec import resolve_workload_spec
 
@@ -258,7 +262,7 @@ def _plan_training(args: argparse.Namespace) -> int:
     defaults = TrainingOptions(n=int(found.group(1)), guarantee=args.privacy)
     plan = KIND.build(TrainingOptions(
         n=int(found.group(1)), guarantee=args.privacy, participation=args.participation,
-        strategy=strategy, objective=objective,
+        strategy=strategy, objective=objective, momentum=args.momentum,
         buffers=defaults.buffers if args.buffers is None else args.buffers,
         bands=defaults.bands if args.bands is None else args.bands,
         allow_weak_guarantee=args.allow_weak_guarantee))

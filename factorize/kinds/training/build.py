@@ -24,6 +24,7 @@ def build(options: TrainingOptions) -> TrainingPlan:
     from factorize.privacy.policy import check_guarantee
     from factorize.training.banded import optimize_banded
     from factorize.training.blt import optimize_blt
+    from factorize.training.toeplitz import ToeplitzWorkload
 
     from .verify import verify_training_plan
 
@@ -39,18 +40,19 @@ def build(options: TrainingOptions) -> TrainingPlan:
         raise PlanError(f"epochs={part.k} needs a number of steps divisible by {part.k}, got n={n}")
     if o.objective not in REDUCTIONS:
         raise PlanError(f"unknown objective {o.objective!r}; expected one of {REDUCTIONS}")
+    workload = ToeplitzWorkload.prefix() if o.momentum is None else ToeplitzWorkload.momentum(o.momentum)
     if o.strategy == "blt":
-        opt = optimize_blt(n, o.buffers, reduction=o.objective, participation=part,
-                           max_iter=o.max_iter)
+        opt = optimize_blt(n, o.buffers, workload=workload, reduction=o.objective,
+                           participation=part, max_iter=o.max_iter)
     elif o.strategy == "banded":
-        opt = optimize_banded(n, o.bands, reduction=o.objective, participation=part,
-                              max_iter=o.max_iter)
+        opt = optimize_banded(n, o.bands, workload=workload, reduction=o.objective,
+                              participation=part, max_iter=o.max_iter)
     else:
         raise PlanError(f"unknown training strategy {o.strategy!r}; expected 'blt' or 'banded'")
     provenance = {"versions": versions(), "mechanism": "training", "strategy": o.strategy,
                   "optimiser": f"L-BFGS-B, {opt.iterations} iterations: {opt.message}",
                   "plan_seconds": time.perf_counter() - t0,
                   "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
-    plan = TrainingPlan.from_strategy(opt.strategy, part, g, o.objective, provenance)
+    plan = TrainingPlan.from_strategy(opt.strategy, part, g, o.objective, workload.name, provenance)
     verify_training_plan(plan, allow_weak_guarantee=o.allow_weak_guarantee, raise_on_failure=True)
     return plan

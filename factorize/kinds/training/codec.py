@@ -21,11 +21,11 @@ from factorize.plan.files import (
 
 from .plan import (
     REDUCTIONS,
-    WORKLOADS,
     LowerBoundClaim,
     ObjectiveClaim,
     SensitivityClaim,
     TrainingPlan,
+    momentum_beta,
 )
 
 TRAINING_FORMAT = "factorize-training-plan"
@@ -60,9 +60,9 @@ def _load(path: Path | PlanBytes) -> TrainingPlan:
     n = json_int(m.get("n"))
     if n is None or n < 2:
         raise PlanFormatError(f"{path}: the number of steps n must be an integer ≥ 2")
-    if m.get("workload") not in WORKLOADS:
-        raise PlanFormatError(f"{path}: unknown training workload {m.get('workload')!r}; "
-                              f"expected one of {WORKLOADS}")
+    if not isinstance(m.get("workload"), str):
+        raise PlanFormatError(f"{path}: the training workload must be 'prefix' or 'momentum=β'")
+    momentum_beta(m["workload"])
     if m.get("neighbouring") != "add_remove":
         raise PlanFormatError(f"{path}: a training plan adds or removes one record's "
                               "contributions (neighbouring add_remove)")

@@ -25,7 +25,9 @@ class TrainingOptions:
     once). ``strategy``: ``blt`` (buffered linear Toeplitz, Dvijotham et al. 2024; ``buffers``
     of them) or ``banded`` (banded Toeplitz, McKenna 2024; ``bands`` of them).
     ``objective``: ``total`` (‖W C⁻¹‖_F²·Δ², the γ_F objective) or ``max`` (the worst step's
-    squared error times Δ², γ₂'s). ``max_iter``: the optimiser's iteration limit."""
+    squared error times Δ², γ₂'s). ``momentum``: β of heavy-ball momentum (0 ≤ β < 1): the
+    workload is then the prefix sums of the momentum-β averages, ``L_n M_β`` (Denisov et al.
+    2022, §5); None — plain prefix sums. ``max_iter``: the optimiser's iteration limit."""
 
     n: int
     guarantee: Guarantee | str
@@ -34,5 +36,6 @@ class TrainingOptions:
     buffers: int = 4
     bands: int = 32
     objective: Literal["total", "max"] = "total"
+    momentum: float | None = None
     max_iter: int = 1000
     allow_weak_guarantee: bool = False

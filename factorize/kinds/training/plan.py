@@ -1,7 +1,9 @@
 """The training plan: a long-horizon lower-triangular Toeplitz strategy C for the prefix-sum
-workload ``L_n`` (DP-FTRL / DP-MF training: the model after step t is the running sum of the
-noisy clipped gradients), certified under multi-participation, with its Gaussian σ and its
-accuracy claims — and the claims' one evaluation, shared by the builder and the verifier.
+workload ``W = L_n`` (DP-FTRL / DP-MF training: the model after step t is the running sum of
+the noisy clipped gradients) or its momentum form ``W = L_n M_β`` (heavy-ball SGD: the prefix
+sums of the momentum-β averages, ``M_β`` lower-triangular Toeplitz of ``β^k``; Denisov et al.
+2022, §5), certified under multi-participation, with its Gaussian σ and its accuracy claims —
+and the claims' one evaluation, shared by the builder and the verifier.
 
 Setting (Denisov et al., "Improved Differential Privacy for SGD via Optimal Private Linear
 Operators on Adaptive Streams", NeurIPS 2022, §2; Choquette-Choo et al., "Multi-Epoch Matrix
@@ -18,17 +20,23 @@ claims (:func:`training_claims`):
   "Concentrated Differential Privacy", TCC 2016, Prop. 1.6); (ε, δ): the analytic Gaussian's
   condition (Balle & Wang, "Improving the Gaussian Mechanism for Differential Privacy", ICML
   2018, Thm 8; ``privacy.gaussian``);
-* ``objective``: the error per unit σ², ``E = ‖L_n C⁻¹‖_F²`` (``total``) or the worst step's
-  ``max_i ‖(L_n C⁻¹)_i‖²`` (``max``), and the scale-free ``E·Δ̄²`` the optimiser minimised;
-  evaluated in O(n·parameters) from the first column r of C⁻¹ — for ``s = cumsum(r)`` (the
-  first column of ``L_n C⁻¹``), ``‖L_n C⁻¹‖_F² = Σ_k (n − k)·s_k²`` and the last row's norm² is
-  ``Σ_k s_k²`` (``training.toeplitz``, module docstring);
-* ``lower_bound``: a certified lower bound on ``E·Δ²`` of *every* factorization of ``L_n``
-  under the participation (``training.long_bound``: the SVD bound of L_n in closed form).
+* ``objective``: the error per unit σ², ``E = ‖W C⁻¹‖_F²`` (``total``) or the worst step's
+  ``max_i ‖(W C⁻¹)_i‖²`` (``max``), and the scale-free ``E·Δ̄²`` the optimiser minimised;
+  evaluated in O(n·parameters) from the first column r of C⁻¹ — for s the first column of the
+  lower-triangular Toeplitz ``W C⁻¹`` (``cumsum(r)``; with momentum ``cumsum(M_β r)``),
+  ``‖W C⁻¹‖_F² = Σ_k (n − k)·s_k²`` and the last (largest) row's norm² is ``Σ_k s_k²``
+  (``training.toeplitz``, module docstring);
+* ``lower_bound``: a certified lower bound on ``E·Δ²`` of *every* factorization of W under the
+  participation (``training.long_bound``: the SVD bound of L_n in closed form). With momentum,
+  ``σ_j(L M_β) ≥ σ_j(L)/‖M_β⁻¹‖₂`` (Horn & Johnson, *Topics in Matrix Analysis*, 1991,
+  Thm 3.3.16: ``σ_j(XY) ≤ σ_j(X)·σ_1(Y)`` with X = L M_β, Y = M_β⁻¹) and ``M_β⁻¹`` is the
+  bidiagonal ``I − β·shift``, of norm ≤ 1 + β; leading blocks multiply for lower-triangular
+  matrices, so every trace norm of the bound shrinks by at most 1 + β and the bound by
+  ``(1 + β)²`` (rounded so that it can only fall).
 
 The evaluation imports numpy alone (no scipy.signal, which loads scipy.optimize): r comes from
-``BLT.inverse_column`` (sums of b powers) or, for a banded C, from the blocked recurrence of
-:func:`banded_inverse_column`.
+``BLT.inverse_column`` (sums of b powers) or, for a banded C, from the blocked solve of
+:func:`solve_banded_toeplitz`, which also applies ``M_β`` (the solve with ``(1, −β)``).
 """
 
 from __future__ import annotations
@@ -47,12 +55,10 @@ if TYPE_CHECKING:
     from factorize.training.long_bound import LongLowerBound
     from factorize.training.toeplitz import LongSensitivity, LongStrategy
 
-#: The workloads a training plan serves (the lower bound is L_n's: prefix sums only).
-WORKLOADS = ("prefix",)
 #: The objectives: total squared error (γ_F's) or the worst step's (γ₂'s).
 Reduction = Literal["total", "max"]
 REDUCTIONS: tuple[Reduction, ...] = ("total", "max")
-#: Block length of :func:`banded_inverse_column` (at least the number of bands).
+#: Block length of :func:`solve_banded_toeplitz` (at least the number of bands).
 BLOCK = 256
 
 
@@ -121,11 +127,12 @@ class TrainingPlan:
 
     @classmethod
     def from_strategy(cls, strategy: LongStrategy, participation: Participation | None,
-                      guarantee: Guarantee, reduction: Reduction,
+                      guarantee: Guarantee, reduction: Reduction, workload: str = "prefix",
                       provenance: dict[str, Any] | None = None) -> TrainingPlan:
-        """The plan of a given strategy: σ calibrated and every claim derived
-        (:func:`training_claims`) — what the builder writes after its optimiser."""
-        c = training_claims(strategy, participation, guarantee, reduction)
+        """The plan of a given strategy for ``workload`` (``prefix`` or ``momentum=β``): σ
+        calibrated and every claim derived (:func:`training_claims`) — what the builder writes
+        after its optimiser."""
+        c = training_claims(strategy, participation, guarantee, reduction, workload)
         sens = c.sensitivity
         return cls(n=strategy.n, participation=participation, strategy=strategy,
                    guarantee=guarantee, sigma=c.sigma,
@@ -135,7 +142,7 @@ class TrainingPlan:
                    lower_bound={"value": c.lower_bound.value,
                                 "participations": c.lower_bound.participations,
                                 "period": c.lower_bound.period, "how": c.lower_bound.how},
-                   provenance=dict(provenance or {}))
+                   workload=workload, provenance=dict(provenance or {}))
 
     @property
     def reduction(self) -> Reduction:
@@ -183,7 +190,7 @@ class TrainingPlan:
         per = "total over the n steps" if o["reduction"] == "total" else "at the worst step"
         ratio = o["normalised"] / lb["value"] if lb["value"] > 0 else math.inf
         return [
-            f"training    {self.workload} sums over n={self.n} steps; participation {part} "
+            f"training    {_workload_words(self.workload)} over n={self.n} steps; participation {part} "
             "(add/remove one record's clipped contributions)",
             f"strategy    {size}",
             f"guarantee   {self.guarantee}",
@@ -205,34 +212,41 @@ class TrainingPlan:
 # ------------------------------------------------------------------------------ evaluation
 
 
-def banded_inverse_column(coef: np.ndarray, n: int) -> np.ndarray:
-    """The first column r of C⁻¹ for the banded Toeplitz C with first column ``coef`` (b bands):
-    ``Σ_{j<b} c_j r_{t−j} = [t = 0]``. The first L = max(:data:`BLOCK`, b) entries by the
-    recurrence; then block by block, ``T_L r_blk = −H r_prev`` with T_L the leading L × L block
-    of C (whose inverse is the lower-triangular Toeplitz matrix of r[:L]) and H the coupling to
-    the previous b − 1 entries: ``r_blk = −(T_L⁻¹ H) r_prev``, O(n·b) flops in numpy."""
+def solve_banded_toeplitz(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """y with ``C y = x`` for the lower-triangular banded Toeplitz C whose first column is
+    ``coef`` (b bands, n = len(x)): ``Σ_{j<b} c_j y_{t−j} = x_t``. The first L =
+    max(:data:`BLOCK`, b) entries by the recurrence; then block by block, ``T_L y_blk = x_blk −
+    H y_prev`` with T_L the leading L × L block of C (its inverse: the lower-triangular Toeplitz
+    matrix of C⁻¹'s first L entries) and H the coupling to the previous b − 1 entries:
+    ``y_blk = T_L⁻¹ x_blk − (T_L⁻¹ H) y_prev`` — O(n·L) flops in numpy."""
+    x = np.asarray(x, dtype=np.float64)
+    n = x.size
     c = np.asarray(coef, dtype=np.float64)[:n]
     b = c.size
-    r = np.zeros(n)
-    r[0] = 1.0 / c[0]
-    if b == 1 or n == 1:
-        return r
+    y = np.zeros(n)
     L = min(n, max(BLOCK, b))
-    for t in range(1, L):
+    for t in range(L):
         m = min(t, b - 1)
-        r[t] = -float(np.dot(c[1:m + 1], r[t - 1::-1][:m])) / c[0]
+        y[t] = (x[t] - float(np.dot(c[1:m + 1], y[t - 1::-1][:m]))) / c[0]
     if n == L:
-        return r
+        return y
+    head = np.zeros(L)
+    head[0] = 1.0
+    r = solve_banded_toeplitz(c, head)  # C⁻¹'s first L entries
+    lag = np.arange(L)[:, None] - np.arange(L)[None, :]
+    Tinv = np.where(lag >= 0, r[np.clip(lag, 0, None)], 0.0)
     q = b - 1
     i, j = np.arange(q)[:, None], np.arange(q)[None, :]
-    H = np.where(j >= i, c[np.clip(i + q - j, 0, q)], 0.0)  # H[i, k] = c_{i+q−k}, k ≥ i
-    lag = np.arange(L)[:, None] - np.arange(q)[None, :]
-    Tinv = np.where(lag >= 0, r[np.clip(lag, 0, None)], 0.0)  # T_L⁻¹[:, :q]
+    H = np.zeros((L, q))
+    H[:q] = np.where(j >= i, c[np.clip(i + q - j, 0, q)], 0.0)  # H[i, k] = c_{i+q−k}, k ≥ i
     M = Tinv @ H
     for s in range(L, n, L):
         e = min(s + L, n)
-        r[s:e] = -(M[:e - s] @ r[s - q:s])
-    return r
+        blk = -(M[:e - s] @ y[s - q:s]) if q else np.zeros(e - s)
+        if np.any(x[s:e]):
+            blk += Tinv[:e - s, :e - s] @ x[s:e]
+        y[s:e] = blk
+    return y
 
 
 def inverse_column(strategy: LongStrategy) -> np.ndarray:
@@ -241,18 +255,60 @@ def inverse_column(strategy: LongStrategy) -> np.ndarray:
 
     if isinstance(strategy, BLT):
         return strategy.inverse_column()
-    return banded_inverse_column(strategy.coef, strategy.n)
+    impulse = np.zeros(strategy.n)
+    impulse[0] = 1.0
+    return solve_banded_toeplitz(strategy.coef, impulse)
 
 
-def prefix_error(r: np.ndarray, reduction: Reduction) -> float:
-    """``‖L_n R‖_F²`` (total) or its last (largest) row's norm² (max) for the lower-triangular
+def momentum_beta(workload: str) -> float | None:
+    """β of ``momentum=β`` (None for ``prefix``); any other name, or a β not in canonical form
+    (``training.toeplitz.ToeplitzWorkload.momentum``'s name), is refused."""
+    from factorize.training.toeplitz import ToeplitzWorkload
+
+    if workload == "prefix":
+        return None
+    name, _, value = workload.partition("=")
+    try:
+        beta = float(value) if name == "momentum" else None
+    except ValueError:
+        beta = None
+    if beta is None or ToeplitzWorkload.momentum(beta).name != workload:
+        raise PlanError(f"unknown training workload {workload!r}; expected 'prefix' or "
+                        "'momentum=β' (0 ≤ β < 1)")
+    return beta
+
+
+def _workload_words(workload: str) -> str:
+    beta = momentum_beta(workload)
+    return "prefix sums" if beta is None else f"prefix sums of momentum-{beta!r} averages"
+
+
+def workload_error(workload: str, r: np.ndarray, reduction: Reduction) -> float:
+    """``‖W R‖_F²`` (total) or its last (largest) row's norm² (max) for the lower-triangular
     Toeplitz R with first column r (module docstring)."""
-    s = np.cumsum(r)
+    beta = momentum_beta(workload)
+    s = np.cumsum(r if beta is None else solve_banded_toeplitz(np.array([1.0, -beta]), r))
     if reduction == "total":
         return float(np.dot(np.arange(r.size, 0, -1, dtype=np.float64), s * s))
     if reduction == "max":
         return float(np.dot(s, s))
     raise PlanError(f"unknown objective reduction {reduction!r}; expected one of {REDUCTIONS}")
+
+
+def workload_lower_bound(workload: str, n: int, participation: Participation | None,
+                         reduction: Reduction) -> LongLowerBound:
+    """The certified lower bound on error·Δ² of every factorization of W (module docstring)."""
+    from factorize.numerics import round_down, round_up
+    from factorize.training.long_bound import LongLowerBound, prefix_lower_bound
+
+    lb = prefix_lower_bound(n, participation, reduction)
+    beta = momentum_beta(workload)
+    if beta is None:
+        return lb
+    shrink = round_up((1.0 + beta) ** 2, 3)  # ≥ (1 + β)²
+    return LongLowerBound(round_down(lb.value / shrink, 1), lb.reduction, lb.participations,
+                          lb.period, lb.how + f"; ÷ (1 + β)² = {shrink!r} for the momentum filter "
+                          "(σ_j(L M_β) ≥ σ_j(L)/‖M_β⁻¹‖₂)")
 
 
 def required_sigma(guarantee: Guarantee, sensitivity: float) -> float:
@@ -278,16 +334,17 @@ def sigma_suffices(guarantee: Guarantee, sigma: float, sensitivity: float) -> bo
 
 
 def training_claims(strategy: LongStrategy, participation: Participation | None,
-                    guarantee: Guarantee, reduction: Reduction) -> TrainingClaims:
-    """Every claim of a training plan, derived from the strategy's parameters (module
-    docstring): what the builder writes and the verifier re-derives."""
-    from factorize.training.long_bound import prefix_lower_bound
+                    guarantee: Guarantee, reduction: Reduction, workload: str = "prefix") -> TrainingClaims:
+    """Every claim of a training plan for ``workload`` (``prefix`` or ``momentum=β``), derived
+    from the strategy's parameters (module docstring): what the builder writes and the
+    verifier re-derives."""
     from factorize.training.toeplitz import certified_sensitivity
 
     sens = certified_sensitivity(strategy, participation)
     sigma = required_sigma(guarantee, sens.value)
     with np.errstate(all="ignore"):
-        error = prefix_error(inverse_column(strategy), reduction)
+        error = workload_error(workload, inverse_column(strategy), reduction)
     if not math.isfinite(error):
         raise PlanError("the strategy's inverse overflows: its error is not finite")
-    return TrainingClaims(sens, sigma, error, prefix_lower_bound(strategy.n, participation, reduction))
+    return TrainingClaims(sens, sigma, error,
+                          workload_lower_bound(workload, strategy.n, participation, reduction))

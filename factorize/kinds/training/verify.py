@@ -48,7 +48,7 @@ def _claims(out: PlanCheck, plan: TrainingPlan) -> TrainingClaims:
     s = plan.strategy
     if s.n != plan.n:
         raise PlanError(f"the strategy has {s.n} steps, the plan {plan.n}")
-    claims = training_claims(s, plan.participation, plan.guarantee, plan.reduction)
+    claims = training_claims(s, plan.participation, plan.guarantee, plan.reduction, plan.workload)
     size = f"{s.buffers} buffers" if isinstance(s, BLT) else f"{s.bands} bands"
     out.record("strategy", True, f"{type(s).__name__} of {size} over n={s.n} steps: sensitivity, "
                "error and lower bound re-derived from its parameters")
@@ -122,7 +122,7 @@ def _check_lower_bound(out: PlanCheck, plan: TrainingPlan, claims: TrainingClaim
         problems.append(f"the strategy's error·Δ² {claims.normalised:.12g} is below the certified "
                         "lower bound (inconsistent evaluation)")
     out.record("lower bound", ok,
-               f"every factorization of L_{plan.n} has error·Δ² ≥ {re.value:.12g} ({re.how}); "
+               f"every factorization of W (n={plan.n}) has error·Δ² ≥ {re.value:.12g} ({re.how}); "
                f"this strategy is within a factor {claims.normalised / re.value:.6g}"
                + ("" if not problems else " — " + "; ".join(problems)))
 
