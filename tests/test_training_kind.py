@@ -183,6 +183,7 @@ FORGERIES = {
     "false objective": (_scale("objective", "error", 0.9), None, ["FALSE ACCURACY CLAIM"]),
     "sigma below the guarantee": (_scale("noise", "sigma", 1 - 1e-6), None, ["UNDER-NOISED"]),
     "sigma not the calibration": (_scale("noise", "sigma", 1.01), None, ["is not the calibrated"]),
+    "another participation": (lambda m: m.update(participation="epochs=2"), None, ["sensitivity:"]),
 }
 
 

@@ -81,7 +81,7 @@ class ObjectiveClaim(TypedDict):
 
 
 class LowerBoundClaim(TypedDict):
-    """``lower_bound``: ``value`` ≤ error·Δ² of every factorization of L_n (same reduction),
+    """``lower_bound``: ``value`` ≤ error·Δ² of every factorization of W (same reduction),
     the participations K' and period p it uses, and how it was obtained."""
 
     value: float
@@ -108,8 +108,8 @@ class TrainingClaims:
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    """A training plan (module docstring): ``n`` steps of the prefix-sum workload, the
-    ``participation`` (None: each record once), the ``strategy`` record (its parameters are the
+    """A training plan (module docstring): ``n`` steps of the ``workload`` (``prefix`` or
+    ``momentum=β``), the ``participation`` (None: each record once), the ``strategy`` record (its parameters are the
     file's arrays), the ``guarantee`` and ``sigma`` (per unit L2 clipping norm), and the claims."""
 
     plan_kind: ClassVar[str] = "training"
