@@ -2,7 +2,7 @@
 Writes reports/bench_big_release.md (+ .json).
 
     python -m benchmarks --suite big_release [--baseline DIR] [--attributes 100]
-        [--records 1000000] [--address-space-gb 10] [--samples 4194304] [--skip-wide]
+        [--records 1000000] [--address-space-gb 10] [--samples 4194304] [--skip-wide] [--seed 7]
 
 Every case is a fresh process reaped with ``wait4`` (``harness.run_process``: wall and CPU
 seconds, peak resident memory), run from a source tree with that tree first on
@@ -14,6 +14,11 @@ seconds, peak resident memory), run from a source tree with that tree first on
    sample (counted by wrapping ``os.urandom`` in the child);
 2. **Adult ≤3-way** (../shared/data/adult: 48,842 records, 14 attributes, 21,043,262
    answers), ρ = 0.5: ``factorize plan`` then ``factorize run`` to Parquet, each timed;
+   then a run in test mode (``--seed``, default 7) of the first tree's plan file with every phase of the pipeline
+   timed — load, verify, labels, measure, release, write: CPU seconds and the peak resident
+   set of each phase alone (that row's own peak RSS is the last phase's: resetting VmHWM
+   resets what ``wait4`` reports) — and the SHA-256 of its answers file, which must be the
+   same in every tree (a change of speed or memory releases the same bytes);
 3. **wide 3-way**: all 3-way marginals over ``--attributes`` synthetic attributes of sizes
    ``2 + (7j mod 9)`` (public records from ``engines.synthetic``, ``--records`` of them),
    ρ = 0.5: ``plan``, then ``run`` under an address-space limit of ``--address-space-gb``
@@ -29,6 +34,7 @@ plans with its own code.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -65,6 +71,47 @@ print(json.dumps({{"n": n, "sampler_cpu_s": cpu, "sampler_user_s": u1.ru_utime -
                   "bytes_per_sample": got[0] / n, "variance_ratio": float(y.var()) / float(s2)}}))
 """
 
+#: A ``run`` in test mode (``--seed``) with each pipeline phase timed: CPU seconds and the
+#: peak resident set of the phase alone (VmHWM reset through /proc/self/clear_refs before it),
+#: printed as one JSON line after the run's own output.
+_PHASES = """
+import json, resource, sys
+try:
+    from factorize.kinds.structured.kind import StructuredKind
+except ImportError:  # a baseline tree from before the plan-kind packages
+    from factorize.executor.kinds import StructuredKind
+import factorize.executor.pipeline as pipeline
+import factorize.executor.session as session
+rows = []
+def status(key):
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) / 1024 for l in fh if l.startswith(key))
+def cpu():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    def g(*a, **k):
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        c0, r0 = cpu(), status("VmRSS")
+        try:
+            return f(*a, **k)
+        finally:
+            rows.append({{"phase": label, "cpu_s": cpu() - c0, "rss_before_mib": r0,
+                         "peak_mib": status("VmHWM"), "rss_after_mib": status("VmRSS")}})
+    setattr(owner, name, g)
+for name in ("load", "verify", "measure", "release"):
+    timed(StructuredKind, name, name)
+timed(pipeline, "_labels", "labels")
+timed(session.ReleaseSession, "write", "write")
+from factorize.cli.app import main
+sys.argv = ["factorize", "run", *sys.argv[1:]]
+code = main()
+print(json.dumps({{"phases": rows, "cpu_s": cpu()}}))
+sys.exit(code)
+"""
+
 _LIMITED = """
 import resource, runpy, sys
 limit = int(sys.argv[1])
@@ -83,6 +130,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--address-space-gb", type=float, default=10.0,
                         help="RLIMIT_AS of the wide case's run, in 10⁹ bytes (0: none)")
     parser.add_argument("--skip-wide", action="store_true", help="cases 1 and 2 only")
+    parser.add_argument("--seed", type=int, default=7,
+                        help="test-mode seed of the phase-timed Adult run (every tree: same bytes?)")
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -121,8 +170,29 @@ def _noise(harness, tree: Path, label: str, n: int) -> dict:
     return row
 
 
+def _phases(harness, tree: Path, label: str, case: str, plan: Path, data: Path, out: Path,
+            seed: int) -> dict:
+    """One ``run --seed`` of ``plan`` with every phase timed (:data:`_PHASES`); the answers
+    file's SHA-256 (the same seed must give the same bytes in every tree)."""
+    import hashlib
+    import json
+
+    p = harness.process([sys.executable, "-c", _PHASES.format(), str(plan), "--data", str(data),
+                         "--out", str(out), "--seed", str(seed)], env=_env(tree), cwd=tree)
+    row = _row(case, label, f"run --seed {seed}, by phase", p)
+    if row["ok"]:
+        row.update(json.loads(p.stdout.strip().splitlines()[-1]))
+        row["sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+    out.unlink(missing_ok=True)
+    return row
+
+
 def _plan_and_run(harness, tree: Path, label: str, case: str, spec: str, domain: str, data: Path,
-                  work: Path, limit: int | None = None) -> list[dict]:
+                  work: Path, limit: int | None = None, seed: int | None = None) -> list[dict]:
+    """``plan`` then ``run`` (timed), and with ``seed`` the phase-timed test-mode run of one
+    plan file for every tree — the first tree's, kept as ``seeded.plan`` — so that the answers
+    files of the trees can be compared byte for byte (a plan of each tree's own would differ in
+    its digest and provenance, which the answers' metadata carry)."""
     tag = "".join(c if c.isalnum() else "_" for c in f"{label}_{case}")  # no folders
     plan = work / f"{tag}.plan"
     rows = [_row(case, label, "plan", _factorize(harness, tree, [
@@ -132,6 +202,11 @@ def _plan_and_run(harness, tree: Path, label: str, case: str, spec: str, domain:
     out = work / f"{tag}.parquet"
     rows.append(_row(case, label, "run", _factorize(harness, tree, [
         "run", str(plan), "--data", str(data), "--out", str(out)], limit)))
+    if seed is not None:
+        shared = work / "seeded.plan"
+        if not shared.exists():
+            shutil.copyfile(plan, shared)
+        rows.append(_phases(harness, tree, label, case, shared, data, work / f"{tag}.seeded.parquet", seed))
     for f in (plan, out):
         f.unlink(missing_ok=True)
     return rows
@@ -158,7 +233,7 @@ def run(args, harness):
         adult_dom = str(ADULT_DIR / "adult-domain.json")
         for label, tree in trees:
             rows += _plan_and_run(harness, tree, label, "Adult ≤3-way", ADULT_SPEC, adult_dom,
-                                  ADULT_DIR / "adult.csv", work)
+                                  ADULT_DIR / "adult.csv", work, seed=args.seed)
             print(rows[-1])
         if not args.skip_wide:
             data = Path(synthetic_records(args.records, sizes, 100, work / "wide.parquet"))
@@ -169,7 +244,8 @@ def run(args, harness):
                 rows += _plan_and_run(harness, tree, label, case, spec, domain, data, work, limit)
                 print(rows[-1])
     report = {"samples": args.samples, "attributes": args.attributes, "records": args.records,
-              "address_space_gb": args.address_space_gb, "baseline": args.baseline, "rows": rows}
+              "address_space_gb": args.address_space_gb, "baseline": args.baseline, "seed": args.seed,
+              "rows": rows}
     return Report(TITLE, render(report), report)
 
 
@@ -202,4 +278,19 @@ def render(report: dict) -> str:
                       f"variance/σ² = {r['variance_ratio']:.4f}")
         lines.append(f"| {r['case']} | {r['tree']} | {r['phase']} | {r['wall_s']:.1f} | {cpu} | "
                      f"{r['peak_rss_mib']:.0f} | {result} |")
+    phased = [r for r in report["rows"] if r.get("phases")]
+    if phased:
+        lines += ["", f"Phases of the test-mode run (`--seed {report.get('seed')}`), each phase's CPU "
+                  "seconds and the peak resident set reached during it (VmHWM reset before it; "
+                  "MiB):", "",
+                  "| case | tree | " + " | ".join(p["phase"] for p in phased[0]["phases"]) + " | total CPU s |",
+                  "|---|---|" + "---:|" * (len(phased[0]["phases"]) + 1)]
+        for r in phased:
+            cells = " | ".join(f"{p['cpu_s']:.1f} s, {p['peak_mib']:.0f}" for p in r["phases"])
+            lines.append(f"| {r['case']} | {r['tree']} | {cells} | {r['cpu_s']:.1f} |")
+        digests = {r["sha256"] for r in phased}
+        lines += ["", "Answers files of the same seed: " + (
+            f"bit-for-bit identical in every tree (SHA-256 {phased[0]['sha256'][:16]}…)."
+            if len(digests) == 1 else "DIFFER between trees: " + ", ".join(
+                f"{r['tree']} {r['sha256'][:16]}…" for r in phased) + ".")]
     return "\n".join(lines) + "\n"

@@ -139,15 +139,17 @@ def small_union(f: dict[str, str], workdir: Path) -> tuple[str, str]:
 
 
 def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str | None = None,
-             strategy: str = "auto", data: Path | None = None, check=None) -> dict:
+             strategy: str = "auto", data: Path | None = None, check=None, norm: str | None = None) -> dict:
     """Plan (and verify, and with data run) one workload; the plan's own statements (and
     ``row["check"] = check(plan)`` where a caller recomputes something from the loaded plan)."""
     from factorize.kinds import load_plan
 
-    tag = "".join(c if c.isalnum() else "_" for c in f"{name}_{privacy}_{strategy}")[:80]
+    tag = "".join(c if c.isalnum() else "_" for c in f"{name}_{privacy}_{strategy}_{norm}")[:80]
     path = workdir / f"{tag}.plan"
     args = ["plan", "--workload", spec, "--privacy", privacy, "--out", str(path),
             "--strategy", strategy]
+    if norm:
+        args += ["--norm", norm]
     if domain:
         args += ["--domain", domain]
     p = timed(args)

@@ -49,13 +49,29 @@ class Release:
         error and 95% interval, and any post-processed estimate (``extra["columns"]`` restricts
         the numbers, e.g. projected answers have no intervals; the labels always stay)."""
         labels = self.extra.get("labels", {})
-        cols = {"query": np.arange(self.estimate.size, dtype=np.int64),
+        cols = {"query": QueryIndex(self.estimate.size),
                 **labels, "estimate": self.estimate,
                 "std_error": self.std_error, "ci_low": self.ci_low, "ci_high": self.ci_high}
         if self.postprocessed is not None:
             cols["estimate_postprocessed"] = self.postprocessed
         only = self.extra.get("columns")
         return cols if only is None else {k: v for k, v in cols.items() if k in only or k in labels}
+
+
+class QueryIndex:
+    """The ``query`` column ``0 .. k-1`` of an answers file, made per slice of rows when it is
+    written (``executor.output``), as ``pyarrow.Array.slice``: never k integers at once."""
+
+    def __init__(self, k: int) -> None:
+        self.k = int(k)
+
+    def __len__(self) -> int:
+        return self.k
+
+    def slice(self, offset: int, length: int) -> np.ndarray:
+        """``offset .. offset+length-1`` (clipped to ``0 .. k-1``), int64."""
+        lo = min(max(0, int(offset)), self.k)
+        return np.arange(lo, min(self.k, lo + max(0, int(length))), dtype=np.int64)
 
 
 def refuse_float_noise(sampler: str, allow_float_noise: bool) -> None:
@@ -75,7 +91,8 @@ class LinearMeasurement:
 
     ``values``: ``round(Ã h/γ)`` (lattice integers) or ``fl(Ã h)`` (float sampler);
     ``noise``: the plan's verified ``privacy.NoiseSpec``; ``reconstruct``: ``ỹ ↦ R·ỹ``;
-    ``row_norms`` / ``row_l1_norms``: ``‖r_i‖₂`` and ``‖r_i‖₁`` of R's rows; ``beta``: the
+    ``std_error``: ``sd ↦ sd·‖r_i‖₂`` for R's rows, a new array (the release's standard
+    errors); ``row_l1_norms``: ``‖r_i‖₁`` of R's rows; ``beta``: the
     certified reconstruction bias per record (the verifier's, required); ``n_upper``:
     ``(ỹ, estimate, sd) ↦ n⁺``; ``n_bound``: how n⁺ is found; ``describe``: the plan's public description for the metadata (workload, domain,
     guarantee, neighbours, mechanism)."""
@@ -83,7 +100,7 @@ class LinearMeasurement:
     values: Any
     noise: Any
     reconstruct: Callable[[np.ndarray], np.ndarray]
-    row_norms: np.ndarray
+    std_error: Callable[[float], np.ndarray]
     row_l1_norms: np.ndarray
     beta: float
     n_upper: Callable[[np.ndarray, np.ndarray, float], float]
@@ -105,11 +122,21 @@ def release(m: LinearMeasurement, rng: Any, *, allow_float_noise: bool,
         noisy = sample_lattice(m.values, spec, rng)
     est = m.reconstruct(noisy)
     sd = math.sqrt(sampled_variance(spec))
-    se = sd * m.row_norms
-    rounding = 0.5 * spec.grid * m.row_l1_norms if spec.grid else np.zeros_like(se)
     n_plus = m.n_upper(noisy, est, sd)
+    del noisy  # the answers' arrays come next, each as long as the answers
+    se = m.std_error(sd)
     c = ci_multiplier(spec)
-    half = c * se + rounding + m.beta * n_plus
+    # half = c·se + (γ/2)‖r_i‖₁ + β·n⁺, evaluated in that order in two buffers (the arrays of
+    # a release are as long as its answers: 21·10⁶ for Adult's ≤3-way marginals)
+    half = np.multiply(se, c)
+    if spec.grid:
+        spare = np.multiply(m.row_l1_norms, 0.5 * spec.grid)
+        half += spare
+    else:
+        spare = np.empty_like(half)
+    half += m.beta * n_plus
+    ci_high = np.add(est, half, out=spare)
+    ci_low = np.subtract(est, half, out=half)
     meta = dict(metadata or {})
     test_mode = bool(getattr(rng, "is_test_mode", False))
     meta.update({
@@ -128,4 +155,4 @@ def release(m: LinearMeasurement, rng: Any, *, allow_float_noise: bool,
         meta["variance"] = variance_note
     if test_mode:
         meta["warning"] = NOT_PRIVATE
-    return Release(estimate=est, std_error=se, ci_low=est - half, ci_high=est + half, metadata=meta)
+    return Release(estimate=est, std_error=se, ci_low=ci_low, ci_high=ci_high, metadata=meta)

@@ -233,7 +233,8 @@ def _batches(columns: dict[str, Any]) -> tuple[list[str], Iterator[Any]]:
 
     lazy = next(((k, v) for k, v in columns.items() if isinstance(v, TableLabels)), None)
     if lazy is None:
-        return list(columns), iter([_arrow_table(columns)])
+        rows = max((len(v) for v in columns.values()), default=0)
+        return list(columns), iter([_arrow_table({n: _rows(v, 0, rows) for n, v in columns.items()})])
     key, tables = lazy
     names = [m for n in columns for m in (tables.column_names if n == key else [n])]
 
@@ -246,7 +247,8 @@ def _batches(columns: dict[str, Any]) -> tuple[list[str], Iterator[Any]]:
 
 
 def _rows(column: Any, lo: int, hi: int) -> Any:
-    """Rows ``lo .. hi-1`` of an Arrow or numpy column (an Arrow slice is zero-copy)."""
+    """Rows ``lo .. hi-1`` of a column: an Arrow array (a zero-copy slice), one made per slice
+    (``labels.MarginalLabels``, ``linear_release.QueryIndex``: their ``slice``), or numpy."""
     return column.slice(lo, hi - lo) if hasattr(column, "slice") else column[lo:hi]
 
 

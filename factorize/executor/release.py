@@ -103,7 +103,7 @@ def release_dense(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
 
     m = LinearMeasurement(
         values=measurement, noise=spec, reconstruct=lambda y: kron_matvec(fact.R_factors, y),
-        row_norms=fact.row_norms_R(), row_l1_norms=row_l1_norms_R(fact), beta=beta,
+        std_error=lambda sd: sd * fact.row_norms_R(), row_l1_norms=row_l1_norms_R(fact), beta=beta,
         n_upper=n_plus, n_bound=n_bound,
         describe={"workload": plan.workload["spec"],
                   "workload_fingerprint": plan.workload["fingerprint"],

@@ -224,7 +224,7 @@ class SubspaceBound(TypedDict):
 
 
 class FamilyCertificate(TypedDict):
-    """What a structured family's builder certifies (``build_structured_family.FamilyParts``):
+    """What a structured family's builder certifies (``kinds.structured.build_family.FamilyParts``):
     its method, objective and lower bound — with its own upper bound and gap where its solver
     states them (the residual family). The plan's frame adds the rest
     (:class:`StructuredCertificate`)."""

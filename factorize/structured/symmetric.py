@@ -1,5 +1,6 @@
-"""The symmetric family: the γ_F-optimal strategy of a union of Kronecker products, built from
-the symmetry-reduced dual (``structured.symmetry``) in closed form.
+"""The symmetric family: the γ_F- or γ₂-optimal strategy of a union of Kronecker products, built
+from the symmetry-reduced dual (``structured.symmetry``, ``structured.symmetry_gamma_2``) in
+closed form.
 
 For dual weights q (per cell, constant on the orbits of the twin-class permutations) the
 γ_F program's optimal strategy is ``X = D^{-1/2} (D^{1/2} G D^{1/2})^{1/2} D^{-1/2}``
@@ -30,9 +31,20 @@ Kronecker block. The reconstruction reads sector s for workload block o through
 ``R·A = W`` (checked in the algebra, ``structured.identity``) and the total variance is
 ``t · f(q)`` exactly. The gap to the certified bound is the dual solver's (≈1e-5 on SF1).
 
-Certificate: the symmetry-reduced dual bound at the same q (``symmetry.verify_bound``
-re-derives it from ``cert.sym.*``); upper = the value the plan achieves. Encoding: the union
-codec with family ``"symmetric"``.
+**γ₂** (docs/math.md §5.4c). At row weights p constant on the row orbits and cell weights q,
+the γ₂ dual's primal is the weighted γ_F optimum ``X = D_q^{-1/2}(D_q^{1/2} Wᵀ D_p W
+D_q^{1/2})^{1/2} D_q^{-1/2}``: the same closed form on the sectors of ``D_p^{1/2} W`` (the
+row-orbit sub-blocks re-weighted, ``structured.symmetry_gamma_2``), with the reconstruction
+reading W itself. At the γ₂ dual's optimum every row with ``p > 0`` has variance γ₂² and none
+more (complementary slackness), so the plan's worst query is the certified bound up to the
+solver's gap. Row weights span many orders of magnitude there, and a sector's small
+eigenvectors are accurate only to ``ε σ_max/σ``: a right inverse onto them misses the workload's
+weak directions (R·A ≠ W by 10⁻⁷ on SF1). So each sector's range comes from the unweighted
+sector, ``U = U_0 P`` with ``U_0ᵀ G_s U_0 = P Σ Pᵀ``, and ``N L = U_0 U_0ᵀ`` holds to rounding.
+
+Certificate: the symmetry-reduced dual bound (γ_F: at the same q; γ₂: at the solver's best
+dual point, ``METHOD_GAMMA_2``); ``symmetry.verify_bound`` re-derives it from ``cert.sym.*``;
+upper = the value the plan achieves. Encoding: the union codec with family ``"symmetric"``.
 """
 
 from __future__ import annotations
@@ -55,6 +67,8 @@ if TYPE_CHECKING:
     from factorize.plan.records import FamilyCertificate
 
 FAMILY = "symmetric"
+#: Both objectives' certificate (``certificate.symmetry`` names the bound: METHOD for γ_F,
+#: METHOD_GAMMA_2 with row-orbit weights ``cert.sym.v`` for γ₂).
 CERTIFICATE = ("symmetric: the symmetry-reduced γ_F dual at the plan's orbit weights "
                "(certificate.symmetry, re-derived from cert.sym.*); upper = the value the plan "
                "achieves")
@@ -82,21 +96,48 @@ def _class_sizes(red: Reduction, attrs: Sequence[int]) -> np.ndarray:
     return out
 
 
-def _sector_factor(s: Sector, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _range(gram: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of the range of a sector matrix: its eigenvectors above
+    :data:`REL_TOL` of the largest eigenvalue."""
+    sig, U = np.linalg.eigh(gram)
+    if not sig.size or sig[-1] <= 0:
+        return U[:, :0]
+    return U[:, sig > REL_TOL * sig[-1]]
+
+
+def _sector_factor(s: Sector, weights: np.ndarray, basis: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """``(L_s, N_s)`` at t = 1 over the class tuples of the sector's free attributes (module
     docstring), None when the sector is zero. With ``G_s = U Σ Uᵀ`` (its range) and
     ``K = Σ^{1/2} Uᵀ D U Σ^{1/2}``, ``X_s = D^{-1/2}(D^{1/2}G_sD^{1/2})^{1/2}D^{-1/2} =
     U Σ^{1/2} K^{-1/2} Σ^{1/2} Uᵀ`` (the square root of ``YᵀY`` is ``Yᵀ(YYᵀ)^{-1/2}Y``), so
     ``L = K^{-1/4} Σ^{1/2} Uᵀ`` and its right inverse ``N = U Σ^{-1/2} K^{1/4}`` (``N L = U Uᵀ``)
-    need no ``D^{-1/2}``: orbits of (near-)zero weight stay finite."""
+    need no ``D^{-1/2}``: orbits of (near-)zero weight stay finite.
+
+    ``basis``: an orthonormal basis ``U_0`` of the range, known from a better-conditioned
+    matrix with the same range (γ₂: the unweighted sector, whose range every positive row
+    weighting keeps). Then ``U = U_0 P`` with ``U_0ᵀ G_s U_0 = P Σ Pᵀ``, so ``N L = U_0U_0ᵀ``
+    holds to rounding whatever the spread of the weights: the eigenvectors of a sector whose
+    weights span many orders of magnitude are accurate only to ``ε·σ_max/σ``, and a projector
+    onto them would leave the workload's weak directions short (R·A ≠ W)."""
     d = np.asarray(weights[s.index], dtype=np.float64).reshape(-1)
     if np.any(d < 0) or not np.all(np.isfinite(d)):
         raise StructureError("orbit weights must be finite and non-negative")
-    sig, U = np.linalg.eigh(s.gram)
-    if not sig.size or sig[-1] <= 0:
-        return None
-    keep = sig > REL_TOL * sig[-1]
-    sig, U = sig[keep], U[:, keep]
+    if basis is None:
+        sig, U = np.linalg.eigh(s.gram)
+        if not sig.size or sig[-1] <= 0:
+            return None
+        keep = sig > REL_TOL * sig[-1]
+        sig, U = sig[keep], U[:, keep]
+    else:
+        if not basis.shape[1]:
+            return None
+        H = basis.T @ s.gram @ basis
+        sig, P = np.linalg.eigh(0.5 * (H + H.T))
+        if not sig[0] > 0:
+            raise StructureError("the row weights do not span a sector of the workload: its "
+                                 "closed-form strategy is singular")
+        U = basis @ P
     root = np.sqrt(sig)
     K = root[:, None] * (U.T @ (d[:, None] * U)) * root[None, :]
     kap, P = np.linalg.eigh(0.5 * (K + K.T))
@@ -186,12 +227,16 @@ class _Measured:
     inverse: np.ndarray | None
 
 
-def _strategy(sizes: tuple[int, ...], red: Reduction, weights: np.ndarray, store: _Arrays
-              ) -> tuple[list[KronBlock], list[_Measured]]:
-    """The sector blocks of the module docstring (M quantized to what the executor measures)."""
+def _strategy(sizes: tuple[int, ...], red: Reduction, weights: np.ndarray, store: _Arrays,
+              ranges: Reduction | None = None) -> tuple[list[KronBlock], list[_Measured]]:
+    """The sector blocks of the module docstring (M quantized to what the executor measures);
+    ``ranges``: a reduction whose sectors have the same ranges as ``red``'s (``_sector_factor``)."""
     from factorize.privacy.lattice import quantize
 
-    factors = [(s, LN) for s, LN in ((s, _sector_factor(s, weights)) for s in red.sectors)
+    bases = None if ranges is None else {(x.free, x.fixed): _range(x.gram) for x in ranges.sectors}
+    factors = [(s, LN) for s, LN in ((s, _sector_factor(s, weights, None if bases is None else
+                                                       bases[(s.free, s.fixed)]))
+                                     for s in red.sectors)
                if LN is not None]
     t = _normaliser(red, [(s, LN[0]) for s, LN in factors])
     blocks: list[KronBlock] = []
@@ -249,20 +294,30 @@ def _term(o: int, b: int, wb: WorkloadBlock, sec: _Measured, red: Reduction, siz
 
 
 def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], red: Reduction,
-          weights: np.ndarray, lower: float, norm: str
+          weights: np.ndarray, lower: float, norm: str, *, ranges: Reduction | None = None,
+          bound: tuple[Sequence[float], np.ndarray] | None = None
           ) -> tuple[StructuredStrategy, StructuredReconstruction, tuple[dict[str, Any], dict[str, np.ndarray]],
                      FamilyCertificate, dict[str, np.ndarray]]:
     """Strategy, reconstruction, encoding, certificate and certificate arrays (module
-    docstring) from the reduction ``red`` of the workload and dual weights ``weights`` (per
-    cell on the orbit tensor) whose certified bound is ``lower``."""
+    docstring) from the reduction ``red`` and dual weights ``weights`` (per cell on the orbit
+    tensor) whose certified bound is ``lower``.
+
+    γ_F: ``red`` reduces the workload and ``weights`` are the bound's. γ₂: ``red`` reduces
+    ``D_p^{1/2} W``, the row-orbit sub-blocks re-weighted (``structured.symmetry_gamma_2``), so
+    the strategy is the weighted γ_F optimum at (p, q) — the γ₂ optimum when (p, q) is the γ₂
+    dual's (docs/math.md §5.4c) — while the reconstruction reads the unweighted W's blocks;
+    ``ranges`` (the reduction of W itself) gives each sector's range (``_sector_factor``) and
+    ``bound`` the row-orbit and cell weights ``(v, d)`` at which ``lower`` was certified."""
     from . import symmetry, union
 
-    if norm != "gamma_f":
-        raise StructureError("the symmetric family optimises gamma_f (total variance)")
+    if norm not in ("gamma_f", "gamma_2") or (norm == "gamma_2") != (bound is not None) or (
+            (ranges is None) != (bound is None)):
+        raise StructureError("the symmetric family optimises gamma_f, or gamma_2 with its bound's "
+                             "weights and the workload's sector ranges")
     sizes = tuple(int(n) for n in sizes)
     weights = np.asarray(weights, dtype=np.float64).reshape(red.shape)
     store = _Arrays()
-    blocks, measured = _strategy(sizes, red, weights, store)
+    blocks, measured = _strategy(sizes, red, weights, store, ranges)
     strategy = StructuredStrategy(sizes, blocks, dict(store.arrays), FAMILY)
     terms: list[Term] = []
     for b, sec in enumerate(measured):
@@ -272,8 +327,14 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], red: Reduction
             if term is not None:
                 terms.append(term)
     recon = StructuredReconstruction([wb.rows for wb in wblocks], terms, dict(store.arrays), strategy)
-    cert: FamilyCertificate = {"method": CERTIFICATE, "norm": norm, "lower": float(lower),
-                               "symmetry": {"method": symmetry.METHOD, "lower": float(lower)}}
-    cert_arrays = {"cert.sym.d": weights.reshape(1, -1).copy(),
-                   **symmetry.label_arrays(red.labels)}
+    if bound is None:
+        cert: FamilyCertificate = {"method": CERTIFICATE, "norm": norm, "lower": float(lower),
+                                   "symmetry": {"method": symmetry.METHOD, "lower": float(lower)}}
+        cert_arrays = {"cert.sym.d": weights.reshape(1, -1).copy()}
+    else:
+        cert = {"method": CERTIFICATE, "norm": norm, "lower": float(lower),
+                "symmetry": {"method": symmetry.METHOD_GAMMA_2, "norm": "gamma_2", "lower": float(lower)}}
+        cert_arrays = {"cert.sym.d": np.asarray(bound[1], dtype=np.float64).reshape(1, -1),
+                       "cert.sym.v": np.asarray(bound[0], dtype=np.float64).reshape(1, -1)}
+    cert_arrays.update(symmetry.label_arrays(red.labels))
     return strategy, recon, union.encode(strategy, recon, FAMILY), cert, cert_arrays

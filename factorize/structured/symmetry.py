@@ -78,12 +78,17 @@ ARRAY_PREFIX = "cert.sym."
 
 METHOD = ("symmetry-reduced γ_F dual: orbit weights over the twin classes of every attribute, "
           "‖W D^{1/2}‖_tr = Σ_sectors μ_s tr((D_s^{1/2} G_s D_s^{1/2})^{1/2})")
-#: The γ₂ bound: row weights ``p = (v_o/w_o)²`` on the rows of block o (stated block weights
-#: ``v``, arrays ``cert.sym.v``) and the orbit weights on the cells (Edmonds, Nikolov & Ullman
-#: 2020, §3: ``γ₂(W) ≥ ‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq)``): the γ_F reduction of the
-#: re-weighted workload ``[v_o ⊗_j W_{o,j}]_o``.
-METHOD_GAMMA_2 = ("symmetry-reduced γ₂ dual: row weights (v_o/w_o)² on each block's rows, orbit "
-                  "weights on the cells, ‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq) by sectors")
+#: The γ₂ bound: row weights ``p = (v_a/w_o)²`` on the rows of each row orbit a of block o
+#: (``structured.symmetry_gamma_2``; stated weights ``v``, arrays ``cert.sym.v``, one per row
+#: orbit, or one per block in plans that weighted whole blocks) and the orbit weights on the
+#: cells (Edmonds, Nikolov & Ullman 2020, §3: ``γ₂(W) ≥ ‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq)``):
+#: the γ_F reduction of the re-weighted workload ``[v_a ⊗_j W_{o,j}[a_j]]_a``.
+METHOD_GAMMA_2 = ("symmetry-reduced γ₂ dual: row weights (v_a/w_o)² on each row orbit a of block o, "
+                  "orbit weights on the cells, ‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq) by sectors")
+#: The same bound as stated by plans whose row weights are constant on each block (``v`` one
+#: weight per block); still verified.
+METHOD_GAMMA_2_PER_BLOCK = ("symmetry-reduced γ₂ dual: row weights (v_o/w_o)² on each block's rows, "
+                            "orbit weights on the cells, ‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq) by sectors")
 
 
 def exact_gram(f: AxisFactor) -> np.ndarray | None:
@@ -220,7 +225,7 @@ def attribute_grams(wblocks: Sequence[WorkloadBlock], j: int) -> list[np.ndarray
     return list(out.values())
 
 
-def _reduced_factor(f: AxisFactor, labels: np.ndarray, sizes: np.ndarray
+def reduced_factor(f: AxisFactor, labels: np.ndarray, sizes: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(T, β, T_abs, β_abs)`` of one factor on one attribute (module docstring), in floating
     point; the absolute counterparts bound the rounding (``Reduction.rounding``)."""
@@ -244,6 +249,21 @@ def _reduced_factor(f: AxisFactor, labels: np.ndarray, sizes: np.ndarray
         beta[j] = Gf[a, a] - Gf[a, b]
         beta_a[j] = Gabs[a, a] + Gabs[a, b]
     return T, beta, Ta, beta_a
+
+
+def _pieces(wblocks: Sequence[WorkloadBlock], labels: Sequence[np.ndarray],
+            class_sizes: Sequence[np.ndarray]) -> tuple[list[list[str]], list[list[tuple]]]:
+    """``(keys, red)``: ``keys[j][o]`` names block o's factor on attribute j, ``red[j][o]`` its
+    ``(T, β, T_abs, β_abs)`` (:func:`reduced_factor`, once per distinct factor: equal factors
+    give equal sector terms)."""
+    d = len(labels)
+    keys = [[wb.factor(j).key for wb in wblocks] for j in range(d)]
+    pieces: dict[tuple[int, str], tuple] = {}
+    for j in range(d):
+        for wb, key in zip(wblocks, keys[j], strict=True):
+            if (j, key) not in pieces:
+                pieces[(j, key)] = reduced_factor(wb.factor(j), labels[j], class_sizes[j])
+    return keys, [[pieces[(j, key)] for key in keys[j]] for j in range(d)]
 
 
 def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
@@ -275,9 +295,7 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
     largest = math.prod(int(s.size) for s in class_sizes)
     if largest > MAX_SECTOR or largest * min_reduction > math.prod(sizes):
         return None
-    # per attribute and block: (T, β, T_abs, β_abs)
-    red = [[_reduced_factor(wb.factor(j), found[j], class_sizes[j]) for wb in wblocks]
-           for j in range(d)]
+    keys, red = _pieces(wblocks, found, class_sizes)
     w2 = np.array([wb.weight ** 2 for wb in wblocks])
     sectors: list[Sector] = []
 
@@ -286,7 +304,7 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
         if len(sectors) > MAX_SECTORS:
             return
         if j == d:
-            sectors.append(_sector(free, fixed, coef, coef_abs, red, class_sizes, d))
+            sectors.append(_sector(free, fixed, coef, coef_abs, red, keys, class_sizes, d))
             return
         walk(j + 1, free + (j,), fixed, coef, coef_abs)
         for c in np.flatnonzero(class_sizes[j] >= 2):
@@ -306,17 +324,36 @@ def reduce(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
                      rounding)
 
 
-def _sector(free, fixed, coef, coef_abs, red, class_sizes, d) -> Sector:
+def _sector(free, fixed, coef, coef_abs, red, keys, class_sizes, d) -> Sector:
+    """Sector (free, fixed): ``Σ_o coef_o ⊗_{j free} T_{o,j}`` and its absolute counterpart,
+    summed attribute by attribute: ``Σ_T T ⊗ (Σ_{o: T_{o,j} = T} …)`` over the distinct factors
+    T of the first free attribute, recursively (one Kronecker product per distinct prefix of
+    factors instead of one per block; the same terms summed in another order, within the
+    rounding count of :func:`reduce`)."""
+    live = [o for o, c in enumerate(coef) if c != 0]
+
+    def nest(members: list[int], level: int) -> tuple[np.ndarray, np.ndarray]:
+        if level == len(free):
+            return (np.array([[math.fsum(float(coef[o]) for o in members)]]),
+                    np.array([[math.fsum(float(coef_abs[o]) for o in members)]]))
+        j = free[level]
+        groups: dict[str, list[int]] = {}
+        for o in members:
+            groups.setdefault(keys[j][o], []).append(o)
+        out: list[np.ndarray] = []
+        for sub in groups.values():
+            inner, inner_abs = nest(sub, level + 1)
+            T, _, T_abs, _ = red[j][sub[0]]
+            K, Ka = np.kron(T, inner), np.kron(T_abs, inner_abs)
+            if out:
+                out[0] += K
+                out[1] += Ka
+            else:
+                out = [K, Ka]
+        return out[0], out[1]
+
     size = math.prod(int(class_sizes[j].size) for j in free)
-    G, Ga = np.zeros((size, size)), np.zeros((size, size))
-    for o, (c, ca) in enumerate(zip(coef, coef_abs, strict=True)):
-        if c == 0:
-            continue
-        K, Ka = np.array([[c]]), np.array([[ca]])
-        for j in free:
-            K, Ka = np.kron(K, red[j][o][0]), np.kron(Ka, red[j][o][2])
-        G += K
-        Ga += Ka
+    G, Ga = nest(live, 0) if live else (np.zeros((size, size)), np.zeros((size, size)))
     mult = math.prod(int(class_sizes[j][c]) - 1 for j, c in fixed)
     where = dict(fixed)
     index = tuple(slice(None) if j not in where else where[j] for j in range(d))
@@ -414,13 +451,20 @@ def certified_gamma_2_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[in
                             d: np.ndarray) -> float:
     """A float ≤ γ₂(W): ``‖D_p^{1/2} W D_q^{1/2}‖_tr / √(Σp Σq)`` (:data:`METHOD_GAMMA_2`) for
     row weights ``p = (v_o/w_o)²`` on block o's rows and cell weights d on the orbits."""
-    from factorize.numerics import round_down, round_up
-
     if not all(math.isfinite(v) and v >= 0 for v in weights) or not any(v > 0 for v in weights):
         raise StructureError("γ₂ block weights must be finite, non-negative and not all zero")
     red = reduce(reweighted(wblocks, weights), sizes, labels, min_reduction=1.0)
     if red is None:
         raise StructureError("the stated classes leave sectors too large to re-derive the bound")
+    return gamma_2_lower_at(red, wblocks, weights, d)
+
+
+def gamma_2_lower_at(red: Reduction, wblocks: Sequence[WorkloadBlock], weights: Sequence[float],
+                     d: np.ndarray) -> float:
+    """:func:`certified_gamma_2_lower` from ``red``, the reduction of the blocks re-weighted to
+    ``weights`` (made by the caller, classes checked)."""
+    from factorize.numerics import round_down, round_up
+
     d = np.asarray(d, dtype=np.float64).reshape(red.shape)
     mass = round_up(math.fsum((d * red.orbit_sizes).ravel().tolist()), 2)
     if not mass > 0:
@@ -430,6 +474,25 @@ def certified_gamma_2_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[in
     return round_down(tr / math.sqrt(round_up(mass * rows, 1)), 3)
 
 
+def gamma_2_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int],
+                  labels: Sequence[np.ndarray], weights: Sequence[float], d: np.ndarray) -> float:
+    """A float ≤ γ₂(W) (:data:`METHOD_GAMMA_2`, docs/math.md §5.4c) at stated weights ``v`` —
+    one per block (p constant on each block's rows, the earlier form) or one per row-orbit
+    sub-block of ``symmetry_gamma_2_orbits.expand`` — and cell weights d on the orbits;
+    :class:`StructureError` for any other length."""
+    v = [float(x) for x in weights]
+    if len(v) == len(wblocks):
+        return certified_gamma_2_lower(wblocks, sizes, labels, v, d)
+    from .symmetry_gamma_2_orbits import expand
+
+    orbits = expand(wblocks, labels)
+    if orbits is None or len(v) != len(orbits):
+        raise StructureError(f"the γ₂ bound states {len(v)} row weights: one per workload block "
+                             f"({len(wblocks)}) or one per row orbit "
+                             f"({'too many' if orbits is None else len(orbits)}) expected")
+    return certified_gamma_2_lower(list(orbits.blocks), sizes, labels, v, d)
+
+
 def verify_bound(plan: Any, W: Any) -> float:
     """The bound ``plan.certificate['symmetry']`` states, re-derived from the plan's arrays
     ``cert.sym.labels.<j>`` and ``cert.sym.d`` (the classes re-checked exactly); ``ValueError``
@@ -437,9 +500,10 @@ def verify_bound(plan: Any, W: Any) -> float:
     from .workload_blocks import workload_blocks
 
     stated = plan.certificate.get("symmetry")
-    if not (isinstance(stated, dict) and stated.get("method") in (METHOD, METHOD_GAMMA_2)):
+    gamma_2_methods = (METHOD_GAMMA_2, METHOD_GAMMA_2_PER_BLOCK)
+    if not (isinstance(stated, dict) and stated.get("method") in (METHOD, *gamma_2_methods)):
         raise StructureError("certificate.symmetry names another method")
-    if (stated.get("method") == METHOD_GAMMA_2) != (stated.get("norm") == "gamma_2") or (
+    if (stated.get("method") in gamma_2_methods) != (stated.get("norm") == "gamma_2") or (
             stated.get("norm") == "gamma_2" and plan.norm != "gamma_2"):
         raise StructureError("certificate.symmetry: the γ₂ bound is stated for γ₂ plans only, "
                              "with its own method")
@@ -455,10 +519,11 @@ def verify_bound(plan: Any, W: Any) -> float:
     if stated.get("norm") == "gamma_2":
         v = arrays.get("cert.sym.v")
         d = arrays.get("cert.sym.d")
-        if v is None or v.size != len(wblocks) or d is None:
-            raise StructureError("cert.sym.v must hold one weight per workload block, cert.sym.d "
-                                 "the orbit weights")
-        lower = certified_gamma_2_lower(wblocks, sizes, labels, v.reshape(-1).tolist(), d)
+        if v is None or d is None or (stated["method"] == METHOD_GAMMA_2_PER_BLOCK
+                                      and v.size != len(wblocks)):
+            raise StructureError("cert.sym.v must hold the row weights (one per workload block, or "
+                                 "per row orbit for METHOD_GAMMA_2), cert.sym.d the orbit weights")
+        lower = gamma_2_lower(wblocks, sizes, labels, v.reshape(-1).tolist(), d)
         value = stated.get("lower")
         if not (isinstance(value, float) and value <= lower * (1.0 + 1e-12)):
             raise StructureError(f"certificate.symmetry.lower {value!r} exceeds the re-derived {lower:.10g}")

@@ -265,23 +265,32 @@ def symmetry_solution(wblocks: list, sizes: Any, memo: dict[str, Any]) -> tuple[
     return found
 
 
-#: Alternations of the γ₂ bound's row-weight fixed point and orbit-weight re-solve, and the
-#: row-weight iterations per round: on SF1 persons 1 × 25 gives 2.7171 in about 3 s, 3 × 40
-#: gives 2.7206 in 13.5 s (census-2's γ₂ plan took 33 s with the latter).
-GAMMA_2_ROUNDS = 1
-GAMMA_2_ROW_ITERS = 25
+#: The γ₂ dual solver's target relative gap (its own primal estimate against its dual value;
+#: the plan states the gap it achieves), and its work budget: Σ over iterations of one
+#: evaluation's work (``Gamma2Problem.evaluation_work``, deterministic), the iteration cap
+#: being this over one evaluation's work, between 20 and :data:`GAMMA_2_MAX_ITERS`. SF1 persons
+#: (2.5·10⁸ per evaluation) reaches 10⁻³ in about 35 iterations from the γ_F dual's cell
+#: weights, census-2 (6.4·10⁸) in about 76.
+GAMMA_2_TARGET_GAP = 1e-3
+GAMMA_2_SOLVE_WORK = 6e10
+GAMMA_2_MAX_ITERS = 500
+#: Row weights are raised to at least this fraction of the largest before they are used: a
+#: weight the solver drove to its floor (e⁻⁶⁰) would leave a sector whose only rows it weights
+#: with computed eigenvalues at rounding level, possibly negative, and the closed-form
+#: strategy singular there. Any weights give a valid bound; this moves it by far less than
+#: the gap.
+GAMMA_2_ROW_FLOOR = 1e-12
 
 
 def symmetry_gamma_2_solution(wblocks: list, sizes: Any, memo: dict[str, Any]
                               ) -> tuple[list[float], np.ndarray, float] | None:
-    """``(block weights v, orbit weights d, certified γ₂ lower bound)`` of the symmetry-reduced
-    γ₂ dual restricted to row weights constant on each block's rows (``structured.symmetry``,
-    ``METHOD_GAMMA_2``), or None where the reduction does not apply. Row weights α_o (the mass
-    of block o) by the fixed point ``α_o ← α_o · 2∂_o f / f`` of ``f(α) = Σ_s μ_s tr M_s(α)^{1/2}``,
-    ``M_s = Σ_o (α_o/k_o) D^{1/2} G_{s,o} D^{1/2}`` (f is concave and homogeneous of degree ½:
-    the KKT point on the simplex), alternated with the orbit weights' own solve; starts at
-    α_o = k_o/k, where f is the γ_F dual (so the bound is never below γ_F's at the same q)."""
-    from factorize.structured import symmetry
+    """``(row-orbit weights v, orbit weights d, certified γ₂ lower bound)`` of the
+    symmetry-reduced γ₂ dual (``structured.symmetry_gamma_2``, ``METHOD_GAMMA_2``;
+    ``solvers.dual_gamma_2_symmetric`` from the γ_F dual's orbit weights), or None where the
+    reduction does not apply; solved once per workload (``memo``). The memo also keeps, under
+    ``"symmetry_gamma_2_primal"``, the reduction of the workload re-weighted at the solver's
+    best primal point and that point's cell weights: the symmetric family's γ₂ strategy."""
+    from factorize.structured import symmetry, symmetry_gamma_2, symmetry_gamma_2_orbits
 
     if "symmetry_gamma_2" in memo:
         found: tuple[list[float], np.ndarray, float] | None = memo["symmetry_gamma_2"]
@@ -290,42 +299,28 @@ def symmetry_gamma_2_solution(wblocks: list, sizes: Any, memo: dict[str, Any]
     base = symmetry_solution(wblocks, sizes, memo)
     if base is None:
         return None
-    from solvers.dual_gamma_f_symmetric import solve_symmetric_gamma_f
+    from solvers.dual_gamma_2_symmetric import solve_symmetric_gamma_2
 
     red, _, d = base
-    rows = np.array([wb.rows for wb in wblocks], dtype=np.float64)
-    alpha = rows / rows.sum()
-    per_block = []
-    for wb in wblocks:
-        r = symmetry.reduce([wb], sizes, red.labels, min_reduction=1.0)
-        per_block.append({} if r is None else {(x.free, x.fixed): x.gram for x in r.sectors})
-    keys = [(x.free, x.fixed, x.multiplicity, x.index) for x in red.sectors]
-    for _ in range(GAMMA_2_ROUNDS):
-        dd = np.asarray(d, dtype=np.float64).reshape(red.shape)
-        for _ in range(GAMMA_2_ROW_ITERS):
-            f, grad = 0.0, np.zeros(len(wblocks))
-            for free, fixed, mult, index in keys:
-                root = np.sqrt(np.maximum(dd[index], 0.0)).reshape(-1)
-                parts = {o: root[:, None] * g[(free, fixed)] * root[None, :]
-                         for o, g in enumerate(per_block) if (free, fixed) in g}
-                M = sum(alpha[o] / rows[o] * C for o, C in parts.items())
-                lam, V = np.linalg.eigh(0.5 * (M + M.T))
-                keep = lam > 1e-13 * max(float(lam[-1]), 1e-300)
-                f += mult * float(np.sum(np.sqrt(lam[keep])))
-                inv = (V[:, keep] / np.sqrt(lam[keep])[None, :]) @ V[:, keep].T
-                for o, C in parts.items():
-                    grad[o] += 0.5 * mult * float(np.sum(inv * C)) / rows[o]
-            if not f > 0:
-                return None
-            alpha = alpha * 2.0 * grad / f
-            alpha = alpha / alpha.sum()
-        v = [float(wb.weight) * float(np.sqrt(a / r)) for wb, a, r in zip(wblocks, alpha, rows, strict=True)]
-        red_v = symmetry.reduce(symmetry.reweighted(wblocks, v), sizes, red.labels, min_reduction=1.0)
-        if red_v is None:
-            return None
-        d = solve_symmetric_gamma_f(red_v, max_iters=red_v.iteration_cap(200)).weights
-    lower = symmetry.certified_gamma_2_lower(wblocks, sizes, red.labels, v, d)
-    memo["symmetry_gamma_2"] = (v, d, lower)
+    orbits = symmetry_gamma_2_orbits.expand(wblocks, red.labels)
+    problem = None if orbits is None else symmetry_gamma_2.problem(orbits, red)
+    if orbits is None or problem is None:
+        return None
+    cap = max(20, min(GAMMA_2_MAX_ITERS, int(GAMMA_2_SOLVE_WORK // max(problem.evaluation_work, 1.0))))
+    res = solve_symmetric_gamma_2(problem, d, target_gap=GAMMA_2_TARGET_GAP, max_iters=cap)
+
+    def weights(pi: np.ndarray) -> list[float]:
+        return orbits.weights(np.maximum(pi, GAMMA_2_ROW_FLOOR * float(np.max(pi))))
+
+    v, v_primal = weights(res.row_weights), weights(res.primal_row_weights)
+    red_v = symmetry_gamma_2.reweighted_reduction(orbits, sizes, red.labels, v)
+    red_primal = (red_v if v_primal == v else
+                  symmetry_gamma_2.reweighted_reduction(orbits, sizes, red.labels, v_primal))
+    if red_v is None or red_primal is None:
+        return None
+    lower = symmetry.gamma_2_lower_at(red_v, list(orbits.blocks), v, res.cell_weights)
+    memo["symmetry_gamma_2"] = (v, res.cell_weights, lower)
+    memo["symmetry_gamma_2_primal"] = (red_primal, res.primal_cell_weights)
     return memo["symmetry_gamma_2"]
 
 
