@@ -12,7 +12,7 @@ from typing import Literal, get_args
 __all__ = [
     "Norm", "NORMS", "Method", "METHODS", "NoiseFamily", "NOISE_FAMILIES", "Sampler",
     "SAMPLERS", "Neighbouring", "NEIGHBOURING", "StructuredFamily", "STRUCTURED_FAMILIES",
-    "Mechanism", "MECHANISMS", "Backend", "BACKENDS",
+    "Mechanism", "MECHANISMS", "TrainingStrategy", "TRAINING_STRATEGIES", "Backend", "BACKENDS",
 ]
 
 #: The error measure a factorization minimises: γ_F (root-mean-square error), γ₂ (worst
@@ -46,8 +46,12 @@ STRUCTURED_FAMILIES: tuple[StructuredFamily, ...] = get_args(StructuredFamily)
 
 #: The mechanism of a plan (``factorize plan --mechanism``).
 Mechanism = Literal["factorization", "ellipsoid", "least-squares", "jl", "covariance",
-                    "relaxed-projection"]
+                    "relaxed-projection", "training"]
 MECHANISMS: tuple[Mechanism, ...] = get_args(Mechanism)
+
+#: Long-horizon strategies of a training plan (``factorize plan --mechanism training --strategy``).
+TrainingStrategy = Literal["blt", "banded"]
+TRAINING_STRATEGIES: tuple[TrainingStrategy, ...] = get_args(TrainingStrategy)
 
 #: SDP back-ends reached through cvxpy.
 Backend = Literal["scs", "clarabel", "mosek"]

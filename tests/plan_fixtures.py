@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from factorize.factorization import Factorization
-from factorize.plan.build import build_plan
+from factorize.kinds.factorization.build import build_plan
 from factorize.planner.certificate import Certificate, GammaFWitness
 from workloads import parse_workload
 
@@ -25,8 +25,8 @@ def forge_structured_plan(src, dst, edit) -> None:
     """Rewrite the structured plan ``src`` as ``dst`` after ``edit(body, arrays)``, with valid
     digests (the project's own writer): only verification stands between it and the data."""
     from factorize.io import container
+    from factorize.kinds.structured.plan import FORMAT, SCHEMA_VERSION
     from factorize.plan.files import write_plan_container
-    from factorize.plan.structured_plan import FORMAT, SCHEMA_VERSION
 
     manifest, arrays = container.read(src, FORMAT, SCHEMA_VERSION)
     body = {k: v for k, v in manifest.items()
@@ -38,9 +38,9 @@ def forge_structured_plan(src, dst, edit) -> None:
 def structured_refusal(path) -> str:
     """Why the structured plan at ``path`` is refused (load error or failed checks); asserts
     that it is refused."""
+    from factorize.kinds.structured.plan import load_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
     from factorize.plan.errors import PlanError
-    from factorize.plan.structured_checks import verify_structured_plan
-    from factorize.plan.structured_plan import load_structured_plan
 
     try:
         plan = load_structured_plan(path)

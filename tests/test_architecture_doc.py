@@ -4,7 +4,7 @@ silently:
 * every path it names — ``factorize/…``, ``solvers/…``, ``workloads/…``, ``tests/…``, and the
   short forms relative to ``factorize/`` (``planner/routes.py``, ``plan/build*.py``) — exists
   (a ``*`` must match at least one file);
-* every dotted module it names in backticks (``executor.pipeline.run``, ``plan.registry``,
+* every dotted module it names in backticks (``executor.pipeline.run``, ``factorize.kinds``,
   ``factorize.x.y``) is a module of the tree, and the name after the module, if any, is
   defined in it;
 * in the layout tree, every bare file name (``routes.py``) exists inside the folder whose
@@ -158,7 +158,7 @@ def test_every_name_in_architecture_md_exists():
 def test_the_check_sees_a_bogus_name():
     """The check can fail: a missing path, module, attribute and tree file are each found."""
     text = ("`factorize/nope.py`, `plan/nothing_here.py`, `executor.nowhere`, "
-            "`plan.registry.no_such_name`, tests/test_absent_file.py, factorize.planner.absent, "
+            "`factorize.kinds.no_such_name`, tests/test_absent_file.py, factorize.planner.absent, "
             "`absent_module.py`\n"
             "```\nfactorize/\n  planner/   routes.py, missing_module.py\n```\n")
     found = "\n".join(problems(text))

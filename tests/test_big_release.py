@@ -128,8 +128,8 @@ def test_release_intervals_are_the_formula_bit_for_bit(tmp_path):
     """A structured plan's release (test mode): the intervals computed in place equal
     ``est ∓ ((c·se + (γ/2)‖r_i‖₁) + β·n⁺)`` evaluated directly, and ``se = sd·‖r_i‖``."""
     from factorize.cli.plan import main
-    from factorize.executor.kinds import StructuredKind
     from factorize.executor.release import make_rng
+    from factorize.kinds.structured.kind import StructuredKind
     from factorize.plan.files import read_plan_bytes
     from factorize.privacy import sampled_variance
 

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from factorize.executor.release import measure, release_dense
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.privacy import TestRandom
 from tests.plan_fixtures import small_plan
 
@@ -124,8 +124,8 @@ def test_least_squares_plan_covers():
     ("jl", "prefix:16", "epsilon=1"),
 ])
 def test_projection_rmse_bound_covers(kind, spec, privacy):
-    from factorize.executor.projection import release_projection, verify_projection_plan
-    from factorize.plan.build_projection import build_projection_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.release import release_projection, verify_projection_plan
 
     n = 400
     plan = build_projection_plan(spec, privacy, kind, n=n, rng=TestRandom(5) if kind == "jl" else None)
@@ -138,7 +138,7 @@ def test_projection_rmse_bound_covers(kind, spec, privacy):
     if kind == "jl":
         values = plan.arrays["T"] @ truth
     else:
-        from factorize.plan.projection_plan import moment_layout
+        from factorize.kinds.projection.plan import moment_layout
 
         lay = moment_layout(W)
         nz = np.flatnonzero(h)
@@ -155,8 +155,8 @@ def test_projection_rmse_bound_covers(kind, spec, privacy):
 
 
 def test_local_aggregator_intervals_cover():
-    from factorize.local.build import build_local_plan
-    from factorize.local.protocol import aggregate_sums, encode_codes
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.protocol import aggregate_sums, encode_codes
 
     plan = build_local_plan("prefix:4", "epsilon=2", n=2000, eta=0.1)
     rng = np.random.default_rng(8)

@@ -118,8 +118,8 @@ def test_structured_plans_run_on_spark_as_on_duckdb(spark, tmp_path):
     """The one pipeline with --engine spark: a residual marginal plan and a union plan whose
     block table is held sparse give, in test mode, the same answers as with DuckDB."""
     from factorize.executor.pipeline import run
-    from factorize.plan.build_structured import build_structured_plan
-    from factorize.plan.structured_plan import save_structured_plan
+    from factorize.kinds.structured.build import build_structured_plan
+    from factorize.kinds.structured.plan import save_structured_plan
 
     rng = np.random.default_rng(4)
     cases = [

@@ -329,8 +329,8 @@ def test_dataframe_input_and_spark_written_directory(spark, tmp_path):
 
 def test_cli_run_engine_spark_releases_what_duckdb_releases(spark, tmp_path):
     from factorize.cli import main
-    from factorize.plan.build import build_plan
-    from factorize.plan.plan_file import save_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.codec import save_plan
 
     domain = Domain(["a", "b"], [2, 3])
     plan = build_plan("marginals:2x3:2", "epsilon=1,delta=1e-6", domain=domain)

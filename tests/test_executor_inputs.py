@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from factorize.cli.plan import main
-from factorize.plan.plan_file import save_plan
+from factorize.kinds.factorization.codec import save_plan
 from tests.hostile_files import write_object_npy
 from tests.plan_fixtures import identity_certificate
 
@@ -17,7 +17,7 @@ SECRET = 987654  # a value that must never appear in an error message
 
 @pytest.fixture(scope="module")
 def plan_path(tmp_path_factory):
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
     from workloads import Domain
 
     d = tmp_path_factory.mktemp("plan")
@@ -111,7 +111,7 @@ def test_damaged_plan_refused_before_data(tmp_path, plan_path, capsys, damage):
 
 
 def test_float_sampler_refused_unless_allowed(tmp_path, capsys):
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
 
     plan = build_plan("prefix:8", "epsilon=1", noise_family="l2_knorm",
                       certificate=identity_certificate("prefix:8"))

@@ -67,7 +67,7 @@ def test_monte_carlo_variance_matches_plan(privacy):
     rng = TestRandom(2024)
     est = np.empty((reps, 8))
     covered = np.zeros(8)
-    from factorize.plan.checks import verify_plan
+    from factorize.kinds.factorization.verify import verify_plan
 
     check = verify_plan(plan, raise_on_failure=True)  # once: every release below uses it
     for r in range(reps):

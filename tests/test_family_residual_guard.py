@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
 from factorize.plan.errors import PlanError
 from workloads import Domain
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from factorize.cli import main
-from factorize.plan.registry import load_any_plan
+from factorize.kinds import load_plan
 
 
 def _plan(tmp_path, spec: str, privacy: str, *extra: str, name: str = "p.plan"):
@@ -42,7 +42,7 @@ def test_pure_dp_full_cross_table_plans_and_verifies(tmp_path):
     plan's RMSE is the Laplace standard deviation √2/ε of one cell (L1 sensitivity 1)."""
     p = _plan(tmp_path, "marginals:2x5:2", "epsilon=1")
     assert main(["verify", str(p)]) == 0
-    plan = load_any_plan(p)
+    plan = load_plan(p)
     assert plan.noise.family == "laplace"
     assert plan.expected_error["rmse"] == pytest.approx(math.sqrt(2.0), rel=1e-3)
 
@@ -58,7 +58,7 @@ def test_report_of_every_structured_family(tmp_path, strategy, privacy):
     p = _plan(tmp_path, "marginals:3x4x2:1", privacy, "--strategy", strategy)
     out = tmp_path / "r.md"
     assert main(["report", str(p), "--out", str(out), "--no-baselines"]) == 0
-    plan = load_any_plan(p)
+    plan = load_plan(p)
     assert plan.family == strategy
     text = out.read_text()
     c, e = plan.certificate, plan.expected_error
@@ -82,7 +82,7 @@ def test_large_kronecker_product_plans_factor_by_factor(tmp_path):
     p = _plan(tmp_path, "kron(allrange:64,allrange:64)", "epsilon=1,delta=1e-6")
     one = _plan(tmp_path, "allrange:64", "epsilon=1,delta=1e-6", name="one.plan")
     assert main(["verify", str(p)]) == 0
-    plan, factor = load_any_plan(p), load_any_plan(one)
+    plan, factor = load_plan(p), load_plan(one)
     assert plan.shape == (2080 ** 2, 4096) and len(plan.factorization.A_factors) == 2
     assert plan.bounds["any_mechanism"] is None
     assert plan.bounds["lower"] == pytest.approx(factor.bounds["lower"] ** 2, rel=1e-9)
@@ -95,7 +95,7 @@ def test_union_with_many_more_queries_than_cells_goes_structured(tmp_path):
     the dense route's 72 336 × 512 matrices."""
     spec = "vstack(scale(3,kron(total:16,allrange:32)),kron(allrange:16,allrange:32))"
     p = _plan(tmp_path, spec, "epsilon=1,delta=1e-6")
-    plan = load_any_plan(p)
+    plan = load_plan(p)
     # Gaussian auto keeps the better of the union family and one shared Kronecker strategy
     assert type(plan).__name__ == "StructuredPlan" and plan.family in ("union", "kron")
     assert plan.shape == (528 + 136 * 528, 512)
@@ -122,11 +122,11 @@ def test_a_workload_invariant_under_replace_neighbours_is_refused_with_its_reaso
 def test_a_laplace_union_over_thousands_of_cells_goes_to_the_structured_families(tmp_path):
     # vstack(kron(prefix:64,total:64),kron(total:64,prefix:64)) under pure DP, N = 4,096: the
     # dense route ran for over 20 minutes; the structured families plan it in about a second
-    from factorize.plan.structured_plan import StructuredPlan
+    from factorize.kinds.structured.plan import StructuredPlan
 
     out = tmp_path / "u.plan"
     assert main(["plan", "--workload", "vstack(kron(prefix:64,total:64),kron(total:64,prefix:64))",
                  "--privacy", "epsilon=1", "--out", str(out)]) == 0
-    plan = load_any_plan(out)
+    plan = load_plan(out)
     assert isinstance(plan, StructuredPlan) and plan.family in ("kron", "union", "marginal_weights")
     assert main(["verify", str(out)]) == 0

@@ -35,17 +35,21 @@ from typing import Any
 import numpy as np
 import pytest
 
+from factorize import kinds
 from factorize.io import container
 from factorize.ledger import Ledger
 from factorize.plan.errors import PlanError
-from factorize.plan.plan_file import FORMAT, PROJECTION_FORMAT, _write
-from factorize.plan.registry import load_any_plan
+from factorize.plan.files import FORMAT, PROJECTION_FORMAT
+from factorize.plan.files import write_plan_container as _write
 
 FORGERIES = 1000
 SEED = int(os.environ.get("FACTORIZE_FUZZ_SEED", "20261123"))
 _INFORMATIONAL = ("provenance", "compatibility")
-#: Tuning parameters a plan may set within the validated ranges (not accuracy claims).
-_PARAMETERS = {("postprocess", "tol"), ("postprocess", "max_iter")}
+#: Tuning parameters a plan may set within the validated ranges (not accuracy claims), and a
+#: projection plan's public dataset size n: an input, not a claim — every claim is re-derived
+#: at the stated n (a forged n is refused wherever a claim depends on it) and the executor
+#: refuses data of any other size.
+_PARAMETERS = {("postprocess", "tol"), ("postprocess", "max_iter"), ("n",)}
 _NUMBERS = [0.0, -1.0, 1e-300, 5e-324, 1e300, 1.7976931348623157e308, 0.5, 0.999999, 1.000001,
             2.0, 1e-9, 3.0, 1e6, -1e-12, 2.0 ** -537, 2.0 ** 537]
 
@@ -55,11 +59,12 @@ _NUMBERS = [0.0, -1.0, 1e-300, 5e-324, 1e300, 1.7976931348623157e308, 0.5, 0.999
 
 
 def _genuine(tmp: Path) -> dict[str, Path]:
-    from factorize.local.build import build_local_plan
-    from factorize.local.plan import save_local_plan
-    from factorize.plan.build import build_plan
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.plan_file import save_plan, save_projection_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.codec import save_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.plan import save_local_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.codec import save_projection_plan
     from factorize.privacy import TestRandom
     from tests.plan_fixtures import identity_certificate, small_plan
 
@@ -84,8 +89,8 @@ def _genuine(tmp: Path) -> dict[str, Path]:
     put("relaxed", save_projection_plan,
         build_projection_plan("marginals:2x2x2:2", "epsilon=0.5,delta=1e-6", "relaxed-projection", n=200))
     put("local", save_local_plan, build_local_plan("prefix:4", "epsilon=1", n=1000, eta=0.1))
-    from factorize.plan.build_structured import build_structured_plan
-    from factorize.plan.structured_plan import save_structured_plan
+    from factorize.kinds.structured.build import build_structured_plan
+    from factorize.kinds.structured.plan import save_structured_plan
 
     put("residual", save_structured_plan,
         build_structured_plan("marginals:2x3x2:2", "epsilon=0.5,delta=1e-6", norm="gamma_2"))
@@ -217,9 +222,9 @@ def _header_text(path: Path) -> str:
 
 
 def _verify(plan: Any) -> bool:
-    from factorize.plan.registry import verify_any
+    from factorize import kinds
 
-    return verify_any(plan).passed
+    return kinds.verify_plan(plan).passed
 
 
 def _oracle_structured_scale(plan: Any) -> float:
@@ -319,16 +324,16 @@ def _same_claims(base: dict, forged: dict, path: tuple = ()) -> list[str]:
 
 def test_forgeries_never_pass_unsafely(genuine, tmp_path):
     from factorize.executor import run_plan
-    from factorize.plan.model import Plan
+    from factorize.kinds.factorization.plan import Plan
 
-    kinds = sorted(genuine)
+    names = sorted(genuine)
     manifests = {k: container.read(p, *_fmt(p))[0] for k, p in genuine.items()}
-    per_kind = math.ceil(FORGERIES / len(kinds))
-    counts = {k: {"written": 0, "refused": 0, "accepted": 0} for k in kinds}
+    per_kind = math.ceil(FORGERIES / len(names))
+    counts = {k: {"written": 0, "refused": 0, "accepted": 0} for k in names}
     accepted: list[tuple[str, Path, str]] = []
     refused_sample: list[Path] = []
-    for kind in kinds:
-        rng = np.random.default_rng([SEED, kinds.index(kind)])
+    for kind in names:
+        rng = np.random.default_rng([SEED, names.index(kind)])
         written = 0
         attempts = 0
         while written < per_kind and attempts < 20 * per_kind:
@@ -340,7 +345,7 @@ def test_forgeries_never_pass_unsafely(genuine, tmp_path):
             written += 1
             counts[kind]["written"] += 1
             try:
-                plan = load_any_plan(dst)
+                plan = kinds.load_plan(dst)
                 ok = _verify(plan)
             except PlanError:
                 ok = False
@@ -376,7 +381,7 @@ def test_forgeries_never_pass_unsafely(genuine, tmp_path):
     runs = [p for k, p, _ in accepted if k in ("gaussian", "laplace", "kron", "nonneg")][:12]
     for i, p in enumerate(runs + refused_sample):
         try:
-            N = load_any_plan(p).shape[1]
+            N = kinds.load_plan(p).shape[1]
         except PlanError:
             N = 8
         h = np.arange(N, dtype=np.int64) % 5 + 1

@@ -176,8 +176,8 @@ def _charges(L: Path) -> list[dict[str, Any]] | str:
 
 def _marginal_plan(domain: Any, path: Path) -> Path:
     """A genuine plan of the 1-way marginals over ``domain`` (identity certificate: no solve)."""
-    from factorize.plan.build import build_plan
-    from factorize.plan.plan_file import save_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.codec import save_plan
 
     spec = "marginals:" + "x".join(map(str, domain.sizes)) + ":1"
     save_plan(build_plan(spec, "epsilon=1,delta=1e-6", domain=domain,
@@ -847,8 +847,8 @@ def output_plans(tmp_path_factory) -> dict[str, Any]:
     --tables names are distinct after sanitising, one whose names collide ("a b" / "a_b",
     "=n" / "@n": written to distinct files all the same), and a prefix workload (one CDF
     table); with records for each."""
-    from factorize.plan.build import build_plan
-    from factorize.plan.plan_file import save_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.codec import save_plan
 
     d = tmp_path_factory.mktemp("out_plans")
     values = _accepted_values(_HOSTILE_LABELS)

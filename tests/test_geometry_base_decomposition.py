@@ -54,8 +54,8 @@ def test_ellipsoid_plan_is_verified_and_runs(tmp_path):
     """`--mechanism ellipsoid` writes a plan the executor verifies and runs; its certificate
     upper bound is the ellipsoid mechanism's value, its lower bound the optimum's."""
     from factorize.cli import main
-    from factorize.plan.build import build_plan
-    from factorize.plan.plan_file import load_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.codec import load_plan
 
     plan = build_plan("prefix:16", "epsilon=1,delta=1e-6", norm="gamma_2", mechanism="ellipsoid")
     f = ellipsoid_factorization(parse_workload("prefix:16").dense())

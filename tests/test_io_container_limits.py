@@ -15,7 +15,8 @@ from factorize.engines import DataError, histogram_from_npy
 from factorize.engines._common import MAX_COUNT, check_counts
 from factorize.io import container
 from factorize.io.container import ContainerError
-from factorize.plan.plan_file import PlanFormatError, load_plan, plan_format
+from factorize.kinds.factorization.codec import load_plan
+from factorize.plan.files import PlanFormatError, plan_format
 from tests.allocation import SMALL, peak_allocation
 from workloads import Domain
 

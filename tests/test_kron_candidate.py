@@ -8,8 +8,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.planner.strategies import kron_candidate, per_factor_objective
 from workloads import parse_workload
 

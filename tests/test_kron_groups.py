@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.structured_checks import verify_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from workloads import parse_workload
 
 SPEC = ("vstack(kron(prefix:8,total:8),kron(prefix:8,identity:8),kron(total:8,prefix:8),"

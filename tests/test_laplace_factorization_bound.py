@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.plan.lower_bound import laplace_factorization_bound
 from factorize.planner.strategies import tree_strategy
 from factorize.privacy import ZCDP, PureDP

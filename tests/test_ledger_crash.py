@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from factorize.kinds.factorization.codec import save_plan
 from factorize.ledger import Ledger, LedgerError, LedgerTampered
 from factorize.ledger.faults import STEPS
-from factorize.plan.plan_file import file_sha256, save_plan
+from factorize.plan.files import file_sha256
 from tests.plan_fixtures import small_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,16 +71,16 @@ def _inputs(kind, d):
         return d / "p.plan", d / "h.npy"
     rng = np.random.default_rng(0)
     if kind == "structured":
-        from factorize.plan.build_structured import build_structured_plan
-        from factorize.plan.structured_plan import save_structured_plan
+        from factorize.kinds.structured.build import build_structured_plan
+        from factorize.kinds.structured.plan import save_structured_plan
 
         plan = build_structured_plan("marginals:3x2x4:2", "epsilon=0.5,delta=1e-6")
         save_structured_plan(plan, d / "p.plan")
         rows = np.column_stack([rng.integers(0, n, 60) for n in (3, 2, 4)])
         header = "x0,x1,x2"
     else:
-        from factorize.plan.build_projection import build_projection_plan
-        from factorize.plan.plan_file import save_projection_plan
+        from factorize.kinds.projection.build import build_projection_plan
+        from factorize.kinds.projection.codec import save_projection_plan
 
         plan = build_projection_plan("parity:4:2", "epsilon=0.5,delta=1e-6", "covariance", n=40,
                                      relation="replace")

@@ -13,7 +13,7 @@ from factorize.errors import InternalError
 from factorize.executor.linear_release import EXACT_SAMPLERS, refuse_float_noise
 from factorize.executor.release import release_dense
 from factorize.executor.session import ExecutionError
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.privacy import TestRandom
 from tests.plan_fixtures import small_plan
 
@@ -41,8 +41,8 @@ def test_a_release_without_the_verified_bias_is_refused():
 
 def test_dense_and_structured_releases_carry_the_same_fields(tmp_path):
     from factorize.executor.structured import release as structured_release
-    from factorize.plan.build_structured import build_structured_plan
-    from factorize.plan.structured_checks import verify_structured_plan
+    from factorize.kinds.structured.build import build_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
 
     dense = release_dense(small_plan("prefix:8", "rho=0.5"), np.arange(8), TestRandom(2))
     splan = build_structured_plan("marginals:2x3:1", "rho=0.5")

@@ -11,7 +11,7 @@ from benchmarks.raw_adult import SCHEMA_PATH
 from factorize.cli import main
 from factorize.engines import distinct_records_duckdb
 from factorize.engines.errors import DataError
-from factorize.local.protocol import record_codes
+from factorize.kinds.local.protocol import record_codes
 from workloads.schema import read_domain
 
 ADULT = read_domain(SCHEMA_PATH)

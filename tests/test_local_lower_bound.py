@@ -1,4 +1,4 @@
-"""Local-model sample-size bounds (factorize.local.lower_bound; Edmonds, Nikolov & Ullman 2020, Thm 23 / Thm 10, Cor. 4-6).
+"""Local-model sample-size bounds (factorize.kinds.local.lower_bound; Edmonds, Nikolov & Ullman 2020, Thm 23 / Thm 10, Cor. 4-6).
 
 Independent truth used here: exact χ² of random ε-LDP channels (step 1), brute-force
 ‖M‖_{∞→L2(ρ)} over the vertices of the cube for explicitly built hard pairs (step 3), exact
@@ -18,7 +18,7 @@ import pytest
 from scipy.special import gammaln
 from scipy.stats import binom
 
-from factorize.local.lower_bound import (
+from factorize.kinds.local.lower_bound import (
     ERROR_MODELS,
     kl_lower_from_test,
     local_sample_size_lower_bound,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from factorize.cli import main
-from factorize.local.build import build_local_plan
-from factorize.local.plan import (
+from factorize.kinds.local.build import build_local_plan
+from factorize.kinds.local.plan import (
     LocalPlan,
     load_local_plan,
     n_needed,
@@ -18,7 +18,7 @@ from factorize.local.plan import (
     save_local_plan,
     verify_local_plan,
 )
-from factorize.local.protocol import (
+from factorize.kinds.local.protocol import (
     aggregate_file,
     aggregate_sums,
     encode_codes,

@@ -1,4 +1,4 @@
-"""Client randomizers of the local model (factorize.local.randomizer).
+"""Client randomizers of the local model (factorize.kinds.local.randomizer).
 
 Independent truth: closed forms (m = 1 randomized response, m = 2, 3), quadrature of the sphere
 marginal, mpmath, an exact output density written here from the mechanism's definition (not the
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from factorize.local.randomizer import (
+from factorize.kinds.local.randomizer import (
     NORM_TOLERANCE,
     UNIT_BALL_DIAMETER,
     GaussianLocalRandomizer,
@@ -420,7 +420,7 @@ def test_log_gamma_half_ratio_against_mpmath():
     """The ℓ2 randomizer's Γ ratio (math.lgamma below m = 64, the asymptotic series above)
     within 2e-14 relative of a 50-digit evaluation, for every m up to 200."""
     mpmath = pytest.importorskip("mpmath")
-    from factorize.local.randomizer import _log_gamma_half_ratio
+    from factorize.kinds.local.randomizer import _log_gamma_half_ratio
 
     mpmath.mp.dps = 50
     for m in range(1, 201):

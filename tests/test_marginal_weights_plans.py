@@ -14,9 +14,9 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.plan import load_structured_plan, save_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from factorize.structured.blocks import StructureError, Term
 from factorize.structured.identity import reconstruction_residual
 from factorize.structured.reconstruction import StructuredReconstruction

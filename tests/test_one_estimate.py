@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
 from factorize.structured.families import CODECS, ONE_ESTIMATE, SEPARATE_ESTIMATES
 from tests.random_unions import draw
 from workloads import Domain

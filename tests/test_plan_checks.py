@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from factorize.cli.plan import main
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.codec import load_plan, save_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.plan.errors import PlanRefused
-from factorize.plan.plan_file import load_plan, save_plan
 from tests.plan_fixtures import identity_certificate, small_plan
 
 
@@ -81,7 +81,7 @@ def test_residual_mismatch_refused(tmp_path):
 
 
 def test_probe_residual_check_for_large_dense(monkeypatch):
-    import factorize.plan.checks as checks
+    import factorize.kinds.factorization.verify as checks
 
     monkeypatch.setattr(checks, "EXACT_RESIDUAL_FLOPS", 0)
     plan = small_plan("prefix:16")  # its bias bound is then the probes' limit
@@ -99,7 +99,7 @@ def test_probe_residual_check_for_large_dense(monkeypatch):
 
 
 def test_domain_size_must_match():
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
     from factorize.plan.errors import PlanError
     from workloads import Domain
 

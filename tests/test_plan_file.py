@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from factorize.io import container
-from factorize.plan.checks import verify_plan
-from factorize.plan.plan_file import FORMAT, SCHEMA_VERSION, PlanFormatError, load_plan, save_plan
+from factorize.kinds.factorization.codec import SCHEMA_VERSION, load_plan, save_plan
+from factorize.kinds.factorization.verify import verify_plan
+from factorize.plan.files import FORMAT, PlanFormatError
 from tests.plan_fixtures import small_plan
 
 
 def test_round_trip_from_planner(tmp_path):
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
 
     plan = build_plan("prefix:8", "rho=0.5", norm="gamma_2", postprocess="nonneg")
     path = tmp_path / "p.plan"
@@ -50,7 +51,7 @@ def test_every_privacy_model_round_trips_and_verifies(tmp_path, privacy, family,
 
 def test_kron_plan_and_replace_relation(tmp_path):
     from factorize.factorization import Factorization
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
     from factorize.planner.certificate import Certificate, GammaFWitness
     from workloads import Domain, parse_workload
 
@@ -170,7 +171,7 @@ def test_fuzz_1000_corrupted_files_all_refused(tmp_path):
 
 
 def test_executor_import_needs_no_solver():
-    code = ("import factorize.executor, factorize.plan.plan_file, factorize.plan.checks, sys; "
+    code = ("import factorize.executor, factorize.kinds.factorization.codec, factorize.plan.checks, sys; "
             "bad = sorted({m.split('.')[0] for m in sys.modules} & {'cvxpy','solvers','scs','clarabel'}); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,10 +8,10 @@ import pytest
 
 from factorize.engines.errors import DataError
 from factorize.executor.release import release_dense
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.codec import load_plan, save_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.plan.errors import PlanError
-from factorize.plan.plan_file import load_plan, save_plan
 from factorize.privacy import TestRandom
 from workloads import parse_workload
 
@@ -121,7 +121,7 @@ def test_least_squares_bound_holds_with_public_n(plans, workload):
         se.append(np.mean((rl.postprocessed - y) ** 2))
         bounds.append(rl.metadata["postprocess"]["rmse_bound"])
     assert np.sqrt(np.mean(se)) <= min(bounds)
-    from factorize.plan.model import least_squares_rmse_bound
+    from factorize.kinds.factorization.plan import least_squares_rmse_bound
 
     c, k = ls_public.postprocess["bound_coefficient"], W.shape[0]
     linear = ls_public.expected_error["rmse"]

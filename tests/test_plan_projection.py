@@ -9,21 +9,18 @@ import dataclasses
 import numpy as np
 import pytest
 
+from factorize import kinds
 from factorize.cli import main
 from factorize.engines.errors import DataError
-from factorize.executor.projection import measure, release_projection, run_projection_plan
 from factorize.executor.release import ExecutionError
-from factorize.plan.build_projection import build_projection_plan
+from factorize.kinds.factorization.codec import load_plan
+from factorize.kinds.projection.build import build_projection_plan
+from factorize.kinds.projection.codec import load_projection_plan, save_projection_plan
+from factorize.kinds.projection.plan import ProjectionPlan, moment_sensitivity
+from factorize.kinds.projection.release import measure, release_projection, run_projection_plan
+from factorize.kinds.projection.verify import verify_projection_plan
 from factorize.plan.errors import PlanError
-from factorize.plan.plan_file import (
-    PlanFormatError,
-    load_plan,
-    load_projection_plan,
-    save_projection_plan,
-)
-from factorize.plan.projection_checks import verify_projection_plan
-from factorize.plan.projection_plan import ProjectionPlan, moment_sensitivity
-from factorize.plan.registry import load_any_plan
+from factorize.plan.files import PlanFormatError
 from factorize.privacy import TestRandom
 from factorize.privacy.sensitivity import sensitivity
 from workloads import Domain, parse_workload
@@ -72,7 +69,7 @@ def test_jl_plan_file_and_verification(jl_plan, tmp_path):
     p = tmp_path / "jl.plan"
     save_projection_plan(jl_plan, p)
     plan = load_projection_plan(p)
-    assert isinstance(load_any_plan(p), ProjectionPlan)
+    assert isinstance(kinds.load_plan(p), ProjectionPlan)
     with pytest.raises(PlanFormatError, match="factorize-plan"):
         load_plan(p)  # a factorization-plan reader refuses it by format
     np.testing.assert_array_equal(plan.arrays["T"], jl_plan.arrays["T"])
@@ -152,7 +149,7 @@ def test_moment_plans_records_and_histogram_agree(kind, tmp_path):
     assert rel.metadata["test_mode"] and rel.estimate.shape == (d * (d - 1) // 2,)
     if kind == "relaxed-projection":
         # the decoded moments complete to a matrix of the body: PSD with diagonal n
-        from factorize.plan.projection_plan import moment_matrix
+        from factorize.kinds.projection.plan import moment_matrix
 
         M = moment_matrix(rel.estimate, d, n)
         assert np.linalg.eigvalsh(M).min() >= -1e-6 * n
@@ -224,7 +221,7 @@ MARG = "marginals:2x2x2x2x2x2:2"
 def test_marginal_layout_is_exact_and_verified(tmp_path):
     """The augmented moments of (1, s) determine every 2-way marginal cell exactly; the plan
     (default domain: d binary attributes) verifies, with the sensitivity cross-checked."""
-    from factorize.plan.projection_plan import moment_layout, moment_matrix
+    from factorize.kinds.projection.plan import moment_layout, moment_matrix
 
     W = parse_workload(MARG)
     lay = moment_layout(W)
@@ -260,7 +257,7 @@ def test_marginal_layout_is_exact_and_verified(tmp_path):
 def test_marginals_through_moments_beat_the_unprojected_release_when_sparse(kind):
     """8 binary attributes, n = 30 records of 3 types, 20 draws: the projected marginals beat
     the unprojected moment release (whose RMSE is σ·√(3/16) exactly) and stay below the bound."""
-    from factorize.plan.projection_plan import moment_layout
+    from factorize.kinds.projection.plan import moment_layout
 
     W = parse_workload("marginals:2x2x2x2x2x2x2x2:2")
     lay = moment_layout(W)
@@ -284,7 +281,7 @@ def test_marginal_cells_bound_survives_when_projection_moves_error_to_first_mome
     """At large n the Frobenius projection can raise the cells' error above the unprojected
     σ·√(3/16) (first moments weigh d − 1 times in the cells); the stated bound f·σ must
     still hold (20 draws, n = 3000)."""
-    from factorize.plan.projection_plan import moment_layout
+    from factorize.kinds.projection.plan import moment_layout
 
     W = parse_workload("marginals:2x2x2x2x2x2x2x2:2")
     lay = moment_layout(W)

@@ -13,10 +13,10 @@ import dataclasses
 
 import pytest
 
+from factorize import kinds
 from factorize.cli import main
-from factorize.local.build import build_local_plan
-from factorize.local.plan import LocalPlan, save_local_plan, verify_local_plan
-from factorize.plan.registry import load_any_plan
+from factorize.kinds.local.build import build_local_plan
+from factorize.kinds.local.plan import LocalPlan, save_local_plan, verify_local_plan
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def local_plans(tmp_path_factory):
 
 
 def test_verify_refuses_the_forged_eta(local_plans):
-    failures = verify_local_plan(load_any_plan(local_plans / "eta.lplan"))
+    failures = verify_local_plan(kinds.load_plan(local_plans / "eta.lplan"))
     assert any(f.startswith("eta:") for f in failures), failures
     assert main(["local", "verify", str(local_plans / "eta.lplan")]) == 2
 
@@ -55,27 +55,26 @@ def test_client_and_simulate_refuse_what_verify_refuses(local_plans, capsys):
 
 def test_dense_plan_sensitivity_exact_flag_is_verified(tmp_path):
     from factorize import build_plan, save_plan
-    from factorize.plan.checks import verify_plan
+    from factorize.kinds.factorization.verify import verify_plan
 
     plan = build_plan("prefix:8", "epsilon=1,delta=1e-6")
     assert plan.sensitivity_exact is True and verify_plan(plan).passed
     plan = dataclasses.replace(plan, sensitivity_exact=False)
     save_plan(plan, tmp_path / "f.plan")
-    check = verify_plan(load_any_plan(tmp_path / "f.plan"))
+    check = verify_plan(kinds.load_plan(tmp_path / "f.plan"))
     assert not check.passed and any(f.startswith("sensitivity exact") for f in check.failures)
     assert main(["verify", str(tmp_path / "f.plan")]) == 2
 
 
 def test_structured_plan_sensitivity_exact_flag_is_verified(tmp_path):
-    from factorize import build_structured_plan
-    from factorize.plan.registry import kind_of_plan
-    from factorize.plan.structured_plan import save_structured_plan
+    from factorize import build_structured_plan, kinds
+    from factorize.kinds.structured.plan import save_structured_plan
 
     plan = build_structured_plan("marginals:3x4x2:1", "epsilon=1,delta=1e-6")
     exact = plan.provenance["sensitivity_exact"]
-    assert kind_of_plan(plan).verify(plan).passed
+    assert kinds.kind_of_plan(plan).verify(plan).passed
     plan = dataclasses.replace(plan, provenance={**plan.provenance, "sensitivity_exact": not exact})
     save_structured_plan(plan, tmp_path / "s.plan")
     assert main(["verify", str(tmp_path / "s.plan")]) == 2
-    check = kind_of_plan(plan).verify(load_any_plan(tmp_path / "s.plan"))
+    check = kinds.kind_of_plan(plan).verify(kinds.load_plan(tmp_path / "s.plan"))
     assert any(f.startswith("sensitivity exact") for f in check.failures), check.failures

@@ -23,10 +23,10 @@ import pytest
 
 from factorize.cli import main
 from factorize.io import container
+from factorize.kinds import load_plan, save_plan, verify_plan
 from factorize.ledger import Ledger
 from factorize.plan import records
 from factorize.plan.files import PlanFormatError, plan_header, record_problem, write_plan_container
-from factorize.plan.registry import load_any_plan, save_any_plan, verify_any
 from tests.plan_fixtures import small_plan
 
 _CONTAINER_KEYS = ("format", "schema_version", "arrays", "content_sha256", "compatibility")
@@ -92,9 +92,9 @@ def test_record_problem_names_the_key():
 
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
-    from factorize.local.build import build_local_plan
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.build_structured import build_structured_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.structured.build import build_structured_plan
 
     d = tmp_path_factory.mktemp("records")
     built = {
@@ -107,7 +107,7 @@ def plans(tmp_path_factory):
     paths = {}
     for name, plan in built.items():
         paths[name] = d / f"{name}.plan"
-        save_any_plan(plan, paths[name])
+        save_plan(plan, paths[name])
     return paths
 
 
@@ -135,8 +135,8 @@ def _set(section, key, value):
 
 def test_genuine_plans_load_and_verify(plans):
     for name, path in plans.items():
-        plan = load_any_plan(path)
-        assert not verify_any(plan).failures, name
+        plan = load_plan(path)
+        assert not verify_plan(plan).failures, name
 
 
 @pytest.mark.parametrize(("kind", "section", "key"), [
@@ -161,7 +161,7 @@ def test_genuine_plans_load_and_verify(plans):
 def test_a_missing_required_key_is_refused_when_read(plans, tmp_path, kind, section, key):
     path = _forge(plans[kind], tmp_path / "f.plan", _drop(section, key))
     with pytest.raises(PlanFormatError, match=rf"{section}\.{key} is missing \(required: "):
-        load_any_plan(path)
+        load_plan(path)
 
 
 @pytest.mark.parametrize(("kind", "section", "key", "value", "expected"), [
@@ -177,7 +177,7 @@ def test_a_key_of_the_wrong_json_type_is_refused_when_read(plans, tmp_path, kind
                                                            value, expected):
     path = _forge(plans[kind], tmp_path / "f.plan", _set(section, key, value))
     with pytest.raises(PlanFormatError, match=rf"{section}\.{key}.* must be {expected}"):
-        load_any_plan(path)
+        load_plan(path)
 
 
 def test_run_refuses_a_plan_without_certificate_lower_and_charges_nothing(plans, tmp_path):
@@ -196,20 +196,20 @@ def test_optional_and_unknown_keys(plans, tmp_path):
         del body["certificate"]["laplace_factorization"]  # written before the bound existed
         del body["provenance"]
         body["certificate"]["added_by_a_later_writer"] = {"any": ["thing"]}
-    plan = load_any_plan(_forge(plans["dense"], tmp_path / "f.plan", edit))
+    plan = load_plan(_forge(plans["dense"], tmp_path / "f.plan", edit))
     assert "laplace_factorization" not in plan.bounds and plan.provenance == {}
-    assert not verify_any(plan).failures
-    local = load_any_plan(_forge(plans["local"], tmp_path / "l.plan", _drop("provenance", "created")))
-    assert not verify_any(local).failures
+    assert not verify_plan(plan).failures
+    local = load_plan(_forge(plans["local"], tmp_path / "l.plan", _drop("provenance", "created")))
+    assert not verify_plan(local).failures
 
 
 def test_verifiers_index_required_values(plans):
     """A plan made in code without a required value is refused, never read as a default."""
-    dense = load_any_plan(plans["dense"])
+    dense = load_plan(plans["dense"])
     no_norm = dataclasses.replace(dense, bounds={k: v for k, v in dense.bounds.items() if k != "norm"})
-    assert any(f.startswith("manifest") for f in verify_any(no_norm).failures)
+    assert any(f.startswith("manifest") for f in verify_plan(no_norm).failures)
     no_bias = dataclasses.replace(dense, bias=None)  # only a schema-1 file states none
-    assert any(f.startswith("bias") for f in verify_any(no_bias).failures)
-    local = load_any_plan(plans["local"])
+    assert any(f.startswith("bias") for f in verify_plan(no_bias).failures)
+    local = load_plan(plans["local"])
     no_alpha = dataclasses.replace(local, bounds={k: v for k, v in local.bounds.items() if k != "target_alpha"})
-    assert any(f.startswith("claims") for f in verify_any(no_alpha).failures)
+    assert any(f.startswith("claims") for f in verify_plan(no_alpha).failures)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from factorize.io import container
-from factorize.plan.build import build_plan
-from factorize.plan.build_structured import build_structured_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.codec import SCHEMA_VERSION, load_plan, save_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.plan import SCHEMA_VERSION as STRUCTURED_VERSION
+from factorize.kinds.structured.plan import load_structured_plan, save_structured_plan
 from factorize.plan.errors import PlanError
-from factorize.plan.files import write_plan_container
-from factorize.plan.plan_file import FORMAT, SCHEMA_VERSION, load_plan, save_plan
-from factorize.plan.structured_plan import SCHEMA_VERSION as STRUCTURED_VERSION
-from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
+from factorize.plan.files import FORMAT, write_plan_container
 from workloads.schema import DomainSchema
 
 SCHEMA = DomainSchema.from_dict({

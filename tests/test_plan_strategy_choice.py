@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.planner.strategies import candidate_factorizations
 from workloads import parse_workload
 

@@ -167,7 +167,7 @@ def test_a_workload_whose_answers_do_not_determine_their_tables_is_refused():
 
 @pytest.fixture(scope="module")
 def marginal_plan():
-    from factorize.plan.build_structured import build_structured_plan
+    from factorize.kinds.structured.build import build_structured_plan
     from factorize.postprocess.plan_option import with_postprocess
     from workloads import Domain
 
@@ -177,8 +177,8 @@ def marginal_plan():
 
 
 def test_the_option_is_recorded_saved_and_verified(marginal_plan, tmp_path):
-    from factorize.plan.structured_checks import verify_structured_plan
-    from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
+    from factorize.kinds.structured.plan import load_structured_plan, save_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
 
     assert marginal_plan.postprocess == {"method": "integer", "max_iter": 5000, "tol": 1e-2}
     save_structured_plan(marginal_plan, tmp_path / "p.plan")
@@ -199,16 +199,16 @@ def test_the_option_is_recorded_saved_and_verified(marginal_plan, tmp_path):
     {"method": "integer", "max_iter": 10},
 ])
 def test_the_verifier_refuses_bad_parameters(marginal_plan, post):
-    from factorize.plan.structured_checks import verify_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
 
     check = verify_structured_plan(dataclasses.replace(marginal_plan, postprocess=post), certificate=False)
     assert not check.passed and any(f.startswith("postprocess") for f in check.failures), check.failures
 
 
 def test_the_verifier_refuses_post_processing_of_tables_the_answers_do_not_determine(tmp_path):
-    from factorize.plan.build_structured import build_structured_plan
-    from factorize.plan.structured_checks import verify_structured_plan
-    from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
+    from factorize.kinds.structured.build import build_structured_plan
+    from factorize.kinds.structured.plan import load_structured_plan, save_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
     from tests.plan_fixtures import forge_structured_plan
     from workloads import Domain
 
@@ -275,8 +275,8 @@ def test_run_writes_integer_tables_beside_the_estimates_and_is_bounded_in_time(t
 
 
 def test_dense_plans_record_and_verify_integer_and_refuse_a_second_projection():
-    from factorize.plan.build import build_plan
-    from factorize.plan.checks import verify_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.verify import verify_plan
     from factorize.postprocess.plan_option import record, with_postprocess
     from tests.plan_fixtures import small_plan
 

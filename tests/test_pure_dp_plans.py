@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
-from factorize.plan.plan_file import save_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.codec import save_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.planner.strategies import OPTIMIZED_PREFIX, tree_strategy
 from factorize.privacy import Neighbouring, kron_spread
 
@@ -171,7 +171,7 @@ def test_a_plan_written_before_the_spread_still_verifies():
     """tests/data/pre_spread_prefix16_laplace.plan was written by commit 974d471 (before the
     spread): no noise.spread, inflation over all m, candidate scores at that inflation. It
     verifies, its scores recomputed the way it was planned."""
-    from factorize.plan.plan_file import load_plan
+    from factorize.kinds.factorization.codec import load_plan
 
     plan = load_plan(Path(__file__).parent / "data" / "pre_spread_prefix16_laplace.plan")
     assert plan.noise.spread is None

@@ -18,7 +18,7 @@ import pytest
 from factorize.cli.plan import main
 from factorize.engines import DataError, histogram_duckdb, marginals_duckdb
 from factorize.executor.data import load_histogram, load_marginals
-from factorize.plan.plan_file import load_plan, save_plan
+from factorize.kinds.factorization.codec import load_plan, save_plan
 from tests import raw_adult
 from tests.plan_fixtures import identity_certificate
 from workloads import Domain
@@ -360,7 +360,7 @@ def test_string_typed_parquet(tmp_path):
 
 
 def _small_plan(domain: Domain):
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
 
     spec = "marginals:" + "x".join(map(str, domain.sizes)) + ":1"
     return build_plan(spec, "epsilon=1,delta=1e-6", domain=domain, certificate=identity_certificate(spec))
@@ -380,14 +380,14 @@ def test_plans_carry_the_schema_and_old_plans_load(tmp_path):
     save_plan(plain, tmp_path / "q.plan")
     assert "schema" not in load_plan(tmp_path / "q.plan").manifest()["domain"]
     old = Path(__file__).parent / "data" / "pre_spread_prefix16_laplace.plan"
-    from factorize.plan.registry import load_any_plan
+    from factorize import kinds
 
-    assert load_any_plan(old).domain.schema is None
+    assert kinds.load_plan(old).domain.schema is None
 
 
 def test_a_forged_schema_in_a_plan_is_refused(tmp_path):
-    from factorize.plan.files import PlanFormatError, read_plan_container, write_plan_container
-    from factorize.plan.plan_file import FORMAT, SCHEMA_VERSION
+    from factorize.kinds.factorization.codec import SCHEMA_VERSION
+    from factorize.plan.files import FORMAT, PlanFormatError, read_plan_container, write_plan_container
 
     path = tmp_path / "p.plan"
     save_plan(_small_plan(DOM), path)
@@ -461,9 +461,9 @@ def test_raw_adult_releases_equal_coded_releases_through_the_cli(adult_files, ca
     capsys.readouterr()
     assert len(answers["raw"]["estimate"]) == 148137
     assert answers["raw"] == answers["coded"]  # the same released numbers, query by query
-    from factorize.plan.registry import load_any_plan
+    from factorize import kinds
 
-    assert load_any_plan(d / "raw.plan").domain.schema == DomainSchema.from_json(adult_files["schema"])
+    assert kinds.load_plan(d / "raw.plan").domain.schema == DomainSchema.from_json(adult_files["schema"])
 
 
 # -- the draft convenience ----------------------------------------------------------------------

@@ -25,9 +25,9 @@ import pytest
 
 from factorize.cli.plan import main
 from factorize.io import container
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.codec import save_plan
 from factorize.ledger import Ledger
-from factorize.plan.build import build_plan
-from factorize.plan.plan_file import save_plan
 from tests.plan_fixtures import identity_certificate, small_plan
 from workloads import Domain
 
@@ -57,7 +57,8 @@ def _records(path: Path, attributes: list[str], n: int = 40, bad: str | None = N
 def _forged(src: Path, dst: Path, edit) -> Path:
     """``src`` rewritten with ``edit(manifest body)`` and valid digests (the project's writer,
     as anyone who can rewrite the file can)."""
-    from factorize.plan.plan_file import FORMAT, _write
+    from factorize.plan.files import FORMAT
+    from factorize.plan.files import write_plan_container as _write
 
     with open(src, "rb") as fh:
         n = int.from_bytes(fh.read(8), "little")
@@ -239,8 +240,8 @@ def _case_budget_exceeded(w):
 
 
 def _case_local_plan_with_ledger(w):
-    from factorize.local.build import build_local_plan
-    from factorize.local.plan import save_local_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.plan import save_local_plan
 
     save_local_plan(build_local_plan("identity:3", "epsilon=1", n=100, randomizer="l2"), w / "l.lplan")
     return _argv(w, plan="l.lplan"), "already-randomized"
@@ -276,7 +277,7 @@ def test_the_same_run_without_the_fault_is_charged_and_writes(world):
 
 
 def test_a_table_file_it_cannot_write_is_refused_before_verification(world, monkeypatch):
-    import factorize.plan.checks as checks
+    import factorize.kinds.factorization.verify as checks
 
     calls = []
     real = checks.verify_plan
@@ -360,7 +361,7 @@ def test_the_plan_file_is_opened_once(world, monkeypatch, kind):
 def test_a_plan_replaced_during_verification_is_charged_as_verified(world, monkeypatch):
     """The file is replaced (by a valid plan of another guarantee) while it is verified: the
     ledger records the digest of the bytes that were verified, and their guarantee."""
-    import factorize.plan.checks as checks
+    import factorize.kinds.factorization.verify as checks
     from factorize.executor.output import read_answers
 
     path = world / "p.plan"
@@ -386,9 +387,9 @@ def test_a_plan_replaced_during_verification_is_charged_as_verified(world, monke
 def test_the_charge_is_the_guarantee_verification_established(world, monkeypatch):
     """The pipeline charges ``check.derived['guarantee']`` (set by the noise check), not what
     the plan object states: a kind that reported a cheaper guarantee changes nothing."""
-    from factorize.executor.kinds import FactorizationKind
-    from factorize.plan.checks import verify_plan
-    from factorize.plan.plan_file import load_plan
+    from factorize.kinds.factorization.codec import load_plan
+    from factorize.kinds.factorization.kind import FactorizationKind
+    from factorize.kinds.factorization.verify import verify_plan
     from factorize.privacy import ApproxDP
 
     check = verify_plan(load_plan(world / "p.plan"))

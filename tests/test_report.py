@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from factorize.cli import main
-from factorize.plan.build import build_plan
-from factorize.plan.build_projection import build_projection_plan
-from factorize.plan.plan_file import save_plan, save_projection_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.codec import save_plan
+from factorize.kinds.projection.build import build_projection_plan
+from factorize.kinds.projection.codec import save_projection_plan
 from factorize.privacy import TestRandom
 from factorize.report.plan_report import plan_report
 from factorize.report.render import to_html, write_report
@@ -162,8 +163,8 @@ def _check_precision_section(plan, rep) -> None:
 def test_plan_reports_of_local_and_structured_plans_state_their_precision_per_table():
     """Every plan kind has its report: a local plan and a structured plan of named tables
     (the hint when the smallest table is the least precise), besides those above."""
-    from factorize.local.build import build_local_plan
-    from factorize.plan.build_structured import build_structured_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.structured.build import build_structured_plan
 
     local = build_local_plan("marginals:2x3:2", "epsilon=1", n=1000)
     rep = plan_report(local)
@@ -215,8 +216,8 @@ def test_results_reports_for_marginals_cdf_and_projection(plans, tmp_path):
         assert rep.numbers["estimate_sum"] == pytest.approx(float(rel.estimate.sum()), rel=1e-12)
         assert "NOT PRIVATE" in text  # test-mode answers say so
     # a projection release has no intervals: the bound is reported instead
-    from factorize.executor.projection import release_projection
-    from factorize.plan.projection_plan import moment_layout
+    from factorize.kinds.projection.plan import moment_layout
+    from factorize.kinds.projection.release import release_projection
 
     plan = plans["covariance"]
     W = parse_workload("marginals:2x2x2x2:2")
@@ -401,7 +402,7 @@ def test_report_of_a_plan_carrying_a_custom_matrix_and_its_search_table(tmp_path
     """A workload with a ``file:`` factor: the report rebuilds it from the plan's own arrays
     (it used to parse the bare spec and fail: 'not among the matrices this plan carries'), and
     shows the strategy search's table."""
-    from factorize.plan.build_structured import build_structured_plan
+    from factorize.kinds.structured.build import build_structured_plan
 
     path = tmp_path / "g.npy"
     np.save(path, np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]))

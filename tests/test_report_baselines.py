@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm as normal
 
-from factorize.plan.build import build_plan
+from factorize.kinds.factorization.build import build_plan
 from factorize.plan.rules import choose_grid
 from factorize.planner.marginal_algebra import (
     gram_eigenvalues,

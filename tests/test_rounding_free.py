@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.privacy.sensitivity import kron_spread, rounding_free
 
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from factorize.cli import main
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.codec import load_plan, save_plan
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.ledger import Ledger
-from factorize.plan.build import build_plan
-from factorize.plan.checks import verify_plan
 from factorize.plan.files import PlanFormatError
-from factorize.plan.plan_file import load_plan, save_plan
 from factorize.privacy import ApproxDP
 from tests.allocation import SMALL, peak_allocation
 from tests.plan_fixtures import identity_certificate, small_plan
@@ -97,9 +97,9 @@ def test_certificate_claims_refused(tmp_path):
 
 
 def test_relaxed_projection_bound_divided_by_100_refused(tmp_path):
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.plan_file import load_projection_plan, save_projection_plan
-    from factorize.plan.projection_checks import verify_projection_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.codec import load_projection_plan, save_projection_plan
+    from factorize.kinds.projection.verify import verify_projection_plan
 
     plan = build_projection_plan("marginals:2x2x2x2:2", "epsilon=1,delta=1e-6", "relaxed-projection",
                                  n=500)
@@ -137,8 +137,8 @@ def test_postprocess_parameters_refused_at_verify(tmp_path, post):
 
 
 def test_local_plan_eta_and_claims(tmp_path):
-    from factorize.local.build import build_local_plan
-    from factorize.local.plan import load_local_plan, save_local_plan, verify_local_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.plan import load_local_plan, save_local_plan, verify_local_plan
 
     plan = build_local_plan("prefix:8", "epsilon=1", n=10_000, eta=0.1, alpha=0.2)
     save_local_plan(plan, tmp_path / "l.plan")
@@ -308,8 +308,8 @@ def test_manifest_contradicting_itself_refused(tmp_path):
 
 
 def test_local_client_shows_epsilon_and_guards_it(tmp_path, capsys):
-    from factorize.local.build import build_local_plan
-    from factorize.local.plan import save_local_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.plan import save_local_plan
 
     plan = build_local_plan("identity:4", "epsilon=1", n=1000, eta=0.0, allow_weak_guarantee=True)
     save_local_plan(plan, tmp_path / "ok.lplan")
@@ -340,7 +340,7 @@ def test_spec_total_size_limit_and_shared_leaves():
 
 
 def test_memory_and_recursion_errors_are_exit_2(tmp_path, monkeypatch, capsys):
-    import factorize.plan.plan_file as pf
+    import factorize.kinds.factorization.codec as pf
 
     path = _saved(small_plan("prefix:4"), tmp_path / "p.plan")
 

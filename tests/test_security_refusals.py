@@ -25,9 +25,9 @@ import pytest
 from factorize.cli import main
 from factorize.engines import DataError, histogram_duckdb, histogram_from_npy, marginals_duckdb
 from factorize.engines.duckdb_engine import attach_sealed
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.factorization.codec import save_plan
 from factorize.ledger.ledger import Ledger
-from factorize.plan.build import build_plan
-from factorize.plan.plan_file import save_plan
 from factorize.privacy import PrivacyError, parse_guarantee
 from factorize.privacy.policy import check_guarantee
 from tests.engine_files import spark  # noqa: F401 - the module's Spark session (Spark tests only)
@@ -182,8 +182,8 @@ def test_other_refusals_on_the_run_path_carry_no_data_number(tmp_path):
 
 
 def test_local_aggregate_refusal_does_not_count_messages(tmp_path):
-    from factorize.local.build import build_local_plan
-    from factorize.local.protocol import aggregate_file, write_messages
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.protocol import aggregate_file, write_messages
 
     plan = build_local_plan("prefix:4", "epsilon=1", n=20000, eta=0.1, alpha=0.2)
     Y = np.ones((537, plan.A.shape[0]))

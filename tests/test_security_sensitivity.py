@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factorize.factorization import Factorization
-from factorize.plan.checks import verify_plan
-from factorize.plan.model import expected_error
-from factorize.plan.plan_file import load_plan, save_plan
+from factorize.kinds.factorization.codec import load_plan, save_plan
+from factorize.kinds.factorization.plan import expected_error
+from factorize.kinds.factorization.verify import verify_plan
 from factorize.plan.rules import choose_grid
 from factorize.planner.certificate import ApproxGamma2Witness, Certificate, GammaFWitness
 from factorize.privacy import PrivacyError, calibrate, parse_guarantee

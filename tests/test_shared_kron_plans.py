@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.plan import load_structured_plan, save_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from factorize.pure_dp.kron import factor_trace, gram_inverse
 from factorize.pure_dp.p_identity import p_identity_strategy
 from tests.plan_fixtures import forge_structured_plan, structured_refusal

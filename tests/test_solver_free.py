@@ -100,15 +100,16 @@ def _write_records(path: Path, names: list[str], codes: np.ndarray) -> None:
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory) -> dict:
     """kind → (plan file, data file, extra run arguments); data and plans are tiny."""
-    from factorize.local.build import build_local_plan
-    from factorize.local.plan import save_local_plan
-    from factorize.local.protocol import encode_codes, write_messages
-    from factorize.plan.build import build_plan
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.build_structured import build_structured_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.codec import save_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.plan import save_local_plan
+    from factorize.kinds.local.protocol import encode_codes, write_messages
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.codec import save_projection_plan
+    from factorize.kinds.structured.build import build_structured_plan
+    from factorize.kinds.structured.plan import save_structured_plan
     from factorize.plan.files import file_sha256
-    from factorize.plan.plan_file import save_plan, save_projection_plan
-    from factorize.plan.structured_plan import save_structured_plan
     from factorize.privacy import TestRandom
     from workloads import Domain
 
@@ -218,7 +219,7 @@ def test_verify_inspect_run_without_solvers(plans, tmp_path, kind):
 
 
 def test_local_client_and_aggregate_without_solvers(plans, tmp_path):
-    from factorize.local.plan import load_local_plan
+    from factorize.kinds.local.plan import load_local_plan
 
     plan, messages, _ = plans["local"]
     ans = tmp_path / "answers.csv"
@@ -295,11 +296,10 @@ def test_pure_dp_and_dual_plans_load_no_sdp_backend(tmp_path):
     assert [r["rc"] for r in out["results"]] == [0, 0], out["results"]
     assert not set(out["modules"]) & set(SDP_ONLY), sorted(set(out["modules"]) & set(SDP_ONLY))
     assert "factorize.planner.routes" in out["modules"]  # the planner did run
-    from factorize.plan.checks import verify_any
-    from factorize.plan.registry import load_any_plan
-
+    from factorize import kinds
+    
     for name in ("pure.plan", "zcdp.plan"):
-        assert verify_any(load_any_plan(str(tmp_path / name))) == []
+        assert kinds.verify_plan(kinds.load_plan(str(tmp_path / name))).failures == []
 
 
 def test_sdp_route_still_loads_its_backend(tmp_path):

@@ -61,7 +61,7 @@ def test_schema_travels_with_the_projected_domain(tmp_path):
 
 
 def test_named_plan_equals_sized_plan():
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
 
     spec, dom = resolve_workload_spec("kron(prefix[sex],identity[race])", ADULT)
     a = build_plan(spec, "epsilon=1,delta=1e-6", domain=dom)

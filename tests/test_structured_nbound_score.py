@@ -16,7 +16,7 @@ from factorize.structured import records
 def _problem(case, privacy: str):
     from factorize.cli.common import parse_domain
     from factorize.families import PlanProblem
-    from factorize.plan.build import plan_inputs
+    from factorize.plan.build_inputs import plan_inputs
     from workloads.spec import resolve_workload_spec
 
     dom = parse_domain(case.domain, None)

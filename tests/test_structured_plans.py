@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from factorize.plan.build_structured import build_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.plan import load_structured_plan, save_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from factorize.plan.errors import PlanError
-from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
 from tests.plan_fixtures import forge_structured_plan, structured_refusal
 from workloads import Domain
 

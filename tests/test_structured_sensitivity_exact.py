@@ -320,12 +320,12 @@ def _largest_column_l1(strategy: StructuredStrategy) -> float:
 
 def test_census_union_laplace_plan_is_calibrated_to_its_exact_sensitivity(tmp_path):
     from factorize.cli import main
-    from factorize.plan.registry import load_any_plan
+    from factorize.kinds import load_plan
 
     spec = _census_spec(tmp_path)
     out = tmp_path / "census.plan"
     assert main(["plan", "--workload", spec, "--privacy", "epsilon=1", "--strategy", "union", "--out", str(out)]) == 0
-    plan = load_any_plan(out)
+    plan = load_plan(out)
     assert plan.noise.family == "laplace" and plan.strategy.N == 1_501_440
     # beyond the old exact route's reach (blocks × cells > 2^25): the structure decides
     assert plan.strategy.N * len(plan.strategy.blocks) > ssens.EXACT_ADD_REMOVE_WORK

@@ -13,8 +13,8 @@ import random
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.structured_checks import verify_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from factorize.structured import subspace_bound as sb
 from factorize.structured import subspace_bound_build as sbb
 from factorize.structured import union, union_build

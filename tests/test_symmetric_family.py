@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.structured_checks import verify_structured_plan
-from factorize.plan.structured_plan import load_structured_plan, save_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.plan import load_structured_plan, save_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from workloads import Domain
 from workloads.spec import parse_workload
 
@@ -110,7 +110,7 @@ def test_plans_verify_and_reach_the_certified_bound(drawn):
 def test_value_equals_the_dense_certified_optimum(drawn):
     """The dense family's γ_F dual (its own certificate, gap ≤ 1e-6) and the symmetric plan's
     achieved value agree to 1e-6: the sector strategy is the optimum over *all* strategies."""
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
 
     for seed, spec, dom, plan in drawn:
         dense = build_plan(spec, GAUSSIAN, domain=dom)
@@ -187,7 +187,7 @@ def test_census_unions_are_certified_within_one_percent(tmp_path):
     large for the dense family: the symmetric plan verifies, its gap is far below 1 % and the
     strategy search chooses it under Gaussian noise."""
     from factorize.families import PlanProblem, search
-    from factorize.plan.build import plan_inputs
+    from factorize.plan.build_inputs import plan_inputs
 
     race = np.zeros((4, 64))
     for r in range(64):
@@ -315,7 +315,7 @@ def test_partition_factors_must_be_partitions(drawn):
 def test_the_family_says_why_it_does_not_apply(tmp_path):
     from factorize.families import PlanProblem
     from factorize.families.registry import family
-    from factorize.plan.build import plan_inputs
+    from factorize.plan.build_inputs import plan_inputs
 
     spec, dom = census_like(1, tmp_path)
     fam = family("symmetric")
@@ -385,7 +385,7 @@ def test_the_gamma_2_symmetry_bound_is_valid_and_re_derived(drawn, tmp_path):
     it never exceeds the dense family's certified γ₂ value (its upper bound, an achieved
     factorization), it is at least the γ_F bound at the start of its search, and an inflated
     statement is refused by verification."""
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
     from factorize.structured import symmetry
 
     stated = compared = 0

@@ -129,7 +129,7 @@ def test_stated_classes_are_checked(tmp_path):
 
 # ------------------------------------------------------------------------------ plans
 def _plan(tmp_path, privacy="rho=0.5"):
-    from factorize.plan.build_structured import build_structured_plan
+    from factorize.kinds.structured.build import build_structured_plan
 
     np.save(tmp_path / "age.npy", _grouping([0, 0, 0, 1, 1, 2, 2, 2], 8))
     np.save(tmp_path / "race.npy", np.vstack([_grouping([0, 0, 1, 1, 1, 2], 6), np.ones((1, 6))]))
@@ -141,7 +141,7 @@ def _plan(tmp_path, privacy="rho=0.5"):
 
 
 def test_plans_state_the_bound_and_verify_rederives_it(tmp_path):
-    from factorize.plan.structured_checks import verify_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
 
     spec, plan = _plan(tmp_path)
     c = plan.certificate
@@ -156,8 +156,8 @@ def test_plans_state_the_bound_and_verify_rederives_it(tmp_path):
 
 @pytest.mark.parametrize("forgery", ["weights", "classes", "claim"])
 def test_forged_symmetry_certificates_are_refused(tmp_path, forgery):
+    from factorize.kinds.structured.verify import verify_structured_plan
     from factorize.numerics import relative_gap
-    from factorize.plan.structured_checks import verify_structured_plan
 
     _, plan = _plan(tmp_path)
     arrays = dict(plan.certificate_arrays)

@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.structured_checks import verify_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from factorize.structured import symmetry, symmetry_gamma_2, symmetry_gamma_2_orbits
 from factorize.structured.workload_blocks import AxisFactor, workload_blocks
 from tests.test_symmetric_family import GAUSSIAN, _forge, _refused, census_like
@@ -42,7 +42,7 @@ def _plan(spec: str, dom):
 def _draw(seeds: list[int], folder) -> list:
     """γ₂ plans of the symmetric family, solved to a 10⁻⁹ gap (the planner's default target and
     iteration cap are coarser: the plan states the gap it reaches)."""
-    from factorize.plan import build_structured_family
+    from factorize.kinds.structured import build_family as build_structured_family
 
     out = []
     with pytest.MonkeyPatch.context() as mp:
@@ -137,7 +137,7 @@ def _check_against_dense(drawn) -> None:
     """The symmetric γ₂ plan's achieved worst-query value equals the dense family's certified
     γ₂ optimum to 1e-6 relative (the sector strategy is optimal over *all* strategies), its own
     bound never exceeds the dense optimum, and R·A = W within the verifier's limit."""
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
 
     for seed, spec, dom, plan in drawn:
         check = verify_structured_plan(plan)
@@ -197,7 +197,7 @@ def test_forged_row_weights_and_bounds_are_refused(drawn, tmp_path):
         body["certificate"]["symmetry"] = {"method": symmetry.METHOD_GAMMA_2_PER_BLOCK,
                                            "norm": "gamma_2", "lower": lower}
 
-    from factorize.plan.structured_plan import load_structured_plan
+    from factorize.kinds.structured.plan import load_structured_plan
 
     old = load_structured_plan(_forge(plan, tmp_path / "earlier.plan", earlier))
     assert symmetry.verify_bound(old, parse_workload(spec)) == pytest.approx(lower, rel=1e-12)

@@ -11,8 +11,8 @@ import pytest
 
 from factorize.cli import main
 from factorize.executor.precision import TablePrecision, precision_hint, table_precision
-from factorize.plan.build import build_plan
-from factorize.plan.build_structured import build_structured_plan
+from factorize.kinds.factorization.build import build_plan
+from factorize.kinds.structured.build import build_structured_plan
 from workloads import Domain
 from workloads.spec import parse_workload
 

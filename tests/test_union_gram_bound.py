@@ -11,8 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from factorize.plan.build_structured import build_structured_plan
-from factorize.plan.structured_checks import verify_structured_plan
+from factorize.kinds.structured.build import build_structured_plan
+from factorize.kinds.structured.verify import verify_structured_plan
 from factorize.structured import union
 from factorize.structured.workload_blocks import workload_blocks
 from workloads import Domain

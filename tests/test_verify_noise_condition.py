@@ -225,8 +225,8 @@ def _plan_with_scale(plan, scale):
 
 @pytest.mark.parametrize("exact", [True, False])
 def test_plan_verifier_decides_by_the_condition(tmp_path, exact):
-    from factorize.plan.checks import verify_plan
-    from factorize.plan.plan_file import load_plan, save_plan
+    from factorize.kinds.factorization.codec import load_plan, save_plan
+    from factorize.kinds.factorization.verify import verify_plan
     from tests.plan_fixtures import small_plan
 
     plan = small_plan("prefix:8", "epsilon=1,delta=1e-6", exact=exact)
@@ -257,8 +257,9 @@ def test_plan_verifier_decides_by_the_condition(tmp_path, exact):
 def test_run_path_imports_no_scipy_optimize(tmp_path):
     """``factorize run`` of dense and covariance (ε, δ) plans loads no scipy.optimize (nor a
     solver): the calibration is re-checked by evaluating its condition; nor pyarrow.compute."""
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.plan_file import save_plan, save_projection_plan
+    from factorize.kinds.factorization.codec import save_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.codec import save_projection_plan
     from tests.plan_fixtures import small_plan
     from workloads import Domain
 

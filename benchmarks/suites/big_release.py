@@ -76,7 +76,10 @@ print(json.dumps({{"n": n, "sampler_cpu_s": cpu, "sampler_user_s": u1.ru_utime -
 #: printed as one JSON line after the run's own output.
 _PHASES = """
 import json, resource, sys
-import factorize.executor.kinds as kinds
+try:
+    from factorize.kinds.structured.kind import StructuredKind
+except ImportError:  # a baseline tree from before the plan-kind packages
+    from factorize.executor.kinds import StructuredKind
 import factorize.executor.pipeline as pipeline
 import factorize.executor.session as session
 rows = []
@@ -99,7 +102,7 @@ def timed(owner, name, label):
                          "peak_mib": status("VmHWM"), "rss_after_mib": status("VmRSS")}})
     setattr(owner, name, g)
 for name in ("load", "verify", "measure", "release"):
-    timed(kinds.StructuredKind, name, name)
+    timed(StructuredKind, name, name)
 timed(pipeline, "_labels", "labels")
 timed(session.ReleaseSession, "write", "write")
 from factorize.cli.app import main

@@ -76,7 +76,7 @@ def explicit_plan(spec: str, factors, privacy: str, domain=None, postprocess=Non
     import numpy as np
 
     from factorize.factorization import Factorization
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
     from factorize.planner.certificate import Certificate, GammaFWitness
 
     Rs = tuple(R for R, _ in factors)
@@ -95,8 +95,8 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
     import numpy as np
 
     from factorize.executor.release import release_dense
-    from factorize.plan.checks import verify_plan
-    from factorize.plan.plan_file import load_plan, save_plan
+    from factorize.kinds.factorization.codec import load_plan, save_plan
+    from factorize.kinds.factorization.verify import verify_plan
     from factorize.privacy import SecureRandom
     from factorize.privacy.lattice import lattice_image
     from workloads import Domain
@@ -168,7 +168,7 @@ def main_section(args, harness) -> tuple[list[str], list[dict[str, Any]]]:
         # 3. whole run on Adult
         if (ADULT / "adult.csv").is_file():
             dom = Domain.from_json(ADULT / "adult-domain.json")
-            from factorize.plan.build import build_plan
+            from factorize.kinds.factorization.build import build_plan
 
             plans = {"2-way marginals, sex × race × relationship × income (78 queries, planner γ_F)": build_plan(
                 "marginals:2x5x6x2:2", "epsilon=1,delta=1e-6",
@@ -231,15 +231,16 @@ def _tiny_plans(d: Path) -> list[tuple[str, list[str]]]:
 
     import numpy as np
 
-    from factorize.local.build import build_local_plan
-    from factorize.local.plan import save_local_plan
-    from factorize.local.protocol import encode_codes, write_messages
-    from factorize.plan.build import build_plan
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.build_structured import build_structured_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.factorization.codec import save_plan
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.plan import save_local_plan
+    from factorize.kinds.local.protocol import encode_codes, write_messages
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.codec import save_projection_plan
+    from factorize.kinds.structured.build import build_structured_plan
+    from factorize.kinds.structured.plan import save_structured_plan
     from factorize.plan.files import file_sha256
-    from factorize.plan.plan_file import save_plan, save_projection_plan
-    from factorize.plan.structured_plan import save_structured_plan
     from factorize.privacy import TestRandom
     from workloads import Domain
 

@@ -100,7 +100,7 @@ def experiment_marginals(reps: int, ns: list[int]) -> dict:
     import numpy as np
 
     from factorize.executor.release import release_dense
-    from factorize.plan.build import build_plan
+    from factorize.kinds.factorization.build import build_plan
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 
@@ -140,10 +140,10 @@ def experiment_jl(reps: int, ns: list[int]) -> dict:
     the JL mechanism against the Laplace factorization mechanism (optimal γ_F strategy)."""
     import numpy as np
 
-    from factorize.executor.projection import release_projection
     from factorize.executor.release import release_dense
-    from factorize.plan.build import build_plan
-    from factorize.plan.build_projection import build_projection_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.release import release_projection
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 
@@ -183,10 +183,10 @@ def experiment_moments(reps: int, ns: list[int], d: int = 10) -> dict:
     the factorization mechanism (optimal γ_F) against covariance and relaxed-projection."""
     import numpy as np
 
-    from factorize.executor.projection import release_projection
     from factorize.executor.release import release_dense
-    from factorize.plan.build import build_plan
-    from factorize.plan.build_projection import build_projection_plan
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.release import release_projection
     from factorize.privacy import TestRandom
     from workloads import Domain, parse_workload
 
@@ -227,11 +227,11 @@ def experiment_marginals_replace(reps: int, ns: list[int]) -> dict:
     release the moments of (1, s) and decode the marginal cells from the projected matrix."""
     import numpy as np
 
-    from factorize.executor.projection import release_projection
     from factorize.executor.release import release_dense
-    from factorize.plan.build import build_plan
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.projection_plan import moment_layout
+    from factorize.kinds.factorization.build import build_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.plan import moment_layout
+    from factorize.kinds.projection.release import release_projection
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 
@@ -276,9 +276,9 @@ def jl_end_to_end(n: int = 10_000) -> dict:
     import numpy as np
 
     from benchmarks.harness import measure
-    from factorize.executor.projection import release_projection
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.projection_checks import verify_projection_plan
+    from factorize.kinds.projection.build import build_projection_plan
+    from factorize.kinds.projection.release import release_projection
+    from factorize.kinds.projection.verify import verify_projection_plan
     from factorize.privacy import TestRandom
     from workloads import parse_workload
 

@@ -142,7 +142,7 @@ def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str |
              strategy: str = "auto", data: Path | None = None, check=None, norm: str | None = None) -> dict:
     """Plan (and verify, and with data run) one workload; the plan's own statements (and
     ``row["check"] = check(plan)`` where a caller recomputes something from the loaded plan)."""
-    from factorize.plan.registry import load_any_plan
+    from factorize.kinds import load_plan
 
     tag = "".join(c if c.isalnum() else "_" for c in f"{name}_{privacy}_{strategy}_{norm}")[:80]
     path = workdir / f"{tag}.plan"
@@ -154,7 +154,7 @@ def plan_row(name: str, spec: str, workdir: Path, *, privacy: str, domain: str |
         args += ["--domain", domain]
     p = timed(args)
     v = timed(["verify", str(path)])
-    plan = load_any_plan(path)
+    plan = load_plan(path)
     e = plan.expected_error
     row = {"name": name, "privacy": privacy, "strategy": strategy, "plan_s": p["seconds"],
            "plan_mib": p["peak_mib"], "verify_s": v["seconds"], "rmse": e["rmse"],

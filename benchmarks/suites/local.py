@@ -47,8 +47,8 @@ def _run(args, harness):
 
     from benchmarks.harness import Report
     from factorize.engines import distinct_records_duckdb
-    from factorize.local.build import build_local_plan
-    from factorize.local.protocol import aggregate_file, encode_codes, write_messages
+    from factorize.kinds.local.build import build_local_plan
+    from factorize.kinds.local.protocol import aggregate_file, encode_codes, write_messages
     from factorize.privacy import TestRandom
     from workloads import Domain, parse_workload
 

@@ -53,7 +53,7 @@ def phase_load(t: dict) -> list:
 def plan_case(name: str, spec: str, norm: str, workdir: Path, *, domain: str | None = None,
               data: Path | None = None, privacy: str = "rho=0.5", strategy: str = "auto") -> dict:
     """Plan, verify and (with data) run one workload; the plan's own accuracy statements."""
-    from factorize.plan.registry import load_any_plan
+    from factorize.kinds import load_plan
 
     tag = "".join(c if c.isalnum() else "_" for c in name)[:80]  # "3-way / 30 attrs": no folders
     plan_path = workdir / f"{tag}.plan"
@@ -68,7 +68,7 @@ def plan_case(name: str, spec: str, norm: str, workdir: Path, *, domain: str | N
     v = timed(["verify", str(plan_path)])
     row["verify_s"], row["verify_mib"] = v["seconds"], v["peak_mib"]
     row["load"] = {"plan": phase_load(p), "verify": phase_load(v)}
-    plan = load_any_plan(plan_path)
+    plan = load_plan(plan_path)
     k, N = plan.shape
     e = plan.expected_error
     row.update(k=k, N=N, rmse=e["rmse"], max_std=e["per_query_std_max"])

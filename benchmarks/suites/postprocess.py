@@ -97,10 +97,10 @@ def _releases(n_releases: int, plan_path: Path, csv: Path) -> tuple[list[dict], 
 
     import numpy as np
 
-    from factorize.executor.kinds import StructuredKind
     from factorize.executor.structured import release
-    from factorize.plan.structured_checks import verify_structured_plan
-    from factorize.plan.structured_plan import load_structured_plan
+    from factorize.kinds.structured.kind import StructuredKind
+    from factorize.kinds.structured.plan import load_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
     from factorize.postprocess.nonneg import project_nonneg
     from factorize.postprocess.plan_option import MARGINAL_MAX_ITER, MARGINAL_TOL
     from factorize.postprocess.rounding import round_tables

@@ -90,10 +90,10 @@ def _monte_carlo(plan_path: Path, data: Path, truth: Any, releases: int, *, raw:
     """Section 2 of the module docstring; one row per release."""
     import numpy as np
 
-    from factorize.executor.kinds import StructuredKind
     from factorize.executor.structured import release
-    from factorize.plan.structured_checks import verify_structured_plan
-    from factorize.plan.structured_plan import load_structured_plan
+    from factorize.kinds.structured.kind import StructuredKind
+    from factorize.kinds.structured.plan import load_structured_plan
+    from factorize.kinds.structured.verify import verify_structured_plan
     from factorize.postprocess.nonneg import project_nonneg
     from factorize.postprocess.plan_option import MARGINAL_MAX_ITER, MARGINAL_TOL
     from factorize.postprocess.rounding import round_tables

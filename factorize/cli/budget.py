@@ -86,7 +86,7 @@ def _cmd_create(args: argparse.Namespace) -> int:
     if args.new:
         print(f"created     ledger {args.ledger}")
     if budget is not None:
-        from factorize.plan.model import guarantee_text
+        from factorize.plan.manifest import guarantee_text
         from factorize.privacy import guarantee_from_dict
 
         rel = f" under {args.relation} neighbours" if args.relation else ""
@@ -102,7 +102,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, allow_nan=False))
         return EXIT_OK
-    from factorize.plan.model import guarantee_text
+    from factorize.plan.manifest import guarantee_text
     from factorize.privacy import guarantee_from_dict
 
     print(f"ledger      {summary['ledger']}  ({summary['entries']} entries, chain and anchor "

@@ -70,9 +70,9 @@ def _domain(args: argparse.Namespace) -> Any:
     if args.plan is not None:
         if args.attributes:
             raise UsageError("--attributes goes with --domain, not --plan")
-        from factorize.plan.registry import load_any_plan
+        from factorize.kinds import load_plan
 
-        return load_any_plan(args.plan).domain
+        return load_plan(args.plan).domain
     from factorize.cli.common import parse_domain
 
     return parse_domain(args.domain, args.attributes)

@@ -86,9 +86,9 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
     client's ``--max-epsilon`` and δ the documented ceiling: a client never sends a message
     for a plan the verifier refuses. Its guarantee is shown on stderr before any message."""
     from factorize.errors import InternalError
-    from factorize.local.plan import load_local_plan, verify_local_plan
+    from factorize.kinds.local.plan import load_local_plan, verify_local_plan
     from factorize.plan.errors import PlanRefused
-    from factorize.plan.model import guarantee_text
+    from factorize.plan.manifest import guarantee_text
     from factorize.privacy import ZCDP
     from factorize.privacy.policy import DELTA_CEILING, EPSILON_CEILING
 
@@ -116,16 +116,16 @@ def _client_plan(path: str, max_epsilon: float | None) -> Any:
 def _plan(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
         from factorize.cli.common import parse_domain
-        from factorize.local.build import build_local_plan
-        from factorize.local.plan import save_local_plan
+        from factorize.kinds.local.kind import KIND
+        from factorize.kinds.local.options import LocalOptions
         from workloads.spec import resolve_workload_spec
 
         workload, domain = resolve_workload_spec(args.workload,
                                                  parse_domain(args.domain, args.attributes))
-        plan = build_local_plan(workload, args.privacy, n=args.n, randomizer=args.randomizer,
-                                eta=args.eta, alpha=args.alpha, domain=domain,
-                                allow_weak_guarantee=args.allow_weak_guarantee)
-        save_local_plan(plan, args.out)
+        plan = KIND.build(LocalOptions(workload=workload, guarantee=args.privacy, n=args.n,
+                                       randomizer=args.randomizer, eta=args.eta, alpha=args.alpha,
+                                       domain=domain, allow_weak_guarantee=args.allow_weak_guarantee))
+        KIND.save(plan, args.out)
         print("\n".join(plan.summary_lines()))
         print(f"wrote       {args.out}")
         return EXIT_OK
@@ -134,7 +134,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _inspect(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from factorize.local.plan import load_local_plan, verify_local_plan
+        from factorize.kinds.local.plan import load_local_plan, verify_local_plan
 
         plan = load_local_plan(args.plan)
         failures = verify_local_plan(plan)
@@ -148,7 +148,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
-        from factorize.local.plan import load_local_plan, verify_local_plan
+        from factorize.kinds.local.plan import load_local_plan, verify_local_plan
 
         failures = verify_local_plan(load_local_plan(args.plan))
         for f in failures:
@@ -161,7 +161,7 @@ def _verify(args: argparse.Namespace) -> int:
 def _client(args: argparse.Namespace) -> int:
     def run(args: argparse.Namespace) -> int:
         from factorize.engines.errors import DataError
-        from factorize.local.protocol import encode_record, record_codes
+        from factorize.kinds.local.protocol import encode_record, record_codes
 
         values: dict[str, str] = {}
         for part in args.record.split(","):
@@ -184,7 +184,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
         from factorize.engines import distinct_records_duckdb
         from factorize.executor.release import make_rng
-        from factorize.local.protocol import encode_codes, write_messages
+        from factorize.kinds.local.protocol import encode_codes, write_messages
         from factorize.plan.files import file_sha256
 
         plan = _client_plan(args.plan, args.max_epsilon)

@@ -1,8 +1,9 @@
 """``factorize plan | run | verify | inspect``: mechanism plans and the production executor.
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
-                   [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection]
-                   [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups]
+                   [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection|training]
+                   [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups|blt|banded]
+                   [--participation epochs=K|k=K,min_sep=B] [--buffers B] [--bands B] [--momentum β]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm]
@@ -27,15 +28,17 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from factorize.choices import (
     MECHANISMS,
     NEIGHBOURING,
     NORMS,
     STRUCTURED_FAMILIES,
+    TRAINING_STRATEGIES,
     NoiseFamily,
     StructuredFamily,
+    TrainingStrategy,
 )
 from factorize.cli.common import (
     EXIT_INPUT,
@@ -73,9 +76,13 @@ def register(subparsers: Any) -> None:
                         "pure DP, random projection + K-norm noise + projection back); covariance "
                         "(seed 000 §6) and relaxed-projection (seed 001 §4) for parity:d:2 or "
                         "marginals:2x…x2:2 — "
-                        "the last four need --neighbouring replace --public-n N")
+                        "jl, covariance and relaxed-projection need --neighbouring replace "
+                        "--public-n N; training (--workload prefix:N, N steps) plans a "
+                        "long-horizon BLT or banded Toeplitz strategy for DP training under "
+                        "--participation, released as a noise stream in the training loop "
+                        "(--norm gamma_f: total squared error, gamma_2: the worst step's)")
     p.add_argument("--strategy", default="auto",
-                   choices=("auto", "dense", *STRUCTURED_FAMILIES),
+                   choices=("auto", "dense", *STRUCTURED_FAMILIES, *TRAINING_STRATEGIES),
                    help="auto (default): plan every strategy family that applies to the "
                         "workload (dense, residual, subset_algebra, union, marginal_weights, "
                         "kron, kron_groups, symmetric; factorize.families) and keep the least error under the "
@@ -87,7 +94,19 @@ def register(subparsers: Any) -> None:
                         "(Laplace noise), kron (one Kronecker product shared by every block, "
                         "HDMM's OPT_⊗), kron_groups (one per group of blocks, HDMM's OPT_+), "
                         "symmetric (the γ_F optimum of the workload's symmetry sectors: unions of "
-                        "identity, total and grouping factors, Gaussian noise, add/remove)")
+                        "identity, total and grouping factors, Gaussian noise, add/remove); "
+                        "with --mechanism training: blt (default) or banded")
+    p.add_argument("--participation", default=None,
+                   help="--mechanism training: how often one record takes part, epochs=K (once "
+                        "per epoch, N divisible by K) or k=K,min_sep=B (at most K steps, B apart); "
+                        "default: once")
+    p.add_argument("--buffers", type=int, default=None,
+                   help="--mechanism training --strategy blt: the BLT's buffers (default 4)")
+    p.add_argument("--bands", type=int, default=None,
+                   help="--mechanism training --strategy banded: the bands (default 32)")
+    p.add_argument("--momentum", type=float, default=None,
+                   help="--mechanism training: β of heavy-ball momentum (0 ≤ β < 1); the "
+                        "workload is then the prefix sums of the momentum-β averages")
     p.add_argument("--public-n", type=int, default=None,
                    help="replace neighbours only: the public dataset size (the data must have "
                         "exactly this many records); needed by jl, covariance, relaxed-projection")
@@ -171,9 +190,15 @@ def register(subparsers: Any) -> None:
 
 @guarded
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from factorize.plan.build import build_plan
-    from factorize.plan.plan_file import save_plan
+    from factorize.kinds.factorization.kind import KIND
+    from factorize.kinds.factorization.options import FactorizationOptions
 
+    if args.mechanism == "training":
+        return _plan_training(args)
+    if (args.strategy in TRAINING_STRATEGIES
+            or (args.participation, args.buffers, args.bands, args.momentum) != (None,) * 4):
+        raise UsageError("--strategy blt|banded, --participation, --buffers, --bands and "
+                         "--momentum plan --mechanism training")
     domain = parse_domain(args.domain, args.attributes)
     from workloads.spec import resolve_workload_spec
 
@@ -184,7 +209,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if args.solver is not None or args.eps is not None or args.time_limit is not None:
         options = solver_options(args)
     family = _NOISE[args.noise]
-    from factorize.plan.projection_plan import PROJECTION_KINDS
+    from factorize.kinds.projection.plan import PROJECTION_KINDS
     if args.mechanism in PROJECTION_KINDS:
         if args.postprocess != "none":
             raise UsageError(f"--mechanism {args.mechanism} decodes its answers by its own "
@@ -197,12 +222,51 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return _plan_structured(args, domain, family, args.strategy)
     if args.strategy == "auto" and _searchable(args, family):
         return _plan_search(args, domain, family, options)
-    plan = build_plan(args.workload, args.privacy, norm=args.norm, eta=args.eta,
-                      relation=args.neighbouring, domain=domain, noise_family=family,
-                      postprocess=args.postprocess, options=options, gap_tol=gap_tol(args),
-                      mechanism=args.mechanism, public_n=args.public_n,
-                      allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed)
-    save_plan(plan, args.out)
+    plan = KIND.build(FactorizationOptions(
+        workload=args.workload, guarantee=args.privacy, norm=args.norm, eta=args.eta,
+        relation=args.neighbouring, domain=domain, noise_family=family,
+        postprocess=args.postprocess, solver_options=options, gap_tol=gap_tol(args),
+        mechanism=args.mechanism, public_n=args.public_n,
+        allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed))
+    KIND.save(plan, args.out)
+    return _print_written(plan, args)
+
+
+def _plan_training(args: argparse.Namespace) -> int:
+    """``--mechanism training``: the long-horizon strategy for the prefix sums of N training
+    steps (``kinds.training``); ``--norm`` picks the objective (gamma_f: the total squared
+    error; gamma_2: the worst step's)."""
+    import re
+
+    from factorize.kinds.training.kind import KIND
+    from factorize.kinds.training.options import TrainingOptions
+
+    found = re.fullmatch(r"prefix:([0-9]+)", args.workload.replace(" ", ""))
+    if found is None:
+        raise UsageError("--mechanism training plans the prefix sums of N training steps: "
+                         "--workload prefix:N")
+    if args.norm not in ("gamma_f", "gamma_2"):
+        raise UsageError("--mechanism training takes --norm gamma_f (total squared error) or "
+                         "gamma_2 (the worst step's)")
+    if args.strategy not in ("auto", *TRAINING_STRATEGIES):
+        raise UsageError("--mechanism training plans --strategy blt or banded")
+    given = [flag for flag, fits in (
+        ("--neighbouring", args.neighbouring == "add_remove"), ("--public-n", args.public_n is None),
+        ("--domain", args.domain is None), ("--postprocess", args.postprocess == "none"),
+        ("--eta", args.eta is None), ("--noise", args.noise in ("auto", "gaussian"))) if not fits]
+    if given:
+        raise UsageError(f"--mechanism training adds Gaussian noise to a gradient stream under "
+                         f"add/remove of one record: {', '.join(given)} does not apply")
+    strategy: TrainingStrategy = "banded" if args.strategy == "banded" else "blt"
+    objective: Literal["total", "max"] = "total" if args.norm == "gamma_f" else "max"
+    defaults = TrainingOptions(n=int(found.group(1)), guarantee=args.privacy)
+    plan = KIND.build(TrainingOptions(
+        n=int(found.group(1)), guarantee=args.privacy, participation=args.participation,
+        strategy=strategy, objective=objective, momentum=args.momentum,
+        buffers=defaults.buffers if args.buffers is None else args.buffers,
+        bands=defaults.bands if args.bands is None else args.bands,
+        allow_weak_guarantee=args.allow_weak_guarantee))
+    KIND.save(plan, args.out)
     return _print_written(plan, args)
 
 
@@ -244,9 +308,8 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
     ``--postprocess``, of every family that can serve it (``postprocess.plan_option``: the
     structured families only for a marginal workload), the plan then carrying the option."""
     from factorize.families import PlanProblem, search
-    from factorize.plan.build import plan_inputs
-    from factorize.plan.plan_file import save_plan
-    from factorize.plan.structured_plan import StructuredPlan, save_structured_plan
+    from factorize.kinds import save_plan
+    from factorize.plan.build_inputs import plan_inputs
     from factorize.postprocess.plan_option import with_postprocess
 
     W, g, rel, dom = plan_inputs(args.workload, args.privacy, args.neighbouring, domain,
@@ -258,10 +321,7 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
                           seed=args.search_seed, allow_weak_guarantee=args.allow_weak_guarantee)
     plan = with_postprocess(search(problem, _serving(args.postprocess, problem)).plan,
                             args.postprocess, W)
-    if isinstance(plan, StructuredPlan):
-        save_structured_plan(plan, args.out)
-    else:
-        save_plan(plan, args.out)
+    save_plan(plan, args.out)  # by its kind: the search returns a dense or a structured plan
     return _print_written(plan, args)
 
 
@@ -289,18 +349,16 @@ def _serving(method: str, problem: Any) -> Any:
 
 def _plan_structured(args: argparse.Namespace, domain: Any, family: NoiseFamily | None,
                      strategy: StructuredFamily) -> int:
-    from factorize.plan.build_structured import build_structured_plan
-    from factorize.plan.structured_plan import save_structured_plan
+    from factorize.kinds.structured.kind import KIND
+    from factorize.kinds.structured.options import StructuredOptions
     from factorize.postprocess.plan_option import with_postprocess
 
-    plan = build_structured_plan(args.workload, args.privacy, norm=args.norm,
-                                 relation=args.neighbouring, domain=domain, noise_family=family,
-                                 strategy=strategy,
-                                 gap_tol=gap_tol(args),
-                                 allow_weak_guarantee=args.allow_weak_guarantee,
-                                 search_seed=args.search_seed)
+    plan = KIND.build(StructuredOptions(
+        workload=args.workload, guarantee=args.privacy, norm=args.norm, relation=args.neighbouring,
+        domain=domain, noise_family=family, strategy=strategy, gap_tol=gap_tol(args),
+        allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed))
     plan = with_postprocess(plan, args.postprocess)
-    save_structured_plan(plan, args.out)
+    KIND.save(plan, args.out)
     return _print_written(plan, args)
 
 
@@ -315,22 +373,27 @@ def _print_written(plan: Any, args: argparse.Namespace) -> int:
 
 
 def _precision_lines(plan: Any) -> list[str]:
-    """Each table's standard error (``executor.precision``) under the plan's summary."""
+    """Each table's standard error (``executor.precision``) under the plan's summary; none for
+    a plan without a data domain (a training plan's noise goes to a gradient stream)."""
     from factorize.executor.precision import precision_lines
+
+    if not hasattr(plan, "domain"):
+        return []
 
     return precision_lines(plan)
 
 
 def _plan_projection(args: argparse.Namespace, domain: Any, family: NoiseFamily | None) -> int:
-    from factorize.plan.build_projection import build_projection_plan
-    from factorize.plan.plan_file import save_projection_plan
+    from factorize.kinds.projection.kind import KIND
+    from factorize.kinds.projection.options import ProjectionOptions
 
     if args.public_n is None:
         raise UsageError(f"--mechanism {args.mechanism} needs --public-n N (and --neighbouring replace)")
-    plan = build_projection_plan(args.workload, args.privacy, args.mechanism, n=args.public_n,
-                                 relation=args.neighbouring, domain=domain, noise_family=family,
-                                 allow_weak_guarantee=args.allow_weak_guarantee)
-    save_projection_plan(plan, args.out)
+    plan = KIND.build(ProjectionOptions(
+        workload=args.workload, guarantee=args.privacy, mechanism=args.mechanism, n=args.public_n,
+        relation=args.neighbouring, domain=domain, noise_family=family,
+        allow_weak_guarantee=args.allow_weak_guarantee))
+    KIND.save(plan, args.out)
     return _print_written(plan, args)
 
 
@@ -392,8 +455,8 @@ def _postprocess_line(pp: dict[str, Any]) -> str:
 
 @guarded
 def _cmd_verify(args: argparse.Namespace) -> int:
+    from factorize.kinds import kind_of_file
     from factorize.plan.files import read_plan_bytes
-    from factorize.plan.registry import kind_of_file
 
     source = read_plan_bytes(args.plan)  # one read: kind and plan come from the same bytes
     kind = kind_of_file(source)
@@ -409,22 +472,22 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 @guarded
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from factorize.plan.registry import load_any_plan
+    from factorize.kinds import kind_of_plan, load_plan
 
-    plan = load_any_plan(args.plan)
+    plan = load_plan(args.plan)
     status = _quick_status(plan)
     if args.json:
         print(json.dumps({**plan.manifest(), "verification": status}, allow_nan=False, default=str))
     else:
         print(f"status      {status}")
-        print("\n".join(plan.summary_lines() + _precision_lines(plan)))
+        print("\n".join(kind_of_plan(plan).summary(plan) + _precision_lines(plan)))
     return EXIT_OK
 
 
 def _quick_status(plan: Any) -> str:
     """Whether the plan's claims hold (the checks of ``verify`` but the certificate's SVD):
     what ``inspect`` prints above the file's own numbers."""
-    from factorize.plan.registry import kind_of_plan
+    from factorize.kinds import kind_of_plan
 
     kind = kind_of_plan(plan)
     failures = kind.verify(plan, certificate=False).failures

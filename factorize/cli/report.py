@@ -47,13 +47,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         report = results_report(args.results, ledger=args.ledger)
     else:
-        from factorize.plan.checks import verify_any
+        from factorize.kinds import load_plan, verify_plan
         from factorize.plan.errors import PlanRefused
-        from factorize.plan.registry import load_any_plan
         from factorize.report.plan_report import plan_report
 
-        plan = load_any_plan(args.plan)
-        failures = verify_any(plan)  # a report states the plan's claims: only verified ones
+        plan = load_plan(args.plan)
+        failures = verify_plan(plan).failures  # a report states the plan's claims: only verified ones
         if failures:
             raise PlanRefused("plan refused: " + "; ".join(failures))
         report = plan_report(plan, baselines=not args.no_baselines)

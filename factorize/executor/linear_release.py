@@ -11,7 +11,7 @@ metadata are written here and nowhere else:
   caller allowed it (:func:`refuse_float_noise`, the one refusal);
 * answers ``R·ỹ``; std error ``sd·‖r_i‖₂`` (sd² the sampled noise's exact variance);
 * 95% intervals ``estimate ± (c·std_error + (γ/2)‖r_i‖₁ + β·n⁺)``: c the normal quantile at the
-  noise level (Gaussian) or Chebyshev's (Laplace) (``plan.model.ci_multiplier``), the lattice
+  noise level (Gaussian) or Chebyshev's (Laplace) (``plan.manifest.ci_multiplier``), the lattice
   rounding bias, and the reconstruction's certified bias β per record times a bound n⁺ on the
   number of records (probability 1e-3);
 * labels travel in the measurement and come out in the release (``Release.extra["labels"]``).
@@ -111,7 +111,7 @@ class LinearMeasurement:
 def release(m: LinearMeasurement, rng: Any, *, allow_float_noise: bool,
             metadata: dict[str, Any] | None = None, variance_note: str | None = None) -> Release:
     """Noise once, answers, standard errors, intervals and metadata (module docstring)."""
-    from factorize.plan.model import ci_method, ci_multiplier
+    from factorize.plan.manifest import ci_method, ci_multiplier
     from factorize.privacy import add_noise, sample_lattice, sampled_variance
 
     spec = m.noise

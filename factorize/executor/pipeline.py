@@ -8,7 +8,7 @@ released, nothing released that is not charged):
    come from those bytes (a file replaced meanwhile changes nothing);
 2. the answers file is opened for an all-or-nothing write, ``--seed`` with ``--ledger``
    refused, the ledger opened and verified (``ReleaseSession.start``);
-3. the plan is loaded from the bytes by its kind (``plan.registry``: format, schema, digests);
+3. the plan is loaded from the bytes by its kind (``factorize.kinds``: format, schema, digests);
    with ``tables``, the workload is rebuilt from the plan's spec and one file per table
    (``executor.tables``) opened — at once, before the verification;
 4. the plan is verified from first principles (given that workload, whose fingerprint it
@@ -69,8 +69,8 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
     a folder for one tidy CSV per table of the workload (``executor.tables``), opened with
     the answers file before the verification; ``overwrite``: replace existing output files
     (refused otherwise, before anything else happens)."""
+    from factorize.kinds import kind_of_file
     from factorize.plan.files import read_plan_bytes
-    from factorize.plan.registry import kind_of_file
 
     from .linear_release import refuse_float_noise
     from .release import make_rng

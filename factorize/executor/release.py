@@ -6,7 +6,7 @@ is not charged):
 
 1. the answers file is opened (writable, not the data, plan or ledger), ``--seed`` with
    ``--ledger`` refused, the ledger opened;
-2. ``plan_file.load_plan`` (digests, schema) and ``checks.verify_plan`` — the workload, W = RA,
+2. ``codec.load_plan`` (digests, schema) and ``kinds.factorization.verify.verify_plan`` — the workload, W = RA,
    the sensitivity of the measured strategy (certified), the noise, every accuracy claim and
    the certificate: an under-noised or inconsistent plan is refused; a ``"float"`` sampler
    is refused unless ``allow_float_noise``;
@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from factorize.kinds.factorization.plan import Plan, row_l1_norms_R
 from factorize.kron import kron_matvec
 from factorize.plan.check_record import PlanCheck
-from factorize.plan.model import Plan, domain_manifest, row_l1_norms_R
+from factorize.plan.manifest import domain_manifest
 
 from .linear_release import LinearMeasurement, Release, release
 from .session import POSTPROCESS_SECONDS, ExecutionError
@@ -82,7 +83,7 @@ def release_dense(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
     from .linear_release import refuse_float_noise
 
     if check is None:  # privacy and the claims the release uses (the certificate is not one)
-        from factorize.plan.checks import verify_plan
+        from factorize.kinds.factorization.verify import verify_plan
 
         check = verify_plan(plan, raise_on_failure=True, workload=workload, certificate=False)
     fact = plan.factorization
@@ -147,7 +148,7 @@ def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
                  deadline: float) -> dict[str, Any]:
     """Run the plan's (verified) post-processing on the released estimates (never on private
     data), stopping at ``deadline`` (``time.monotonic()``) if it has not converged."""
-    from factorize.plan.model import least_squares_rmse_bound
+    from factorize.kinds.factorization.plan import least_squares_rmse_bound
 
     from .postprocess import integer_consistent, least_squares, nonneg_consistent
 

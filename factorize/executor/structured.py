@@ -10,7 +10,7 @@ Release (after the charge): ``ỹ = γ(q + Y)`` with exact discrete Gaussian / L
 (``privacy.sample_lattice``); answers ``R ỹ`` term by term; standard error ``√v·‖r_i‖`` (v the
 variance of the noise actually sampled); 95% interval ``± (c·se + (γ/2)‖r_i‖₁ + β·n⁺)`` with n⁺
 bounded from the release (``structured.records``: the total's measurement, or weights on one
-block's answers) — coverage ≥ 95% by the union bound, as for dense plans (``plan.model``). The
+block's answers) — coverage ≥ 95% by the union bound, as for dense plans (``kinds.factorization.plan``). The
 answers' labels (their table, cell and query) come from the workload, as for every plan kind
 (``executor.pipeline``, ``executor.labels``).
 
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from factorize.kinds.structured.plan import StructuredPlan
 from factorize.plan.check_record import PlanCheck
-from factorize.plan.structured_plan import StructuredPlan
 
 from .session import ExecutionError
 
@@ -50,7 +50,7 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
     ``postprocess`` record then projects (and rounds) the released tables
     (``executor.postprocess.marginal_postprocess``), stopping at ``deadline``
     (``time.monotonic()``)."""
-    from factorize.plan.model import domain_manifest
+    from factorize.plan.manifest import domain_manifest
     from factorize.structured.records import n_upper
 
     from .linear_release import LinearMeasurement

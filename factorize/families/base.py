@@ -4,7 +4,7 @@ about a workload, and the problem every family is handed.
 A family answers two questions: :meth:`StrategyFamily.applies` — does its structure fit this
 workload and guarantee (None), and if not, why not (a sentence the plan records) — and
 :meth:`StrategyFamily.plan` — its optimised strategy as a complete, verifiable plan (dense
-``plan.model.Plan`` or ``plan.structured_plan.StructuredPlan``) under the problem's objective:
+``kinds.factorization.plan.Plan`` or ``kinds.structured.plan.StructuredPlan``) under the problem's objective:
 γ_F (total variance) or γ₂ (worst query), Laplace/L1 or Gaussian/L2 noise, add/remove or
 replace neighbours, with its seeded restarts recorded in the plan. The search
 (``families.search``) runs every family that applies and keeps the plan of least error under

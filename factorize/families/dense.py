@@ -1,4 +1,4 @@
-"""Dense factors W = R·A (``plan.build``): the certified γ_F / γ₂ optimum of the dual solvers
+"""Dense factors W = R·A (``kinds.factorization.build``): the certified γ_F / γ₂ optimum of the dual solvers
 under Gaussian noise, the pure-DP strategy search (``pure_dp``) under Laplace noise. It forms
 the k×N workload, so it applies only where that is affordable."""
 
@@ -41,7 +41,7 @@ class Dense:
         blocks = problem.blocks()
         n_blocks = 0 if blocks is None else len(blocks)
         union = n_blocks > 1
-        # one Kronecker product is planned factor by factor (``plan.build``), never densified
+        # one Kronecker product is planned factor by factor (``kinds.factorization.build``), never densified
         if (blocks is None or union) and k * N > DENSE_MAX_ENTRIES:
             return f"densifying W stores k·N = {k * N:,} entries (> {DENSE_MAX_ENTRIES:,})"
         if problem.noise == "gaussian" and problem.is_marginal_family():
@@ -60,10 +60,11 @@ class Dense:
         return None
 
     def plan(self, problem: PlanProblem) -> Any:
-        from factorize.plan.build import build_plan
+        from factorize.kinds.factorization.kind import KIND
+        from factorize.kinds.factorization.options import FactorizationOptions
 
-        return build_plan(problem.workload, problem.guarantee, norm=problem.norm,
-                          relation=problem.relation.key, domain=problem.domain,
-                          noise_family=problem.noise, options=problem.options,
-                          gap_tol=problem.gap_tol, allow_weak_guarantee=problem.allow_weak_guarantee,
-                          search_seed=problem.seed)
+        return KIND.build(FactorizationOptions(
+            workload=problem.workload, guarantee=problem.guarantee, norm=problem.norm,
+            relation=problem.relation.key, domain=problem.domain, noise_family=problem.noise,
+            solver_options=problem.options, gap_tol=problem.gap_tol,
+            allow_weak_guarantee=problem.allow_weak_guarantee, search_seed=problem.seed))

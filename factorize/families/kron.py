@@ -10,7 +10,7 @@ from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class SharedKron(StructuredFamilyBase):
@@ -27,6 +27,6 @@ class SharedKron(StructuredFamilyBase):
         return None
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
-        from factorize.plan.build_structured_family import kron_parts
+        from factorize.kinds.structured.build_family import kron_parts
 
         return kron_parts(inputs)

@@ -10,7 +10,7 @@ from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class KronGroups(StructuredFamilyBase):
@@ -25,6 +25,6 @@ class KronGroups(StructuredFamilyBase):
         return None
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
-        from factorize.plan.build_structured_family import kron_groups_parts
+        from factorize.kinds.structured.build_family import kron_groups_parts
 
         return kron_groups_parts(inputs)

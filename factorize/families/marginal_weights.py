@@ -9,7 +9,7 @@ from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class MarginalWeights(StructuredFamilyBase):
@@ -21,6 +21,6 @@ class MarginalWeights(StructuredFamilyBase):
         return None
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
-        from factorize.plan.build_structured_family import marginal_weights_parts
+        from factorize.kinds.structured.build_family import marginal_weights_parts
 
         return marginal_weights_parts(inputs)

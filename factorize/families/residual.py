@@ -9,7 +9,7 @@ from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class Residual(StructuredFamilyBase):
@@ -24,6 +24,6 @@ class Residual(StructuredFamilyBase):
         return None
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
-        from factorize.plan.build_structured_family import residual_parts
+        from factorize.kinds.structured.build_family import residual_parts
 
         return residual_parts(inputs)

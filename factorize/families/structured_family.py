@@ -1,5 +1,5 @@
 """The shared shape of a structured family: ``plan`` is ``build_family_plan`` with the
-family's name and its builder :meth:`StructuredFamilyBase.parts` (``plan.build_structured_family``
+family's name and its builder :meth:`StructuredFamilyBase.parts` (``kinds.structured.build_family``
 calibrates, checks and certifies what the builder makes). A new structured family is one
 module here with ``fits`` and ``parts``, and one line of ``registry``."""
 
@@ -12,7 +12,7 @@ from factorize.choices import StructuredFamily
 from .base import Kind, PlanProblem
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class StructuredFamilyBase:
@@ -36,7 +36,7 @@ class StructuredFamilyBase:
         raise NotImplementedError(f"the structured family {self.name!r} has no builder")
 
     def plan(self, problem: PlanProblem) -> Any:
-        from factorize.plan.build_structured_family import build_family_plan
+        from factorize.kinds.structured.build_family import build_family_plan
 
         return build_family_plan(problem.workload, problem.guarantee, strategy=self.name,
                                  parts=self.parts,

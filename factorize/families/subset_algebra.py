@@ -10,7 +10,7 @@ from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class SubsetAlgebra(StructuredFamilyBase):
@@ -24,6 +24,6 @@ class SubsetAlgebra(StructuredFamilyBase):
         return None
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
-        from factorize.plan.build_structured_family import subset_algebra_parts
+        from factorize.kinds.structured.build_family import subset_algebra_parts
 
         return subset_algebra_parts(inputs)

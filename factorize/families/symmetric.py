@@ -12,7 +12,7 @@ from .base import PlanProblem
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class Symmetric(StructuredFamilyBase):
@@ -39,9 +39,9 @@ class Symmetric(StructuredFamilyBase):
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
         """The sector strategy at the reduced dual's weights (``structured.symmetric``), solved
-        once per workload (``plan.build_structured_family.symmetry_solution``, and
+        once per workload (``kinds.structured.build_family.symmetry_solution``, and
         ``symmetry_gamma_2_solution`` for γ₂)."""
-        from factorize.plan.build_structured_family import (
+        from factorize.kinds.structured.build_family import (
             FamilyParts,
             symmetry_gamma_2_solution,
             symmetry_solution,

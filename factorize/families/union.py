@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 from .structured_family import StructuredFamilyBase
 
 if TYPE_CHECKING:
-    from factorize.plan.build_structured_family import FamilyInputs, FamilyParts
+    from factorize.kinds.structured.build_family import FamilyInputs, FamilyParts
 
 
 class Union(StructuredFamilyBase):
     name = "union"
 
     def parts(self, inputs: FamilyInputs) -> FamilyParts:
-        from factorize.plan.build_structured_family import union_parts
+        from factorize.kinds.structured.build_family import union_parts
 
         return union_parts(inputs)

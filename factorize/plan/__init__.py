@@ -1,32 +1,31 @@
-"""Mechanism plans: everything needed to run a factorization mechanism, in one file.
+"""The plan layer's shared rules: what every plan kind (``factorize.kinds``) reads, writes,
+builds and verifies by.
 
-- :mod:`.model`: the :class:`Plan` (workload, domain, neighbouring relation, guarantee,
-  factorization + certificate, noise spec, post-processing, expected error, provenance).
-- :mod:`.plan_file`: the ``.plan`` file format (safetensors + JSON manifest, SHA-256 per
-  array and over the manifest); schema version and compatibility policy.
-- :mod:`.checks`: verification of a loaded plan before any private data is read.
-- :mod:`.build`: building a plan (needs the planner and cvxpy; imported only on demand).
+- :mod:`.files`: the container, its integrity checks, the manifest basics and typed records;
+- :mod:`.manifest`: the domain, noise and guarantee sections and the interval multipliers;
+- :mod:`.rules`: limits, tolerances, the lattice grid, the strategy-choice objective;
+- :mod:`.checks` / :mod:`.check_record`: the verifier's shared rules and its record;
+- :mod:`.records`: the typed manifest sections; :mod:`.bias`, :mod:`.embedded`,
+  :mod:`.lower_bound`, :mod:`.search_record`: the parts several kinds share;
+- :mod:`.build_inputs`: what every builder parses first (builder side only).
 
-Importing this package (or ``model``, ``plan_file``, ``checks``) never imports cvxpy or a solver.
+``factorize.plan.load_plan``, ``save_plan`` and ``verify_plan`` are the registry's
+(``factorize.kinds``), the same functions as ``factorize.load_plan`` &c.: any plan kind.
+Importing this package never imports cvxpy or a solver.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 from .errors import PlanError
-from .model import Plan
 
-__all__ = ["Plan", "PlanError", "build_plan", "load_plan", "save_plan", "verify_plan"]
+__all__ = ["PlanError", "load_plan", "save_plan", "verify_plan"]
 
 
-def __getattr__(name):  # lazy: keeps `import factorize.plan` light
-    if name == "build_plan":
-        from .build import build_plan
-        return build_plan
-    if name == "load_plan":  # any kind, as factorize.load_plan
-        from .registry import load_any_plan
-        return load_any_plan
-    if name == "save_plan":
-        from .plan_file import save_plan
-        return save_plan
-    if name == "verify_plan":
-        from .checks import verify_plan
-        return verify_plan
+def __getattr__(name: str) -> Any:  # lazy: keeps `import factorize.plan` light
+    if name in ("load_plan", "save_plan", "verify_plan"):
+        from factorize import kinds
+
+        return getattr(kinds, name)
     raise AttributeError(name)

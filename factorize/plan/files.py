@@ -1,6 +1,6 @@
 """What every plan file shares: the container, its integrity checks and the manifest basics.
 
-Every plan kind (``plan.registry``) is one ``factorize.io.container`` file (safetensors: an
+Every plan kind (``factorize.kinds``) is one ``factorize.io.container`` file (safetensors: an
 8-byte length, a JSON header, raw little-endian float64 buffers — nothing in it can execute
 on load) with a JSON manifest naming its ``format`` and ``schema_version``. The rules here are
 the same for all of them:
@@ -176,6 +176,15 @@ def read_plan_container(path: Path | PlanBytes, fmt: str, version: int
             f"{path}: schema version {stated} {'needs' if stated == version + SCHEMA_BUMP else 'cannot carry'} "
             f"a domain value schema (a plan with one is written at version {version + SCHEMA_BUMP})")
     return manifest, arrays
+
+
+def check_plan_kind(path: Path | PlanBytes, m: dict[str, Any], name: str) -> None:
+    """A kind's reader refuses a manifest whose ``plan_kind`` names another kind; one that
+    states none is a file written before every writer stated it (``factorize.kinds``: the
+    legacy rule), read by the kind of its format, which ``read_plan_container`` checked."""
+    stated = m.get("plan_kind")
+    if stated is not None and stated != name:
+        raise PlanFormatError(f"{path}: a {stated!r} plan, not a {name} plan")
 
 
 def check_canonical_header(path: Path | PlanBytes, head: container.Header | None = None) -> None:
@@ -471,7 +480,8 @@ def typed_values(path: Path, m: dict[str, Any], *, relation: bool = True,
     return ManifestValues(domain, rel, guarantee, spec)
 
 
-#: The three plan file formats (``plan.registry`` tells the kinds apart by them).
+#: The three plan file formats: each kind's reader checks its own (``factorize.kinds``
+#: dispatches on ``plan_kind``, by the format only for files that state none).
 FORMAT = "factorize-plan"
 PROJECTION_FORMAT = "factorize-projection-plan"
 LOCAL_FORMAT = "factorize-local-plan"

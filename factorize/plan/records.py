@@ -1,7 +1,7 @@
 """The typed sections of a plan's manifest: one ``TypedDict`` per record a plan holds.
 
-A plan (``model.Plan``, ``structured_plan.StructuredPlan``, ``projection_plan.ProjectionPlan``,
-``local.plan.LocalPlan``) keeps these sections as the JSON objects of its manifest — they
+A plan (``kinds.factorization.plan.Plan``, ``kinds.structured.plan.StructuredPlan``,
+``kinds.projection.plan.ProjectionPlan``, ``kinds.local.plan.LocalPlan``) keeps these sections as the JSON objects of its manifest — they
 are written and read as they are — but typed: a required key is required, an optional one
 (``NotRequired``) is one some writer of the same schema version did not write (a field added
 later, or one that applies to some plans only). The readers check every section against its
@@ -10,7 +10,7 @@ of the wrong JSON type, is a :class:`~factorize.plan.files.PlanFormatError` nami
 
 What the records do not promise: that the numbers are *true*. Every claim the release relies
 on is re-derived by the plan's verifier (``checks``, ``claims``, ``structured_checks``,
-``projection_checks``, ``local.plan.verify_local_plan``) and compared with what the record
+``projection_checks``, ``kinds.local.plan.verify_local_plan``) and compared with what the record
 states.
 
 No ``from __future__ import annotations`` here: under Python 3.11 a string annotation hides
@@ -148,7 +148,7 @@ class NBoundRecord(TypedDict):
 
 
 # ---------------------------------------------------------------------------------------
-# factorization (dense / Kronecker) plans: ``model.Plan``
+# factorization (dense / Kronecker) plans: ``kinds.factorization.plan.Plan``
 
 
 class CertificateRecord(TypedDict):
@@ -169,7 +169,7 @@ class CertificateRecord(TypedDict):
 
 
 class ExpectedError(TypedDict):
-    """``expected_error`` of a factorization plan (``model.expected_error``)."""
+    """``expected_error`` of a factorization plan (``plan.expected_error``)."""
 
     per_query_std_max: float
     per_query_std_min: float
@@ -224,7 +224,7 @@ class SubspaceBound(TypedDict):
 
 
 class FamilyCertificate(TypedDict):
-    """What a structured family's builder certifies (``build_structured_family.FamilyParts``):
+    """What a structured family's builder certifies (``kinds.structured.build_family.FamilyParts``):
     its method, objective and lower bound — with its own upper bound and gap where its solver
     states them (the residual family). The plan's frame adds the rest
     (:class:`StructuredCertificate`)."""
@@ -328,11 +328,11 @@ class ProjectionLowerBound(TypedDict):
 
 
 # ---------------------------------------------------------------------------------------
-# local plans: ``local.plan.LocalPlan``
+# local plans: ``kinds.local.plan.LocalPlan``
 
 
 class RandomizerRecord(TypedDict):
-    """``randomizer``: one user's message (``local.plan.randomizer_spec``): kind, ε, dimension
+    """``randomizer``: one user's message (``kinds.local.plan.randomizer_spec``): kind, ε, dimension
     m, scale (B or σ), the per-coordinate variance bound v; δ and the sensitivity for the
     Gaussian randomizer."""
 
@@ -346,7 +346,7 @@ class RandomizerRecord(TypedDict):
 
 
 class PredictedErrors(TypedDict):
-    """Worst-query and RMS error, in fractions of n, at n messages (``local.plan.predicted_errors``)."""
+    """Worst-query and RMS error, in fractions of n, at n messages (``kinds.local.plan.predicted_errors``)."""
 
     predicted_noise: float
     predicted_max_error: float
@@ -355,7 +355,7 @@ class PredictedErrors(TypedDict):
 
 class LocalLowerBounds(TypedDict):
     """The sample size every pure ε-LDP protocol needs for the target α (Edmonds, Nikolov &
-    Ullman 2020, Thm 23; ``local.plan``): None, with the reason, for an (ε, δ) guarantee."""
+    Ullman 2020, Thm 23; ``kinds.local.plan``): None, with the reason, for an (ε, δ) guarantee."""
 
     n_needed_lower: float | None
     n_needed_lower_note: str
@@ -364,7 +364,7 @@ class LocalLowerBounds(TypedDict):
 
 class LocalDerivedBounds(TypedDict):
     """The statements of :class:`LocalBounds` re-derived from a local plan's arrays
-    (``local.plan.derived_bounds``): the predicted errors, and the users needed with a target α."""
+    (``kinds.local.plan.derived_bounds``): the predicted errors, and the users needed with a target α."""
 
     predicted_noise: float
     predicted_max_error: float
@@ -379,7 +379,7 @@ class LocalDerivedBounds(TypedDict):
 class LocalBounds(LocalDerivedBounds):
     """``bounds`` of a local plan: the certified γ₂(W; η), the residual, the planning n and
     target α, the η grid searched, and the statements of :class:`LocalDerivedBounds` (the
-    predicted errors and — with a target α — the users needed, ``local.plan.derived_bounds``)."""
+    predicted errors and — with a target α — the users needed, ``kinds.local.plan.derived_bounds``)."""
 
     gamma2_upper: float
     gamma2_lower: float

@@ -1,7 +1,7 @@
 """The rules a plan is built and verified by, in one module both sides import: limits,
-tolerances, the lattice grid, the strategy-choice objective. The builders (``plan.build``,
-``plan.build_structured_family``, ``local.plan``'s planner) and the verifiers (``plan.checks``,
-``plan.claims``, ``plan.structured_checks``) apply the same function, so a plan the builder
+tolerances, the lattice grid, the strategy-choice objective. The builders (``kinds.factorization.build``,
+``kinds.structured.build_family``, ``kinds.local.plan``'s planner) and the verifiers (``plan.checks``,
+``kinds.factorization.claims``, ``kinds.structured.verify``) apply the same function, so a plan the builder
 writes is checked by exactly the rule it was made by; nothing here imports a builder or a
 solver."""
 
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from factorize.kinds.factorization.plan import expected_error
 from workloads import Domain, Workload
 
 from .errors import PlanError
-from .model import expected_error
 
 #: Rounding inflation allowed, relative to the base sensitivity.
 GRID_INFLATION = 1e-3
@@ -101,8 +101,8 @@ def choice_objective(fact: Any, g: Any, rel: Any, family: str, exact: bool, norm
     return e["rmse"] if norm == "gamma_f" else e["per_query_std_max"]
 
 
-#: The bias statement of a structured plan (``plan.build_structured_family.plan_bias``,
-#: re-derived by ``plan.structured_checks``).
+#: The bias statement of a structured plan (``kinds.structured.build_family.plan_bias``,
+#: re-derived by ``kinds.structured.verify``).
 BIAS_NOTE = ("|((W − R·Ã)h)_i| ≤ residual_bound·n; n bounded from the release by the "
              "strategy's measurement of the total ('total'), by weights nbound.* on one workload "
              "block's answers ('weights'; probability 1e-3 either way), or by 2^53 ('cap')")

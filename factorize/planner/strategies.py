@@ -4,7 +4,7 @@
 (Hay et al. 2010; Qardaji et al. 2013). ``candidate_factorizations``: exact factorizations
 W = R·A of standard strategies — the histogram (A = I, R = W), the workload itself (A = W,
 R = I) and, for range workloads, trees with least-squares reconstruction R = W·A⁺ — used by
-``plan.build`` when the optimal γ_F factorization does not bind the plan's noise (Laplace
+``kinds.factorization.build`` when the optimal γ_F factorization does not bind the plan's noise (Laplace
 noise under pure DP, or replace neighbours) and by ``report.baselines``.
 """
 

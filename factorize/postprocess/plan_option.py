@@ -1,11 +1,11 @@
 """``--postprocess nonneg | integer`` at plan time: the record a plan carries, for each plan
 kind that can serve it, and a clear refusal for one that cannot.
 
-* a dense / Kronecker factorization plan (``plan.model.Plan``): the histogram is projected
+* a dense / Kronecker factorization plan (``kinds.factorization.plan.Plan``): the histogram is projected
   (``executor.postprocess.nonneg_consistent``) and, for ``integer``, rounded
   (``executor.postprocess.integer_consistent``); record ``{method, max_iter, tol}`` with the
   dense defaults :data:`DENSE_MAX_ITER`, :data:`DENSE_TOL`;
-* a structured plan (``plan.structured_plan.StructuredPlan``, every family) of a workload of
+* a structured plan (``kinds.structured.plan.StructuredPlan``, every family) of a workload of
   Kronecker blocks whose factors are identities, totals or matrices of full column rank
   (marginals, CDFs, ranges, their products — ``postprocess.tables``): the marginal tables the
   blocks read are estimated from the released answers, projected onto non-negative
@@ -22,7 +22,7 @@ kind that can serve it, and a clear refusal for one that cannot.
   projection plan (jl, covariance, relaxed-projection: their decoding is their own
   projection), a least-squares plan (already projected) — is refused with the reason.
 
-The verifier checks the record (``plan.claims``); ``run`` stops the post-processing after
+The verifier checks the record (``kinds.factorization.claims``); ``run`` stops the post-processing after
 ``max_iter`` iterations or its wall-clock limit, whichever comes first.
 """
 
@@ -77,8 +77,8 @@ def with_postprocess(plan: Any, method: str, W: Any = None) -> Any:
     """``plan`` carrying the post-processing ``method`` (module docstring); ``W``: its
     workload where the caller has it (rebuilt from the plan's spec otherwise).
     :class:`PostprocessError` for a plan kind or workload that cannot be served."""
-    from factorize.plan.model import Plan
-    from factorize.plan.structured_plan import StructuredPlan
+    from factorize.kinds.factorization.plan import Plan
+    from factorize.kinds.structured.plan import StructuredPlan
 
     if method == "none":
         return plan

@@ -1,7 +1,7 @@
 """Standard strategies for the report's comparison table, computed on the spot.
 
 Every baseline is a factorization mechanism ``M(h) = R (A h + Z)`` with ``R A = W``
-(docs/math.md §2) whose noise is calibrated by *exactly* the steps ``plan.build.build_plan``
+(docs/math.md §2) whose noise is calibrated by *exactly* the steps ``kinds.factorization.build.build_plan``
 applies to an optimised strategy, so the numbers in the table are the ones a plan with that
 strategy would state:
 
@@ -13,7 +13,7 @@ strategy would state:
    ε-DP; ``noise_family`` overrides as in ``build_plan``) and, for exact sampling, the lattice
    spacing ``rules.choose_grid(Δ, m, norm)`` with the discretisation inflation of the
    sensitivity (``privacy.discretized_sensitivity``) — all through ``privacy.calibrate``;
-3. the error summary ``plan.model.expected_error`` of the factorization (per-query std
+3. the error summary ``kinds.factorization.plan.expected_error`` of the factorization (per-query std
    ``√v·||r_i||``, RMSE ``√v·||R||_F/√k``, expected max ``√v·||R||_{2→∞}·√(2 ln 2k)`` for
    Gaussian noise or ``√v·||R||_F`` otherwise, plus the lattice rounding bias
    ``(γ/2)·max_i ||r_i||₁``), with ``v = NoiseSpec.variance_bound``.
@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from factorize.factorization import Factorization
-from factorize.plan.model import expected_error
+from factorize.kinds.factorization.plan import expected_error
 from factorize.plan.rules import choose_grid
 from factorize.planner.strategies import TREE_BRANCHING, is_range_workload, tree_strategy
 from factorize.privacy import (
@@ -118,7 +118,7 @@ class Baseline:
     K-norm radius scale; ``noise`` holds the full ``NoiseSpec.to_dict()``: grid, inflated
     sensitivity, accounting); ``per_query_std`` (length k, read-only) ``= √v·||r_i||``;
     ``rmse = √v·||R||_F/√k``; ``max_std = √v·||R||_{2→∞}``; ``expected_max_bound`` as in
-    ``plan.model.expected_error`` (rounding bias included for lattice noise); ``residual``
+    ``kinds.factorization.plan.expected_error`` (rounding bias included for lattice noise); ``residual``
     ``max |R A − W|`` (the reconstruction is exact up to rounding); ``params`` extra facts
     (e.g. the branching factor of the tree).
     """
@@ -167,7 +167,7 @@ def _skip(name: str, description: str, reason: str, **params: Any) -> Baseline:
 
 
 # ---------------------------------------------------------------------------------------
-# calibration: the same steps as plan.build.build_plan
+# calibration: the same steps as kinds.factorization.build.build_plan
 
 
 def _family(guarantee: Any, noise_family: str | None) -> str:

@@ -165,9 +165,9 @@ def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str,
 
 def plan_report(plan: Any, *, baselines: bool = True) -> Report:
     """The report of any plan kind: factorization (dense or structured), projection, local."""
-    from factorize.local.plan import LocalPlan
-    from factorize.plan.projection_plan import ProjectionPlan
-    from factorize.plan.structured_plan import StructuredPlan
+    from factorize.kinds.local.plan import LocalPlan
+    from factorize.kinds.projection.plan import ProjectionPlan
+    from factorize.kinds.structured.plan import StructuredPlan
 
     if isinstance(plan, ProjectionPlan):
         return _projection_report(plan)
@@ -402,7 +402,7 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
                        "it grows with n, so relative to n the error tends to β, not to 0.")
     post = acc.postprocess
     if post.get("method") == "least_squares" and post.get("bound_coefficient") is not None:
-        from factorize.plan.model import least_squares_rmse_bound
+        from factorize.kinds.factorization.plan import least_squares_rmse_bound
 
         lsb = np.array([least_squares_rmse_bound(post["bound_coefficient"], e["rmse"], float(x), k,
                                                  post["gap_tol"]) for x in NS])
@@ -526,7 +526,7 @@ def _projection_bound_curve(plan: Any, W: Any, ns: np.ndarray) -> np.ndarray | N
     meas = plan.expected_error.get("measurement_rmse")
     if meas is None or plan.noise.family != "gaussian":
         return None
-    from factorize.plan.projection_plan import moment_layout
+    from factorize.kinds.projection.plan import moment_layout
 
     lay = moment_layout(W)
     return np.array([lay.answer_rmse_bound(meas, float(x), plan.decoder["gap_tol"]) for x in ns])
@@ -535,7 +535,7 @@ def _projection_bound_curve(plan: Any, W: Any, ns: np.ndarray) -> np.ndarray | N
 def _local_report(plan: Any) -> Report:
     """A local-model plan: the randomizer, the certified γ₂(W; η), error vs number of users and
     the sample sizes (this plan's upper bound, every ε-LDP protocol's lower bound)."""
-    from factorize.local.plan import predicted_errors
+    from factorize.kinds.local.plan import predicted_errors
 
     from . import plots
 

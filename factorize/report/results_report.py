@@ -146,7 +146,7 @@ def results_report(path: str | Path, *, ledger: str | Path | None = None,
     guarantee = _guarantee(meta.get("guarantee"))
     gtxt = json.dumps(meta.get("guarantee"), ensure_ascii=False)
     if guarantee is not None:
-        from factorize.plan.model import guarantee_text
+        from factorize.plan.manifest import guarantee_text
 
         gtxt = guarantee_text(guarantee)
     subtitle = (f"{k:,} answers · {gtxt} · {meta.get('neighbouring', '?')} neighbours · plan "
@@ -435,7 +435,7 @@ def _ledger_section(meta: dict[str, Any], path: Path, ledger: str | Path | None,
     from factorize.ledger import Ledger
     from factorize.ledger.composition import describe
     from factorize.plan.files import file_sha256
-    from factorize.plan.model import guarantee_text
+    from factorize.plan.manifest import guarantee_text
 
     book = Ledger.open(ledger)  # verified: a tampered ledger is refused, not shown
     summary = book.summary(dataset)

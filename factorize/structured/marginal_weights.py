@@ -89,7 +89,7 @@ def certificate_lower(plan: Any, W: Any) -> float:
 
 def _own_arrays(plan: Any) -> set[str]:
     """The certificate arrays of this family's own bound (not the symmetry-reduced one, which
-    ``plan.structured_checks`` verifies for every family)."""
+    ``kinds.structured.verify`` verifies for every family)."""
     from .symmetry import ARRAY_PREFIX
 
     return {a for a in plan.certificate_arrays if not a.startswith(ARRAY_PREFIX)}

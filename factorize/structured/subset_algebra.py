@@ -149,7 +149,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], norm: str, *,
     docstring) — γ_F only: the worst query's variance (γ₂) is not a function of λ.
     Certificate: the closed form when WᵀW lies in the algebra, else ``fallback`` (the union
     family's certificate of the same workload, ``shared_kron.verify_certificate`` re-checks
-    it; ``plan.build_structured_family`` builds it first)."""
+    it; ``kinds.structured.build_family`` builds it first)."""
     from . import union
     from .residual import factor_arrays, residual_scale
 

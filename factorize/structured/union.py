@@ -219,7 +219,7 @@ CERTIFICATE_GRAM = CERTIFICATE + "; and ‖W‖_tr/√(kN) from W·Wᵀ/N formed
 def planned_trace_lower(wblocks: Sequence[WorkloadBlock], sizes: Sequence[int]) -> float | None:
     """:func:`uniform_trace_lower` for a new plan, or None where the symmetry-reduced dual
     applies (``structured.symmetry``): the uniform weights are its first iterate, so the plan
-    states the reduced optimum instead (``plan.build_structured_family.with_symmetry_bound``), and
+    states the reduced optimum instead (``kinds.structured.build_family.with_symmetry_bound``), and
     the k×k eigenproblem (6–17 s at k = 4,151) is skipped in planning and verification."""
     from . import symmetry
 

@@ -1,0 +1,1 @@
+"""The factorization plan kind (dense and Kronecker W = R·A): ``kind.KIND`` (``factorize.kinds``)."""

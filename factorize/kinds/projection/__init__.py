@@ -1,0 +1,1 @@
+"""The projection plan kind (jl, covariance, relaxed projection): ``kind.KIND`` (``factorize.kinds``)."""

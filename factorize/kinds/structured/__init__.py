@@ -1,0 +1,2 @@
+"""The structured plan kind (unions of Kronecker products, never densified): ``kind.KIND``
+(``factorize.kinds``)."""

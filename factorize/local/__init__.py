@@ -1,1 +1,0 @@
-"""Local differential privacy (Edmonds, Nikolov & Ullman 2020): client randomizers, plans, aggregation."""
