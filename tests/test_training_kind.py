@@ -316,9 +316,11 @@ def test_cli_plan_inspect_verify_and_run(tmp_path, capsys):
     Ledger.create(L).create_dataset("users", {"type": "zcdp", "rho": 10.0})
     data = tmp_path / "h.npy"
     np.save(data, np.ones(4))
-    assert main(["run", str(out), "--data", str(data), "--out", str(tmp_path / "a.csv"),
-                 "--allow-float-noise", "--ledger", str(L), "--dataset", "users"]) == 2
-    assert "open_stream" in capsys.readouterr().err
+    for extra in (["--allow-float-noise"], []):  # the pointer first, not the float-noise refusal
+        assert main(["run", str(out), "--data", str(data), "--out", str(tmp_path / "a.csv"),
+                     *extra, "--ledger", str(L), "--dataset", "users"]) == 2
+        err = capsys.readouterr().err
+        assert "open_stream" in err and "--allow-float-noise" not in err
     assert Ledger.open(L).history("users") == [] and not (tmp_path / "a.csv").exists()
     mom = tmp_path / "M.plan"
     assert main(["plan", "--mechanism", "training", "--workload", "prefix:32", "--momentum", "0.9",
@@ -355,3 +357,18 @@ def test_verify_inspect_and_stream_import_no_optimiser(plans):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          check=True)
     assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_plan_report_of_a_training_plan(tmp_path):
+    """`factorize report` draws a training plan's own statements (it had crashed treating it as
+    a factorization plan)."""
+    from factorize.cli.app import main
+
+    plan = tmp_path / "t.plan"
+    assert main(["plan", "--mechanism", "training", "--workload", "prefix:64", "--participation",
+                 "epochs=4", "--privacy", "rho=0.5", "--out", str(plan)]) == 0
+    for suffix in ("html", "md"):
+        assert main(["report", str(plan), "--out", str(tmp_path / f"r.{suffix}")]) == 0
+    text = (tmp_path / "r.md").read_text()
+    loaded = kinds.load_plan(plan)
+    assert f"{loaded.sensitivity['value']:.12g}" in text and "certified lower bound" in text

@@ -18,7 +18,7 @@ from factorize.cli.errors import UsageError
 
 def register(subparsers: Any) -> None:
     r = subparsers.add_parser("report", help="a plan's or released answers' report (HTML / Markdown)")
-    r.add_argument("plan", nargs="?", help="plan file (factorization or projection plan)")
+    r.add_argument("plan", nargs="?", help="plan file (any kind: factorization, structured, projection, local, training)")
     r.add_argument("--results", default=None, help="answers file written by `factorize run`")
     r.add_argument("--out", required=True, help="report.html or report.md")
     r.add_argument("--ledger", default=None,

@@ -164,11 +164,19 @@ def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str,
 
 
 def plan_report(plan: Any, *, baselines: bool = True) -> Report:
-    """The report of any plan kind: factorization (dense or structured), projection, local."""
+    """The report of any plan kind: factorization (dense or structured), projection, local,
+    training; a plan of another kind is refused (``ReportError``), never drawn as another's."""
     from factorize.kinds.local.plan import LocalPlan
     from factorize.kinds.projection.plan import ProjectionPlan
     from factorize.kinds.structured.plan import StructuredPlan
 
+    kind = getattr(type(plan), "plan_kind", None)
+    if kind == "training":
+        return _training_report(plan)
+    if kind not in ("factorization", "structured", "projection", "local"):
+        from .errors import ReportError
+
+        raise ReportError(f"no plan report for a plan of kind {kind!r}")
     if isinstance(plan, ProjectionPlan):
         return _projection_report(plan)
     if isinstance(plan, LocalPlan):
@@ -459,6 +467,33 @@ def _baseline_section(plan: Any, W: Any, numbers: dict[str, Any], norm: str | No
                                          title="This plan against standard strategies"),
                    "comparison with baselines", "baselines")] if len(names) > 1 else []
     return Section("Comparison with standard strategies", paras, table=rows, figures=figs)
+
+
+def _training_report(plan: Any) -> Report:
+    """A training plan (``kinds.training``): the guarantee under its participation, the
+    strategy's parameters, certified sensitivity, error per unit σ² and the certified lower
+    bound — the plan's own statements, each re-derived by ``verify``."""
+    o, lb, sens = plan.objective, plan.lower_bound, plan.sensitivity
+    per = "total over the n steps" if o["reduction"] == "total" else "at the worst step"
+    rows = [["quantity", "value"],
+            ["steps n", f"{plan.n:,}"],
+            ["participation", "each record in one step" if plan.participation is None else plan.participation.key],
+            ["sensitivity Δ (certified)", f"{sens['value']:.12g}" + (" (exact)" if sens["exact"] else "")],
+            ["noise σ per unit clipping norm", f"{plan.sigma:.12g}"],
+            [f"error per unit σ² ({per})", f"{o['error']:.6g}"],
+            ["error·Δ² (the objective)", f"{o['normalised']:.6g}"],
+            ["certified lower bound on error·Δ²", f"{lb['value']:.6g}"]]
+    sections = [
+        privacy_section("Privacy guarantee and noise", plan.guarantee, "add_remove", [
+            f"Participation: {rows[2][1]}; the sensitivity is recomputed from the stored strategy "
+            f"parameters ({sens['method']}).",
+            "The noise is drawn step by step inside the training loop "
+            "(`factorize.kinds.training.stream.open_stream`), charged to the ledger once."]),
+        Section("Error and its certificate", [
+            f"Lower bound: {lb['how']}."], table=rows)]
+    return Report(f"Training plan: {plan.workload} over {plan.n:,} steps", " · ".join(plan.summary_lines()[:2]),
+                  sections, {"sigma": plan.sigma, "sensitivity": sens["value"], "error": o["error"],
+                             "lower_bound": lb["value"]})
 
 
 def _projection_report(plan: Any) -> Report:

@@ -65,7 +65,11 @@ class TrainingKind:
         return "add_remove"
 
     def sampler(self, plan: TrainingPlan) -> str:
-        return "float"
+        """No data-pass sampler: a training plan's noise is drawn by the stream a training loop
+        opens (``kinds.training.stream.open_stream``: ChaCha20 polar Gaussians, float). The
+        pipeline asks for the sampler before it reads any data, so ``run`` refuses here first,
+        with the pointer to that API (not with the float-noise refusal)."""
+        raise ExecutionError(NOT_A_DATA_PASS)
 
     def summary(self, plan: TrainingPlan) -> list[str]:
         return plan.summary_lines()
