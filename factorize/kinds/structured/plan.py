@@ -197,7 +197,7 @@ def expected_error(plan_noise: Any, recon: Any, beta: float, norm: str,
     sd = math.sqrt(sampled_variance)
     grid = plan_noise.grid
     bias_max = 0.5 * float(grid) * float(recon.row_l1_norms().max()) if grid else 0.0
-    total_sq = float(math.fsum(sq.tolist()))
+    total_sq = recon.row_sq_norm_sum()
     if plan_noise.family == "gaussian":
         emax = sd * math.sqrt(float(sq.max())) * math.sqrt(2.0 * math.log(2.0 * k))
     else:
@@ -228,7 +228,7 @@ def achieved_norm(norm: str, sensitivity: float, recon: Any) -> float:
     sq = recon.row_sq_norms()
     if norm == "gamma_2":
         return sensitivity * math.sqrt(float(sq.max()))
-    return sensitivity * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
+    return sensitivity * math.sqrt(recon.row_sq_norm_sum() / sq.size)
 
 
 def laplace_rmse(strategy: Any, recon: Any, relation: Any) -> float:
@@ -240,7 +240,7 @@ def laplace_rmse(strategy: Any, recon: Any, relation: Any) -> float:
 
     sq = recon.row_sq_norms()  # the reconstruction's own rows (cached; the plan's claims reuse them)
     delta = strategy_sensitivity(strategy.measured(), "l1", relation).value
-    return math.sqrt(2.0) * delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
+    return math.sqrt(2.0) * delta * math.sqrt(recon.row_sq_norm_sum() / sq.size)
 
 
 def gaussian_rmse(strategy: Any, recon: Any, relation: Any) -> float:
@@ -252,7 +252,7 @@ def gaussian_rmse(strategy: Any, recon: Any, relation: Any) -> float:
 
     sq = recon.row_sq_norms()
     delta = strategy_sensitivity(strategy.measured(), "l2", relation).value
-    return delta * math.sqrt(float(math.fsum(sq.tolist())) / sq.size)
+    return delta * math.sqrt(recon.row_sq_norm_sum() / sq.size)
 
 
 def choice_lines(choice: Any) -> list[str]:
