@@ -113,6 +113,7 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
             rel = kind.release(plan, check, measurement, make_rng(seed) if kind.central else None,
                                allow_float_noise=allow_float_noise, metadata=meta,
                                deadline=time.monotonic() + postprocess_seconds)
+            del measurement  # the exact values are not needed past the release: free them before writing
             rel.extra["labels"] = labels
             if label_note:
                 rel.metadata["labels"] = label_note
