@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from factorize.planner.participation_bound import certified_value, lower_bound, patterns
+from factorize.planner.participation_bound import lower_bound
 from factorize.planner.routes import solve
 from factorize.privacy.participation import Participation, participation_sensitivity
+from factorize.training.certificate import bound_patterns, pattern_bound_value
 
 
 def _scaled_error(W: np.ndarray, A: np.ndarray, p: Participation) -> float:
@@ -42,11 +43,11 @@ def test_one_epoch_is_the_gamma_f_optimum():
 def test_poor_multipliers_stay_valid():
     n = 16
     W = np.tril(np.ones((n, n)))
-    pats = patterns(n, Participation.parse("epochs=4"))
+    pats = bound_patterns(n, Participation.parse("epochs=4"))
     rng = np.random.default_rng(0)
     for _ in range(5):
         a, c = rng.uniform(0, 3, len(pats)), rng.uniform(0, 3, len(pats))
-        assert certified_value(W, pats, a, c) <= _scaled_error(W, W, Participation.parse("epochs=4"))
+        assert pattern_bound_value(W, pats, a, c) <= _scaled_error(W, W, Participation.parse("epochs=4"))
 
 
 def test_four_epochs_at_256_sits_below_jax_privacys_optimum():

@@ -1,0 +1,344 @@
+"""Optimal dense strategies for model training under multi-participation, with a certified gap.
+
+**The exact program** (``epochs=K``: n = K·b steps, record i takes part at the steps of
+π_i = {i, i + b, …, i + (K−1)b}). The sensitivity of a strategy A with X = AᵀA is
+``Δ² = max_π max_{Y ∈ 𝓔} ⟨X_ππ, Y⟩`` (``privacy.participation``), and by SDP duality of the
+elliptope (Goemans & Williamson 1995; Nesterov 1998) ``Δ ≤ 1`` iff for every π there is
+``d_π ≥ 0`` with ``Diag(d_π) ⪰ X_ππ`` and ``𝟙ᵀd_π ≤ 1``. The minimum total squared error per unit
+noise is therefore the convex program
+
+    (P)  min tr(W X⁻¹ Wᵀ)  s.t.  X ≻ 0,  X_ππ ⪯ Diag(d_π),  𝟙ᵀd_π ≤ 1  (every π),
+
+whose Lagrange dual (``training.certificate``) is
+
+    (D)  max (‖W Z^{1/2}‖_tr)² / Σ_π ν_π  over  Z = ⊕_π Z_π,  Z_π ⪰ 0 (K × K),  diag Z_π = ν_π 𝟙.
+
+**jax_privacy's program** (``matrix_factorization.dense.optimize(n, epochs=K)``, the projected
+gradient method of Choquette-Choo et al., "Multi-Epoch Matrix Factorization Mechanisms for
+Private Machine Learning", ICML 2023, §4) imposes ``X_ij = 0`` for i ≠ j in one pattern (its
+``get_orthogonal_mask``) and ``Σ_{i∈π} X_ii = 1``: a subset of (P)'s feasible set (take
+``Diag(d_π) = X_ππ``), so (P) ≤ theirs. Its Lagrange dual — a multiplier ν_π on each trace and a
+free one on each zeroed entry, the inner minimum finite only for a PSD total — is (D) again:
+Z_π ⪰ 0 with constant diagonal ν_π and free off-diagonal entries. Both programs are strictly
+feasible (X = I/K), so strong duality holds for both and **their optimal values are equal**; the
+orthogonal restriction loses nothing for ``epochs=K``. What factorize adds is the certificate:
+an optimality gap from (D), the sensitivity re-derived from the stored strategy.
+
+**Solver.** (D) in Burer–Monteiro form: ``Z_π = B_π B_πᵀ``, row j of B_π (step π + j·b) equal to
+``√ν_π u_j`` with ‖u_j‖ = 1; variables ``log ν`` and the unnormalised u's; L-BFGS (scipy) on
+``−(2 log T − log Σν)``, T = ‖W B‖_tr = tr((Bᵀ C B)^{1/2}) (C = WᵀW), one symmetric
+eigendecomposition of the n × n matrix M = BᵀCB per evaluation, the gradient
+``∂T/∂B = C B M^{-1/2}`` restricted to B's blocks. The primal from the dual is the inner
+minimiser ``X = B^{-T} M^{1/2} B^{-1}``, read as the strategy ``A = Λ^{1/4} Vᵀ B^{-1}``
+(M = V Λ Vᵀ; B is block-diagonal, so B⁻¹ is b inverses of K × K blocks), *balanced* — pattern
+π's columns scaled by ``1/√s_π``, s_π = Σ|X_ππ| ≥ its elliptope maximum, so every pattern meets
+the constraint alike (the analogue of ``solvers.dual_gamma_f``'s "balanced" primal; measured
+6× closer to the dual than scaling by the largest s_π, prefix n = 256, 4 epochs) — then scaled
+to unit certified sensitivity. The iteration stops when an estimated gap is ≤ ``target_gap``: of the
+scaled primal, ``s·Σν/T − 1`` (s the largest ``Σ|X_ππ|``, an upper bound on its Δ² at that
+scale), or of the balanced one (:meth:`_EpochsDual.balanced_gap`). The
+printed figures are recomputed afterwards: the objective from the stored strategy at its
+certified sensitivity, the lower bound from the stored witness (``training.certificate``).
+K = 1 is the γ_F dual of docs/math.md §4.1 (``k·γ_F(W)² = (P)``).
+
+**``k=K,min_sep=B``.** The pattern set is combinatorial and its elliptope constraints overlap;
+this module does not solve the exact program. It returns the best (at the certified min-sep
+sensitivity of ``privacy.participation``) of three strategies: the single-participation
+optimum; when B divides n, the ``epochs=n/B`` optimum (whose patterns {i, i + B, …} are the
+tightest min-sep patterns); and the optimal *banded* strategy with B bands and unit columns
+(:func:`_solve_banded`; columns at distance ≥ B are orthogonal, so every pattern's Gram block is
+the identity and Δ² is the number of participations that fit — jax_privacy's
+``dense.optimize(bands=B, equal_norm=True)`` optimises the same class) — and prints the lower
+bound of
+``planner.participation_bound`` (arithmetic-progression patterns: a relaxation, so the gap it
+shows is an upper bound on the true gap).
+
+**Streaming.** ``streaming=True`` replaces A by the lower-triangular factor of AᵀA
+(``training.streaming``): same Gram, same sensitivity and objective, recomputed from it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from factorize.errors import InternalError, SolverError
+from factorize.planner.errors import PlannerError
+from factorize.privacy.participation import Participation, participation_sensitivity
+
+from .certificate import (
+    DEFAULT_RESIDUAL_TOL,
+    EpochsWitness,
+    PatternWitness,
+    TrainingSolution,
+    epochs_lower_bound,
+    solution_figures,
+)
+
+#: Objectives this module plans for.
+OBJECTIVES = ("gamma_f",)
+
+
+def plan_multi_epoch(workload_matrix: Any, participation: Participation, *, objective: str = "gamma_f",
+                     streaming: bool = False, target_gap: float = 1e-7, max_iter: int = 5000,
+                     time_limit: float | None = None) -> TrainingSolution:
+    """The dense strategy of the module docstring for workload W (k × n, full column rank;
+    one column per step) under ``participation``, with its certified objective, sensitivity and
+    lower bound. ``target_gap``: the estimated relative gap at which the dual iteration stops;
+    ``time_limit`` (seconds) stops it earlier with what it has (``details['converged']`` = 0)."""
+    if objective not in OBJECTIVES:
+        raise PlannerError(f"the dense training planner optimises {OBJECTIVES}, got {objective!r}")
+    if not isinstance(participation, Participation):
+        raise PlannerError("participation must be a privacy.participation.Participation")
+    if not (math.isfinite(target_gap) and target_gap > 0):
+        raise PlannerError(f"target_gap must be a positive number, got {target_gap!r}")
+    W = _workload(workload_matrix)
+    start = time.perf_counter()
+    deadline = None if time_limit is None else start + float(time_limit)
+    if participation.kind == "epochs":
+        A, F, iters, converged = _solve_epochs(W, participation.k, target_gap, max_iter, deadline)
+        A = _streaming(A) if streaming else A
+        return _finish(W, participation, A, EpochsWitness(F), epochs_lower_bound(W, participation, F),
+                       streaming, start, iters, converged)
+    return _plan_min_sep(W, participation, streaming, target_gap, max_iter, deadline, start)
+
+
+def _workload(workload_matrix: Any) -> np.ndarray:
+    W = np.asarray(workload_matrix, dtype=np.float64)
+    if W.ndim != 2 or W.size == 0 or not np.all(np.isfinite(W)):
+        raise PlannerError("the workload must be a finite, non-empty 2-D array (one column per step)")
+    try:
+        np.linalg.cholesky(W.T @ W)
+    except np.linalg.LinAlgError:
+        raise PlannerError("the dense training planner needs a workload of full column rank "
+                           "(every step queried independently)") from None
+    return W
+
+
+def _streaming(A: np.ndarray) -> np.ndarray:
+    from .streaming import lower_triangular_factor
+
+    return lower_triangular_factor(A)
+
+
+def _finish(W: np.ndarray, p: Participation, A: np.ndarray, witness: EpochsWitness | PatternWitness,
+            lower: float, streaming: bool, start: float, iters: int, converged: bool) -> TrainingSolution:
+    """Scale A to unit certified sensitivity, reconstruct R and certify the objective."""
+    A = A / participation_sensitivity(A, p).value
+    if streaming:
+        from .streaming import causal_reconstruction
+
+        R = causal_reconstruction(W, A)
+    else:
+        R = np.linalg.solve(A.T, W.T).T
+    sens, upper, residual = solution_figures(W, p, A, R)
+    if residual > DEFAULT_RESIDUAL_TOL:
+        raise SolverError(f"the strategy reproduces the workload only to {residual:.3g} (relative, max "
+                          f"entry), above {DEFAULT_RESIDUAL_TOL:g}: too ill-conditioned to state")
+    if lower > upper:
+        raise InternalError(f"certified lower bound {lower!r} above the certified objective {upper!r}")
+    return TrainingSolution(p, A, R, sens, upper, lower, witness, streaming,
+                            seconds=time.perf_counter() - start, iterations=iters,
+                            details={"residual": residual, "converged": float(converged)})
+
+
+def _plan_min_sep(W: np.ndarray, p: Participation, streaming: bool, target_gap: float, max_iter: int,
+                  deadline: float | None, start: float) -> TrainingSolution:
+    from factorize.planner.participation_bound import lower_bound
+
+    n = W.shape[1]
+    candidates = [1] + ([n // p.min_sep] if n % p.min_sep == 0 and 1 < n // p.min_sep < n else [])
+    strategies = []
+    iters, converged = 0, True
+    for K in candidates:
+        A, _, it, conv = _solve_epochs(W, K, target_gap, max_iter, deadline)
+        iters, converged = iters + it, converged and conv
+        strategies.append(A)
+    if p.min_sep < n:
+        A, it = _solve_banded(W, p.min_sep, _streaming(strategies[0]), max_iter, deadline)
+        iters += it
+        strategies.append(A)
+    best: tuple[float, np.ndarray] | None = None
+    for A in strategies:
+        A = A / participation_sensitivity(A, p).value
+        _, value, _ = solution_figures(W, p, A, np.linalg.solve(A.T, W.T).T)
+        if best is None or value < best[0]:
+            best = (value, A)
+    if best is None:
+        raise InternalError("no min-sep candidate strategy was built")
+    A = _streaming(best[1]) if streaming else best[1]
+    bound = lower_bound(W, p)
+    return _finish(W, p, A, PatternWitness(bound.a, bound.c), max(0.0, bound.value), streaming,
+                   start, iters, converged)
+
+
+class _EpochsDual:
+    """(D) of the module docstring in the permuted coordinates where each pattern's steps are
+    contiguous: position π·K + j is step π + j·b."""
+
+    def __init__(self, W: np.ndarray, K: int) -> None:
+        n = W.shape[1]
+        self.n, self.K, self.b = n, K, n // K
+        self.perm = (np.arange(self.b)[:, None] + self.b * np.arange(K)[None, :]).ravel()
+        C = W.T @ W
+        Cp = C[np.ix_(self.perm, self.perm)]
+        self.C3 = np.ascontiguousarray(Cp.reshape(n, self.b, K).transpose(1, 0, 2))  # (b, n, K)
+        self.cache: dict[bytes, dict[str, Any]] = {}
+
+    def blocks(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(ν, N, ‖V‖, B)`` with N the row-normalised V and B_π = √ν_π N_π."""
+        b, K = self.b, self.K
+        nu = np.exp(x[:b])
+        V = x[b:].reshape(b, K, K)
+        norms = np.linalg.norm(V, axis=2, keepdims=True)
+        N = V / norms
+        return nu, N, norms, np.sqrt(nu)[:, None, None] * N
+
+    def evaluate(self, x: np.ndarray) -> dict[str, Any]:
+        key = x.tobytes()
+        if key in self.cache:
+            return self.cache[key]
+        n, b, K = self.n, self.b, self.K
+        nu, N, norms, B = self.blocks(x)
+        CB = (self.C3 @ B).transpose(1, 0, 2).reshape(n, n)  # rows: positions, cols: (π, c)
+        M = (B.transpose(0, 2, 1) @ CB.reshape(b, K, n)).reshape(n, n)
+        lam, V = np.linalg.eigh(0.5 * (M + M.T))
+        out: dict[str, Any] = {"ok": bool(lam[0] > 1e-13 * lam[-1] > 0)}
+        if out["ok"]:
+            s = np.sqrt(lam)
+            T = float(np.sum(s))
+            P = (CB @ (V / s)).reshape(b, K, n)  # the diagonal blocks of C B M^{-1/2}:
+            Vb = V.reshape(b, K, n)
+            G = P @ Vb.transpose(0, 2, 1)
+            half = (Vb * s) @ Vb.transpose(0, 2, 1)  # the diagonal blocks of M^{1/2}
+            Binv = np.linalg.inv(B)
+            Xblocks = Binv.transpose(0, 2, 1) @ half @ Binv
+            spread = np.sum(np.abs(Xblocks), axis=(1, 2))
+            out.update(nu=nu, N=N, norms=norms, B=B, lam=lam, V=V, T=T, G=G, Binv=Binv, spread=spread,
+                       gap=float(np.max(spread)) * float(np.sum(nu)) / T - 1.0)
+        self.cache = {key: out}
+        return out
+
+    def balanced_gap(self, x: np.ndarray) -> float:
+        """The relative gap of the balanced primal against (D) at x: ``X_bal = D Xu D`` (D = 1/√s_π
+        on pattern π's steps) has every pattern sum Σ|X_ππ| equal to 1, and with w = √s_π on
+        π's coordinates (D⁻¹B = B D_w), ``tr(C X_bal⁻¹) = tr(D_w M D_w M^{-1/2}) =
+        Σ_kl (λ_l/√λ_k) (Vᵀ D_w V)_lk²`` (as for ``solvers.dual_gamma_f``'s balanced bound)."""
+        e = self.evaluate(x)
+        if not e["ok"]:
+            return math.inf
+        V, lam = e["V"], e["lam"]
+        w = np.repeat(np.sqrt(e["spread"]), self.K)
+        Cm = V.T @ (w[:, None] * V)
+        primal = float(np.sum((lam[:, None] / np.sqrt(lam)[None, :]) * Cm * Cm))
+        dual = e["T"] ** 2 / float(np.sum(e["nu"]))
+        return primal / dual - 1.0
+
+    def value_and_gradient(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """``−(2 log T − log Σν)`` and its gradient in x = (log ν, V)."""
+        e = self.evaluate(x)
+        if not e["ok"]:
+            return math.inf, np.zeros_like(x)
+        nu, N, norms, T = e["nu"], e["N"], e["norms"], e["T"]
+        S = float(np.sum(nu))
+        gB = 2.0 * e["G"] / T
+        g_nu = np.einsum("bjc,bjc->b", gB, N) / (2.0 * np.sqrt(nu)) - 1.0 / S
+        gN = np.sqrt(nu)[:, None, None] * gB
+        gV = (gN - N * np.sum(N * gN, axis=2, keepdims=True)) / norms
+        value = 2.0 * math.log(T) - math.log(S)
+        return -value, -np.concatenate([g_nu * nu, gV.ravel()])
+
+    def strategy(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(A, F)``: the balanced strategy ``Λ^{1/4} Vᵀ B^{-1} D`` in step order and the witness
+        factor; D scales pattern π's columns by ``1/√s_π``, s_π = Σ|X_ππ| (module docstring)."""
+        n, b, K = self.n, self.b, self.K
+        e = self.evaluate(x)
+        Vt = (e["lam"] ** 0.25)[:, None] * e["V"].T  # rows: strategy rows, cols: (π, c)
+        Binv = e["Binv"] / np.sqrt(e["spread"])[:, None, None]
+        Ap = (Vt.reshape(n, b, K).transpose(1, 0, 2) @ Binv).transpose(1, 0, 2).reshape(n, n)
+        A = np.empty_like(Ap)
+        A[:, self.perm] = Ap
+        F = np.empty((n, K))
+        F[self.perm] = e["B"].reshape(n, K)
+        return A, F
+
+
+def _solve_epochs(W: np.ndarray, K: int, target_gap: float, max_iter: int,
+                  deadline: float | None) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """L-BFGS on (D) from Z_π = I/b; returns ``(A, F, iterations, converged)``."""
+    from scipy.optimize import minimize
+
+    from factorize.privacy.guarantees import PrivacyError
+
+    n = W.shape[1]
+    if n % K:
+        raise PrivacyError(f"epochs={K} needs a number of steps divisible by {K}, got {n}")
+    dual = _EpochsDual(W, K)
+    b = n // K
+    x0 = np.concatenate([np.zeros(b), np.tile(np.eye(K), (b, 1, 1)).ravel()])
+    state: dict[str, int] = {"iters": 0, "converged": 0}
+
+    def callback(intermediate_result: Any) -> None:
+        state["iters"] += 1
+        e = dual.evaluate(intermediate_result.x)
+        if e["ok"] and min(e["gap"], dual.balanced_gap(intermediate_result.x)) <= target_gap:
+            state["converged"] = 1
+            raise StopIteration
+        if deadline is not None and time.perf_counter() > deadline:
+            raise StopIteration
+
+    res = minimize(dual.value_and_gradient, x0, jac=True, method="L-BFGS-B", callback=callback,
+                   options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-16, "gtol": 1e-14})
+    e = dual.evaluate(res.x)
+    if not e["ok"]:
+        raise SolverError("the multi-epoch dual iteration reached a singular point; no strategy")
+    converged = bool(state["converged"]) or min(e["gap"], dual.balanced_gap(res.x)) <= target_gap
+    A, F = dual.strategy(res.x)
+    return A, F, state["iters"], converged
+
+
+def _solve_banded(W: np.ndarray, bands: int, start: np.ndarray, max_iter: int,
+                  deadline: float | None) -> tuple[np.ndarray, int]:
+    """The banded candidate of ``k=K,min_sep=B``: a lower-triangular A with ``bands`` bands and
+    unit columns (so X = AᵀA vanishes at distance ≥ B and every min-sep pattern's X_ππ is the
+    identity: Δ² = the most participations that fit), minimising ``log ‖W A⁻¹‖_F²`` by L-BFGS
+    from the band of ``start``. Gradient: with R = W A⁻¹, ``∂‖R‖_F²/∂A = −2 (A⁻¹RᵀR)ᵀ``, then
+    through the column normalisation and restricted to the band."""
+    from scipy.linalg import solve_triangular
+    from scipy.optimize import minimize
+
+    n = W.shape[1]
+    rows, cols = np.tril_indices(n)
+    keep = rows - cols < bands
+    rows, cols = rows[keep], cols[keep]
+    state = {"iters": 0}
+
+    def unpack(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        V = np.zeros((n, n))
+        V[rows, cols] = x
+        norms = np.linalg.norm(V, axis=0)
+        return V / norms, norms
+
+    def value_and_gradient(x: np.ndarray) -> tuple[float, np.ndarray]:
+        A, norms = unpack(x)
+        if not np.all(np.abs(np.diagonal(A)) > 1e-12):
+            return math.inf, np.zeros_like(x)
+        R = solve_triangular(A, W.T, lower=True, trans="T").T
+        val = float(np.sum(R * R))
+        G = -2.0 * solve_triangular(A, R.T @ R, lower=True).T
+        GV = (G - A * np.sum(A * G, axis=0)) / norms
+        return math.log(val), GV[rows, cols] / val
+
+    def callback(intermediate_result: Any) -> None:
+        state["iters"] += 1
+        if deadline is not None and time.perf_counter() > deadline:
+            raise StopIteration
+
+    x0 = np.asarray(start, dtype=np.float64)[rows, cols]
+    res = minimize(value_and_gradient, x0, jac=True, method="L-BFGS-B", callback=callback,
+                   options={"maxiter": max_iter, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-10})
+    A, _ = unpack(res.x)
+    return A, state["iters"]
