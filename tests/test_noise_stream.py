@@ -126,8 +126,12 @@ def test_stream_ends_after_n_steps_and_exports() -> None:
 def test_rng_must_be_stream_random() -> None:
     with pytest.raises(PrivacyError):
         noise_stream(STRATEGIES[0], 3, np.random.default_rng(0))  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(PrivacyError):
         StreamRandom(b"0" * 32, test_seed=None)
+    import copy
+
+    with pytest.raises(PrivacyError):  # a secret key is never serialised
+        copy.deepcopy(StreamRandom.secure())
 
 
 def test_calibration() -> None:

@@ -96,7 +96,7 @@ class StreamRandom:
 
     def __init__(self, key: bytes, *, test_seed: int | None, _token: object = None) -> None:
         if _token is not _PRIVATE:
-            raise TypeError("use StreamRandom.secure() or StreamRandom.seeded(seed)")
+            raise PrivacyError("use StreamRandom.secure() or StreamRandom.seeded(seed)")
         self._key = bytes(key)
         self.test_seed = test_seed
 
@@ -126,7 +126,7 @@ class StreamRandom:
         return f"StreamRandom.seeded({self.test_seed})" if self.is_test_mode else "StreamRandom.secure()"
 
     def __getstate__(self) -> dict[str, Any]:
-        raise TypeError("a StreamRandom holds a secret key and is not pickled")
+        raise PrivacyError("a StreamRandom holds a secret key and is not pickled")
 
     def normals(self, step: int, out: np.ndarray) -> None:
         """Fill the float64 vector ``out`` with step ``step``'s standard Gaussians (the same
