@@ -34,7 +34,6 @@ from factorize.choices import (
     MECHANISMS,
     NEIGHBOURING,
     NORMS,
-    STRUCTURED_FAMILIES,
     TRAINING_STRATEGIES,
     NoiseFamily,
     StructuredFamily,
@@ -50,6 +49,7 @@ from factorize.cli.common import (
     solver_options,
 )
 from factorize.cli.errors import UsageError
+from factorize.structured.families import CODECS, FAMILY_NAMES
 
 #: ``--noise`` → the planner's noise family (None: the guarantee's default; the CLI spells
 #: ``l2_knorm`` as ``knorm``).
@@ -82,20 +82,14 @@ def register(subparsers: Any) -> None:
                         "--participation, released as a noise stream in the training loop "
                         "(--norm gamma_f: total squared error, gamma_2: the worst step's)")
     p.add_argument("--strategy", default="auto",
-                   choices=("auto", "dense", *STRUCTURED_FAMILIES, *TRAINING_STRATEGIES),
+                   choices=("auto", "dense", *FAMILY_NAMES, *TRAINING_STRATEGIES),
                    help="auto (default): plan every strategy family that applies to the "
-                        "workload (dense, residual, subset_algebra, union, marginal_weights, "
-                        "kron, kron_groups, symmetric; factorize.families) and keep the least error under the "
+                        "workload (factorize.families) and keep the least error under the "
                         "guarantee's objective, recording each family's score or why it did not "
                         "apply (shown by inspect); or one family: dense (dense / Kronecker "
-                        "factors, N must fit), residual (marginal workloads), subset_algebra (the "
-                        "closed-form optimum of the algebra of attribute subsets, Gaussian γ_F), "
-                        "union (one Kronecker block per workload block), marginal_weights "
-                        "(Laplace noise), kron (one Kronecker product shared by every block, "
-                        "HDMM's OPT_⊗), kron_groups (one per group of blocks, HDMM's OPT_+), "
-                        "symmetric (the γ_F optimum of the workload's symmetry sectors: unions of "
-                        "identity, total and grouping factors, Gaussian noise, add/remove); "
-                        "with --mechanism training: blt (default) or banded")
+                        "factors, N must fit), "
+                        + ", ".join(f"{name} ({CODECS[name].summary})" for name in FAMILY_NAMES)
+                        + "; with --mechanism training: blt (default) or banded")
     p.add_argument("--participation", default=None,
                    help="--mechanism training: how often one record takes part, epochs=K (once "
                         "per epoch, N divisible by K) or k=K,min_sep=B (at most K steps, B apart); "
@@ -215,7 +209,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
             raise UsageError(f"--mechanism {args.mechanism} decodes its answers by its own "
                              f"projection; --postprocess {args.postprocess} does not apply")
         return _plan_projection(args, domain, family)
-    if args.strategy in STRUCTURED_FAMILIES:
+    if args.strategy in FAMILY_NAMES:
         if args.mechanism != "factorization" or args.norm == "approx_gamma_2":
             raise UsageError(f"--strategy {args.strategy} plans the factorization mechanism for "
                              "gamma_f or gamma_2")

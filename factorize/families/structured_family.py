@@ -19,7 +19,7 @@ class StructuredFamilyBase:
     """A structured family: ``applies`` checks the workload has Kronecker blocks over the
     domain, then the family's own condition (:meth:`fits`)."""
 
-    name: StructuredFamily  # each family's own (``choices.STRUCTURED_FAMILIES``)
+    name: StructuredFamily  # each family's own (``structured.families.FAMILY_NAMES``)
     kind: Kind = "structured"
 
     def applies(self, problem: PlanProblem) -> str | None:

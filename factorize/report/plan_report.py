@@ -2,7 +2,7 @@
 
 Every plan kind has its report (:func:`plan_report` dispatches on the plan's class): dense /
 Kronecker factorization plans and structured plans (every family of
-``choices.STRUCTURED_FAMILIES``) share one (:func:`_factorization_report`, read through
+``structured.families.FAMILY_NAMES``) share one (:func:`_factorization_report`, read through
 :class:`_Accuracy`), projection plans and local plans have their own. Every number quoted is
 read from the plan (its ``expected_error``, certificate — ``bounds`` of a dense plan,
 ``certificate`` of a structured one —, ``noise``) or derived from its stored arrays by the

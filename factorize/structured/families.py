@@ -161,6 +161,10 @@ CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
 )}
 
 
+#: The registered structured families, in registry order (``choices.StructuredFamily``).
+FAMILY_NAMES: tuple[str, ...] = tuple(CODECS)
+
+
 def codec(name: Any) -> FamilyCodec:
     """The registered family ``name``; ``KeyError`` for any other."""
     if not isinstance(name, str) or name not in CODECS:

@@ -37,7 +37,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from factorize.choices import STRUCTURED_FAMILIES as STRATEGIES
 from factorize.choices import Neighbouring, NoiseFamily, Norm, StructuredFamily
 from factorize.io.provenance import versions
 from factorize.kinds.structured.plan import SCHEMA_VERSION, StructuredPlan, achieved_norm, expected_error
@@ -116,8 +115,10 @@ def build_family_plan(workload: Workload | str, guarantee: Any, *, strategy: Str
         raise PlanError(f"structured plans optimise gamma_f or gamma_2, not {norm!r}")
     W, g, rel, dom = plan_inputs(workload, guarantee, relation, domain, allow_weak_guarantee)
     family = noise_family or ("laplace" if g.kind == "pure_dp" else "gaussian")
-    if strategy not in STRATEGIES:
-        raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {STRATEGIES}")
+    from factorize.structured.families import FAMILY_NAMES
+
+    if strategy not in FAMILY_NAMES:
+        raise PlanError(f"unknown structured strategy {strategy!r}; expected one of {FAMILY_NAMES}")
     memo = {} if memo is None else memo
     wblocks = memo.get("blocks") or workload_blocks(W, dom.sizes)
     snorm = "l1" if family == "laplace" else "l2"
