@@ -182,7 +182,16 @@ def test_forged_row_weights_and_bounds_are_refused(drawn, tmp_path):
     def miscount(body, arrays):
         arrays["cert.sym.v"] = arrays["cert.sym.v"][:, :-1].copy()
 
-    for name, edit in (("tamper", tamper), ("inflate", inflate), ("miscount", miscount)):
+    def relabel(body, arrays):  # the γ_F certificate's words on a γ₂ plan
+        from factorize.structured.symmetric import CERTIFICATE
+
+        body["certificate"]["method"] = CERTIFICATE
+
+    from factorize.structured.symmetric import CERTIFICATE_GAMMA_2
+
+    assert plan.certificate["method"] == CERTIFICATE_GAMMA_2
+    for name, edit in (("tamper", tamper), ("inflate", inflate), ("miscount", miscount),
+                       ("relabel", relabel)):
         assert _refused(_forge(plan, tmp_path / f"{name}.plan", edit)), name
 
     wblocks = workload_blocks(parse_workload(spec), dom.sizes)

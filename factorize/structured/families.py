@@ -112,9 +112,9 @@ def _weights_verify(plan: Any, W: Any) -> tuple[float, float, float]:
 
 
 def _symmetric_methods() -> tuple[str, ...]:
-    from .symmetric import CERTIFICATE
+    from .symmetric import CERTIFICATE, CERTIFICATE_GAMMA_2
 
-    return (CERTIFICATE,)
+    return (CERTIFICATE, CERTIFICATE_GAMMA_2)
 
 
 def _symmetric_verify(plan: Any, W: Any) -> tuple[float, float, float]:
@@ -154,8 +154,8 @@ CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
                 "any union of Kronecker products)", _algebra_methods,
                 _union_decode("subset_algebra"), _weights_verify, one_estimate=True),
     FamilyCodec("symmetric",
-                "the symmetry-reduced γ_F optimum (per sector: class contrasts and a dense mixing)",
-                "the γ_F-optimal strategy of the workload's symmetry sectors (within-class "
+                "the symmetry-reduced optimum, γ_F or γ₂ (per sector: class contrasts and a dense mixing)",
+                "the γ_F- or γ₂-optimal strategy of the workload's symmetry sectors (within-class "
                 "contrasts, and a dense mixing of the class totals of the coupled attributes)",
                 _symmetric_methods, _union_decode("symmetric"), _symmetric_verify, one_estimate=True),
 )}

@@ -72,6 +72,9 @@ FAMILY = "symmetric"
 CERTIFICATE = ("symmetric: the symmetry-reduced γ_F dual at the plan's orbit weights "
                "(certificate.symmetry, re-derived from cert.sym.*); upper = the value the plan "
                "achieves")
+CERTIFICATE_GAMMA_2 = ("symmetric: the symmetry-reduced γ₂ dual at the plan's row-orbit and cell-orbit "
+                       "weights (certificate.symmetry, re-derived from cert.sym.*); upper = the value "
+                       "the plan achieves")
 #: Eigenvalues of a sector below this fraction of its largest are its null space.
 REL_TOL = 1e-13
 
@@ -81,8 +84,13 @@ def verify_certificate(plan: Any, W: Any) -> tuple[float, float, float]:
     the symmetry bound re-derived from the plan's arrays."""
     from factorize.numerics import relative_gap
 
+    from .blocks import StructureError
     from .symmetry import verify_bound
 
+    wanted = CERTIFICATE_GAMMA_2 if plan.certificate["norm"] == "gamma_2" else CERTIFICATE
+    if plan.certificate["method"] != wanted:
+        raise StructureError(f"a {plan.certificate['norm']} plan of the symmetric family states "
+                             f"the certificate {plan.certificate['method']!r}, not {wanted!r}")
     lower = verify_bound(plan, W)
     upper = float(plan.certificate["achieved"])
     return upper, lower, relative_gap(upper, lower)
@@ -332,7 +340,7 @@ def build(sizes: Sequence[int], wblocks: Sequence[WorkloadBlock], red: Reduction
                                    "symmetry": {"method": symmetry.METHOD, "lower": float(lower)}}
         cert_arrays = {"cert.sym.d": weights.reshape(1, -1).copy()}
     else:
-        cert = {"method": CERTIFICATE, "norm": norm, "lower": float(lower),
+        cert = {"method": CERTIFICATE_GAMMA_2, "norm": norm, "lower": float(lower),
                 "symmetry": {"method": symmetry.METHOD_GAMMA_2, "norm": "gamma_2", "lower": float(lower)}}
         cert_arrays = {"cert.sym.d": np.asarray(bound[1], dtype=np.float64).reshape(1, -1),
                        "cert.sym.v": np.asarray(bound[0], dtype=np.float64).reshape(1, -1)}
