@@ -372,3 +372,163 @@ def test_plan_report_of_a_training_plan(tmp_path):
     text = (tmp_path / "r.md").read_text()
     loaded = kinds.load_plan(plan)
     assert f"{loaded.sensitivity['value']:.12g}" in text and "certified lower bound" in text
+
+
+# ------------------------------------------------------------------ dense multi-epoch strategies
+
+
+@pytest.fixture(scope="module")
+def dense_plans(tmp_path_factory) -> dict[str, Path]:
+    """The dense multi-epoch strategy for the prefix sums of n = 64 steps under epochs=4
+    (``training.multi_epoch``), as planned (``dense``) and as its lower-triangular factor
+    (``streaming``), built by ``KIND.build`` and saved."""
+    out = tmp_path_factory.mktemp("dense")
+    paths = {}
+    for name, streaming in (("dense", False), ("streaming", True)):
+        plan = KIND.build(TrainingOptions(n=64, guarantee="rho=0.5", participation="epochs=4",
+                                          strategy="dense", streaming=streaming))
+        paths[name] = out / f"{name}.plan"
+        KIND.save(plan, paths[name])
+    return paths
+
+
+def test_dense_round_trip_and_claims_against_independent_truth(dense_plans):
+    """Saved and loaded bit for bit; Δ against the pattern Gram sums of CᵀC formed directly,
+    the error against ``‖L C⁻¹‖_F²`` by an explicit inverse, σ against the zCDP closed form,
+    the certified gap ≤ 1e-6, and both forms (dense, lower-triangular) with one Gram matrix
+    and one objective."""
+    from factorize.kinds.training.dense import DenseStrategy
+
+    values = {}
+    for name, path in dense_plans.items():
+        plan = kinds.load_plan(path)
+        assert isinstance(plan.strategy, DenseStrategy)
+        again = path.parent / f"{name}-again.plan"
+        KIND.save(plan, again)
+        assert kinds.load_plan(again).manifest() == plan.manifest()
+        assert np.array_equal(kinds.load_plan(again).strategy.matrix, plan.strategy.matrix)
+        assert kinds.verify_plan(plan).passed
+        C, n = plan.strategy.matrix, plan.n
+        assert plan.strategy.lower_triangular is (name == "streaming")
+        X = C.T @ C
+        delta2 = max(np.abs(X[np.ix_(np.arange(i, n, 16), np.arange(i, n, 16))]).sum()
+                     for i in range(16))
+        assert plan.sensitivity["value"] >= math.sqrt(delta2)
+        assert plan.sensitivity["value"] == pytest.approx(math.sqrt(delta2), rel=1e-12)
+        L = np.tril(np.ones((n, n)))
+        error = float(np.sum((L @ np.linalg.inv(C)) ** 2))
+        assert plan.objective["error"] >= error
+        assert plan.objective["error"] == pytest.approx(error, rel=1e-9)
+        assert plan.sigma == pytest.approx(plan.sensitivity["value"] / math.sqrt(2 * 0.5), rel=1e-12)
+        gap = plan.objective["normalised"] / plan.lower_bound["value"] - 1.0
+        assert 0.0 <= gap <= 1e-6
+        values[name] = (X, plan.objective["normalised"])
+    assert np.abs(values["dense"][0] - values["streaming"][0]).max() <= 1e-10 * np.abs(values["dense"][0]).max()
+    assert values["dense"][1] == pytest.approx(values["streaming"][1], rel=1e-9)
+
+
+def _forge_witness(arrays):
+    """The dual witness replaced by another feasible one (identity blocks): a weaker bound."""
+    arrays["witness"] = np.tile(np.eye(4), (16, 1))
+
+
+def _shrink_matrix(arrays):
+    """C 2 % smaller: its sensitivity falls below the stated one, its error grows."""
+    arrays["matrix"] = arrays["matrix"] * 0.98
+
+
+DENSE_FORGERIES = {
+    "forged witness": (None, _forge_witness, ["lower bound:", "certified"]),
+    "inflated lower bound": (_scale("lower_bound", "value", 1.0 + 1e-4), None, ["INFLATED"]),
+    "false objective": (_scale("objective", "error", 0.999), None, ["FALSE ACCURACY CLAIM"]),
+    "tampered matrix": (None, _shrink_matrix, ["sensitivity:", "objective:"]),
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(DENSE_FORGERIES))
+def test_forged_dense_plans_are_refused_and_open_no_stream(dense_plans, tmp_path, forgery):
+    from factorize.ledger import Ledger
+
+    edit_m, edit_a, words = DENSE_FORGERIES[forgery]
+    forged = tmp_path / "forged.plan"
+    _rewrite(dense_plans["streaming"], forged, edit_m, edit_a)
+    check = kinds.verify_plan(kinds.load_plan(forged))
+    assert not check.passed
+    text = "; ".join(check.failures)
+    assert all(w in text for w in words), text
+    L = tmp_path / "L.db"
+    Ledger.create(L).create_dataset("users", {"type": "zcdp", "rho": 10.0})
+    with pytest.raises(PlanRefused):
+        open_stream(forged, 4, ledger=L, dataset="users")
+    assert Ledger.open(L).history("users") == []
+
+
+def test_a_dense_header_that_misstates_its_triangle_is_refused(dense_plans, tmp_path):
+    forged = tmp_path / "forged.plan"
+    _rewrite(dense_plans["dense"], forged,
+             lambda m: m["strategy"].update(lower_triangular=True))
+    with pytest.raises(PlanFormatError, match="lower_triangular"):
+        kinds.load_plan(forged)
+
+
+def test_the_dense_stream_is_forward_substitution_and_needs_streaming(dense_plans, tmp_path):
+    """In test mode the lower-triangular plan's stream is ``σ·C⁻¹z`` (dense solve) for the same
+    z; the non-triangular plan opens no stream and is not charged."""
+    from factorize.ledger import Ledger
+
+    plan = kinds.load_plan(dense_plans["streaming"])
+    d = 3
+    run = open_stream(dense_plans["streaming"], d, rng=StreamRandom.seeded(11))
+    assert run.stream.state_nbytes == plan.n * d * 8
+    got = np.stack([np.array(step) for step in run.stream])
+    ref = StreamRandom.seeded(11)
+    Z = np.empty((plan.n, d))
+    for t in range(plan.n):
+        ref.normals(t, Z[t])
+    expect = plan.sigma * np.linalg.solve(plan.strategy.matrix, Z)
+    assert np.abs(got - expect).max() <= 1e-10 * np.abs(expect).max()
+    L = tmp_path / "L.db"
+    Ledger.create(L).create_dataset("users", {"type": "zcdp", "rho": 10.0})
+    with pytest.raises(PlanRefused, match="--streaming"):
+        open_stream(dense_plans["dense"], d, ledger=L, dataset="users")
+    assert Ledger.open(L).history("users") == []
+
+
+def test_cli_plans_verifies_and_inspects_a_dense_training_plan(tmp_path, capsys):
+    out = tmp_path / "D.plan"
+    assert main(["plan", "--mechanism", "training", "--workload", "prefix:64", "--participation",
+                 "epochs=4", "--strategy", "dense", "--streaming", "--privacy", "rho=0.5",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    gap = float(text.split("gap ")[1].split(")")[0])
+    assert 0.0 <= gap <= 1e-6, text
+    assert "lower-triangular (streamable by forward substitution" in text
+    assert main(["verify", str(out)]) == 0
+    assert "PASS" in capsys.readouterr().out
+    assert main(["inspect", str(out)]) == 0
+    assert "gap " in capsys.readouterr().out
+    for argv in (["--strategy", "dense"],  # needs epochs=K
+                 ["--strategy", "dense", "--participation", "epochs=4", "--norm", "gamma_2"],
+                 ["--strategy", "dense", "--participation", "epochs=4", "--momentum", "0.5"],
+                 ["--strategy", "blt", "--participation", "epochs=4", "--streaming"]):
+        assert main(["plan", "--mechanism", "training", "--workload", "prefix:64", *argv,
+                     "--privacy", "rho=0.5", "--out", str(tmp_path / "x.plan")]) == 2
+    assert main(["plan", "--workload", "prefix:8", "--streaming", "--privacy", "rho=0.5",
+                 "--out", str(tmp_path / "x.plan")]) == 2
+    assert not (tmp_path / "x.plan").exists()
+
+
+def test_dense_verify_and_stream_import_no_optimiser(dense_plans):
+    """Verifying, inspecting and streaming a dense plan: no scipy.optimize, no scipy.signal."""
+    p = str(dense_plans["streaming"])
+    code = (
+        "import sys\n"
+        "from factorize.cli.plan import main\n"
+        f"assert main(['verify', {p!r}]) == 0 and main(['inspect', {p!r}]) == 0\n"
+        "from factorize.kinds.training.stream import open_stream\n"
+        "from factorize.training.stream import StreamRandom\n"
+        f"list(open_stream({p!r}, 2, rng=StreamRandom.seeded(0)).stream)\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('scipy.optimize', 'scipy.signal'))))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         check=True)
+    assert res.stdout.strip().splitlines()[-1] == "[]"

@@ -3,7 +3,7 @@
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
                    [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection|training]
                    [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups|blt|banded]
-                   [--participation epochs=K|k=K,min_sep=B] [--buffers B] [--bands B] [--momentum β]
+                   [--participation epochs=K|k=K,min_sep=B] [--buffers B] [--bands B] [--momentum β] [--streaming]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm]
@@ -82,14 +82,16 @@ def register(subparsers: Any) -> None:
                         "--participation, released as a noise stream in the training loop "
                         "(--norm gamma_f: total squared error, gamma_2: the worst step's)")
     p.add_argument("--strategy", default="auto",
-                   choices=("auto", "dense", *FAMILY_NAMES, *TRAINING_STRATEGIES),
+                   choices=("auto", "dense", *FAMILY_NAMES, "blt", "banded"),
                    help="auto (default): plan every strategy family that applies to the "
                         "workload (factorize.families) and keep the least error under the "
                         "guarantee's objective, recording each family's score or why it did not "
                         "apply (shown by inspect); or one family: dense (dense / Kronecker "
                         "factors, N must fit), "
                         + ", ".join(f"{name} ({CODECS[name].summary})" for name in FAMILY_NAMES)
-                        + "; with --mechanism training: blt (default) or banded")
+                        + "; with --mechanism training: blt (default), banded or dense (the "
+                        "optimal dense multi-epoch strategy under --participation epochs=K, with "
+                        "a certified gap)")
     p.add_argument("--participation", default=None,
                    help="--mechanism training: how often one record takes part, epochs=K (once "
                         "per epoch, N divisible by K) or k=K,min_sep=B (at most K steps, B apart); "
@@ -98,6 +100,9 @@ def register(subparsers: Any) -> None:
                    help="--mechanism training --strategy blt: the BLT's buffers (default 4)")
     p.add_argument("--bands", type=int, default=None,
                    help="--mechanism training --strategy banded: the bands (default 32)")
+    p.add_argument("--streaming", action="store_true",
+                   help="--mechanism training --strategy dense: the lower-triangular factor with "
+                        "the same CᵀC (same sensitivity and error), which a noise stream needs")
     p.add_argument("--momentum", type=float, default=None,
                    help="--mechanism training: β of heavy-ball momentum (0 ≤ β < 1); the "
                         "workload is then the prefix sums of the momentum-β averages")
@@ -189,10 +194,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
     if args.mechanism == "training":
         return _plan_training(args)
-    if (args.strategy in TRAINING_STRATEGIES
+    if (args.strategy in ("blt", "banded") or args.streaming
             or (args.participation, args.buffers, args.bands, args.momentum) != (None,) * 4):
-        raise UsageError("--strategy blt|banded, --participation, --buffers, --bands and "
-                         "--momentum plan --mechanism training")
+        raise UsageError("--strategy blt|banded, --participation, --buffers, --bands, --momentum "
+                         "and --streaming plan --mechanism training")
     domain = parse_domain(args.domain, args.attributes)
     from workloads.spec import resolve_workload_spec
 
@@ -243,7 +248,9 @@ def _plan_training(args: argparse.Namespace) -> int:
         raise UsageError("--mechanism training takes --norm gamma_f (total squared error) or "
                          "gamma_2 (the worst step's)")
     if args.strategy not in ("auto", *TRAINING_STRATEGIES):
-        raise UsageError("--mechanism training plans --strategy blt or banded")
+        raise UsageError("--mechanism training plans --strategy blt, banded or dense")
+    if args.streaming and args.strategy != "dense":
+        raise UsageError("--streaming applies to --mechanism training --strategy dense")
     given = [flag for flag, fits in (
         ("--neighbouring", args.neighbouring == "add_remove"), ("--public-n", args.public_n is None),
         ("--domain", args.domain is None), ("--postprocess", args.postprocess == "none"),
@@ -251,7 +258,7 @@ def _plan_training(args: argparse.Namespace) -> int:
     if given:
         raise UsageError(f"--mechanism training adds Gaussian noise to a gradient stream under "
                          f"add/remove of one record: {', '.join(given)} does not apply")
-    strategy: TrainingStrategy = "banded" if args.strategy == "banded" else "blt"
+    strategy: TrainingStrategy = "blt" if args.strategy == "auto" else args.strategy
     objective: Literal["total", "max"] = "total" if args.norm == "gamma_f" else "max"
     defaults = TrainingOptions(n=int(found.group(1)), guarantee=args.privacy)
     plan = KIND.build(TrainingOptions(
@@ -259,6 +266,7 @@ def _plan_training(args: argparse.Namespace) -> int:
         strategy=strategy, objective=objective, momentum=args.momentum,
         buffers=defaults.buffers if args.buffers is None else args.buffers,
         bands=defaults.bands if args.bands is None else args.bands,
+        streaming=args.streaming, time_limit=args.time_limit,
         allow_weak_guarantee=args.allow_weak_guarantee))
     KIND.save(plan, args.out)
     return _print_written(plan, args)

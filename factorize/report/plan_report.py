@@ -482,7 +482,8 @@ def _training_report(plan: Any) -> Report:
             ["noise σ per unit clipping norm", f"{plan.sigma:.12g}"],
             [f"error per unit σ² ({per})", f"{o['error']:.6g}"],
             ["error·Δ² (the objective)", f"{o['normalised']:.6g}"],
-            ["certified lower bound on error·Δ²", f"{lb['value']:.6g}"]]
+            ["certified lower bound on error·Δ²", f"{lb['value']:.6g}"],
+            ["relative gap", f"{o['normalised'] / lb['value'] - 1:.3g}" if lb["value"] > 0 else "—"]]
     sections = [
         privacy_section("Privacy guarantee and noise", plan.guarantee, "add_remove", [
             f"Participation: {rows[2][1]}; the sensitivity is recomputed from the stored strategy "

@@ -1,11 +1,15 @@
 """The training plan file (``format: "factorize-training-plan"``): the container and integrity
 rules every plan shares (``plan.files``: digests, canonical header, atomic write), a manifest
 stating ``plan_kind: "training"``, and the strategy's parameters as its arrays — ``theta`` and
-``omega`` (BLT) or ``coef`` (banded Toeplitz): kilobytes at any n."""
+``omega`` (BLT) or ``coef`` (banded Toeplitz): kilobytes at any n — or, for a dense multi-epoch
+strategy (``kinds.training.dense``), the n × n ``matrix`` and the n × K dual ``witness``."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from factorize.plan.files import (
     PlanBytes,
@@ -28,10 +32,17 @@ from .plan import (
     momentum_beta,
 )
 
+if TYPE_CHECKING:
+    from factorize.privacy.participation import Participation
+    from factorize.training.toeplitz import LongStrategy
+
+from .dense import DenseStrategy
+
 TRAINING_FORMAT = "factorize-training-plan"
 TRAINING_SCHEMA_VERSION = 1
 #: The arrays of each strategy kind.
-STRATEGY_ARRAYS = {"blt": {"theta", "omega"}, "banded_toeplitz": {"coef"}}
+STRATEGY_ARRAYS = {"blt": {"theta", "omega"}, "banded_toeplitz": {"coef"},
+                   "dense": {"matrix", "witness"}}
 
 
 def save_training_plan(plan: TrainingPlan, path: str | Path) -> None:
@@ -77,13 +88,17 @@ def _load(path: Path | PlanBytes) -> TrainingPlan:
     if set(arrays) != STRATEGY_ARRAYS[kind]:
         raise PlanFormatError(f"{path}: a {kind} strategy holds the arrays "
                               f"{sorted(STRATEGY_ARRAYS[kind])}, the file has {sorted(arrays)}")
-    if any(a.ndim != 1 for a in arrays.values()):
-        raise PlanFormatError(f"{path}: the strategy's arrays must be vectors")
-    record = {"kind": kind, "n": n, **{k: arrays[k] for k in arrays}}
-    strategy = strategy_from_dict(record)
-    size = strategy.buffers if isinstance(strategy, BLT) else strategy.bands
-    if head.get("buffers" if kind == "blt" else "bands") != size:
-        raise PlanFormatError(f"{path}: the strategy header's size does not match its arrays")
+    strategy: LongStrategy | DenseStrategy
+    if kind == "dense":
+        strategy = _dense(path, n, participation, head, arrays)
+    else:
+        if any(a.ndim != 1 for a in arrays.values()):
+            raise PlanFormatError(f"{path}: the strategy's arrays must be vectors")
+        record = {"kind": kind, "n": n, **{k: arrays[k] for k in arrays}}
+        strategy = strategy_from_dict(record)
+        size = strategy.buffers if isinstance(strategy, BLT) else strategy.bands
+        if head.get("buffers" if kind == "blt" else "bands") != size:
+            raise PlanFormatError(f"{path}: the strategy header's size does not match its arrays")
     noise = m.get("noise")
     if (not isinstance(noise, dict) or noise.get("family") != "gaussian"
             or noise.get("sampler") != "float" or json_number(noise.get("sigma")) is None
@@ -100,4 +115,22 @@ def _load(path: Path | PlanBytes) -> TrainingPlan:
         sensitivity=require_record(path, m, "sensitivity", SensitivityClaim),
         objective=objective, lower_bound=require_record(path, m, "lower_bound", LowerBoundClaim),
         workload=str(m["workload"]), provenance=provenance if isinstance(provenance, dict) else {})
+
+
+def _dense(path: Path | PlanBytes, n: int, participation: Participation | None,
+           head: dict[str, Any], arrays: dict[str, np.ndarray]) -> DenseStrategy:
+    """The dense strategy of a plan file: an n × n ``matrix`` and an n × K ``witness`` under
+    ``epochs=K``, its header's ``lower_triangular`` true exactly when the matrix is."""
+    if participation is None or participation.kind != "epochs":
+        raise PlanFormatError(f"{path}: a dense training strategy is certified under epochs=K")
+    C, F = arrays["matrix"], arrays["witness"]
+    if C.shape != (n, n) or F.shape != (n, participation.k):
+        raise PlanFormatError(f"{path}: a dense strategy over n={n} steps under {participation.key} "
+                              f"holds an {n} × {n} matrix and an {n} × {participation.k} witness, the "
+                              f"file has {C.shape} and {F.shape}")
+    strategy = DenseStrategy(np.asarray(C, dtype=np.float64), np.asarray(F, dtype=np.float64))
+    if head.get("lower_triangular") is not strategy.lower_triangular:
+        raise PlanFormatError(f"{path}: the strategy header's lower_triangular does not match its "
+                              "matrix")
+    return strategy
 

@@ -24,6 +24,10 @@ class TrainingOptions:
     record takes part (``privacy.participation``: ``"epochs=4"``, ``"k=4,min_sep=64"``; None —
     once). ``strategy``: ``blt`` (buffered linear Toeplitz, Dvijotham et al. 2024; ``buffers``
     of them) or ``banded`` (banded Toeplitz, McKenna 2024; ``bands`` of them).
+    ``dense`` (the optimal dense multi-epoch strategy for the prefix sums under ``epochs=K``
+    with a certified gap, Choquette-Choo et al. 2023, §4; ``training.multi_epoch``; objective
+    ``total``, no momentum; ``streaming``: its lower-triangular factor with the same CᵀC, which
+    the noise stream needs; ``time_limit`` seconds stop its dual iteration early).
     ``objective``: ``total`` (‖W C⁻¹‖_F²·Δ², the γ_F objective) or ``max`` (the worst step's
     squared error times Δ², γ₂'s). ``momentum``: β of heavy-ball momentum (0 ≤ β < 1): the
     workload is then the prefix sums of the momentum-β averages, ``L_n M_β`` (Denisov et al.
@@ -38,4 +42,6 @@ class TrainingOptions:
     objective: Literal["total", "max"] = "total"
     momentum: float | None = None
     max_iter: int = 1000
+    streaming: bool = False
+    time_limit: float | None = None
     allow_weak_guarantee: bool = False

@@ -34,6 +34,12 @@ claims (:func:`training_claims`):
   matrices, so every trace norm of the bound shrinks by at most 1 + β and the bound by
   ``(1 + β)²`` (rounded so that it can only fall).
 
+A *dense* strategy (``kinds.training.dense``: the optimal multi-epoch strategy of
+``training.multi_epoch`` for the prefix sums under ``epochs=K``, Choquette-Choo et al. 2023,
+§4) stores its n × n matrix and a dual witness instead of parameters; its sensitivity comes from
+its Gram matrix, its error from ``W C⁻¹`` and its lower bound from the witness (that module's
+docstring), each O(n³) — the total objective, prefix sums only.
+
 The evaluation imports numpy alone (no scipy.signal, which loads scipy.optimize): r comes from
 ``BLT.inverse_column`` (sums of b powers) or, for a banded C, from the blocked solve of
 :func:`solve_banded_toeplitz`, which also applies ``M_β`` (the solve with ``(1, −β)``).
@@ -54,6 +60,8 @@ if TYPE_CHECKING:
     from factorize.privacy.participation import Participation
     from factorize.training.long_bound import LongLowerBound
     from factorize.training.toeplitz import LongSensitivity, LongStrategy
+
+    from .dense import DenseStrategy
 
 #: The objectives: total squared error (γ_F's) or the worst step's (γ₂'s).
 Reduction = Literal["total", "max"]
@@ -116,7 +124,7 @@ class TrainingPlan:
 
     n: int
     participation: Participation | None
-    strategy: LongStrategy
+    strategy: LongStrategy | DenseStrategy
     guarantee: Guarantee
     sigma: float
     sensitivity: SensitivityClaim
@@ -126,7 +134,7 @@ class TrainingPlan:
     provenance: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_strategy(cls, strategy: LongStrategy, participation: Participation | None,
+    def from_strategy(cls, strategy: LongStrategy | DenseStrategy, participation: Participation | None,
                       guarantee: Guarantee, reduction: Reduction, workload: str = "prefix",
                       provenance: dict[str, Any] | None = None) -> TrainingPlan:
         """The plan of a given strategy for ``workload`` (``prefix`` or ``momentum=β``): σ
@@ -152,10 +160,15 @@ class TrainingPlan:
         return red
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The strategy's parameters, the file's arrays (``theta``, ``omega`` or ``coef``)."""
+        """The strategy's parameters, the file's arrays (``theta``, ``omega``; ``coef``; or the
+        dense ``matrix`` and its dual ``witness``)."""
         from factorize.training.toeplitz import BLT
 
+        from .dense import DenseStrategy
+
         s = self.strategy
+        if isinstance(s, DenseStrategy):
+            return {"matrix": np.asarray(s.matrix), "witness": np.asarray(s.witness)}
         if isinstance(s, BLT):
             return {"theta": np.asarray(s.theta), "omega": np.asarray(s.omega)}
         return {"coef": np.asarray(s.coef)}
@@ -164,7 +177,11 @@ class TrainingPlan:
         """The manifest's ``strategy``: its kind and size (the parameters are arrays)."""
         from factorize.training.toeplitz import BLT
 
+        from .dense import DenseStrategy
+
         s = self.strategy
+        if isinstance(s, DenseStrategy):
+            return {"kind": s.kind, "lower_triangular": s.lower_triangular}
         if isinstance(s, BLT):
             return {"kind": s.kind, "buffers": s.buffers}
         return {"kind": s.kind, "bands": s.bands}
@@ -183,10 +200,19 @@ class TrainingPlan:
     def summary_lines(self) -> list[str]:
         from factorize.training.toeplitz import BLT
 
+        from .dense import DenseStrategy
+
         s, o, lb, sens = self.strategy, self.objective, self.lower_bound, self.sensitivity
         part = "each record in one step" if self.participation is None else self.participation.key
-        size = (f"BLT, {s.buffers} buffers ({2 * s.buffers} parameters θ, ω)" if isinstance(s, BLT)
-                else f"banded Toeplitz, {s.bands} bands")
+        if isinstance(s, DenseStrategy):
+            size = (f"dense {s.n} × {s.n}, " + ("lower-triangular (streamable by forward substitution: "
+                                             "state n·d floats)" if s.lower_triangular
+                    else "not lower-triangular: no noise stream (plan with --streaming)")
+                    + f"; dual witness {s.witness.shape[0]} × {s.witness.shape[1]}")
+        elif isinstance(s, BLT):
+            size = f"BLT, {s.buffers} buffers ({2 * s.buffers} parameters θ, ω)"
+        else:
+            size = f"banded Toeplitz, {s.bands} bands"
         per = "total over the n steps" if o["reduction"] == "total" else "at the worst step"
         ratio = o["normalised"] / lb["value"] if lb["value"] > 0 else math.inf
         return [
@@ -203,7 +229,7 @@ class TrainingPlan:
             + (f" (RMS per step {math.sqrt(self.sigma ** 2 * o['error'] / self.n):.6g})"
                if o["reduction"] == "total" else ""),
             f"objective   error·Δ² = {o['normalised']:.6g} ≥ lower bound {lb['value']:.6g} for "
-            f"every factorization (ratio {ratio:.4f}); {lb['how']}",
+            f"every factorization (ratio {ratio:.4f}, gap {ratio - 1.0:.3g}); {lb['how']}",
             "run         not a data pass: open the noise stream in the training loop with "
             "factorize.kinds.training.stream.open_stream(PLAN, d, ledger=..., dataset=...)",
         ]
@@ -333,13 +359,21 @@ def sigma_suffices(guarantee: Guarantee, sigma: float, sensitivity: float) -> bo
     raise PlanError(f"a training plan's Gaussian noise gives zCDP or (ε, δ)-DP, not {guarantee}")
 
 
-def training_claims(strategy: LongStrategy, participation: Participation | None,
+def training_claims(strategy: LongStrategy | DenseStrategy, participation: Participation | None,
                     guarantee: Guarantee, reduction: Reduction, workload: str = "prefix") -> TrainingClaims:
     """Every claim of a training plan for ``workload`` (``prefix`` or ``momentum=β``), derived
     from the strategy's parameters (module docstring): what the builder writes and the
     verifier re-derives."""
     from factorize.training.toeplitz import certified_sensitivity
 
+    from .dense import DenseStrategy, dense_claims
+
+    if isinstance(strategy, DenseStrategy):
+        if (workload, reduction) != ("prefix", "total"):
+            raise PlanError("a dense training strategy is planned for the prefix sums' total "
+                            f"squared error, not {workload!r} with objective {reduction!r}")
+        dsens, derror, dbound = dense_claims(strategy, participation)
+        return TrainingClaims(dsens, required_sigma(guarantee, dsens.value), derror, dbound)
     sens = certified_sensitivity(strategy, participation)
     sigma = required_sigma(guarantee, sens.value)
     with np.errstate(all="ignore"):

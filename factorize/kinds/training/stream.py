@@ -8,6 +8,12 @@ the plan verified from its parameters (``kinds.training.verify``: a refused plan
 nothing), then — with a ledger — **one** charge of the guarantee the verification established,
 named by the SHA-256 of the plan file's bytes, under the add/remove relation, committed before
 any noise is drawn. A test-mode randomness (``StreamRandom.seeded``) is refused with a ledger.
+
+A dense plan (``kinds.training.dense``) streams only when its C is lower-triangular
+(``--streaming``): :class:`DenseNoiseStream` solves ``C x = z`` by forward substitution, keeping
+every earlier ``x_s`` — O(n·d) floats of state (n steps, model dimension d), against the O(b·d)
+of a Toeplitz recurrence. A dense C that is not lower-triangular is refused before anything is
+verified or charged.
 """
 
 from __future__ import annotations
@@ -15,11 +21,17 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from factorize.numerics import integer, positive_number
 from factorize.plan.errors import PlanRefused
 from factorize.privacy.guarantees import PrivacyError
+from factorize.training.stream import NoiseStep, NoiseStream, StreamRandom
+
+from .dense import DenseStrategy
 
 if TYPE_CHECKING:
-    from factorize.training.stream import PrivateRun, StreamRandom
+    from factorize.training.stream import PrivateRun
 
 
 def open_stream(plan_path: str | os.PathLike[str], d: int, *,
@@ -32,7 +44,7 @@ def open_stream(plan_path: str | os.PathLike[str], d: int, *,
     randomness (``StreamRandom.secure()``, the default) or test mode (no ledger)."""
     from factorize.kinds import kind_of_file
     from factorize.plan.files import PlanFormatError, read_plan_bytes
-    from factorize.training.stream import PrivateRun, StreamRandom, noise_stream
+    from factorize.training.stream import PrivateRun, noise_stream
 
     rng = rng if rng is not None else StreamRandom.secure()
     if ledger is not None and rng.is_test_mode:
@@ -45,6 +57,11 @@ def open_stream(plan_path: str | os.PathLike[str], d: int, *,
         raise PlanFormatError(f"{source}: a {kind.name} plan, not a training plan (run it with "
                               "factorize run)")
     plan = kind.load(source)
+    if isinstance(plan.strategy, DenseStrategy) and not plan.strategy.lower_triangular:
+        raise PlanRefused("this dense training plan's strategy is not lower-triangular: step t's "
+                          "noise (C⁻¹z)_t would depend on later steps' z, so it cannot be streamed; "
+                          "plan it with --strategy dense --streaming (the lower-triangular factor "
+                          "with the same CᵀC: same sensitivity and error)")
     check = kind.verify(plan, allow_weak_guarantee=allow_weak_guarantee)
     if not check.passed:
         raise PlanRefused("plan refused: " + "; ".join(check.failures))
@@ -56,5 +73,48 @@ def open_stream(plan_path: str | os.PathLike[str], d: int, *,
         charge = Ledger.open(ledger).charge(dataset, guarantee.to_dict(), plan_sha256=source.sha256,
                                             relation=kind.relation(plan))
         charge_id = charge.id
-    return PrivateRun(noise_stream(plan.strategy, d, rng, sigma=plan.sigma),
+    stream = (DenseNoiseStream(plan.strategy, d, rng, plan.sigma)
+              if isinstance(plan.strategy, DenseStrategy)
+              else noise_stream(plan.strategy, d, rng, sigma=plan.sigma))
+    return PrivateRun(stream,
                       check.established("sensitivity"), plan.sigma, source.sha256, charge_id)
+
+
+class DenseNoiseStream(NoiseStream):
+    """The n steps' ``σ·(C⁻¹z)_t`` of a lower-triangular dense C by forward substitution,
+    ``x_t = (z_t − Σ_{s<t} C_ts x_s) / C_tt``, z_t drawn as by ``training.stream.NoiseStream``
+    (same randomness, step by step); the state is the n × d array of the x_s (module
+    docstring)."""
+
+    def __init__(self, strategy: DenseStrategy, d: int, rng: StreamRandom, sigma: float) -> None:
+        if not isinstance(rng, StreamRandom):
+            raise PrivacyError("rng must be a StreamRandom (StreamRandom.secure() or .seeded(seed))")
+        if not strategy.lower_triangular:
+            raise PrivacyError("a dense strategy streams only when it is lower-triangular")
+        if np.any(np.diagonal(strategy.matrix) == 0):
+            raise PrivacyError("a lower-triangular strategy with a zero diagonal entry is singular")
+        self.sigma = positive_number("sigma", sigma, PrivacyError)
+        self.rng = rng
+        self.matrix = strategy.matrix
+        self.d = integer("d", d, 1, PrivacyError)
+        self.t = 0
+        self.past = np.zeros((strategy.n, self.d))
+
+    @property
+    def state_nbytes(self) -> int:
+        return int(self.past.nbytes)
+
+    def __next__(self) -> NoiseStep:
+        t = self.t
+        if t >= self.matrix.shape[0]:
+            raise StopIteration
+        z = np.empty(self.d)
+        self.rng.normals(t, z)
+        if t:
+            z -= self.matrix[t, :t] @ self.past[:t]
+        x = z / self.matrix[t, t]
+        self.past[t] = x
+        self.t += 1
+        if self.sigma != 1.0:
+            x *= self.sigma
+        return NoiseStep(t, x, self.rng.label, self.rng.is_test_mode)

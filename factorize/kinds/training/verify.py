@@ -4,7 +4,8 @@ re-certified from the stored strategy (``training.toeplitz.certified_sensitivity
 least what the guarantee needs at that sensitivity and no more than the calibration (an
 inconsistent plan's claims are not its own); the error per unit σ² re-evaluated in
 O(n·parameters) (``plan.training_claims``); the lower bound re-derived
-(``training.long_bound``). A plan that claims better than re-derived — a smaller sensitivity
+(``training.long_bound``; for a dense multi-epoch strategy, from its stored dual witness,
+``kinds.training.dense``). A plan that claims better than re-derived — a smaller sensitivity
 or error, a larger lower bound, an attained sensitivity or exactness it does not have — is
 refused, and so is one whose σ is below the guarantee's. Numpy only: no scipy.optimize (nor
 scipy.signal, which loads it)."""
@@ -16,6 +17,7 @@ import time
 from factorize.plan.check_record import PlanCheck, guard, same_number
 from factorize.plan.errors import PlanError
 
+from .dense import DenseStrategy
 from .plan import TrainingClaims, TrainingPlan, sigma_suffices, training_claims
 
 #: Relative agreement required of the floating-point error claims (the evaluation is
@@ -49,9 +51,15 @@ def _claims(out: PlanCheck, plan: TrainingPlan) -> TrainingClaims:
     if s.n != plan.n:
         raise PlanError(f"the strategy has {s.n} steps, the plan {plan.n}")
     claims = training_claims(s, plan.participation, plan.guarantee, plan.reduction, plan.workload)
-    size = f"{s.buffers} buffers" if isinstance(s, BLT) else f"{s.bands} bands"
-    out.record("strategy", True, f"{type(s).__name__} of {size} over n={s.n} steps: sensitivity, "
-               "error and lower bound re-derived from its parameters")
+    if isinstance(s, DenseStrategy):
+        what = (f"dense {s.n} × {s.n} strategy" + (", lower-triangular" if s.lower_triangular else "")
+                + ": sensitivity from its Gram matrix, error from W C⁻¹ (residual within "
+                "tolerance) and lower bound from the stored dual witness")
+    else:
+        size = f"{s.buffers} buffers" if isinstance(s, BLT) else f"{s.bands} bands"
+        what = (f"{type(s).__name__} of {size} over n={s.n} steps: sensitivity, error and lower "
+                "bound re-derived from its parameters")
+    out.record("strategy", True, what)
     out.derived["claims"] = claims
     out.derived["sensitivity"] = claims.sensitivity
     out.recomputed_sensitivity = claims.sensitivity.value
@@ -103,7 +111,9 @@ def _check_objective(out: PlanCheck, plan: TrainingPlan, claims: TrainingClaims)
         elif not same_number(stated, value, ERROR_RTOL):
             problems.append(f"{key} {stated:.12g}, re-derived {value:.12g}")
     out.record("objective", not problems,
-               f"{o['reduction']} squared error per unit σ² re-evaluated from C⁻¹'s first column: "
+               f"{o['reduction']} squared error per unit σ² re-evaluated from "
+               + ("W C⁻¹ (certified Frobenius bound)" if isinstance(plan.strategy, DenseStrategy)
+                  else "C⁻¹'s first column") + ": "
                f"{claims.error:.12g}; × Δ² = {claims.normalised:.12g}"
                + ("" if not problems else " — the plan states otherwise: " + "; ".join(problems)))
 
@@ -123,6 +133,7 @@ def _check_lower_bound(out: PlanCheck, plan: TrainingPlan, claims: TrainingClaim
                         "lower bound (inconsistent evaluation)")
     out.record("lower bound", ok,
                f"every factorization of W (n={plan.n}) has error·Δ² ≥ {re.value:.12g} ({re.how}); "
-               f"this strategy is within a factor {claims.normalised / re.value:.6g}"
+               f"this strategy is within a factor {claims.normalised / re.value:.10g} (gap "
+               f"{claims.normalised / re.value - 1.0:.3g})"
                + ("" if not problems else " — " + "; ".join(problems)))
 
