@@ -14,6 +14,11 @@ metadata are written here and nowhere else:
   noise level (Gaussian) or Chebyshev's (Laplace) (``plan.manifest.ci_multiplier``), the lattice
   rounding bias, and the reconstruction's certified bias β per record times a bound n⁺ on the
   number of records (probability 1e-3);
+* the standard errors and intervals are :class:`AnswerColumn` s: computed from the row norms
+  for the rows asked for (a writer's batch, ``executor.output``), never held whole — a
+  release holds its estimates and R's row norms only (Adult's ≤3-way marginals: 21·10⁶
+  answers, 160 MiB per float column); each value is the same floating-point expression, in the
+  same order, as when the columns were computed whole, so the bytes written do not change;
 * labels travel in the measurement and come out in the release (``Release.extra["labels"]``).
 """
 
@@ -25,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from .session import ExecutionError
 
@@ -36,20 +42,20 @@ EXACT_SAMPLERS = ("discrete_gaussian", "discrete_laplace")
 @dataclass
 class Release:
     estimate: np.ndarray
-    std_error: np.ndarray
-    ci_low: np.ndarray
-    ci_high: np.ndarray
+    std_error: np.ndarray | AnswerColumn
+    ci_low: np.ndarray | AnswerColumn
+    ci_high: np.ndarray | AnswerColumn
     metadata: dict[str, Any]
     postprocessed: np.ndarray | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def columns(self) -> dict[str, np.ndarray]:
+    def columns(self) -> dict[str, Any]:
         """The answers file's columns: the query index, its labels (``extra["labels"]``: the
         table, label and attribute columns, ``executor.labels``), the estimate with its standard
         error and 95% interval, and any post-processed estimate (``extra["columns"]`` restricts
         the numbers, e.g. projected answers have no intervals; the labels always stay)."""
         labels = self.extra.get("labels", {})
-        cols = {"query": QueryIndex(self.estimate.size),
+        cols: dict[str, Any] = {"query": QueryIndex(self.estimate.size),
                 **labels, "estimate": self.estimate,
                 "std_error": self.std_error, "ci_low": self.ci_low, "ci_high": self.ci_high}
         if self.postprocessed is not None:
@@ -74,6 +80,98 @@ class QueryIndex:
         return np.arange(lo, min(self.k, lo + max(0, int(length))), dtype=np.int64)
 
 
+class ErrorBars:
+    """Standard errors and 95% intervals of a release, rows ``lo .. hi-1`` at a time (module
+    docstring): ``se = sd·‖r_i‖₂``, ``half = (c·se + (γ/2)‖r_i‖₁) + β·n⁺`` (the rounding term
+    only on a lattice), ``ci = estimate ∓ half`` — per row the same operations in the same
+    order as over whole columns, hence the same values. The last range asked for is kept (a
+    writer asks for the three columns of one batch in turn)."""
+
+    def __init__(self, estimate: np.ndarray, row_norms: Callable[[int, int], np.ndarray],
+                 row_l1_norms: Callable[[], np.ndarray], sd: float, multiplier: float,
+                 grid: float | None, bias: float) -> None:
+        self.estimate = estimate
+        self.row_norms = row_norms
+        self.row_l1_norms = row_l1_norms
+        self.sd, self.multiplier, self.grid, self.bias = sd, multiplier, grid, bias
+        self._l1: np.ndarray | None = None  # ‖r_i‖₁, from the first interval asked for
+        self._last: tuple[int, int, np.ndarray, np.ndarray] | None = None
+
+    def rows(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(se, half)`` for rows ``lo .. hi-1`` (read-only arrays)."""
+        if self._last is not None and self._last[:2] == (lo, hi):
+            return self._last[2], self._last[3]
+        se = np.multiply(self.row_norms(lo, hi), self.sd)
+        half = np.multiply(se, self.multiplier)
+        if self.grid:
+            if self._l1 is None:
+                self._l1 = self.row_l1_norms()
+            half += np.multiply(self._l1[lo:hi], 0.5 * self.grid)
+        half += self.bias
+        se.setflags(write=False)
+        half.setflags(write=False)
+        self._last = (lo, hi, se, half)
+        return se, half
+
+
+class AnswerColumn(NDArrayOperatorsMixin):
+    """One per-answer column of :class:`ErrorBars` (``"std_error"``, ``"ci_low"`` or
+    ``"ci_high"``), made per slice of rows when it is written (``executor.output``: its
+    ``slice``), as :class:`QueryIndex`. As an array (``np.asarray``, arithmetic, comparisons,
+    indexing) it is the whole column, computed when asked (the standard errors read-only)."""
+
+    def __init__(self, bars: ErrorBars, name: str) -> None:
+        if name not in ("std_error", "ci_low", "ci_high"):
+            raise ExecutionError(f"no answer column {name!r} in error bars")
+        self.bars = bars
+        self.name = name
+
+    def __len__(self) -> int:
+        return int(self.bars.estimate.size)
+
+    @property
+    def shape(self) -> tuple[int]:
+        return (len(self),)
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+    @property
+    def ndim(self) -> int:
+        return 1
+
+    @property
+    def dtype(self) -> np.dtype[np.float64]:
+        return np.dtype(np.float64)
+
+    def slice(self, offset: int, length: int) -> np.ndarray:
+        """Rows ``offset .. offset+length-1`` (clipped to ``0 .. k-1``), float64."""
+        k = len(self)
+        lo = min(max(0, int(offset)), k)
+        hi = min(k, lo + max(0, int(length)))
+        se, half = self.bars.rows(lo, hi)
+        if self.name == "std_error":
+            return se
+        est = self.bars.estimate[lo:hi]
+        return np.subtract(est, half) if self.name == "ci_low" else np.add(est, half)
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, slice) and key.step in (None, 1):
+            lo, hi, _ = key.indices(len(self))
+            return self.slice(lo, hi - lo)
+        return np.asarray(self)[key]
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """The whole column, computed now (``copy`` is not consulted)."""
+        out = self.slice(0, len(self))
+        return out if dtype is None else out.astype(dtype)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        args = [np.asarray(x) if isinstance(x, AnswerColumn) else x for x in inputs]
+        return getattr(ufunc, method)(*args, **kwargs)
+
+
 def refuse_float_noise(sampler: str, allow_float_noise: bool) -> None:
     """The one refusal of inexact noise: a sampler other than the exact lattice samplers runs
     only with ``--allow-float-noise`` (and only ``float`` is known besides them)."""
@@ -91,8 +189,9 @@ class LinearMeasurement:
 
     ``values``: ``round(Ã h/γ)`` (lattice integers) or ``fl(Ã h)`` (float sampler);
     ``noise``: the plan's verified ``privacy.NoiseSpec``; ``reconstruct``: ``ỹ ↦ R·ỹ``;
-    ``std_error``: ``sd ↦ sd·‖r_i‖₂`` for R's rows, a new array (the release's standard
-    errors); ``row_l1_norms``: ``‖r_i‖₁`` of R's rows; ``beta``: the
+    ``row_norms``: ``(lo, hi) ↦ ‖r_i‖₂`` for R's rows ``lo .. hi-1``;
+    ``row_l1_norms``: ``() ↦ ‖r_i‖₁`` (bounds) of R's rows, called once, when the first
+    interval is made; ``beta``: the
     certified reconstruction bias per record (the verifier's, required); ``n_upper``:
     ``(ỹ, estimate, sd) ↦ n⁺``; ``n_bound``: how n⁺ is found; ``describe``: the plan's public description for the metadata (workload, domain,
     guarantee, neighbours, mechanism)."""
@@ -100,8 +199,8 @@ class LinearMeasurement:
     values: Any
     noise: Any
     reconstruct: Callable[[np.ndarray], np.ndarray]
-    std_error: Callable[[float], np.ndarray]
-    row_l1_norms: np.ndarray
+    row_norms: Callable[[int, int], np.ndarray]
+    row_l1_norms: Callable[[], np.ndarray]
     beta: float
     n_upper: Callable[[np.ndarray, np.ndarray, float], float]
     n_bound: Any
@@ -123,20 +222,9 @@ def release(m: LinearMeasurement, rng: Any, *, allow_float_noise: bool,
     est = m.reconstruct(noisy)
     sd = math.sqrt(sampled_variance(spec))
     n_plus = m.n_upper(noisy, est, sd)
-    del noisy  # the answers' arrays come next, each as long as the answers
-    se = m.std_error(sd)
+    del noisy
     c = ci_multiplier(spec)
-    # half = c·se + (γ/2)‖r_i‖₁ + β·n⁺, evaluated in that order in two buffers (the arrays of
-    # a release are as long as its answers: 21·10⁶ for Adult's ≤3-way marginals)
-    half = np.multiply(se, c)
-    if spec.grid:
-        spare = np.multiply(m.row_l1_norms, 0.5 * spec.grid)
-        half += spare
-    else:
-        spare = np.empty_like(half)
-    half += m.beta * n_plus
-    ci_high = np.add(est, half, out=spare)
-    ci_low = np.subtract(est, half, out=half)
+    bars = ErrorBars(est, m.row_norms, m.row_l1_norms, sd, c, spec.grid, m.beta * n_plus)
     meta = dict(metadata or {})
     test_mode = bool(getattr(rng, "is_test_mode", False))
     meta.update({
@@ -155,4 +243,6 @@ def release(m: LinearMeasurement, rng: Any, *, allow_float_noise: bool,
         meta["variance"] = variance_note
     if test_mode:
         meta["warning"] = NOT_PRIVATE
-    return Release(estimate=est, std_error=se, ci_low=ci_low, ci_high=ci_high, metadata=meta)
+    return Release(estimate=est, std_error=AnswerColumn(bars, "std_error"),
+                   ci_low=AnswerColumn(bars, "ci_low"), ci_high=AnswerColumn(bars, "ci_high"),
+                   metadata=meta)

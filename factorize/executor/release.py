@@ -39,7 +39,7 @@ from factorize.kron import kron_matvec
 from factorize.plan.check_record import PlanCheck
 from factorize.plan.manifest import domain_manifest
 
-from .linear_release import LinearMeasurement, Release, release
+from .linear_release import AnswerColumn, LinearMeasurement, Release, release
 from .session import POSTPROCESS_SECONDS, ExecutionError
 
 
@@ -101,9 +101,10 @@ def release_dense(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
         n = n_upper(n_bound, n_weights, est, fact.R_factors, mu, beta, b_l1, sd, spec.family, spec.grid)
         return min(n, float(public_n)) if public_n is not None else n
 
+    norms = fact.row_norms_R()
     m = LinearMeasurement(
         values=measurement, noise=spec, reconstruct=lambda y: kron_matvec(fact.R_factors, y),
-        std_error=lambda sd: sd * fact.row_norms_R(), row_l1_norms=row_l1_norms_R(fact), beta=beta,
+        row_norms=lambda lo, hi: norms[lo:hi], row_l1_norms=lambda: row_l1_norms_R(fact), beta=beta,
         n_upper=n_plus, n_bound=n_bound,
         describe={"workload": plan.workload["spec"],
                   "workload_fingerprint": plan.workload["fingerprint"],
@@ -144,7 +145,7 @@ def check_public_n(plan: Plan, h: np.ndarray) -> None:
                         "the data has a different number of records")
 
 
-def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray,
+def _postprocess(plan: Plan, W: Any, est: np.ndarray, se: np.ndarray | AnswerColumn,
                  deadline: float) -> dict[str, Any]:
     """Run the plan's (verified) post-processing on the released estimates (never on private
     data), stopping at ``deadline`` (``time.monotonic()``) if it has not converged."""

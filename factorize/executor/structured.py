@@ -62,14 +62,12 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
     def n_plus(noisy: np.ndarray, est: np.ndarray, sd: float) -> float:
         return n_upper(plan, check, noisy, est, sd, beta) if beta > 0 else 0.0
 
-    def std_error(sd: float) -> np.ndarray:
-        se = np.sqrt(recon.row_sq_norms())  # sd·‖r_i‖ in one array (as many as the answers)
-        se *= sd
-        return se
+    def row_norms(lo: int, hi: int) -> np.ndarray:
+        return np.sqrt(recon.row_sq_norms()[lo:hi])
 
     m = LinearMeasurement(
         values=measurement, noise=plan.noise, reconstruct=recon.apply,
-        std_error=std_error, row_l1_norms=recon.row_l1_norms(), beta=beta,
+        row_norms=row_norms, row_l1_norms=recon.row_l1_norms, beta=beta,
         n_upper=n_plus, n_bound=plan.bias["n_bound"],
         describe={"mechanism": f"structured ({plan.family})", "workload": plan.workload["spec"],
                   "workload_fingerprint": plan.workload["fingerprint"],
