@@ -185,3 +185,43 @@ def test_bad_requests_raise_typed_errors():
         plan_multi_epoch(W, Participation("epochs", 5))
     with pytest.raises(PlannerError):
         lower_triangular_factor(np.ones((3, 12)))
+
+
+def test_coarse_to_fine_start_reaches_the_cold_start_optimum(monkeypatch):
+    """The coarse-to-fine start changes only where the dual iteration starts: at 512 steps, 4
+    epochs, both runs certify their objective within their own gap, so the two objectives agree
+    to the sum of the gaps, and each lower bound stays below the other's objective."""
+    from factorize.training import multi_epoch
+
+    W = np.tril(np.ones((512, 512)))
+    p = Participation.parse("epochs=4")
+    warm = plan_multi_epoch(W, p, target_gap=1e-7)
+    monkeypatch.setattr(multi_epoch, "COARSE_MIN_STEPS", 10**9)
+    cold = plan_multi_epoch(W, p, target_gap=1e-7)
+    assert warm.gap <= 1e-6 and cold.gap <= 1e-6
+    assert abs(warm.objective - cold.objective) <= (warm.gap + cold.gap) * cold.objective
+    assert warm.lower <= cold.objective and cold.lower <= warm.objective
+
+
+def test_coarse_start_applies_to_lower_triangular_toeplitz_workloads_only():
+    from factorize.training.multi_epoch import _interpolate, _toeplitz_column
+
+    n = 8
+    w = 0.9 ** np.arange(n)
+    T = np.tril(w[np.subtract.outer(np.arange(n), np.arange(n)).clip(0)])
+    assert np.array_equal(_toeplitz_column(T), w)
+    U = T.copy()
+    U[5, 2] += 1e-12
+    assert _toeplitz_column(U) is None
+    assert _toeplitz_column(T.T) is None
+    assert _toeplitz_column(T[:, :6]) is None
+    # a profile linear in the relative position is interpolated exactly away from the ends
+    K, bc, b = 2, 4, 8
+    centres = (np.arange(bc) + 0.5) / bc
+    blocks = np.tile(np.eye(K), (bc, 1, 1))
+    x = np.concatenate([3.0 * centres, blocks.ravel()])
+    y = _interpolate(x, K, b)
+    fine = (np.arange(b) + 0.5) / b
+    inside = (fine >= centres[0]) & (fine <= centres[-1])
+    np.testing.assert_allclose(y[:b][inside], 3.0 * fine[inside], rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(y[b:].reshape(b, K, K), np.tile(np.eye(K), (b, 1, 1)))
