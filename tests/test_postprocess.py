@@ -155,8 +155,8 @@ def test_dense_integer_is_one_integer_histogram():
 
 
 def test_a_workload_whose_answers_do_not_determine_their_tables_is_refused():
-    with pytest.raises(PostprocessError, match="block 0's factor on attribute 0 .3×4. does not have full column rank"):
-        marginal_layout(parse_workload("kron(width:4:2,identity:2)"), (4, 2))
+    with pytest.raises(PostprocessError, match="block 0's factor on attribute 0 .4×5. does not have full column rank"):
+        marginal_layout(parse_workload("kron(width:5:2,identity:2)"), (5, 2))
     with pytest.raises(PostprocessError, match="released values"):
         marginal_layout(parse_workload("marginals:2x3:1"), (2, 3)).targets(np.zeros(4))
 
@@ -212,7 +212,7 @@ def test_the_verifier_refuses_post_processing_of_tables_the_answers_do_not_deter
     from tests.plan_fixtures import forge_structured_plan
     from workloads import Domain
 
-    plan = build_structured_plan("kron(width:4:2,identity:2)", "rho=0.5", domain=Domain(["a", "b"], [4, 2]),
+    plan = build_structured_plan("kron(width:5:2,identity:2)", "rho=0.5", domain=Domain(["a", "b"], [5, 2]),
                                  strategy="union")
     save_structured_plan(plan, tmp_path / "u.plan")
 
@@ -228,7 +228,7 @@ def test_plan_time_refusals_say_why(tmp_path, capsys):
     from factorize.cli.plan import main
 
     out = str(tmp_path / "p.plan")
-    assert main(["plan", "--workload", "kron(width:4:2,identity:2)", "--domain", "a=4,b=2",
+    assert main(["plan", "--workload", "kron(width:5:2,identity:2)", "--domain", "a=5,b=2",
                  "--privacy", "rho=0.5", "--strategy", "union", "--postprocess", "nonneg",
                  "--out", out]) == 2
     assert "does not have full column rank" in capsys.readouterr().err

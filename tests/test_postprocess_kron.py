@@ -178,3 +178,58 @@ def test_integer_end_to_end_on_a_plan_of_cdfs_and_a_table_asked_twice(tmp_path):
     assert np.array_equal(bc, bc_again)
     assert np.all(np.diff(cdf, axis=0) >= 0) and np.array_equal(cdf, np.cumsum(ab, axis=0))
     assert np.array_equal(ab.sum(axis=0), bc.sum(axis=1)) and np.array_equal(ac.sum(axis=1), ab.sum(axis=1))
+
+
+def _grouping(groups: list[int]) -> np.ndarray:
+    """The grouping factor G (g × n): ``G[g, v] = 1`` when value v is in group ``groups[v]``."""
+    G = np.zeros((max(groups) + 1, len(groups)))
+    G[groups, np.arange(len(groups))] = 1.0
+    return G
+
+
+def test_a_grouping_factor_is_served_and_fitted_exactly_through_it():
+    """Age groups by a second attribute (a rank-deficient factor whose rows sum to 𝟙), beside
+    a 1-way table of the fine values and a window factor that tiles the values: the layout
+    keeps one table per support, the total of a grouped block's estimate is the block's total
+    (unbiased), and the fit's answers equal cvxpy's over the local polytope (the answers of the
+    least-squares fit are unique though the fine table under a grouping is not)."""
+    cp = pytest.importorskip("cvxpy")
+    from workloads.explicit import DenseWorkload
+    from workloads.structured import KronWorkload, VStackWorkload
+
+    sizes = (4, 3)
+    G = _grouping([0, 0, 1, 1])
+    W = VStackWorkload([KronWorkload([DenseWorkload(G), parse_workload("identity:3")]),
+                        KronWorkload([parse_workload("identity:4"), parse_workload("total:3")]),
+                        KronWorkload([parse_workload("width:4:2"), parse_workload("total:3")])])
+    layout = marginal_layout(W, sizes)
+    assert layout.tables == ((0, 1), (0,))
+    h = np.random.default_rng(5).poisson(3.0, size=12).astype(np.float64)
+    targets, _ = layout.targets(W.dense() @ h)
+    assert all(abs(float(t.sum()) - h.sum()) <= 1e-9 * h.sum() for t in targets)
+    rng = np.random.default_rng(6)
+    y = W.dense() @ h + 2.0 * rng.normal(size=W.shape[0])
+    fit = project_nonneg(layout, y, max_iter=20000, tol=1e-10)
+    n0, n1 = 12, 4
+    mu0, mu1 = cp.Variable(n0), cp.Variable(n1)
+    B0 = np.column_stack([layout.answers([e.reshape(4, 3), np.zeros(4)]) for e in np.eye(n0)])
+    B1 = np.column_stack([layout.answers([np.zeros((4, 3)), e]) for e in np.eye(n1)])
+    cons = [mu0 >= 0, mu1 >= 0, cp.sum(mu0) == fit.n_hat, cp.sum(mu1) == fit.n_hat,
+            np.kron(np.eye(4), np.ones((1, 3))) @ mu0 == mu1]
+    cp.Problem(cp.Minimize(cp.sum_squares(B0 @ mu0 + B1 @ mu1 - y)), cons).solve(solver=cp.CLARABEL)
+    want = B0 @ mu0.value + B1 @ mu1.value
+    got = layout.answers(fit.tables)
+    assert np.abs(got - want).max() <= 1e-5 * max(1.0, fit.n_hat)
+    assert all(float(t.min()) >= 0.0 for t in fit.tables)
+    assert np.abs(marginal(fit.tables[0], (0, 1), (0,)) - fit.tables[1]).max() <= 1e-6 * fit.n_hat
+
+
+def test_a_factor_whose_rows_miss_the_all_ones_row_is_still_refused():
+    with pytest.raises(PostprocessError, match="do not sum to the all-ones row"):
+        marginal_layout(parse_workload("kron(width:5:2,identity:2)"), (5, 2))
+    from workloads.explicit import DenseWorkload
+    from workloads.structured import KronWorkload
+
+    partial = _grouping([0, 0, 1, 1])[:1]  # one group only: values 2, 3 never counted
+    with pytest.raises(PostprocessError, match="block 0's factor on attribute 0"):
+        marginal_layout(KronWorkload([DenseWorkload(partial), parse_workload("identity:2")]), (4, 2))

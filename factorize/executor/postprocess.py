@@ -2,7 +2,7 @@
 
 Dense and Kronecker plans (the histogram's N cells fit): ``nonneg`` and ``integer`` below,
 ``least_squares`` (:func:`least_squares`). Structured plans (workloads of Kronecker blocks
-whose factors have full column rank: marginals, CDFs, ranges): the same two methods on the
+whose factors have full column rank or group the values: marginals, CDFs, ranges, groupings): the same two methods on the
 marginal tables the blocks read, never forming N (:func:`marginal_postprocess`,
 ``factorize.postprocess``).
 

@@ -3,7 +3,8 @@
 A release of a workload of Kronecker blocks (marginals, CDFs, ranges and their products)
 gives a noisy answer for every cell of every table; every block reads the records through the
 marginal table on its attributes, so its answers are a linear map of that table, which they
-determine where the block's factors have full column rank (``postprocess.tables``). The
+determine where the block's factors have full column rank, and determine up to the factors'
+null space, total included, where a factor groups the values (``postprocess.tables``). The
 answers may be negative, are not integers and — for plan families that estimate each block
 from its own measurements — may disagree between tables. Post-processing reads the released
 values only (privacy is unchanged), works on those marginal tables and reads every answer back

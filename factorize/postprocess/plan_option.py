@@ -6,8 +6,9 @@ kind that can serve it, and a clear refusal for one that cannot.
   (``executor.postprocess.integer_consistent``); record ``{method, max_iter, tol}`` with the
   dense defaults :data:`DENSE_MAX_ITER`, :data:`DENSE_TOL`;
 * a structured plan (``kinds.structured.plan.StructuredPlan``, every family) of a workload of
-  Kronecker blocks whose factors are identities, totals or matrices of full column rank
-  (marginals, CDFs, ranges, their products — ``postprocess.tables``): the marginal tables the
+  Kronecker blocks whose factors are identities, totals, matrices of full column rank or
+  groupings of the values (marginals, CDFs, ranges, age groups, their products —
+  ``postprocess.tables``): the marginal tables the
   blocks read are estimated from the released answers, projected onto non-negative
   consistent tables (``postprocess.nonneg``) and, for ``integer``, rounded
   (``postprocess.rounding``), every answer read back through its block's factors; record

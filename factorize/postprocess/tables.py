@@ -10,7 +10,15 @@ attributes whose factor is not ``1ᵀ``):
 
 Where every factor has full column rank (identity, prefix, all ranges, Hadamard) the block's
 answers determine that marginal, ``m_{S_o} = (⊗_j F_{o,j}⁺) y_o / w_o``, computed factor by
-factor (one small pseudo-inverse per attribute, never an object over the domain). So
+factor (one small pseudo-inverse per attribute, never an object over the domain). A factor
+without full column rank (a *grouping* of values, ``G_{gv} = 1`` when value v is in group g, or
+windows that tile the values) is served when the all-ones row lies in its row space,
+``𝟙ᵀ = aᵀF`` (:func:`_factor`): the block then determines its table only up to F's null space,
+but it determines the table's total, ``𝟙ᵀF⁺y = aᵀFF⁺y`` with mean ``aᵀFm = 𝟙ᵀm`` (FF⁺ the
+projection onto F's range), so the release's total n̂ stays an unbiased least-squares figure;
+the fit below uses the block exactly, through F, and its answers are read back through F from
+the one fitted table. A factor whose row space misses 𝟙 (ranges of one width that do not tile
+the values) leaves even the total undetermined and is refused. So
 post-processing works on the distinct support tables (:class:`MarginalLayout`): each table's
 estimate is the weighted mean of its blocks' estimates, and every answer is read back through
 its block's factors — prefix sums and ranges of non-negative integer tables are non-negative
@@ -53,12 +61,16 @@ from .errors import PostprocessError
 #: A table: its attribute set, strictly increasing attribute indices.
 Attrs = tuple[int, ...]
 
+#: Largest ``|M⁺M𝟙 − 𝟙|`` for which a rank-deficient factor counts as determining the total.
+ROW_SPACE_TOL = 1e-9
+
 
 @dataclass(frozen=True)
 class Factor:
-    """A block's explicit factor on one support attribute: the matrix F (k × n, full column
-    rank), its pseudo-inverse F⁺ and ``‖F⁺‖_F² / n`` (the variance factor of the module
-    docstring)."""
+    """A block's explicit factor on one support attribute: the matrix F (k × n, of full column
+    rank or with 𝟙ᵀ in its row space), its pseudo-inverse F⁺ and ``‖F⁺‖_F² / n`` (the variance
+    factor of the module docstring; for a rank-deficient F, that of the estimate F⁺y of the
+    table's projection onto F's row space)."""
 
     matrix: np.ndarray
     pinv: np.ndarray
@@ -162,22 +174,29 @@ def _along_axes(x: np.ndarray, mats: Sequence[np.ndarray | None]) -> np.ndarray:
 
 
 def _factor(M: np.ndarray, cache: dict[bytes, Factor]) -> Factor | None:
-    """The :class:`Factor` of ``M`` (memoized by content), None when M lacks full column rank."""
+    """The :class:`Factor` of ``M`` (memoized by content): M of full column rank, or with the
+    all-ones row in its row space (``‖M⁺M𝟙 − 𝟙‖_∞ ≤`` :data:`ROW_SPACE_TOL`; module docstring);
+    else None."""
     key = np.ascontiguousarray(M).tobytes() + str(M.shape).encode()
     if key not in cache:
         k, n = M.shape
-        s = np.linalg.svd(M, compute_uv=False)
-        if k < n or s.size == 0 or s[-1] <= max(k, n) * np.finfo(np.float64).eps * s[0]:
+        if k == 0 or n == 0 or not np.any(M):
             return None
         pinv = np.linalg.pinv(M)
+        s = np.linalg.svd(M, compute_uv=False)
+        full = k >= n and s[-1] > max(k, n) * np.finfo(np.float64).eps * s[0]
+        ones = np.ones(n)
+        if not full and float(np.max(np.abs(pinv @ (M @ ones) - ones))) > ROW_SPACE_TOL:
+            return None
         cache[key] = Factor(M, pinv, float(np.sum(pinv * pinv)) / n)
     return cache[key]
 
 
 def marginal_layout(W: Any, sizes: Sequence[int]) -> MarginalLayout:
     """The layout of ``W`` over attribute sizes ``sizes``; :class:`PostprocessError` naming the
-    first block whose answers do not determine the marginal table they are read from (a factor
-    without full column rank: fewer rows than values, e.g. ranges of one width) or a workload
+    first block whose answers determine neither the marginal table they are read from nor its
+    total (a factor without full column rank whose row space misses 𝟙, e.g. ranges of one width
+    that do not tile the values) or a workload
     that is not a stack of Kronecker blocks over the attributes."""
     from factorize.structured.blocks import StructureError
     from factorize.structured.workload_blocks import workload_blocks
@@ -210,9 +229,11 @@ def marginal_layout(W: Any, sizes: Sequence[int]) -> MarginalLayout:
                     k, n = f.explicit.shape
                     raise PostprocessError(
                         f"workload block {o}'s factor on attribute {j} ({k}×{n}) does not have full "
-                        "column rank, so its answers do not determine the marginal table they are "
-                        "read from: post-processing fits marginal tables and serves blocks whose "
-                        "factors are identities, totals or of full column rank (prefix, ranges)")
+                        "column rank and its rows do not sum to the all-ones row, so its answers "
+                        "determine neither the marginal table they are read from nor its total: "
+                        "post-processing fits marginal tables and serves blocks whose factors are "
+                        "identities, totals, of full column rank (prefix, ranges) or groupings of "
+                        "the values")
                 fs.append(op)
             S, ops = tuple(support), tuple(fs)
         block_table.append(index.setdefault(tuple(S), len(index)))
