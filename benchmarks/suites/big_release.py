@@ -17,8 +17,10 @@ seconds, peak resident memory), run from a source tree with that tree first on
    then a run in test mode (``--seed``, default 7) of the first tree's plan file with every phase of the pipeline
    timed — load, verify, labels, measure, release, write: CPU seconds and the peak resident
    set of each phase alone (that row's own peak RSS is the last phase's: resetting VmHWM
-   resets what ``wait4`` reports) — and the SHA-256 of its answers file, which must be the
-   same in every tree (a change of speed or memory releases the same bytes);
+   resets what ``wait4`` reports) — and the SHA-256 of its answers' values
+   (:func:`values_sha256`: every column's values and nulls and the metadata, whatever the
+   Parquet encoding), which must be the same in every tree (a change of speed, memory or
+   encoding releases the same answers), beside the SHA-256 of the file's bytes;
 3. **wide 3-way**: all 3-way marginals over ``--attributes`` synthetic attributes of sizes
    ``2 + (7j mod 9)`` (public records from ``engines.synthetic``, ``--records`` of them),
    ρ = 0.5: ``plan``, then ``run`` under an address-space limit of ``--address-space-gb``
@@ -182,9 +184,49 @@ def _phases(harness, tree: Path, label: str, case: str, plan: Path, data: Path, 
     row = _row(case, label, f"run --seed {seed}, by phase", p)
     if row["ok"]:
         row.update(json.loads(p.stdout.strip().splitlines()[-1]))
-        row["sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+        row["file_sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+        row["sha256"] = values_sha256(out)
     out.unlink(missing_ok=True)
     return row
+
+
+def values_sha256(path: Path) -> str:
+    """SHA-256 of a Parquet answers file's values, independent of its encoding, compression
+    and row groups: the ``factorize`` metadata, then per column (in order) its name and the
+    SHA-256 of its rows — validity, then numbers as their little-endian bytes, text (a
+    dictionary column decoded) as each value's UTF-8 length and bytes."""
+    import hashlib
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(path)
+    names = f.schema_arrow.names
+    # per column: validity, lengths (text) and values, each its own stream, so that the
+    # digest does not depend on where the row groups end
+    per = {n: [hashlib.sha256() for _ in range(3)] for n in names}
+    for i in range(f.num_row_groups):
+        group = f.read_row_group(i)
+        for n in names:
+            col = group.column(n).combine_chunks()
+            if pa.types.is_dictionary(col.type):
+                col = col.dictionary_decode()
+            valid, lengths, values = per[n]
+            valid.update(np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool).tobytes())
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                text = pc.fill_null(col, "").cast(pa.large_string())  # nulls: empty slots
+                offsets = np.frombuffer(text.buffers()[1], dtype="<i8")[text.offset:text.offset + len(text) + 1]
+                lengths.update(np.diff(offsets).tobytes())
+                values.update(memoryview(text.buffers()[2])[offsets[0]:offsets[-1]])
+            else:
+                numbers = col.fill_null(0).to_numpy()
+                values.update(numbers.astype(numbers.dtype.newbyteorder("<")).tobytes())
+    out = hashlib.sha256(f.schema_arrow.metadata[b"factorize"])
+    for n in names:
+        out.update(n.encode("utf-8") + b"\0" + b"".join(h.digest() for h in per[n]))
+    return out.hexdigest()
 
 
 def _plan_and_run(harness, tree: Path, label: str, case: str, spec: str, domain: str, data: Path,
@@ -265,8 +307,8 @@ def render(report: dict) -> str:
         f"{report['records']:,} synthetic records, the run under RLIMIT_AS = "
         f"{report['address_space_gb']:g}·10⁹ bytes.",
         "",
-        "| case | tree | phase | wall s | CPU s (user + sys) | peak RSS MiB | result |",
-        "|---|---|---|---:|---:|---:|---|",
+        "| case | tree | phase | wall s | CPU s (user + sys) | peak RSS MiB | load (1 min) before → after | result |",
+        "|---|---|---|---:|---:|---:|---|---|",
     ]
     for r in report["rows"]:
         cpu = f"{r['cpu_s']:.1f} ({r['user_s']:.1f} + {r['sys_s']:.1f})"
@@ -276,8 +318,9 @@ def render(report: dict) -> str:
                       f"{r['sampler_sys_s']:.2f}): {r['n'] / r['sampler_cpu_s'] / 1e6:.2f}·10⁶ samples per CPU s, "
                       f"{r['bytes_per_sample']:.1f} random bytes per sample, "
                       f"variance/σ² = {r['variance_ratio']:.4f}")
+        load = " → ".join(f"{x:.2f}" for x in r.get("load") or [] if x is not None) or "n/a"
         lines.append(f"| {r['case']} | {r['tree']} | {r['phase']} | {r['wall_s']:.1f} | {cpu} | "
-                     f"{r['peak_rss_mib']:.0f} | {result} |")
+                     f"{r['peak_rss_mib']:.0f} | {load} | {result} |")
     phased = [r for r in report["rows"] if r.get("phases")]
     if phased:
         lines += ["", f"Phases of the test-mode run (`--seed {report.get('seed')}`), each phase's CPU "
@@ -289,8 +332,13 @@ def render(report: dict) -> str:
             cells = " | ".join(f"{p['cpu_s']:.1f} s, {p['peak_mib']:.0f}" for p in r["phases"])
             lines.append(f"| {r['case']} | {r['tree']} | {cells} | {r['cpu_s']:.1f} |")
         digests = {r["sha256"] for r in phased}
-        lines += ["", "Answers files of the same seed: " + (
+        lines += ["", "Answers of the same seed (every column's values and the metadata, "
+                  "`values_sha256`): " + (
             f"bit-for-bit identical in every tree (SHA-256 {phased[0]['sha256'][:16]}…)."
             if len(digests) == 1 else "DIFFER between trees: " + ", ".join(
                 f"{r['tree']} {r['sha256'][:16]}…" for r in phased) + ".")]
+        if any(r.get("file_sha256") for r in phased):
+            lines.append("The files' own bytes (SHA-256; they differ where the Parquet encoding "
+                         "does): " + ", ".join(f"{r['tree']} {r.get('file_sha256', 'n/a')[:16]}…"
+                                                for r in phased) + ".")
     return "\n".join(lines) + "\n"

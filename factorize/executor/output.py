@@ -9,9 +9,12 @@ table does not cross the attribute), then ``estimate``, ``std_error``, ``ci_low`
 every other column is text, CSV-quoted). The table and attribute columns are built and
 written batch by batch (``labels.TableLabels``). Metadata (plan digests, guarantee, noise,
 CI method, ``test_mode``) goes in ``# key: value`` comment lines at the top of a CSV, under
-``"metadata"`` in JSON, and in the Parquet schema metadata (key ``factorize``). The file is
+``"metadata"`` in JSON, and in the Parquet schema metadata (key ``factorize``). A Parquet file
+has one row group per batch, each column encoded as its values call for
+(:func:`parquet_options`: the encodings change no value). The file is
 written through ``io.atomic.AtomicOutput``: an unnamed file in the destination folder,
-moved into place whole (a failure or a kill leaves no partial or complete copy elsewhere).
+linked under a hidden name there and renamed into place whole (a failure or a kill leaves no
+partial or complete copy elsewhere).
 ``open_output`` opens it before anything irreversible happens (a release checks that it can
 write its answers before it charges a privacy budget) and refuses, there, every destination
 the final move could fail on or that would lose something: one that is the private data, the
@@ -289,20 +292,54 @@ def _json(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:
     fh.write((text + "\n").encode("utf-8"))
 
 
+#: Columns whose values are, in practice, all distinct (noisy floats): written plain, without
+#: the dictionary Parquet tries first (hashing 21·10⁶ distinct floats, then storing them in a
+#: dictionary page anyway, cost more than the rest of their write) and uncompressed (the low
+#: bits of a noisy float do not compress: snappy made them larger).
+PLAIN_COLUMNS = ("estimate", "ci_low", "ci_high", "label")
+UNCOMPRESSED_COLUMNS = ("estimate", "ci_low", "ci_high")
+
+
+def parquet_options(first: Any) -> dict[str, Any]:
+    """``pyarrow.parquet.ParquetWriter``'s encoding options for an answers file whose first
+    row group is the Arrow table ``first`` (the values written do not depend on them):
+
+    * ``query`` (0, 1, 2, …): ``DELTA_BINARY_PACKED``, a few bits per row;
+    * the text columns (``table``, the attribute columns: few distinct values) dictionary
+      encoded, except ``label`` (one per query, all distinct);
+    * ``std_error`` dictionary encoded when its first row group repeats values (at most half
+      as many distinct values as rows: a table's cells share their standard error in marginal
+      releases), plain otherwise; :data:`PLAIN_COLUMNS` plain;
+    * snappy compression, none for :data:`UNCOMPRESSED_COLUMNS`;
+    * min/max statistics for the numeric columns only (a label's are of no use, and on the
+      tables' attribute columns they cost more than the rest of the write)."""
+    names = list(first.column_names)
+    dictionary = [n for n in names if n not in NUMERIC_COLUMNS and n not in PLAIN_COLUMNS]
+    if "std_error" in names and first.num_rows:
+        se = first.column("std_error").to_numpy()
+        if 2 * np.unique(se).size <= se.size:
+            dictionary.append("std_error")
+    options: dict[str, Any] = {
+        "use_dictionary": dictionary,
+        "compression": {n: "none" if n in UNCOMPRESSED_COLUMNS else "snappy" for n in names},
+        "write_statistics": [n for n in names if n in NUMERIC_COLUMNS],
+    }
+    if "query" in names:
+        options["column_encoding"] = {"query": "DELTA_BINARY_PACKED"}
+    return options
+
+
 def _parquet(fh: Any, columns: dict[str, Any], metadata: dict[str, Any]) -> None:
-    """One row group per batch; min/max statistics for the numeric columns only (a label's
-    are of no use, and on the tables' attribute columns they cost more than the rest of the
-    write)."""
+    """One row group per batch, encoded as :func:`parquet_options` says."""
     import pyarrow.parquet as pq
 
-    names, batches = _batches(columns)
+    _, batches = _batches(columns)
     writer = None
     try:
         for batch in batches:
             if writer is None:
                 schema = batch.schema.with_metadata({"factorize": json.dumps(metadata, allow_nan=False)})
-                writer = pq.ParquetWriter(fh, schema,
-                                          write_statistics=[n for n in names if n in NUMERIC_COLUMNS])
+                writer = pq.ParquetWriter(fh, schema, **parquet_options(batch))
             writer.write_table(batch.replace_schema_metadata(schema.metadata))
     finally:
         if writer is not None:

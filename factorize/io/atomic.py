@@ -3,13 +3,17 @@
 :class:`AtomicOutput` is opened *before* anything irreversible happens (so a folder that
 cannot be written is found before a privacy budget is charged), written once, then
 committed. Its data go to an unnamed file (Linux ``O_TMPFILE``) in the destination folder:
-a process killed while writing leaves nothing behind. On commit the file is linked (or, where
-the kernel refuses to link an unnamed file, copied) under a hidden name and renamed over the
-destination (``os.replace``, atomic within one folder); a kill in that instant — or a file system without ``O_TMPFILE``, where the data are written
-under the hidden name from the start — can leave a hidden ``.NAME.partial.PID.*.tmp`` file,
-which the next output to the same destination removes (:func:`remove_stale`) when its
-process is gone. Files are created with mode 0600 while partial and get the usual
-``0666 & ~umask`` when committed.
+a process killed while writing leaves nothing behind. On commit the file is given a hidden
+name in that folder and renamed over the destination (``os.replace``, atomic within one
+folder; the folder is then synced so the rename survives a crash). The hidden name is a
+link to the unnamed file itself (:func:`link_unnamed`: ``linkat`` with ``AT_EMPTY_PATH``, as
+``open(2)`` describes for ``O_TMPFILE``, else through ``/proc/self/fd``), so publishing costs
+no copy of the data; only where the kernel refuses both links is the file copied in the
+kernel (``copy_file_range``) under the hidden name. A kill in that instant — or a file system
+without ``O_TMPFILE``, where the data are written under the hidden name from the start — can
+leave a hidden ``.NAME.partial.PID.*.tmp`` file, which the next output to the same
+destination removes (:func:`remove_stale`) when its process is gone. Files are created with
+mode 0600 while partial and get the usual ``0666 & ~umask`` when committed.
 """
 
 from __future__ import annotations
@@ -67,6 +71,78 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+#: ``linkat``'s flag: link the file ``olddirfd`` itself refers to (``<fcntl.h>``, Linux).
+AT_EMPTY_PATH = 0x1000
+AT_FDCWD = -100
+
+
+def link_unnamed(fd: int, dest: Path) -> None:
+    """Give the open unnamed file ``fd`` (``O_TMPFILE``, not ``O_EXCL``) the new name ``dest``
+    in its file system: ``linkat(fd, "", AT_FDCWD, dest, AT_EMPTY_PATH)`` (allowed to the
+    opener since Linux 6.10, and to a process with ``CAP_DAC_READ_SEARCH`` before), else
+    ``linkat`` of ``/proc/self/fd/FD`` with ``AT_SYMLINK_FOLLOW`` (``open(2)``, ``O_TMPFILE``).
+    ``OSError`` when the kernel refuses both (some refuse the second with ``EXDEV``)."""
+    try:
+        _linkat_empty_path(fd, dest)
+        return
+    except OSError:
+        pass
+    os.link(f"/proc/self/fd/{fd}", dest, follow_symlinks=True)
+
+
+def _linkat_empty_path(fd: int, dest: Path) -> None:
+    import ctypes
+
+    try:
+        linkat = ctypes.CDLL(None, use_errno=True).linkat
+    except (OSError, AttributeError) as exc:  # no C library symbol here: not Linux
+        raise OSError(errno.ENOSYS, "linkat is not available") from exc
+    linkat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    linkat.restype = ctypes.c_int
+    if linkat(fd, b"", AT_FDCWD, os.fsencode(dest), AT_EMPTY_PATH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(dest))
+
+
+def copy_file(src: int, dst: int) -> None:
+    """Copy the whole file ``src`` (from offset 0) to ``dst`` at its current offset, in the
+    kernel where it can (``os.copy_file_range``), else through 1 MiB buffers."""
+    offset = 0
+    size = os.fstat(src).st_size
+    copy_range = getattr(os, "copy_file_range", None)
+    if copy_range is not None:
+        try:
+            while offset < size:
+                n = copy_range(src, dst, size - offset, offset)
+                if n == 0:
+                    break
+                offset += n
+        except OSError as exc:
+            if offset or exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                raise
+    while True:
+        block = os.pread(src, 1 << 20, offset)
+        if not block:
+            return
+        os.write(dst, block)
+        offset += len(block)
+
+
+def sync_folder(target: Path) -> None:
+    """``fsync`` ``target``'s folder, so that a rename into it is durable (best effort: a
+    file system that cannot sync a folder is left as it is)."""
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        fd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        with suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class MissingFolderError(EnvironmentProblem, FileNotFoundError):
@@ -127,9 +203,9 @@ class AtomicOutput:
         if self._named is None:
             hidden = hidden_name(self.target)
             try:
-                os.link(f"/proc/self/fd/{self._fd}", hidden, follow_symlinks=True)
+                link_unnamed(self._fd, hidden)
             except OSError:
-                # no linkat of an unnamed file here: copy it under the hidden name instead
+                # no link of an unnamed file here: copy it under the hidden name instead
                 self._copy_to(self._fd, hidden)
             self._named = hidden
         os.close(self._fd)
@@ -137,18 +213,13 @@ class AtomicOutput:
         os.replace(self._named, self.target)
         self._named = None
         self.committed = True
+        sync_folder(self.target)
 
     def _copy_to(self, fd: int, hidden: Path) -> None:
         """Copy the open unnamed file ``fd`` to the new file ``hidden`` (when it cannot be linked)."""
         out = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            offset = 0
-            while True:
-                block = os.pread(fd, 1 << 20, offset)
-                if not block:
-                    break
-                os.write(out, block)
-                offset += len(block)
+            copy_file(fd, out)
             umask = os.umask(0)
             os.umask(umask)
             os.fchmod(out, 0o666 & ~umask)
@@ -194,6 +265,7 @@ def atomic_target(path: str | os.PathLike[str]) -> Iterator[str]:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, target)
+        sync_folder(target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
