@@ -4,6 +4,7 @@ reports/bench_training.md (+ .json).
 
     python -m benchmarks --suite training [--ns 256 512 …] [--epochs 1 2 4 8] [--big 2048 …] [--min-sep K B]
                                           [--jaxp-python PY] [--time-limit S] [--jax-max-n N]
+                                          [--threads-from N]
 
 **Dense rows** (prefix-sum workload, n steps, ``epochs=K``): factorize's
 ``training.multi_epoch.plan_multi_epoch`` — the exact multi-epoch program, its certified objective
@@ -57,6 +58,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jaxp-python", default=os.environ.get("FACTORIZE_JAXP_PYTHON", JAXP_PYTHON))
     parser.add_argument("--time-limit", type=float, default=600.0,
                         help="wall limit of one plan / one jax_privacy run (seconds)")
+    parser.add_argument("--threads-from", type=int, default=1024,
+                        help="factorize plans rows of n ≥ this with every usable core's BLAS thread "
+                             "(smaller rows with one: at n ≤ 512 a second thread only contends)")
     parser.add_argument("--jax-max-n", type=int, default=None,
                         help="run jax_privacy only up to this n (its dense optimiser did not finish "
                              "n = 2048 in 400 s on this machine)")
@@ -113,12 +117,16 @@ def dense_row(n: int, p: Any, args, harness) -> dict[str, Any]:
     W = np.tril(np.ones((n, n)))
     row: dict[str, Any] = {"n": n, "participation": p.key}
     from benchmarks.harness import load1
+    from factorize.threads import limited, usable_cores
 
+    threads = usable_cores() if n >= args.threads_from else 1
     load0 = load1()
-    t = harness.measure(lambda: plan_multi_epoch(W, p, time_limit=args.time_limit))
+    with limited(threads):
+        t = harness.measure(lambda: plan_multi_epoch(W, p, time_limit=args.time_limit))
     sol = t.result
     check = check_training_certificate(W, sol)
     row.update({"objective": sol.objective, "lower": sol.lower, "gap": sol.gap, "seconds": t.best,
+                "threads": threads,
                 "iterations": sol.iterations, "converged": bool(sol.details["converged"]),
                 "verified": check.passed, "load_before": load0, "load_after": load1()})
     row["sqrt_objective"] = _figures(W, p, sqrt_factorization(n))["objective"]
@@ -166,15 +174,15 @@ def run(args, harness):
         "what differs is the certificate and the time. Seconds: factorize in this process, "
         "jax_privacy's optimisation in its child (JIT included); 1-minute load before/after each row.",
         "",
-        "| n | participation | factorize | lower bound | gap | s | iters | jax_privacy | s | "
+        "| n | participation | factorize | lower bound | gap | s | BLAS threads | iters | jax_privacy | s | "
         "factorize / jax | √ baseline | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         jax = (_num(r.get("jax_objective"), ".6f") if "jax_objective" in r else r.get("jax", "—"))
         lines.append(
             f"| {r['n']} | {r['participation']} | {r['objective']:.6f} | {r['lower']:.6f} | {r['gap']:.2e} | "
-            f"{r['seconds']:.1f} | {r['iterations']}{'' if r['converged'] else '*'} | {jax} | "
+            f"{r['seconds']:.1f} | {r['threads']} | {r['iterations']}{'' if r['converged'] else '*'} | {jax} | "
             f"{_num(r.get('jax_seconds'), '.1f')} | {_num(r.get('ratio_to_jax'), '.9f')} | "
             f"{r['sqrt_objective']:.2f} | {_num(r['load_before'], '.1f')}/{_num(r['load_after'], '.1f')} |")
     lines += ["", "\\* stopped by the iteration's own criteria (L-BFGS line search at machine precision "
