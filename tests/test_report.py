@@ -414,3 +414,27 @@ def test_report_of_a_plan_carrying_a_custom_matrix_and_its_search_table(tmp_path
     families = {row[0] for row in search.table[1:]}
     assert plan.family in families and "dense" not in families  # structured families only here
     assert any(row[3] == "chosen" and row[0] == plan.family for row in search.table[1:])
+
+
+def test_reports_say_whether_the_answers_come_from_one_estimate(tmp_path):
+    """Issue 29 item 2: a family that estimates blocks apart (union) says so in the plan report,
+    the answers' metadata and the results report; one that has one estimate says that."""
+    from factorize.executor.output import read_answers
+    from factorize.kinds.structured.build import build_structured_plan
+    from factorize.report.results_report import results_report
+    from factorize.structured.families import ONE_ESTIMATE, SEPARATE_ESTIMATES
+
+    for strategy, words in (("union", SEPARATE_ESTIMATES), ("kron", ONE_ESTIMATE)):
+        plan = build_structured_plan("vstack(marginals:6x2x3:2,kron(total:6,identity:2,total:3))",
+                                     "rho=0.5", strategy=strategy)
+        rep = plan_report(plan, baselines=False)
+        assert f"Estimates: {words}." in next(
+            s for s in rep.sections if s.title == "Precision per table").paragraphs
+        assert rep.numbers["estimates"] == words
+    out = _release(tmp_path, "vstack(marginals[age,sex,race]:2,kron(prefix[age],identity[sex],total[race]))",
+                   "--seed", "1", plan_args=("--strategy", "union"))
+    _, meta = read_answers(out)
+    assert meta["estimates"] == SEPARATE_ESTIMATES
+    paras = next(s for s in results_report(out).sections
+                 if s.title == "How these answers were produced").paragraphs
+    assert f"Estimates: {SEPARATE_ESTIMATES}." in paras

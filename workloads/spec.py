@@ -687,6 +687,12 @@ def _named_spec(name: str | None, spec: str | None) -> str:
     return f'table("{quoted}",{spec or ""})'
 
 
+#: The normalized spellings of a weight and of a named part, public for the modules that write
+#: specs (``factorize.plan.table_targets``: the spec of D·W).
+format_weight = _format_weight
+named_spec = _named_spec
+
+
 def _scaled(w: float, workload: Workload) -> Workload:
     """``w·workload`` (``compose.scale_workload``), keeping the table names of a stack."""
     if isinstance(workload, VStackWorkload) and has_names(workload):

@@ -64,16 +64,20 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
         allow_float_noise: bool = False, allow_extra_columns: bool = False,
         engine: str = "duckdb", ledger: str | None = None, dataset: str | None = None,
         allow_weak_guarantee: bool = False, postprocess_seconds: float = POSTPROCESS_SECONDS,
-        expect: str | None = None, tables: str | None = None, overwrite: bool = False) -> Any:
+        expect: str | None = None, tables: str | None = None, overwrite: bool = False,
+        measurements: str | None = None) -> Any:
     """Run any plan (module docstring); ``expect``: refuse a plan of another kind; ``tables``:
     a folder for one tidy CSV per table of the workload (``executor.tables``), opened with
     the answers file before the verification; ``overwrite``: replace existing output files
-    (refused otherwise, before anything else happens)."""
+    (refused otherwise, before anything else happens); ``measurements``: a folder for the
+    release's measurement records (``executor.measurements``), written with the answers."""
     from factorize.kinds import kind_of_file
     from factorize.plan.files import read_plan_bytes
 
     from .linear_release import refuse_float_noise
+    from .measurements import NO_EXPORT, measurements_export
     from .release import make_rng
+    from .table_scales import release, verified_scales
 
     source = read_plan_bytes(plan_path)  # the one read of the plan file
     kind = kind_of_file(source)
@@ -86,8 +90,11 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
                               dataset=dataset, overwrite=overwrite) as session:
         plan = kind.load(source)
         opened: list = []
+        export = NO_EXPORT
         try:
             workload = layout = None
+            export = measurements_export(measurements, {**session.protected, "--out": out_path},
+                                         overwrite)  # checked now, staged and committed with the answers
             if tables is not None:
                 protected = {**session.protected, "--out": out_path}
                 workload, layout, opened = _open_tables(tables, plan, protected, overwrite)
@@ -98,6 +105,8 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
                 raise PlanRefused("plan refused: " + "; ".join(check.failures))
             if kind.central:  # before the data is read and the budget charged
                 refuse_float_noise(kind.sampler(plan), allow_float_noise)
+            verified_scales(kind, plan, check)  # per-table targets: refused here, not after the charge
+            export.prepare(kind, plan, check)  # a release with no measurement records: refused here
             labels, label_note = _labels(plan, check, layout)  # public: the workload and the schema
             measurement = kind.measure(plan, check, data_path, engine=engine,
                                        allow_extra_columns=allow_extra_columns)
@@ -110,19 +119,22 @@ def run(plan_path: str, data_path: str, out_path: str | None = None, *, seed: in
             meta = dict(session.metadata)
             if allow_weak_guarantee:
                 meta["guarantee_override"] = True
-            rel = kind.release(plan, check, measurement, make_rng(seed) if kind.central else None,
-                               allow_float_noise=allow_float_noise, metadata=meta,
-                               deadline=time.monotonic() + postprocess_seconds)
+            rel = release(kind, plan, check, measurement, make_rng(seed) if kind.central else None,
+                          allow_float_noise=allow_float_noise, metadata=meta,
+                          deadline=time.monotonic() + postprocess_seconds)  # W's answers (table targets)
             del measurement  # the exact values are not needed past the release: free them before writing
             rel.extra["labels"] = labels
             if label_note:
                 rel.metadata["labels"] = label_note
+            export.stage(rel)
             session.write(rel.columns(), rel.metadata)
+            export.commit()
             if opened:
                 from .tables import write_tables
 
                 rel.extra["tables"] = write_tables(opened, rel.columns(), rel.metadata)
         finally:
+            export.abort()  # measurements not committed leave nothing
             for _, out in opened:  # tables not written (a failure above) leave nothing
                 if not getattr(out, "committed", False):
                     out.abort()

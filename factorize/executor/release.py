@@ -38,6 +38,7 @@ from factorize.kinds.factorization.plan import Plan, row_l1_norms_R
 from factorize.kron import kron_matvec
 from factorize.plan.check_record import PlanCheck
 from factorize.plan.manifest import domain_manifest
+from factorize.structured.families import ONE_ESTIMATE
 
 from .linear_release import AnswerColumn, LinearMeasurement, Release, release
 from .session import POSTPROCESS_SECONDS, ExecutionError
@@ -106,7 +107,7 @@ def release_dense(plan: Plan, h: np.ndarray, rng: Any, *, workload: Any = None,
         values=measurement, noise=spec, reconstruct=lambda y: kron_matvec(fact.R_factors, y),
         row_norms=lambda lo, hi: norms[lo:hi], row_l1_norms=lambda: row_l1_norms_R(fact), beta=beta,
         n_upper=n_plus, n_bound=n_bound,
-        describe={"workload": plan.workload["spec"],
+        describe={"workload": plan.workload["spec"], "estimates": ONE_ESTIMATE,
                   "workload_fingerprint": plan.workload["fingerprint"],
                   "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),
                   "neighbouring": plan.relation.key})

@@ -51,6 +51,7 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
     (``executor.postprocess.marginal_postprocess``), stopping at ``deadline``
     (``time.monotonic()``)."""
     from factorize.plan.manifest import domain_manifest
+    from factorize.structured.families import estimate_words
     from factorize.structured.records import n_upper
 
     from .linear_release import LinearMeasurement
@@ -69,7 +70,8 @@ def release(plan: StructuredPlan, check: PlanCheck, measurement: np.ndarray, rng
         values=measurement, noise=plan.noise, reconstruct=recon.apply,
         row_norms=row_norms, row_l1_norms=recon.row_l1_norms, beta=beta,
         n_upper=n_plus, n_bound=plan.bias["n_bound"],
-        describe={"mechanism": f"structured ({plan.family})", "workload": plan.workload["spec"],
+        describe={"mechanism": f"structured ({plan.family})", "estimates": estimate_words(plan.family),
+                  "workload": plan.workload["spec"],
                   "workload_fingerprint": plan.workload["fingerprint"],
                   "domain": domain_manifest(plan.domain), "guarantee": plan.guarantee.to_dict(),
                   "neighbouring": plan.relation.key})

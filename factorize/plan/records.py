@@ -38,6 +38,9 @@ class WorkloadRecord(TypedDict):
     #: the listing of the custom matrices the file carries (``plan.embedded``); a plan holds
     #: the matrices themselves in its ``embedded`` field, and a built plan has no listing
     embedded: NotRequired[list[dict[str, Any]]]
+    #: per-table weights or targets (``plan.table_targets``): W's spec and fingerprint, the
+    #: request and each table's scale d_t; the spec above is then D·W's
+    table_targets: NotRequired[dict[str, Any]]
 
 
 def workload_record(W: "Workload") -> WorkloadRecord:

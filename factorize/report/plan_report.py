@@ -138,7 +138,7 @@ def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str,
     from dataclasses import asdict
 
     from factorize.executor.labels import workload_tables
-    from factorize.executor.precision import precision_hint, table_precision
+    from factorize.executor.precision import precision_hint, table_precision, target_lines
 
     try:
         prec = table_precision(plan, W, std)
@@ -158,9 +158,34 @@ def _precision_section(plan: Any, W: Any, numbers: dict[str, Any], no_std: str,
              "its form (or the name the spec gives). The standard error of every answer of a "
              "table, in counts: smallest, largest and root mean square over its cells (the "
              "plan's own per-query deviations)."]
-    if hint is not None:
+    estimates = _estimate_words(plan)
+    if estimates is not None:
+        numbers["estimates"] = estimates
+        paras.append(f"Estimates: {estimates}.")
+    targets = target_lines(plan, prec)
+    if targets:  # per-table weights or targets (plan.table_targets): the plan measures D·W
+        numbers["table_targets"] = targets
+        paras.append("The plan was made for per-table " + ("weights" if targets[0].startswith("weights")
+                     else "targets") + ": it measures the workload with each table's rows scaled "
+                     "by d_t (√weight, or 1/target SE) and releases the unscaled answers; the "
+                     "errors above are those of the released answers. " + " ".join(
+                         " ".join(line.split()) + "." for line in targets))
+    elif hint is not None:
         paras.append(f"Hint: {hint}.")
     return Section("Precision per table", paras, **paged(rows, "tables"))
+
+
+def _estimate_words(plan: Any) -> str | None:
+    """How a linear plan's answers are estimated (issue 29 item 2): one least-squares estimate
+    for a dense or Kronecker factorization (R = W·A⁺) and the structured families that have it,
+    separate per block for the others (``structured.families.estimate_words``); None for the
+    kinds without a reconstruction (projection, local, training)."""
+    from factorize.structured.families import ONE_ESTIMATE, estimate_words
+
+    kind = getattr(plan, "plan_kind", None)
+    if kind == "structured":
+        return estimate_words(plan.family)
+    return ONE_ESTIMATE if kind == "factorization" else None
 
 
 def plan_report(plan: Any, *, baselines: bool = True) -> Report:
@@ -369,6 +394,12 @@ def _factorization_report(plan: Any, acc: _Accuracy, *, baselines: bool) -> Repo
         cert.append(f"A weaker statement about every mechanism (not only factorizations): "
                     f"{anyb['bound']} gives RMSE ≥ {anyb['value']:.4g} per query for {anyb['binds']}. "
                     "Its constants are explicit but loose.")
+    if (plan.workload or {}).get("table_targets") is not None:  # plan.table_targets
+        cert.append("Per-table weights or targets: these numbers are those of the scaled workload "
+                    "D·W the plan measures (each table's rows times its scale d_t), i.e. of the "
+                    "weighted objective — Σ_t d_t²·(total variance of table t) for γ_F, "
+                    "max_t d_t·(largest standard error of table t) for γ₂ —, not of the released "
+                    "answers, whose errors the section on precision per table gives.")
     sections.append(Section("Certificate", cert, table=table))
     search = _search_section(plan.provenance.get("strategy_search"))
     if search is not None:

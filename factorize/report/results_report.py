@@ -195,6 +195,8 @@ def _production_section(cols: dict[str, np.ndarray], meta: dict[str, Any],
         paras.append(f"A projection mechanism ({meta.get('mechanism')}): no per-query intervals; "
                      f"RMSE per query ≤ {meta['rmse_bound']:.6g} ({meta.get('rmse_bound_note', '')}).")
         numbers["rmse_bound"] = float(meta["rmse_bound"])
+    if isinstance(meta.get("estimates"), str):
+        paras.append(f"Estimates: {meta['estimates']}.")
     pp = meta.get("postprocess")
     if "estimate_postprocessed" in cols and isinstance(pp, dict):
         paras.append(f"Post-processed column ({pp.get('method', '?')}): n̂ = {pp.get('n_hat', 0):.6g}."

@@ -131,6 +131,14 @@ SEPARATE_ESTIMATES = ("separate per block: each block is reconstructed from its 
                       "(one estimate across blocks is not implemented for this family)")
 
 
+
+
+def estimate_words(family: str) -> str:
+    """How the answers of a plan of ``family`` are estimated (:data:`ONE_ESTIMATE` or
+    :data:`SEPARATE_ESTIMATES`): ``inspect``'s line, the answers' metadata, the reports."""
+    return ONE_ESTIMATE if codec(family).one_estimate else SEPARATE_ESTIMATES
+
+
 CODECS: dict[str, FamilyCodec] = {c.name: c for c in (
     FamilyCodec("residual", "residual bases per attribute subset (orthonormal, Helmert)",
                 "residual bases per attribute subset", _residual_methods, _residual_decode,

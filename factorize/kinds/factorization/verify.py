@@ -49,6 +49,7 @@ from factorize.plan.checks import (
     rederive_noise,
 )
 from factorize.plan.errors import PlanError
+from factorize.plan.table_targets import check_table_targets
 from factorize.planner.certificate import DEFAULT_RESIDUAL_TOL
 
 from .plan import Plan
@@ -80,6 +81,8 @@ def verify_plan(plan: Plan, *, certificate: bool = True, raise_on_failure: bool 
     W = rebuild_workload(plan.workload, workload, record, plan.embedded, plan.domain)
     out.workload = W
     usable = W is not None and out.ok("workload")
+    if usable:  # per-table targets: the workload is D·W for the stated weights or targets
+        guard(out, "table targets", lambda: check_table_targets(out, plan))
 
     # 5–6. η and the residual
     if usable:

@@ -128,7 +128,7 @@ class StructuredPlan:
         s, e, c, n = self.strategy, self.expected_error, self.certificate, self.noise
         obj = {"gamma_f": "total variance (γ_F)", "gamma_2": "worst-query variance (γ₂)"}[self.norm]
         grid = f", grid γ={n.grid:.6g}" if n.grid else ""
-        from factorize.structured.families import ONE_ESTIMATE, SEPARATE_ESTIMATES, codec
+        from factorize.structured.families import codec, estimate_words
 
         fam = codec(self.family).summary
         lines = [
@@ -149,7 +149,7 @@ class StructuredPlan:
                else "")
             + (f"; lower bound from the {c['subspace']['method']}" if isinstance(c.get("subspace"), dict)
                else "") + f"); this plan achieves {c['achieved']:.10g}",
-            f"estimates   {ONE_ESTIMATE if codec(self.family).one_estimate else SEPARATE_ESTIMATES}",
+            f"estimates   {estimate_words(self.family)}",
             f"error       per-query std {e['per_query_std_min']:.6g} … {e['per_query_std_max']:.6g}; "
             f"RMSE {e['rmse']:.6g}; E[max] ≤ {e['expected_max_bound']:.6g}"
             + (f"; rounding bias ≤ {e['rounding_bias_max']:.3g}" if e["rounding_bias_max"] else "")

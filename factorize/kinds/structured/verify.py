@@ -46,6 +46,7 @@ from factorize.plan.checks import (
     rederive_noise,
 )
 from factorize.plan.files import json_number
+from factorize.plan.table_targets import check_table_targets
 
 if TYPE_CHECKING:
     from factorize.structured.workload_blocks import WorkloadBlock
@@ -66,6 +67,8 @@ def verify_structured_plan(plan: StructuredPlan, *, certificate: bool = True,
     g = check_guarantee_policy(out, plan.guarantee, allow_weak_guarantee)
     W = rebuild_workload(plan.workload, workload, record, plan.embedded, plan.domain)
     out.workload = W
+    if W is not None and out.ok("workload"):  # per-table targets: the workload is D·W
+        guard(out, "table targets", lambda: check_table_targets(out, plan))
     measured = guard(out, "strategy", lambda: plan.strategy.measured())
     if measured is None:
         return out.finish(t0, raise_on_failure)
