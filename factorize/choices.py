@@ -51,7 +51,7 @@ Mechanism = Literal["factorization", "ellipsoid", "least-squares", "jl", "covari
 MECHANISMS: tuple[Mechanism, ...] = get_args(Mechanism)
 
 #: Long-horizon strategies of a training plan (``factorize plan --mechanism training --strategy``).
-TrainingStrategy = Literal["blt", "banded", "dense"]
+TrainingStrategy = Literal["blt", "banded", "bisr", "dense"]
 TRAINING_STRATEGIES: tuple[TrainingStrategy, ...] = get_args(TrainingStrategy)
 
 #: SDP back-ends reached through cvxpy.

@@ -23,4 +23,6 @@ def test_the_cli_offers_exactly_the_registered_families() -> None:
     parser = build_parser()
     plan = next(a for a in parser._subparsers._group_actions[0].choices["plan"]._actions
                 if "--strategy" in a.option_strings)
-    assert set(plan.choices) == {"auto", "dense", "blt", "banded", *FAMILY_NAMES}
+    from factorize.choices import TRAINING_STRATEGIES
+
+    assert set(plan.choices) == {"auto", "dense", *TRAINING_STRATEGIES, *FAMILY_NAMES}

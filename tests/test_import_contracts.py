@@ -51,7 +51,8 @@ BUILDERS = ("factorize.kinds.factorization.build", "factorize.families",
             "factorize.pure_dp.api", "factorize.pure_dp.candidates", "factorize.pure_dp.optimizer",
             "factorize.pure_dp.kron", "factorize.pure_dp.one_d", "factorize.pure_dp.p_identity",
             "factorize.pure_dp.flat", "factorize.pure_dp.l1_marginal_weights",
-            "factorize.training.banded", "factorize.training.blt", "factorize.training.multi_epoch",
+            "factorize.training.banded", "factorize.training.blt", "factorize.training.bisr",
+            "factorize.training.multi_epoch",
             "solvers.backends", "solvers.sdp_", "solvers.dual_gamma_f", "solvers.dual_gamma_2",
             "cvxpy")
 

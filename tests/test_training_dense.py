@@ -18,7 +18,7 @@ from factorize.training.certificate import (
     epochs_lower_bound,
     solution_figures,
 )
-from factorize.training.multi_epoch import plan_multi_epoch
+from factorize.training.multi_epoch import CLAIM_SLACK, plan_multi_epoch
 from factorize.training.streaming import causal_reconstruction, lower_triangular_factor
 
 
@@ -95,7 +95,8 @@ def test_sensitivity_is_recomputed_and_equal_to_the_claim():
     W = _prefix(n)
     p = Participation("epochs", K)
     sol = plan_multi_epoch(W, p)
-    assert participation_sensitivity(sol.strategy, p).value == sol.sensitivity
+    certified = participation_sensitivity(sol.strategy, p).value
+    assert certified <= sol.sensitivity <= certified * (1 + CLAIM_SLACK) * (1 + 1e-15)  # stated with the slack
     # brute force over the patterns: Y = all-ones with the best signs (K = 4: 8 sign vectors)
     X = sol.strategy.T @ sol.strategy
     b = n // K
@@ -154,7 +155,7 @@ def test_streaming_is_lower_triangular_at_no_cost():
     L = lower_triangular_factor(A)
     X = A.T @ A
     assert np.max(np.abs(L.T @ L - X)) <= 1e-12 * np.max(np.abs(X))
-    assert participation_sensitivity(L, p).value == pytest.approx(dense.sensitivity, rel=1e-12)
+    assert participation_sensitivity(L, p).value == pytest.approx(dense.sensitivity, rel=CLAIM_SLACK + 1e-12)
     R = causal_reconstruction(W, L)
     assert np.max(np.abs(R @ L - W)) <= 1e-10
 

@@ -1,9 +1,8 @@
-"""Long-horizon rows of the training benchmark (issue 30 items 3–5): banded Toeplitz and BLT
-strategies for the prefix-sum workload at n = 10⁴, 10⁵, 10⁶ — objective, time, certified
-sensitivity, certified lower bound, and the same n with jax_privacy (its own venv, in a child
-process) — and the noise stream's throughput at d = 10⁶ and 10⁸ beside this machine's measured
-memory bandwidth. ``rows()`` returns the rows; the training suite (``benchmarks.suites.training``)
-writes them into reports/bench_training.md.
+"""``python -m benchmarks --suite training_long`` → reports/bench_training_long.md: the
+long-horizon strategies of issue 30 (items 3 and 5) for the prefix-sum workload at n = 10⁴, 10⁵,
+10⁶ — banded Toeplitz, BLT and the banded inverse square root (BISR) — objective, time, certified
+sensitivity and certified lower bound, with jax_privacy's optimisers at the same n (its own
+venv, in a child process). The noise stream's throughput is the ``noise_stream`` suite.
 
 Objective: per unit noise, ``error · Δ²`` with Δ the certified single-participation sensitivity
 recomputed from the stored record (``training.toeplitz.certified_sensitivity``); error
@@ -14,11 +13,6 @@ ratio compares strategies, not evaluators. Lower bound: ``training.long_bound`` 
 certified sensitivity of the same strategy under ``k=4,min_sep=n/4`` (exact or an upper
 bound, with its attained value), and a BLT optimised under that participation with its
 certified value and the participation lower bound.
-
-Stream: seconds per step of (a) the whole step (ChaCha20 keystream, polar Gaussians, the BLT
-recurrence), (b) the recurrence alone (given z), (c) the sampler alone; GB/s = 8·d bytes of
-noise per second. Memory bandwidth: ``np.copyto`` of 10⁸ doubles (read + write bytes per
-second), best of 3. Every row records the 1-minute load average before and after.
 """
 
 from __future__ import annotations
@@ -152,61 +146,149 @@ def participation_rows(ns: tuple[int, ...] = (10 ** 4, 10 ** 5, 10 ** 6), *, k: 
     return out
 
 
-def memory_bandwidth(size: int = 10 ** 8) -> float:
-    """Bytes read + written per second by ``np.copyto`` of ``size`` doubles, best of 3."""
-    import numpy as np
+def bisr_rows(ns: tuple[int, ...] = (10 ** 4, 10 ** 5, 10 ** 6), *, bands: int = 64,
+              buffers: int = 4, participations: tuple[str | None, ...] = (None, "epochs=4"),
+              compare: bool = True) -> list[dict[str, Any]]:
+    """Banded inverse square root (``training.bisr``) at each n, total error: the closed-form
+    truncation and the optimised bands (seconds, certified ``error·Δ²`` under the
+    participation, the noise state in floats per model coordinate), beside the banded Toeplitz
+    of the same number of bands and the BLT of ``buffers`` buffers optimised for the same
+    objective (``compare``), and the certified lower bound — every objective from the stored
+    record by the same evaluator (``toeplitz.strategy_error``, ``toeplitz.certified_sensitivity``)."""
+    from factorize.privacy.participation import Participation
+    from factorize.training.banded import optimize_banded
+    from factorize.training.bisr import certified_objective, closed_form_bisr, optimize_bisr
+    from factorize.training.blt import optimize_blt
+    from factorize.training.long_bound import prefix_lower_bound
+    from factorize.training.toeplitz import ToeplitzWorkload
 
-    a = np.ones(size)
-    b = np.zeros(size)
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        np.copyto(b, a)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * 8 * size / best
-
-
-def stream_rows(dims: tuple[int, ...] = (10 ** 6, 10 ** 8), steps: int = 3) -> list[dict[str, Any]]:
-    """Noise-stream throughput of a 4-buffer BLT (n = 10⁶) at each d (module docstring)."""
-    import numpy as np
-
-    from factorize.training.stream import CorrelatedNoise, StreamRandom, noise_stream
-    from factorize.training.toeplitz import BLT
-
-    strategy = BLT(np.array([0.99999, 0.9995, 0.98, 0.7]), np.array([0.01, 0.04, 0.12, 0.3]), 10 ** 6)
-    bw = memory_bandwidth()
+    w = ToeplitzWorkload.prefix()
+    certified_objective(closed_form_bisr(64, 4), w, "total", None)  # imports, outside the timings
+    optimize_bisr(64, 4)
     out: list[dict[str, Any]] = []
-    for d in dims:
-        load0 = _load()
-        rng = StreamRandom.secure()
-        stream = noise_stream(strategy, d, rng)
-        full = []
-        for _ in range(steps):
+    for n in ns:
+        for key in participations:
+            part = None if key is None else Participation.parse(key)
+            load0 = _load()
+            row: dict[str, Any] = {"n": n, "kind": "bisr", "bands": bands, "reduction": "total",
+                                   "participation": key or "once"}
             t0 = time.perf_counter()
-            next(stream)
-            full.append(time.perf_counter() - t0)
-        del stream
-        z = np.empty(d)
-        sample = []
-        for t in range(steps):
+            closed = closed_form_bisr(n, bands)
+            row["closed_objective"] = certified_objective(closed, w, "total", part)[0]
+            row["closed_seconds"] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            rng.normals(t, z)
-            sample.append(time.perf_counter() - t0)
-        rec = CorrelatedNoise(strategy, d)
-        recur = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            rec.push(z)
-            recur.append(time.perf_counter() - t0)
-        gb = 8 * d / 1e9
-        out.append({"d": d, "buffers": strategy.buffers, "state_bytes": rec.state_nbytes,
-                    "step_gbps": gb / min(full), "sampler_gbps": gb / min(sample),
-                    "recurrence_gbps": gb / min(recur), "memory_bandwidth_gbps": bw / 1e9,
-                    "step_seconds": min(full), "load": [load0, _load()]})
-        del rec, z
+            opt = optimize_bisr(n, bands, participation=part)
+            row.update({"bisr_seconds": time.perf_counter() - t0, "bisr_objective": opt.objective,
+                        "bisr_iterations": opt.iterations, "bisr_message": opt.message,
+                        "record_bytes": len(json.dumps(opt.strategy.to_dict())),
+                        "state_floats_per_coordinate": bands - 1})
+            lb = prefix_lower_bound(n, part).value
+            row["lower_bound"] = lb
+            row["bisr_ratio_to_bound"] = opt.objective / lb
+            if compare:
+                for name in ("banded", "blt"):
+                    t0 = time.perf_counter()
+                    other = (optimize_banded(n, bands, participation=part) if name == "banded"
+                             else optimize_blt(n, buffers, participation=part))
+                    row[f"{name}_seconds"] = time.perf_counter() - t0
+                    row[f"{name}_objective"] = certified_objective_any(other.strategy, part)
+                row["blt_buffers"] = buffers
+            row["load"] = [load0, _load()]
+            out.append(row)
     return out
 
 
-def rows(*, jax: bool = True) -> list[dict[str, Any]]:
-    """Every long-horizon row: strategies, under participation, then the stream."""
-    return strategy_rows(jax=jax) + participation_rows() + stream_rows()
+def certified_objective_any(strategy: Any, participation: Any) -> float:
+    """``‖L C⁻¹‖_F²·Δ̄²`` of any long-horizon record (Δ̄ certified under the participation)."""
+    from factorize.training.toeplitz import certified_sensitivity, strategy_error
+
+    return strategy_error(strategy) * certified_sensitivity(strategy, participation).value ** 2
+
+
+NAME = "training_long"
+SUMMARY = ("long-horizon training strategies (banded Toeplitz, BLT, banded inverse square root) at "
+           "n = 10⁴…10⁶: certified objective, sensitivity, lower bound, against jax_privacy")
+TITLE = "Matrix factorization at long horizons: banded, BLT and BISR against jax_privacy"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--ns", type=int, nargs="*", default=[10 ** 4, 10 ** 5, 10 ** 6])
+    parser.add_argument("--parts", nargs="*", default=["strategies", "participation", "bisr"],
+                        choices=["strategies", "participation", "bisr"],
+                        help="which tables to measure (the noise stream is the noise_stream suite)")
+    parser.add_argument("--no-jax", action="store_true", help="leave out jax_privacy's optimisers")
+    parser.add_argument("--bands", type=int, default=64, help="bands of banded Toeplitz and BISR")
+    parser.add_argument("--buffers", type=int, default=4, help="buffers of the BLTs")
+
+
+def _cell(x: Any) -> str:
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    if isinstance(x, list):
+        return "/".join(_cell(v) for v in x)
+    return "—" if x is None else str(x)
+
+
+def _table(rows: list[dict[str, Any]], cols: list[tuple[str, str]]) -> list[str]:
+    lines = ["| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(r.get(k)) for _, k in cols) + " |" for r in rows]
+    return lines
+
+
+def run(args, harness):
+    from benchmarks.harness import Report
+
+    ns = tuple(args.ns)
+    data: dict[str, Any] = {}
+    lines: list[str] = []
+    if "strategies" in args.parts:
+        rows = strategy_rows(ns, jax=not args.no_jax, buffers=args.buffers, bands=args.bands)
+        data["strategies"] = rows
+        lines += ["## Single participation: BLT (worst step) and banded Toeplitz (total)", "",
+                  "Per unit noise: error × certified Δ², from the stored record, for factorize's "
+                  "optimum and jax_privacy's (`toeplitz.optimize_banded_toeplitz`, "
+                  "`buffered_toeplitz.optimize(error='max')`, its own venv, JIT included), "
+                  "evaluated by the same code; lower bound: `training.long_bound` (the SVD bound; "
+                  "worst step: divided by n). Also Δ under `k=4,min_sep=n/4` of the same record.",
+                  ""]
+        lines += _table(rows, [("n", "n"), ("kind", "kind"), ("param", "param"),
+                               ("error", "reduction"), ("factorize", "objective"),
+                               ("s", "seconds"), ("jax_privacy", "jax_objective"),
+                               ("jax s", "jax_seconds"), ("factorize / jax", "ratio_to_jax"),
+                               ("lower bound", "lower_bound"), ("/ bound", "ratio_to_bound"),
+                               ("Δ exact", "sensitivity_exact"),
+                               ("Δ k=4 (bound)", "minsep4_sensitivity"),
+                               ("record bytes", "record_bytes"), ("jax", "jax"), ("load", "load")])
+        lines.append("")
+    if "participation" in args.parts:
+        rows = participation_rows(ns, buffers=args.buffers)
+        data["participation"] = rows
+        lines += ["## Under participation: a BLT optimised for `k=4,min_sep=n/4` (total error)", "",
+                  "Certified error × Δ² under that participation (Δ exact or a certified upper "
+                  "bound, its attained value beside it) and the participation lower bound "
+                  "(`training.long_bound`).", ""]
+        lines += _table(rows, [("n", "n"), ("participation", "participation"),
+                               ("objective", "objective"), ("s", "seconds"),
+                               ("Δ", "sensitivity"), ("Δ attained", "sensitivity_attained"),
+                               ("Δ exact", "sensitivity_exact"), ("lower bound", "lower_bound"),
+                               ("/ bound", "ratio_to_bound"), ("load", "load")])
+        lines.append("")
+    if "bisr" in args.parts:
+        rows = bisr_rows(ns, bands=args.bands, buffers=args.buffers)
+        data["bisr"] = rows
+        lines += ["## Banded inverse square root (BISR) against banded Toeplitz and BLT", "",
+                  f"Total error × certified Δ²; BISR and banded: {args.bands} bands, BLT: "
+                  f"{args.buffers} buffers, each optimised for the same objective and participation; "
+                  "closed form: the square root's inverse truncated to the bands.", ""]
+        lines += _table(rows, [("n", "n"), ("participation", "participation"),
+                               ("closed form", "closed_objective"), ("BISR", "bisr_objective"),
+                               ("s", "bisr_seconds"), ("iters", "bisr_iterations"),
+                               ("banded", "banded_objective"), ("s ", "banded_seconds"),
+                               ("BLT", "blt_objective"), ("s  ", "blt_seconds"),
+                               ("lower bound", "lower_bound"), ("BISR / bound", "bisr_ratio_to_bound"),
+                               ("record bytes", "record_bytes"), ("load", "load")])
+        lines.append("")
+    lines.append("Load: the 1-minute load average before/after each row (2 shared cores).")
+    return Report(TITLE, "\n".join(lines), data)

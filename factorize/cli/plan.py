@@ -2,12 +2,13 @@
 
     factorize plan --workload SPEC --privacy "epsilon=1,delta=1e-6" [--norm gamma_f|gamma_2|approx_gamma_2]
                    [--mechanism factorization|ellipsoid|least-squares|jl|covariance|relaxed-projection|training]
-                   [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups|blt|banded]
+                   [--strategy auto|dense|residual|subset_algebra|union|marginal_weights|kron|kron_groups|blt|banded|bisr]
                    [--participation epochs=K|k=K,min_sep=B] [--buffers B] [--bands B] [--momentum β] [--streaming]
                    [--public-n N]
                    [--eta X] [--neighbouring add_remove|replace] [--domain FILE.json|"a=2,b=5"]
                    [--attributes a,b] [--noise auto|gaussian|laplace|knorm]
                    [--postprocess none|nonneg|integer]
+                   [--table-weights "NAME=W;…" | --table-targets "NAME=se:S;NAME=halfwidth:H;…"]
                    [--solver scs|clarabel|mosek] [--eps E] [--time-limit S] [--gap-tol G]
                    --out FILE.plan [--json]
     factorize run FILE.plan --data DATA.{npy,csv,parquet} --out ANSWERS.{csv,json,parquet}
@@ -59,6 +60,7 @@ _NOISE: dict[str, NoiseFamily | None] = {"auto": None, "gaussian": "gaussian", "
 
 def register(subparsers: Any) -> None:
     """Add ``plan``, ``run``, ``verify`` and ``inspect`` to an argparse sub-parsers object."""
+    from factorize.cli.table_targets import add_options as add_table_options
     from factorize.threads import add_option as add_threads_option
 
     p = subparsers.add_parser("plan", help="build a verified mechanism plan file")
@@ -78,18 +80,19 @@ def register(subparsers: Any) -> None:
                         "marginals:2x…x2:2 — "
                         "jl, covariance and relaxed-projection need --neighbouring replace "
                         "--public-n N; training (--workload prefix:N, N steps) plans a "
-                        "long-horizon BLT or banded Toeplitz strategy for DP training under "
+                        "long-horizon BLT, banded Toeplitz or banded inverse square root (bisr) strategy for DP training under "
                         "--participation, released as a noise stream in the training loop "
                         "(--norm gamma_f: total squared error, gamma_2: the worst step's)")
     p.add_argument("--strategy", default="auto",
-                   choices=("auto", "dense", *FAMILY_NAMES, "blt", "banded"),
+                   choices=("auto", *dict.fromkeys(("dense", *FAMILY_NAMES, *TRAINING_STRATEGIES))),
                    help="auto (default): plan every strategy family that applies to the "
                         "workload (factorize.families) and keep the least error under the "
                         "guarantee's objective, recording each family's score or why it did not "
                         "apply (shown by inspect); or one family: dense (dense / Kronecker "
                         "factors, N must fit), "
                         + ", ".join(f"{name} ({CODECS[name].summary})" for name in FAMILY_NAMES)
-                        + "; with --mechanism training: blt (default), banded or dense (the "
+                        + "; with --mechanism training: blt (default), banded, bisr (banded inverse "
+                        "square root: C⁻¹ banded, --bands of it) or dense (the "
                         "optimal dense multi-epoch strategy under --participation epochs=K, with "
                         "a certified gap)")
     p.add_argument("--participation", default=None,
@@ -99,7 +102,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--buffers", type=int, default=None,
                    help="--mechanism training --strategy blt: the BLT's buffers (default 4)")
     p.add_argument("--bands", type=int, default=None,
-                   help="--mechanism training --strategy banded: the bands (default 32)")
+                   help="--mechanism training --strategy banded|bisr: the bands of C (banded) or "
+                        "of C⁻¹ (bisr) (default 32)")
     p.add_argument("--streaming", action="store_true",
                    help="--mechanism training --strategy dense: the lower-triangular factor with "
                         "the same CᵀC (same sensitivity and error), which a noise stream needs")
@@ -123,6 +127,7 @@ def register(subparsers: Any) -> None:
                         "histogram's N cells; structured plans of marginal workloads: the "
                         "tables, never N); integer — those rounded to integer tables of one "
                         "total (factorize.postprocess). Refused for a plan that cannot serve it")
+    add_table_options(p)
     add_solver_options(p)
     p.add_argument("--search-seed", type=int, default=0,
                    help="Laplace noise: base seed of the pure-DP strategy search's random "
@@ -148,6 +153,13 @@ def register(subparsers: Any) -> None:
                         "table's attributes (value labels, intervals for CDF and range forms), "
                         "then estimate, std_error, ci_low, ci_high (and estimate_postprocessed "
                         "for a plan with --postprocess); any plan kind")
+    r.add_argument("--measurements-out", default=None, metavar="FOLDER",
+                   help="also write the release's measurement records into the new folder FOLDER "
+                        "(measurements.json + arrays.npz: per clique, y = Q·marginal + noise of "
+                        "known standard deviation; private-pgm's LinearMeasurement, see "
+                        "factorize.io.mbi_export), computed from the released answers only and "
+                        "written with them, all or nothing; structured plans with Gaussian "
+                        "noise, others refused before anything is charged")
     r.add_argument("--overwrite", action="store_true",
                    help="replace an existing --out file and existing --tables files (without it "
                         "they are refused: a previous release is never replaced silently)")
@@ -193,10 +205,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from factorize.kinds.factorization.options import FactorizationOptions
 
     if args.mechanism == "training":
+        if args.table_weights is not None or args.table_targets is not None:
+            raise UsageError("--table-weights / --table-targets plan the factorization mechanism")
         return _plan_training(args)
-    if (args.strategy in ("blt", "banded") or args.streaming
+    if (args.strategy in ("blt", "banded", "bisr") or args.streaming
             or (args.participation, args.buffers, args.bands, args.momentum) != (None,) * 4):
-        raise UsageError("--strategy blt|banded, --participation, --buffers, --bands, --momentum "
+        raise UsageError("--strategy blt|banded|bisr, --participation, --buffers, --bands, --momentum "
                          "and --streaming plan --mechanism training")
     domain = parse_domain(args.domain, args.attributes)
     from workloads.spec import resolve_workload_spec
@@ -204,6 +218,11 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     args.workload, domain = resolve_workload_spec(args.workload, domain)  # attribute-named specs
     if args.neighbouring == "replace":
         _refuse_replace_invariant(args.workload)
+    from factorize.cli.table_targets import attach, prepare
+
+    args.table_scaling = prepare(args, domain)  # per-table targets: plan D·W (plan.table_targets)
+    if args.table_scaling is not None:
+        args.workload, domain = args.table_scaling.workload, args.table_scaling.domain
     options = None
     if args.solver is not None or args.eps is not None or args.time_limit is not None:
         options = solver_options(args)
@@ -227,6 +246,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         postprocess=args.postprocess, solver_options=options, gap_tol=gap_tol(args),
         mechanism=args.mechanism, public_n=args.public_n,
         allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed))
+    plan = attach(plan, args.table_scaling)
     KIND.save(plan, args.out)
     return _print_written(plan, args)
 
@@ -248,7 +268,7 @@ def _plan_training(args: argparse.Namespace) -> int:
         raise UsageError("--mechanism training takes --norm gamma_f (total squared error) or "
                          "gamma_2 (the worst step's)")
     if args.strategy not in ("auto", *TRAINING_STRATEGIES):
-        raise UsageError("--mechanism training plans --strategy blt, banded or dense")
+        raise UsageError("--mechanism training plans --strategy blt, banded, bisr or dense")
     if args.streaming and args.strategy != "dense":
         raise UsageError("--streaming applies to --mechanism training --strategy dense")
     given = [flag for flag, fits in (
@@ -323,6 +343,9 @@ def _plan_search(args: argparse.Namespace, domain: Any, family: NoiseFamily | No
                           seed=args.search_seed, allow_weak_guarantee=args.allow_weak_guarantee)
     plan = with_postprocess(search(problem, _serving(args.postprocess, problem)).plan,
                             args.postprocess, W)
+    from factorize.cli.table_targets import attach
+
+    plan = attach(plan, getattr(args, "table_scaling", None))
     save_plan(plan, args.out)  # by its kind: the search returns a dense or a structured plan
     return _print_written(plan, args)
 
@@ -360,6 +383,9 @@ def _plan_structured(args: argparse.Namespace, domain: Any, family: NoiseFamily 
         domain=domain, noise_family=family, strategy=strategy, gap_tol=gap_tol(args),
         allow_weak_guarantee=args.allow_weak_guarantee, search_seed=args.search_seed))
     plan = with_postprocess(plan, args.postprocess)
+    from factorize.cli.table_targets import attach
+
+    plan = attach(plan, getattr(args, "table_scaling", None))
     KIND.save(plan, args.out)
     return _print_written(plan, args)
 
@@ -411,11 +437,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
               ledger=args.ledger, dataset=args.dataset,
               allow_weak_guarantee=args.allow_weak_guarantee,
               postprocess_seconds=args.postprocess_time_limit, tables=args.tables,
-              overwrite=args.overwrite)
+              overwrite=args.overwrite, measurements=args.measurements_out)
     meta = rel.metadata
     projection = "decode" in meta
     if args.json:
-        print(json.dumps({"out": args.out, "metadata": meta}, allow_nan=False))
+        print(json.dumps({"out": args.out, "measurements": args.measurements_out, "metadata": meta},
+                         allow_nan=False))
         return EXIT_OK
     tag = "  [test_mode: NOT PRIVATE]" if meta["test_mode"] else ""
     kind = f" ({meta['mechanism']})" if projection else ""
@@ -432,6 +459,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
               f"95% CI method {meta['ci']['method']}")
         if "postprocess" in meta:
             print(_postprocess_line(meta["postprocess"]))
+    if args.measurements_out is not None:
+        print(f"measurements records of the release → {args.measurements_out} (factorize.io.mbi_export)")
     if meta.get("ledger"):
         print(f"ledger      charged to dataset {meta['ledger']['dataset']!r} "
               f"(charge #{meta['ledger']['charge_id']}, {args.ledger})")

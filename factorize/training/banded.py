@@ -37,6 +37,7 @@ from factorize.privacy.participation import Participation
 
 from .toeplitz import (
     BLT,
+    BandedInverse,
     BandedToeplitz,
     Reduction,
     ToeplitzWorkload,
@@ -52,7 +53,7 @@ class LongOptimum:
     """An optimised long-horizon strategy: ``objective = error · sensitivity²`` by the smooth
     sensitivity the optimiser used (certify with ``toeplitz.certified_sensitivity``)."""
 
-    strategy: BandedToeplitz | BLT
+    strategy: BandedToeplitz | BLT | BandedInverse
     objective: float
     error: float
     iterations: int

@@ -17,7 +17,7 @@ first column ``s = w·(1/c)`` (series arithmetic), and, its row i holding ``s_0 
 
     ‖W C⁻¹‖_F² = Σ_k (n − k)·s_k²,     max_i ‖(W C⁻¹)_i‖² = Σ_k s_k²  (the last row).
 
-Two strategy records, each stored as its parameters only (kilobytes at n = 10⁶):
+Three strategy records, each stored as its parameters only (kilobytes at n = 10⁶):
 
 * :class:`BandedToeplitz` (McKenna, "Scaling up the Banded Matrix Factorization Mechanism for
   Differentially Private ML", 2024, §3): ``C_ij = c_{i−j}`` for ``0 ≤ i − j < b``;
@@ -25,6 +25,10 @@ Two strategy records, each stored as its parameters only (kilobytes at n = 10⁶
   "Efficient and Near-Optimal Noise Generation for Streaming Differential Privacy", 2024, §3):
   ``c_0 = 1``, ``c_k = Σ_i ω_i θ_i^{k−1}`` (k ≥ 1), b buffers (θ_i, ω_i). ``C⁻¹`` is again a
   BLT; step t's noise needs b buffers of the model's size (``training.stream``).
+* :class:`BandedInverse` (the banded inverse square root, Kalinin, McKenna, Upadhyay &
+  Lampert, ICLR 2026): ``C⁻¹`` has p bands ``r_0 … r_{p−1}`` and C is the series ``1/r``,
+  computed with a certified entrywise error (``training.series``); step t's noise needs the
+  last p − 1 draws.
 
 **Sensitivity** (:func:`certified_sensitivity`). One record changes the per-step contributions
 at the steps of a participation pattern π by vectors of norm ≤ 1, so (``privacy.participation``)
@@ -57,7 +61,8 @@ with equality when ``X_ππ ≥ 0``. For a Toeplitz C, column j is ``(0,…,0, c
   length m (m = b banded, n for a BLT), plus O(m²) for the lag table when m ≤ 2,048.
 
 **Floating point.** The coefficients are computed from the parameters with an entrywise bound
-(:class:`CertifiedColumn`: ``|c_k − ĉ_k| ≤ ε_k``; banded: exact). Every product and prefix sum
+(:class:`CertifiedColumn`: ``|c_k − ĉ_k| ≤ ε_k``; banded: exact; banded inverse: from the
+residual of the series reciprocal, ``training.series``). Every product and prefix sum
 is bounded with Higham's inner-product bound ``γ_n`` (Higham, *Accuracy and Stability of
 Numerical Algorithms*, 2nd ed., Lemma 3.1, Thm 3.4) and rounded in the safe direction
 (``factorize.numerics``): the upper bound can only rise, the attained value only fall.
@@ -85,7 +90,7 @@ from factorize.numerics import (
 from factorize.privacy.guarantees import PrivacyError
 from factorize.privacy.participation import Participation
 
-__all__ = ["BLT", "BandedToeplitz", "CertifiedColumn", "LongSensitivity", "LongStrategy", "Reduction",
+__all__ = ["BLT", "BandedInverse", "BandedToeplitz", "CertifiedColumn", "LongSensitivity", "LongStrategy", "Reduction",
            "ToeplitzWorkload", "certified_sensitivity", "dense_strategy", "error_and_gradient",
            "pattern_value_and_gradient", "strategy_error", "strategy_from_dict", "worst_pattern"]
 
@@ -305,11 +310,60 @@ class BLT:
                 "omega": [float(v) for v in self.omega]}
 
 
-LongStrategy = BandedToeplitz | BLT
+@dataclass(frozen=True)
+class BandedInverse:
+    """A banded inverse: ``C⁻¹`` is lower-triangular Toeplitz with p bands, ``(C⁻¹)_ij =
+    coef[i − j]`` for ``0 ≤ i − j < p = len(coef)``, and C its inverse, the series ``1/r(x)``
+    of ``r(x) = Σ_j coef[j] x^j`` (dense, computed from the coefficients with a certified
+    entrywise error, ``training.series``). The banded inverse square root (BISR) of Kalinin,
+    McKenna, Upadhyay & Lampert, "Back to Square Roots: An Optimal Bound on the Matrix
+    Factorization Error for Multi-Epoch Differentially Private SGD" (ICLR 2026,
+    arXiv:2505.12128): r truncates ``(1 − x)^{1/2}``, the inverse of the square-root
+    factorization ``L = C·C`` (``training.bisr``). Step t's noise ``Σ_{j<p} r_j z_{t−j}`` needs the last p − 1
+    draws (``training.stream``)."""
+
+    coef: np.ndarray
+    n: int
+
+    kind = "banded_inverse"
+
+    def __post_init__(self) -> None:
+        r = np.array(self.coef, dtype=np.float64).ravel()
+        n = integer("n", self.n, 1, PrivacyError)
+        if r.size < 1 or not np.all(np.isfinite(r)) or r[0] == 0.0:
+            raise PrivacyError("a banded inverse strategy needs finite coefficients with coef[0] ≠ 0")
+        r.setflags(write=False)
+        object.__setattr__(self, "coef", r)
+        object.__setattr__(self, "n", n)
+
+    @property
+    def bands(self) -> int:
+        return int(self.coef.size)
+
+    def certified_column(self) -> CertifiedColumn:
+        """C's first column ``1/r`` with its entrywise bound (``training.series``)."""
+        from .series import certified_inverse_series
+
+        value, error = certified_inverse_series(self.coef, self.n)
+        return CertifiedColumn(value, error, self.n)
+
+    def inverse_column(self) -> np.ndarray:
+        """First column of C⁻¹: the stored coefficients, zero beyond p (exact)."""
+        r = np.zeros(self.n)
+        m = min(self.bands, self.n)
+        r[:m] = self.coef[:m]
+        return r
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "n": self.n, "coef": [float(v) for v in self.coef]}
+
+
+LongStrategy = BandedToeplitz | BLT | BandedInverse
 
 
 def strategy_from_dict(data: dict[str, Any]) -> LongStrategy:
-    """The record of :meth:`BandedToeplitz.to_dict` / :meth:`BLT.to_dict`."""
+    """The record of :meth:`BandedToeplitz.to_dict` / :meth:`BLT.to_dict` /
+    :meth:`BandedInverse.to_dict`."""
     kind = data.get("kind")
     try:
         if kind == BandedToeplitz.kind:
@@ -317,6 +371,8 @@ def strategy_from_dict(data: dict[str, Any]) -> LongStrategy:
         if kind == BLT.kind:
             return BLT(np.asarray(data["theta"], dtype=np.float64),
                        np.asarray(data["omega"], dtype=np.float64), data["n"])
+        if kind == BandedInverse.kind:
+            return BandedInverse(np.asarray(data["coef"], dtype=np.float64), data["n"])
     except (KeyError, TypeError) as exc:
         raise PrivacyError(f"a {kind} strategy record lacks or mistypes a field: {exc}") from None
     raise PrivacyError(f"unknown long-horizon strategy kind {kind!r}")

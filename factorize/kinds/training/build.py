@@ -1,5 +1,6 @@
 """Building a training plan (``KIND.build``): the optimisers of ``training.blt`` (BLT,
-Dvijotham et al. 2024, §5) and ``training.banded`` (banded Toeplitz, McKenna 2024, §3) — L-BFGS
+Dvijotham et al. 2024, §5) and ``training.banded`` (banded Toeplitz, McKenna 2024, §3) or ``training.bisr`` (banded inverse
+square root, Kalinin, McKenna, Upadhyay & Lampert, ICLR 2026, §3) — L-BFGS
 on ``error·sensitivity²`` in O(n·parameters), scipy — or the dense multi-epoch program of
 ``training.multi_epoch`` (Choquette-Choo et al. 2023, §4; its certified dual witness stored) — then every claim derived from the stored
 parameters and the plan verified (``kinds.training.verify``) before it is returned. Verifying,
@@ -64,9 +65,14 @@ def build(options: TrainingOptions) -> TrainingPlan:
     elif o.strategy == "banded":
         opt = optimize_banded(n, o.bands, workload=workload, reduction=o.objective,
                               participation=part, max_iter=o.max_iter)
+    elif o.strategy == "bisr":
+        from factorize.training.bisr import optimize_bisr
+
+        opt = optimize_bisr(n, o.bands, workload=workload, reduction=o.objective,
+                            participation=part, max_iter=o.max_iter)
     else:
-        raise PlanError(f"unknown training strategy {o.strategy!r}; expected 'blt', 'banded' or "
-                        "'dense'")
+        raise PlanError(f"unknown training strategy {o.strategy!r}; expected 'blt', 'banded', "
+                        "'bisr' or 'dense'")
     provenance = {"versions": versions(), "mechanism": "training", "strategy": o.strategy,
                   "optimiser": f"L-BFGS-B, {opt.iterations} iterations: {opt.message}",
                   "plan_seconds": time.perf_counter() - t0,

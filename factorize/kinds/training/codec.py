@@ -1,7 +1,7 @@
 """The training plan file (``format: "factorize-training-plan"``): the container and integrity
 rules every plan shares (``plan.files``: digests, canonical header, atomic write), a manifest
 stating ``plan_kind: "training"``, and the strategy's parameters as its arrays — ``theta`` and
-``omega`` (BLT) or ``coef`` (banded Toeplitz): kilobytes at any n — or, for a dense multi-epoch
+``omega`` (BLT), ``coef`` (banded Toeplitz: C's bands; banded inverse: C⁻¹'s): kilobytes at any n — or, for a dense multi-epoch
 strategy (``kinds.training.dense``), the n × n ``matrix`` and the n × K dual ``witness``."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ TRAINING_FORMAT = "factorize-training-plan"
 TRAINING_SCHEMA_VERSION = 1
 #: The arrays of each strategy kind.
 STRATEGY_ARRAYS = {"blt": {"theta", "omega"}, "banded_toeplitz": {"coef"},
-                   "dense": {"matrix", "witness"}}
+                   "banded_inverse": {"coef"}, "dense": {"matrix", "witness"}}
 
 
 def save_training_plan(plan: TrainingPlan, path: str | Path) -> None:

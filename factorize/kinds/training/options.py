@@ -23,7 +23,9 @@ class TrainingOptions:
     noise; pure DP is refused), or its text (``"rho=0.5"``). ``participation``: how often one
     record takes part (``privacy.participation``: ``"epochs=4"``, ``"k=4,min_sep=64"``; None —
     once). ``strategy``: ``blt`` (buffered linear Toeplitz, Dvijotham et al. 2024; ``buffers``
-    of them) or ``banded`` (banded Toeplitz, McKenna 2024; ``bands`` of them).
+    of them), ``banded`` (banded Toeplitz, McKenna 2024; ``bands`` of them) or ``bisr`` (banded
+    inverse square root, Kalinin, McKenna, Upadhyay & Lampert, ICLR 2026: C⁻¹ of ``bands``
+    bands from the truncated ``(1 − x)^{1/2}``, optimised; noise state ``(bands − 1)·d``).
     ``dense`` (the optimal dense multi-epoch strategy for the prefix sums under ``epochs=K``
     with a certified gap, Choquette-Choo et al. 2023, §4; ``training.multi_epoch``; objective
     ``total``, no momentum; ``streaming``: its lower-triangular factor with the same CᵀC, which

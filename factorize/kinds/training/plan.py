@@ -41,7 +41,8 @@ its Gram matrix, its error from ``W C⁻¹`` and its lower bound from the witnes
 docstring), each O(n³) — the total objective, prefix sums only.
 
 The evaluation imports numpy alone (no scipy.signal, which loads scipy.optimize): r comes from
-``BLT.inverse_column`` (sums of b powers) or, for a banded C, from the blocked solve of
+``BLT.inverse_column`` (sums of b powers), ``BandedInverse.inverse_column`` (its stored bands)
+or, for a banded C, from the blocked solve of
 :func:`solve_banded_toeplitz`, which also applies ``M_β`` (the solve with ``(1, −β)``).
 """
 
@@ -54,6 +55,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 import numpy as np
 
 from factorize.plan.errors import PlanError
+from factorize.training.certificate import CLAIM_SLACK  # the dense claims' slack
 
 if TYPE_CHECKING:
     from factorize.privacy import Guarantee
@@ -140,14 +142,20 @@ class TrainingPlan:
         """The plan of a given strategy for ``workload`` (``prefix`` or ``momentum=β``): σ
         calibrated and every claim derived (:func:`training_claims`) — what the builder writes
         after its optimiser."""
+        from .dense import DenseStrategy
+
         c = training_claims(strategy, participation, guarantee, reduction, workload)
         sens = c.sensitivity
+        slack = CLAIM_SLACK if isinstance(strategy, DenseStrategy) else 0.0
+        up, down = 1.0 + slack, 1.0 - slack
+        delta = sens.value * up  # σ calibrated to the Δ stated, never below the certified one
         return cls(n=strategy.n, participation=participation, strategy=strategy,
-                   guarantee=guarantee, sigma=c.sigma,
-                   sensitivity={"value": sens.value, "lower": sens.lower, "exact": sens.exact,
+                   guarantee=guarantee, sigma=required_sigma(guarantee, delta),
+                   sensitivity={"value": delta, "lower": sens.lower * down, "exact": sens.exact,
                                 "method": sens.method},
-                   objective={"reduction": reduction, "error": c.error, "normalised": c.normalised},
-                   lower_bound={"value": c.lower_bound.value,
+                   objective={"reduction": reduction, "error": c.error * up,
+                              "normalised": c.normalised * up * up * up},
+                   lower_bound={"value": c.lower_bound.value * down,
                                 "participations": c.lower_bound.participations,
                                 "period": c.lower_bound.period, "how": c.lower_bound.how},
                    workload=workload, provenance=dict(provenance or {}))
@@ -161,7 +169,7 @@ class TrainingPlan:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The strategy's parameters, the file's arrays (``theta``, ``omega``; ``coef``; or the
-        dense ``matrix`` and its dual ``witness``)."""
+        dense ``matrix`` and its dual ``witness``; a banded inverse's ``coef`` are C⁻¹'s bands)."""
         from factorize.training.toeplitz import BLT
 
         from .dense import DenseStrategy
@@ -198,7 +206,7 @@ class TrainingPlan:
         }
 
     def summary_lines(self) -> list[str]:
-        from factorize.training.toeplitz import BLT
+        from factorize.training.toeplitz import BLT, BandedInverse
 
         from .dense import DenseStrategy
 
@@ -211,6 +219,9 @@ class TrainingPlan:
                     + f"; dual witness {s.witness.shape[0]} × {s.witness.shape[1]}")
         elif isinstance(s, BLT):
             size = f"BLT, {s.buffers} buffers ({2 * s.buffers} parameters θ, ω)"
+        elif isinstance(s, BandedInverse):
+            size = (f"banded inverse (BISR), C⁻¹ of {s.bands} bands (noise state: the last "
+                    f"{s.bands - 1} draws)")
         else:
             size = f"banded Toeplitz, {s.bands} bands"
         per = "total over the n steps" if o["reduction"] == "total" else "at the worst step"
@@ -277,9 +288,9 @@ def solve_banded_toeplitz(coef: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 def inverse_column(strategy: LongStrategy) -> np.ndarray:
     """The first column of C⁻¹ (floating point; for the error, never for privacy)."""
-    from factorize.training.toeplitz import BLT
+    from factorize.training.toeplitz import BLT, BandedInverse
 
-    if isinstance(strategy, BLT):
+    if isinstance(strategy, (BLT, BandedInverse)):
         return strategy.inverse_column()
     impulse = np.zeros(strategy.n)
     impulse[0] = 1.0

@@ -118,3 +118,15 @@ class DenseNoiseStream(NoiseStream):
         if self.sigma != 1.0:
             x *= self.sigma
         return NoiseStep(t, x, self.rng.label, self.rng.is_test_mode)
+
+    def next_into(self, out: np.ndarray) -> NoiseStep:
+        """The next step copied into ``out`` (checked as by ``NoiseStream.next_into``; a dense
+        stream keeps every x_s anyway, so a reused buffer saves only the copy's allocation)."""
+        from factorize.training.stream import check_vector
+
+        check_vector(out, self.d, "next_into")
+        if self.t >= self.matrix.shape[0]:
+            raise PrivacyError(f"the strategy has {self.matrix.shape[0]} steps; step {self.t} is beyond it")
+        step = next(self)
+        np.copyto(out, step.noise)
+        return NoiseStep(step.t, out, step.label, step.test_mode)

@@ -1,6 +1,8 @@
 """Verification of a training plan from its parameters alone (``kinds.training.plan``): the
 guarantee within the documented ceilings; the L2 sensitivity under the plan's participation
-re-certified from the stored strategy (``training.toeplitz.certified_sensitivity``); σ at
+re-certified from the stored strategy (``training.toeplitz.certified_sensitivity``; for a
+banded inverse square root, C's column is the series reciprocal of the stored bands with a
+certified entrywise error, ``training.series``); σ at
 least what the guarantee needs at that sensitivity and no more than the calibration (an
 inconsistent plan's claims are not its own); the error per unit σ² re-evaluated in
 O(n·parameters) (``plan.training_claims``); the lower bound re-derived
