@@ -30,6 +30,16 @@ DENSE_MAX_LAPLACE_UNION_CELLS = 2048
 DENSE_MAX_GAUSSIAN_UNION_CELLS = 2048
 
 
+#: Wall-clock budget of the dense family under Gaussian noise inside the strategy search when
+#: the user set no ``--time-limit``: its dual iteration eigendecomposes the N×N Gram every step
+#: and can crawl on a rank-deficient union (vstack(kron(prefix:2,prefix:32,total:16),
+#: kron(identity:2,prefix:32,total:16),scale(3,kron(prefix:2,width:32:13,width:16:7))), N =
+#: 1,024, rank 464: 42 iterations in 40 s, far from its gap; the search ran past 5 minutes).
+#: Past it the family is recorded as stopped at the limit and the other families plan; the
+#: dense plans of the HDMM suite take at most 7 s.
+SEARCH_SECONDS = 30.0
+
+
 class Dense:
     name = "dense"
     kind: Kind = "dense"
@@ -63,8 +73,15 @@ class Dense:
         from factorize.kinds.factorization.kind import KIND
         from factorize.kinds.factorization.options import FactorizationOptions
 
+        options = problem.options
+        if problem.noise == "gaussian" and (options is None or options.time_limit is None):
+            from dataclasses import replace
+
+            from solvers.options import SolverOptions
+
+            options = replace(options or SolverOptions(), time_limit=SEARCH_SECONDS)
         return KIND.build(FactorizationOptions(
             workload=problem.workload, guarantee=problem.guarantee, norm=problem.norm,
             relation=problem.relation.key, domain=problem.domain, noise_family=problem.noise,
-            solver_options=problem.options, gap_tol=problem.gap_tol,
+            solver_options=options, gap_tol=problem.gap_tol,
             allow_weak_guarantee=problem.allow_weak_guarantee, search_seed=problem.seed))
