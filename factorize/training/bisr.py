@@ -36,7 +36,7 @@ For the prefix sums, ``s_k = r(1)`` for k ≥ p − 1, so E contains ``r(1)²·�
 r(1)²n²/2``; the truncation has ``r(1) = Σ_{j≥p}|r_j| ≈ 1/√(πp)``, which dominates for p ≪ n.
 The optimum shrinks r(1) (its last band absorbs much of the tail): at p = 64, single
 participation, about 4×, 15× and 58× below the truncation at n = 10⁴, 10⁵, 10⁶
-(reports/bench_training_bisr.md).
+(reports/bench_training_long.md).
 """
 
 from __future__ import annotations
