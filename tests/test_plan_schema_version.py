@@ -52,11 +52,35 @@ def test_version_and_schema_must_agree(tmp_path):
     body, arrays, _ = _body(tmp_path / "d.plan")
     # the schema carried at the old version: refused
     write_plan_container(tmp_path / "low.plan", FORMAT, SCHEMA_VERSION, dict(body), arrays)
-    with pytest.raises(PlanError, match="cannot carry"):
+    with pytest.raises(PlanError, match="disagrees.*schema version is 3 "):
         load_plan(tmp_path / "low.plan")
     # the new version without its schema: refused
     body2 = dict(body)
     body2["domain"] = {k: v for k, v in body["domain"].items() if k != "schema"}
     write_plan_container(tmp_path / "bare.plan", FORMAT, SCHEMA_VERSION + 1, body2, arrays)
-    with pytest.raises(PlanError, match="needs"):
+    with pytest.raises(PlanError, match="disagrees.*schema version is 2 "):
         load_plan(tmp_path / "bare.plan")
+
+
+@pytest.mark.parametrize("strategy", ["dense", "residual"])
+def test_plans_with_table_targets_are_written_two_versions_up(tmp_path, strategy):
+    """A plan for per-table weights measures D·W and releases D⁻¹ times its answers: a reader
+    from before targets would release D·W's answers as W's, so the plan is written
+    ``TARGETS_BUMP`` versions up (three with a value schema too), which that reader refuses;
+    this reader requires the targets record exactly when the version says so."""
+    from factorize.cli.plan import main as cli
+    from factorize.kinds import load_plan as load_any
+    from factorize.plan.files import TARGETS_BUMP
+
+    base = SCHEMA_VERSION if strategy == "dense" else STRUCTURED_VERSION
+    out = tmp_path / "t.plan"
+    assert cli(["plan", "--workload", "vstack(marginals:4x3:1,marginals:4x3:2)", "--privacy", "rho=0.5",
+                "--strategy", strategy, "--table-weights", "*=1;x0=4", "--out", str(out)]) == 0
+    body, arrays, version = _body(out)
+    assert version == base + TARGETS_BUMP and "table_targets" in body["workload"]
+    assert load_any(out).workload["table_targets"] == body["workload"]["table_targets"]
+    with pytest.raises(container.ContainerError, match="schema_version"):
+        container.read(out, FORMAT, base + 1)  # a reader from before targets
+    write_plan_container(tmp_path / "low.plan", FORMAT, base, dict(body), arrays)
+    with pytest.raises(PlanError, match="disagrees"):
+        load_any(tmp_path / "low.plan")

@@ -147,12 +147,21 @@ def write_plan_container(path: str | Path, fmt: str, version: int, manifest: dic
 #: refuses it rather than read raw values as codes; a reader of this version accepts both,
 #: and requires the schema exactly when the version says so.
 SCHEMA_BUMP = 1
+#: A plan made for per-table weights or targets (``plan.table_targets``: it measures D·W and
+#: its release returns W's answers, D⁻¹ times D·W's) is written this many versions higher
+#: still, so that a reader from before targets — which would release D·W's answers as W's —
+#: refuses it, with or without a value schema.
+TARGETS_BUMP = 2
 
 
 def plan_version(version: int, manifest: dict[str, Any]) -> int:
-    """The schema version a plan of a kind at ``version`` is written at (:data:`SCHEMA_BUMP`)."""
-    dom = manifest.get("domain")
-    return version + SCHEMA_BUMP if isinstance(dom, dict) and "schema" in dom else version
+    """The schema version a plan of a kind at ``version`` is written at (:data:`SCHEMA_BUMP`
+    for a value schema, :data:`TARGETS_BUMP` for per-table targets, both added)."""
+    dom, wl = manifest.get("domain"), manifest.get("workload")
+    bump = SCHEMA_BUMP if isinstance(dom, dict) and "schema" in dom else 0
+    if isinstance(wl, dict) and "table_targets" in wl:
+        bump += TARGETS_BUMP
+    return version + bump
 
 
 def read_plan_container(path: Path | PlanBytes, fmt: str, version: int
@@ -162,19 +171,20 @@ def read_plan_container(path: Path | PlanBytes, fmt: str, version: int
     digest — the checks every plan format shares. ``path``: a file, or the bytes of one
     (:class:`PlanBytes`: nothing is opened)."""
     try:
-        manifest, arrays, head = container.read_with_header(str(path), fmt, version + SCHEMA_BUMP,
-                                                            data=_bytes_of(path))
+        manifest, arrays, head = container.read_with_header(
+            str(path), fmt, version + SCHEMA_BUMP + TARGETS_BUMP, data=_bytes_of(path))
     except container.ContainerError as exc:
         raise PlanFormatError(str(exc)) from None
     check_canonical_header(path, head)
     if manifest.get("content_sha256") != content_digest(manifest):
         raise PlanFormatError(f"{path}: the manifest fails its SHA-256 check (tampered or corrupt)")
     stated = manifest.get("schema_version")
-    if ((stated == version + SCHEMA_BUMP or plan_version(version, manifest) != version)
-            and plan_version(version, manifest) != stated):
+    expected = plan_version(version, manifest)
+    if (not isinstance(stated, int) or stated > version or expected != version) and stated != expected:
         raise PlanFormatError(
-            f"{path}: schema version {stated} {'needs' if stated == version + SCHEMA_BUMP else 'cannot carry'} "
-            f"a domain value schema (a plan with one is written at version {version + SCHEMA_BUMP})")
+            f"{path}: schema_version {stated} disagrees with the plan's contents, whose schema "
+            f"version is {expected} (the kind's {version}, +{SCHEMA_BUMP} with a domain value schema, "
+            f"+{TARGETS_BUMP} with per-table targets)")
     return manifest, arrays
 
 
