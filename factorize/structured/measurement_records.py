@@ -205,10 +205,12 @@ PROBE_TOL = 1e-8
 
 def probe(ex: MeasurementExporter, recon: Any, strategy: Any) -> None:
     """The records are what they state, for this plan's reconstruction R: for a probe vector u
-    in place of ỹ (public, seeded: no data, no noise), the records read from ``R u`` must equal
+    in place of ỹ (public and deterministic: no data, no noise, no random generator — the Weyl
+    sequence ``u_i = cos(√2·(i + 1))``, generic enough to expose any linear mismatch), the
+    records read from ``R u`` must equal
     ``T u`` computed from u directly (``transforms``) — which fails where the release is not the
     least-squares estimate a form assumes. :class:`MeasurementExportError` otherwise."""
-    u = np.random.default_rng(0).standard_normal(strategy.m)
+    u = np.cos(np.sqrt(2.0) * np.arange(1, strategy.m + 1))
     for i, (rec, terms) in enumerate(zip(ex.records(recon.apply(u)), ex.transforms, strict=True)):
         direct = np.zeros(rec.rows)
         for b, c, facs in terms:

@@ -353,13 +353,9 @@ def _iterate(dual: _EpochsDual, x0: np.ndarray, target_gap: float, max_iter: int
 def _toeplitz_column(W: np.ndarray) -> np.ndarray | None:
     """The first column w of W when W is square, lower-triangular and Toeplitz
     (``W_ij = w_{i−j}`` for i ≥ j, 0 above), else None."""
-    n = W.shape[1]
-    if W.shape[0] != n:
+    if W.shape[0] != W.shape[1] or np.any(np.triu(W, 1)):
         return None
-    w = W[:, 0]
-    i, j = np.indices((n, n))
-    expected = np.where(i >= j, w[np.maximum(i - j, 0)], 0.0)
-    return w.copy() if np.array_equal(W, expected) else None
+    return W[:, 0].copy() if np.array_equal(W[1:, 1:], W[:-1, :-1]) else None
 
 
 def _coarse_start(W: np.ndarray, K: int, max_iter: int,

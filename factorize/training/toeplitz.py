@@ -180,6 +180,18 @@ class CertifiedColumn:
     n: int
 
 
+def _freeze_bands(record: Any, what: str) -> None:
+    """Validate and freeze a banded record's ``coef`` (finite, ``coef[0] ≠ 0``) and ``n`` (≥ 1),
+    in place (``BandedToeplitz``, ``BandedInverse``)."""
+    c = np.array(record.coef, dtype=np.float64).ravel()
+    n = integer("n", record.n, 1, PrivacyError)
+    if c.size < 1 or not np.all(np.isfinite(c)) or c[0] == 0.0:
+        raise PrivacyError(f"{what} needs finite coefficients with coef[0] ≠ 0")
+    c.setflags(write=False)
+    object.__setattr__(record, "coef", c)
+    object.__setattr__(record, "n", n)
+
+
 @dataclass(frozen=True)
 class BandedToeplitz:
     """``C_ij = coef[i − j]`` for ``0 ≤ i − j < b = len(coef)``, n × n (McKenna 2024, §3)."""
@@ -190,13 +202,7 @@ class BandedToeplitz:
     kind = "banded_toeplitz"
 
     def __post_init__(self) -> None:
-        c = np.array(self.coef, dtype=np.float64).ravel()
-        n = integer("n", self.n, 1, PrivacyError)
-        if c.size < 1 or not np.all(np.isfinite(c)) or c[0] == 0.0:
-            raise PrivacyError("a banded Toeplitz strategy needs finite coefficients with coef[0] ≠ 0")
-        c.setflags(write=False)
-        object.__setattr__(self, "coef", c)
-        object.__setattr__(self, "n", n)
+        _freeze_bands(self, "a banded Toeplitz strategy")
 
     @property
     def bands(self) -> int:
@@ -328,13 +334,7 @@ class BandedInverse:
     kind = "banded_inverse"
 
     def __post_init__(self) -> None:
-        r = np.array(self.coef, dtype=np.float64).ravel()
-        n = integer("n", self.n, 1, PrivacyError)
-        if r.size < 1 or not np.all(np.isfinite(r)) or r[0] == 0.0:
-            raise PrivacyError("a banded inverse strategy needs finite coefficients with coef[0] ≠ 0")
-        r.setflags(write=False)
-        object.__setattr__(self, "coef", r)
-        object.__setattr__(self, "n", n)
+        _freeze_bands(self, "a banded inverse strategy")
 
     @property
     def bands(self) -> int:
