@@ -146,10 +146,12 @@ def marginal_postprocess(W: Any, sizes: Any, y: np.ndarray, post: Any,
                          deadline=deadline)
     out: dict[str, Any] = {
         "method": "nonneg: ADMM projection onto the non-negative consistent tables of total n_hat "
-                  "(local polytope; McKenna et al. 2019, 2021), raked to consistency from the total down",
+                  "(local polytope; McKenna et al. 2019, 2021), raked to consistency from the total down "
+                  "and, where raking cannot, fitted to each other by KL projections",
         "tables": len(layout.tables), "n_hat": fit.n_hat, "iterations": fit.iterations,
         "kkt_residual": fit.residual, "converged": fit.converged, "total": fit.n_hat,
-        "disagreement": fit.disagreement, "rake_sweeps": fit.rake_sweeps}
+        "disagreement": fit.disagreement, "rake_sweeps": fit.rake_sweeps,
+        "mutual_sweeps": fit.mutual_sweeps}
     if post["method"] == "integer":
         r = round_tables(layout, fit.tables)
         out.update(method="integer: the nonneg tables by controlled rounding from the total down "

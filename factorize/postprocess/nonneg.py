@@ -42,8 +42,11 @@ floating point — after ``max_iter`` iterations, or at the deadline.
 The last iterate z is non-negative and consistent only up to the residual; the tables returned
 are z made consistent from the total down by raking (``postprocess.raking``): non-negative,
 every table of total n̂ exactly, and agreeing on every shared attribute set to rounding where
-every level has at most two parents (1- and 2-way tables, CDFs and ranges of them); otherwise
-the largest disagreement is reported.
+every level has at most two parents (1- and 2-way tables, CDFs and ranges of them); where a
+level has three or more parents and raking leaves disagreement, the raked tables are fitted to
+each other (``postprocess.mutual_fit``) until they agree to ``raking.RAKE_TOL`` of the total,
+at some cost in accuracy (the uniform floor that makes it fast); the largest disagreement left
+is reported.
 
 Why not the projection to floating-point accuracy: on Adult's all ≤3-way tables (470 tables,
 21 million cells, half of them negative in the release — the 1-million-cell 3-way tables of
@@ -95,6 +98,7 @@ class NonnegFit:
     n_hat: float
     disagreement: float
     rake_sweeps: int
+    mutual_sweeps: int = 0
 
 
 class _Flat:
@@ -161,9 +165,9 @@ def project_nonneg(layout: MarginalLayout, y: np.ndarray, *, max_iter: int, tol:
                     rho, u = 2.0 * rho, u / 2.0
                 elif dual > BALANCE_RATIO * primal:
                     rho, u = rho / 2.0, u * 2.0
-    raked = rake_tables(layout.tables, flat.split(z), c, layout.sizes, n_hat)
+    raked = rake_tables(layout.tables, flat.split(z), c, layout.sizes, n_hat, deadline=deadline)
     return NonnegFit(raked.tables, it, residual, residual <= tol, n_hat, raked.disagreement,
-                     raked.sweeps)
+                     raked.sweeps, raked.mutual_sweeps)
 
 
 def _cg_step(layout: MarginalLayout, proj: Consistency, flat: _Flat, weight: np.ndarray,
