@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from factorize.postprocess.mutual_fit import FLOOR, disagreement, fit_mutually
-from factorize.postprocess.raking import RAKE_TOL, rake_tables
+from factorize.postprocess.raking import MUTUAL_TOL, RAKE_TOL, rake_tables
 from factorize.postprocess.tables import marginal
 
 
@@ -48,7 +48,7 @@ def test_the_mutual_fit_is_the_kl_projection_of_the_floored_start(seed):
     n = 60.0
     fit = fit_mutually(attrs, tables, np.ones(len(attrs)), sizes, n, tol=1e-12, max_sweeps=20000)
     assert fit.disagreement <= 1e-9 * n
-    start = [t + FLOOR * n / t.size for t in tables]
+    start = [t + FLOOR * n / max(x.size for x in tables) for t in tables]
     mus = [cp.Variable(t.size, nonneg=True) for t in start]
     cons = []
 
@@ -73,7 +73,7 @@ def test_the_mutual_fit_is_the_kl_projection_of_the_floored_start(seed):
 def test_raking_hands_three_parent_levels_to_the_mutual_fit_and_they_agree():
     """Three 2-way tables, consistent pairwise but with no joint table (a = b, a = c, b ≠ c on
     binary attributes): raking fixes them and cannot fit the 3-way table to all three; the
-    mutual fit moves every table and they agree to RAKE_TOL of the total."""
+    mutual fit moves every table and they agree to MUTUAL_TOL of the total."""
     n = 100.0
     eq = np.array([[0.5, 0.0], [0.0, 0.5]]) * n
     ne = np.array([[0.0, 0.5], [0.5, 0.0]]) * n
@@ -81,13 +81,13 @@ def test_raking_hands_three_parent_levels_to_the_mutual_fit_and_they_agree():
     tables = [eq, eq, ne, np.full((2, 2, 2), n / 8)]
     r = rake_tables(attrs, tables, np.ones(4), [2, 2, 2], n)
     assert r.mutual_sweeps > 0
-    assert r.disagreement <= RAKE_TOL * n
+    assert r.disagreement <= MUTUAL_TOL * n
     assert disagreement(attrs, r.tables) == r.disagreement
     for t in r.tables:
         assert float(t.min()) > 0.0
         assert abs(float(t.sum()) - n) <= 1e-9 * n
     for T, t in zip(attrs[:3], r.tables[:3], strict=True):
-        np.testing.assert_allclose(marginal(r.tables[3], attrs[3], T), t, atol=RAKE_TOL * n)
+        np.testing.assert_allclose(marginal(r.tables[3], attrs[3], T), t, atol=MUTUAL_TOL * n)
 
 
 def test_tables_raking_makes_consistent_skip_the_mutual_fit():

@@ -35,8 +35,8 @@ non-negative table with all those margins only if they are jointly feasible — 
 only pairwise consistent — so raking may stop at its sweep limit with the tables disagreeing
 (on Adult's all ≤3-way marginals, by up to 139 counts). Then no level is kept fixed: the raked
 tables are fitted to each other (``postprocess.mutual_fit``: cyclic KL projections onto the
-consistency constraints from the raked tables plus a small uniform floor) until they agree to
-:data:`RAKE_TOL` times the total. The largest disagreement between two tables is reported.
+consistency constraints from the raked tables plus a small floor) until they agree to
+:data:`MUTUAL_TOL` times the total. The largest disagreement between two tables is reported.
 When ``z`` is already consistent, raking returns it (up to the floor).
 """
 
@@ -61,7 +61,9 @@ RAKE_SWEEPS = 2000
 RAKE_SWEEPS_MANY = 30
 
 
-#: Sweeps of the mutual fit (``postprocess.mutual_fit``) where raking leaves disagreement.
+#: The mutual fit (``postprocess.mutual_fit``) where a level of three or more parents is left
+#: disagreeing: to this largest disagreement relative to the total, in at most this many sweeps.
+MUTUAL_TOL = 1e-7
 MUTUAL_SWEEPS = 1000
 
 
@@ -107,13 +109,13 @@ def rake_tables(tables_attrs: Sequence[Attrs], tables: Sequence[np.ndarray], wei
                 sizes: Sequence[int], total: float, deadline: float | None = None) -> RakedTables:
     """The consistent non-negative tables of the module docstring from non-negative
     ``tables`` (on ``tables_attrs``, table weights ``weights`` c_T) of common total ``total``;
-    where raking leaves the tables disagreeing by more than :data:`RAKE_TOL` of the total
-    (a level of three or more parents), they are fitted to each other
-    (``postprocess.mutual_fit``) until they agree to that, for at most :data:`MUTUAL_SWEEPS`
-    sweeps or until ``deadline``."""
+    where a level has three or more parents and raking leaves the tables disagreeing by more
+    than :data:`RAKE_TOL` of the total, they are fitted to each other
+    (``postprocess.mutual_fit``) until they agree to :data:`MUTUAL_TOL` of it, for at most
+    :data:`MUTUAL_SWEEPS` sweeps or until ``deadline``."""
     levels = intersection_levels(tables_attrs)
     fixed: dict[Attrs, np.ndarray] = {(): np.asarray(max(0.0, float(total)))}
-    sweeps = 0
+    sweeps, many = 0, False
     for U in levels[1:]:
         acc = np.zeros(tuple(int(sizes[j]) for j in U))
         mass = 0.0
@@ -124,6 +126,7 @@ def rake_tables(tables_attrs: Sequence[Attrs], tables: Sequence[np.ndarray], wei
                 mass += a
         r = acc / mass
         r = r + FLOOR * (1.0 + float(r.mean()))
+        many = many or len(parents(U, list(fixed))) > 2
         fixed[U], s = rake(U, r, fixed, total)
         sweeps = max(sweeps, s)
     worst = 0.0
@@ -132,8 +135,8 @@ def rake_tables(tables_attrs: Sequence[Attrs], tables: Sequence[np.ndarray], wei
             if set(V) < set(U):
                 worst = max(worst, float(np.abs(marginal(fixed[U], U, V) - fixed[V]).max(initial=0.0)))
     raked = [fixed[tuple(T)] for T in tables_attrs]
-    if worst <= RAKE_TOL * max(1.0, float(total)):
+    if not many or worst <= RAKE_TOL * max(1.0, float(total)):
         return RakedTables(raked, worst, sweeps)
-    fit = fit_mutually(tables_attrs, raked, weights, sizes, total, tol=RAKE_TOL,
+    fit = fit_mutually(tables_attrs, raked, weights, sizes, total, tol=MUTUAL_TOL,
                        max_sweeps=MUTUAL_SWEEPS, deadline=deadline)
     return RakedTables(fit.tables, fit.disagreement, sweeps, fit.sweeps)
