@@ -510,7 +510,7 @@ def test_cli_plans_verifies_and_inspects_a_dense_training_plan(tmp_path, capsys)
     assert main(["inspect", str(out)]) == 0
     assert "gap " in capsys.readouterr().out
     for argv in (["--strategy", "dense"],  # needs epochs=K
-                 ["--strategy", "dense", "--participation", "epochs=4", "--norm", "gamma_2"],
+                 ["--strategy", "dense", "--participation", "k=2,min_sep=16", "--norm", "gamma_2"],
                  ["--strategy", "dense", "--participation", "epochs=4", "--momentum", "0.5"],
                  ["--strategy", "blt", "--participation", "epochs=4", "--streaming"]):
         assert main(["plan", "--mechanism", "training", "--workload", "prefix:64", *argv,

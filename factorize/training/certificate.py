@@ -33,6 +33,21 @@ maximising over s > 0 gives
     lower = T² / N,   T ≤ ‖W B‖_tr (certified: ``norms.trace_norm_lower_bound`` minus the
     rounding of the product), N ≥ Σ_π max_{t∈π} ‖F_t‖² (rounded up).
 
+Worst step (``reduction="max"``, the γ₂-type objective: step t's error variance per unit noise
+is ``Δ² ‖R_t‖² = (W X⁻¹ Wᵀ)_tt`` at unit sensitivity). The program is
+``min_X max_t (W X⁻¹ Wᵀ)_tt`` over the same feasible set. For any weights ``p ≥ 0`` (not all 0)
+and every feasible X, ``max_t e_t ≥ Σ_t p_t e_t / Σ_t p_t`` and ``Σ_t p_t e_t =
+tr(D_p^{1/2} W X⁻¹ Wᵀ D_p^{1/2})`` is the total-error objective of the row-weighted workload
+``D_p^{1/2} W``, bounded below as above: weak duality needs nothing more (by Sion's minimax
+theorem — the simplex is compact, e_t convex in X — the best such bound equals the optimum; the
+single-participation case is the γ₂ dual of Lee, Shraibman & Špalek, "A Direct Product Theorem
+for Discrepancy", CCC 2008 — docs/math.md §4.2: ``γ₂(W) ≥ ‖D_p^{1/2} W D_q^{1/2}‖_tr /
+√(Σp·Σq)``, here with the block-PSD Z in place of D_q). The witness also stores ``p`` (:attr:`EpochsWitness.weights`); the verifier
+computes ``s = fl(√p)`` and *defines* the weights as ``s_t²`` (exact reals), so
+
+    lower = T² / (N · S),   T ≤ ‖D_s W B‖_tr (certified, the product's rounding with one more
+    rounding for ``fl(s_t W_tj)``), N as above, S ≥ Σ_t s_t² (rounded up).
+
 Lower bound, ``k=K,min_sep=B`` (witness :class:`PatternWitness`): the multipliers of
 ``planner.participation_bound`` (a relaxation over the arithmetic-progression patterns),
 re-derived by :func:`pattern_bound_value` (moved here so that a verifier needs no solver).
@@ -66,9 +81,11 @@ DEFAULT_RESIDUAL_TOL = 1e-9
 
 @dataclass(frozen=True)
 class EpochsWitness:
-    """``F`` (n × K): row t is step t's row of the dual factor B (module docstring)."""
+    """``F`` (n × K): row t is step t's row of the dual factor B; ``weights`` (one per row of W,
+    ≥ 0): the row weights p of the worst-step bound, None for the total (module docstring)."""
 
     factor: np.ndarray
+    weights: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -84,8 +101,9 @@ class TrainingSolution:
     """A dense strategy ``A`` (m × n, one column per step) and reconstruction ``R`` for the
     workload W (k × n) under ``participation``, with its certified figures:
     ``sensitivity ≥ Δ₂(A)``, ``objective ≥ Δ² ‖R‖_F²`` (total squared error per unit noise
-    multiplier) and ``lower ≤`` the optimum of the exact program; ``witness`` re-derives
-    ``lower``. ``streaming``: A is lower-triangular (step t's noise depends on steps ≤ t)."""
+    multiplier; ``reduction="max"``: ``Δ² max_t ‖R_t‖²``, the worst step's) and ``lower ≤`` the
+    optimum of the exact program; ``witness`` re-derives ``lower``. ``streaming``: A is
+    lower-triangular (step t's noise depends on steps ≤ t)."""
 
     participation: Participation
     strategy: np.ndarray
@@ -98,6 +116,7 @@ class TrainingSolution:
     seconds: float = 0.0
     iterations: int = 0
     details: dict[str, float] = field(default_factory=dict)
+    reduction: str = "total"
 
     @property
     def gap(self) -> float:
@@ -121,8 +140,11 @@ class TrainingCheck:
         return relative_gap(self.upper, self.lower)
 
 
-def epochs_lower_bound(W: np.ndarray, participation: Participation, factor: np.ndarray) -> float:
-    """``T² / N`` of the module docstring for the witness ``factor`` (n × K), certified."""
+def epochs_lower_bound(W: np.ndarray, participation: Participation, factor: np.ndarray,
+                       weights: np.ndarray | None = None) -> float:
+    """``T² / N`` of the module docstring for the witness ``factor`` (n × K), certified; with
+    row ``weights`` p (the worst-step bound), ``T² / (N·S)`` for the workload ``D_s W``,
+    ``s = fl(√p)``, ``S ≥ Σ s_t²``."""
     from factorize.norms import trace_norm_lower_bound
 
     W = np.asarray(W, dtype=np.float64)
@@ -132,11 +154,27 @@ def epochs_lower_bound(W: np.ndarray, participation: Participation, factor: np.n
     K = participation.k
     if F.shape != (n, K) or not np.all(np.isfinite(F)):
         raise PlannerError(f"an epochs witness must be a finite {n} × {K} array, got shape {F.shape}")
+    S = 1.0
+    extra = 0  # roundings of the workload's entries before the product
+    if weights is not None:
+        p = np.asarray(weights, dtype=np.float64)
+        if p.shape != (W.shape[0],) or not np.all(np.isfinite(p)) or np.any(p < 0):
+            raise PlannerError(f"the witness's row weights must be {W.shape[0]} finite non-negative "
+                               f"numbers, got shape {p.shape}")
+        s = np.sqrt(p)
+        # the weights are defined as the exact squares s_t² of the computed roots: each
+        # square is within u of fl(s_t²), fsum rounds once
+        S = round_up(math.fsum((s * s).tolist()), 2)
+        if S <= 0.0:
+            return 0.0
+        W = s[:, None] * W  # fl(s_t W_tj) = s_t W_tj (1 + δ), |δ| ≤ u
+        extra = 1
     WB = np.hstack([W[:, pat] @ F[pat] for pat in pats])
     absWB = np.hstack([np.abs(W[:, pat]) @ np.abs(F[pat]) for pat in pats])
-    # fl(WB) is within γ_K |W||B| entrywise (Higham eq. 3.5); a matrix of rank ≤ r has
+    # fl(WB) is within γ_K |W||B| entrywise (Higham eq. 3.5), γ_{K+1} with the rounded
+    # entries of D_s W (|fl(D_s W)| ≤ (1 + u)|D_s W| folded into γ); a matrix of rank ≤ r has
     # ‖E‖_tr ≤ √r ‖E‖_F
-    err = round_up(math.sqrt(min(WB.shape)) * gamma(K + 2) * frobenius_upper(absWB), 3)
+    err = round_up(math.sqrt(min(WB.shape)) * gamma(K + 2 + 2 * extra) * frobenius_upper(absWB), 3)
     T = max(0.0, trace_norm_lower_bound(WB) - err)
     T = round_down(T, 1)
     sq = np.sum(F * F, axis=1)
@@ -144,7 +182,9 @@ def epochs_lower_bound(W: np.ndarray, participation: Participation, factor: np.n
     N = round_up(math.fsum(nu), len(nu) + 1)
     if N <= 0.0 or T <= 0.0:
         return 0.0
-    return round_down(T * T / N, 3)
+    if weights is None:
+        return round_down(T * T / N, 3)
+    return round_down(T * T / round_up(N * S, 1), 3)
 
 
 def epoch_patterns(n: int, participation: Participation) -> list[np.ndarray]:
@@ -206,8 +246,9 @@ def pattern_bound_value(W: np.ndarray, pats: list[np.ndarray], a: np.ndarray, c:
 
 
 def solution_figures(W: np.ndarray, participation: Participation, A: np.ndarray,
-                     R: np.ndarray) -> tuple[float, float, float]:
-    """``(Δ̄, upper, residual)``: the certified sensitivity of A, ``round_up(Δ̄²‖R‖̄_F²)`` and
+                     R: np.ndarray, reduction: str = "total") -> tuple[float, float, float]:
+    """``(Δ̄, upper, residual)``: the certified sensitivity of A, ``round_up(Δ̄²‖R‖̄_F²)``
+    (``reduction="max"``: ``round_up(Δ̄² max_t ‖R_t‖̄²)``, certified row norms) and
     ``‖W − R A‖_max / ‖W‖_max``."""
     W = np.asarray(W, dtype=np.float64)
     A = np.asarray(A, dtype=np.float64)
@@ -218,18 +259,36 @@ def solution_figures(W: np.ndarray, participation: Participation, A: np.ndarray,
     if not (np.all(np.isfinite(A)) and np.all(np.isfinite(R))):
         raise PlannerError("the strategy and reconstruction must be finite")
     sens = participation_sensitivity(A, participation).value
-    fro = frobenius_upper(R, "the reconstruction")
+    fro = error_norm_upper(R, reduction)
     upper = round_up(sens * sens * fro * fro, 3)
     wmax = float(np.max(np.abs(W)))
     residual = float(np.max(np.abs(W - R @ A))) / wmax if wmax > 0 else 0.0
     return sens, upper, residual
 
 
+def error_norm_upper(R: np.ndarray, reduction: str = "total") -> float:
+    """A certified upper bound on ``‖R‖_F`` (total) or ``max_t ‖R_t‖`` (max: the worst step)."""
+    from factorize.numerics import max_upper, row_norms_upper
+
+    if reduction == "total":
+        return frobenius_upper(R, "the reconstruction")
+    if reduction == "max":
+        return max_upper(row_norms_upper(R, "l2", "the reconstruction"))
+    raise PlannerError(f"reduction must be 'total' or 'max', got {reduction!r}")
+
+
 def witness_lower_bound(W: np.ndarray, participation: Participation,
-                        witness: EpochsWitness | PatternWitness) -> float:
-    """The certified lower bound a witness gives (module docstring)."""
+                        witness: EpochsWitness | PatternWitness, reduction: str = "total") -> float:
+    """The certified lower bound a witness gives (module docstring) for the ``reduction``:
+    an epochs witness bounds the worst step only with row weights, the total only without;
+    a pattern witness bounds the total."""
     if isinstance(witness, EpochsWitness):
-        return epochs_lower_bound(W, participation, witness.factor)
+        if (reduction == "max") != (witness.weights is not None):
+            raise PlannerError(f"an epochs witness {'without' if reduction == 'max' else 'with'} "
+                               f"row weights does not bound the {reduction!r} objective")
+        return epochs_lower_bound(W, participation, witness.factor, witness.weights)
+    if reduction != "total":
+        raise PlannerError("a min-sep pattern witness bounds the total squared error only")
     value = pattern_bound_value(np.asarray(W, dtype=np.float64), bound_patterns(W.shape[1], participation),
                                 witness.a, witness.c)
     return max(0.0, value)
@@ -245,8 +304,8 @@ def check_training_certificate(W: np.ndarray, solution: TrainingSolution, *,
     if W.ndim != 2 or not np.all(np.isfinite(W)):
         raise PlannerError("the workload must be a finite 2-D array")
     sens, upper, residual = solution_figures(W, solution.participation, solution.strategy,
-                                             solution.reconstruction)
-    lower = witness_lower_bound(W, solution.participation, solution.witness)
+                                             solution.reconstruction, solution.reduction)
+    lower = witness_lower_bound(W, solution.participation, solution.witness, solution.reduction)
     failures = []
     if sens > solution.sensitivity:
         failures.append(f"sensitivity {sens!r} exceeds the stated {solution.sensitivity!r}")

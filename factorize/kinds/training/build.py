@@ -84,21 +84,24 @@ def build(options: TrainingOptions) -> TrainingPlan:
 
 def _dense(o: TrainingOptions, n: int, part: Participation | None) -> tuple[DenseStrategy, str]:
     """The dense multi-epoch strategy of ``training.multi_epoch`` (its dual solved by L-BFGS,
-    the primal read from it; lower-triangular with ``streaming``) and its witness."""
+    the primal read from it; lower-triangular with ``streaming``) and its witness: for the
+    total squared error (γ_F-type, (P)) or the worst step's (γ₂-type, (P∞); the witness then
+    carries the dual's row weights)."""
     from factorize.training.certificate import EpochsWitness
     from factorize.training.multi_epoch import plan_multi_epoch
 
     if part is None or part.kind != "epochs":
         raise PlanError("--strategy dense plans under --participation epochs=K (K = 1: each "
                         "record once)")
-    if o.objective != "total" or o.momentum is not None:
-        raise PlanError("--strategy dense plans the prefix sums' total squared error (--norm "
-                        "gamma_f, no --momentum)")
-    sol = plan_multi_epoch(prefix_matrix(n), part, streaming=o.streaming, max_iter=o.max_iter,
-                           time_limit=o.time_limit)
+    if o.momentum is not None:
+        raise PlanError("--strategy dense plans the prefix sums (no --momentum)")
+    objective = "gamma_f" if o.objective == "total" else "max"
+    sol = plan_multi_epoch(prefix_matrix(n), part, objective=objective, streaming=o.streaming,
+                           max_iter=o.max_iter, time_limit=o.time_limit)
     if not isinstance(sol.witness, EpochsWitness):
         raise PlanError("the dense planner returned no epochs witness")
     converged = "converged" if sol.details.get("converged") else "stopped before the target gap"
-    return (DenseStrategy(sol.strategy, sol.witness.factor),
-            f"L-BFGS-B on the multi-epoch dual, {sol.iterations} iterations ({converged}); "
+    dual = "multi-epoch dual" if objective == "gamma_f" else "multi-epoch worst-step dual, rows balanced"
+    return (DenseStrategy(sol.strategy, sol.witness.factor, sol.witness.weights),
+            f"L-BFGS-B on the {dual}, {sol.iterations} iterations ({converged}); "
             f"certified gap {sol.gap:.3g}")

@@ -2,7 +2,8 @@
 rules every plan shares (``plan.files``: digests, canonical header, atomic write), a manifest
 stating ``plan_kind: "training"``, and the strategy's parameters as its arrays — ``theta`` and
 ``omega`` (BLT), ``coef`` (banded Toeplitz: C's bands; banded inverse: C⁻¹'s): kilobytes at any n — or, for a dense multi-epoch
-strategy (``kinds.training.dense``), the n × n ``matrix`` and the n × K dual ``witness``."""
+strategy (``kinds.training.dense``), the n × n ``matrix`` and the n × K dual ``witness`` (and, for
+the worst-step objective, the dual's n row ``weights``)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ TRAINING_SCHEMA_VERSION = 1
 #: The arrays of each strategy kind.
 STRATEGY_ARRAYS = {"blt": {"theta", "omega"}, "banded_toeplitz": {"coef"},
                    "banded_inverse": {"coef"}, "dense": {"matrix", "witness"}}
+#: A dense strategy planned for the worst step also holds the dual's row weights.
+DENSE_MAX_ARRAYS = {"matrix", "witness", "weights"}
 
 
 def save_training_plan(plan: TrainingPlan, path: str | Path) -> None:
@@ -85,7 +88,7 @@ def _load(path: Path | PlanBytes) -> TrainingPlan:
     if not isinstance(head, dict) or head.get("kind") not in STRATEGY_ARRAYS:
         raise PlanFormatError(f"{path}: the strategy must be one of {sorted(STRATEGY_ARRAYS)}")
     kind = head["kind"]
-    if set(arrays) != STRATEGY_ARRAYS[kind]:
+    if set(arrays) != STRATEGY_ARRAYS[kind] and not (kind == "dense" and set(arrays) == DENSE_MAX_ARRAYS):
         raise PlanFormatError(f"{path}: a {kind} strategy holds the arrays "
                               f"{sorted(STRATEGY_ARRAYS[kind])}, the file has {sorted(arrays)}")
     strategy: LongStrategy | DenseStrategy
@@ -123,12 +126,16 @@ def _dense(path: Path | PlanBytes, n: int, participation: Participation | None,
     ``epochs=K``, its header's ``lower_triangular`` true exactly when the matrix is."""
     if participation is None or participation.kind != "epochs":
         raise PlanFormatError(f"{path}: a dense training strategy is certified under epochs=K")
-    C, F = arrays["matrix"], arrays["witness"]
+    C, F, p = arrays["matrix"], arrays["witness"], arrays.get("weights")
     if C.shape != (n, n) or F.shape != (n, participation.k):
         raise PlanFormatError(f"{path}: a dense strategy over n={n} steps under {participation.key} "
                               f"holds an {n} × {n} matrix and an {n} × {participation.k} witness, the "
                               f"file has {C.shape} and {F.shape}")
-    strategy = DenseStrategy(np.asarray(C, dtype=np.float64), np.asarray(F, dtype=np.float64))
+    if p is not None and (p.shape != (n,) or np.any(p < 0)):
+        raise PlanFormatError(f"{path}: a dense strategy's row weights are {n} non-negative numbers, "
+                              f"the file has shape {p.shape}")
+    strategy = DenseStrategy(np.asarray(C, dtype=np.float64), np.asarray(F, dtype=np.float64),
+                             None if p is None else np.asarray(p, dtype=np.float64))
     if head.get("lower_triangular") is not strategy.lower_triangular:
         raise PlanFormatError(f"{path}: the strategy header's lower_triangular does not match its "
                               "matrix")

@@ -28,7 +28,7 @@ class TrainingOptions:
     bands from the truncated ``(1 − x)^{1/2}``, optimised; noise state ``(bands − 1)·d``).
     ``dense`` (the optimal dense multi-epoch strategy for the prefix sums under ``epochs=K``
     with a certified gap, Choquette-Choo et al. 2023, §4; ``training.multi_epoch``; objective
-    ``total``, no momentum; ``streaming``: its lower-triangular factor with the same CᵀC, which
+    ``total`` or ``max``, no momentum; ``streaming``: its lower-triangular factor with the same CᵀC, which
     the noise stream needs; ``time_limit`` seconds stop its dual iteration early).
     ``objective``: ``total`` (‖W C⁻¹‖_F²·Δ², the γ_F objective) or ``max`` (the worst step's
     squared error times Δ², γ₂'s). ``momentum``: β of heavy-ball momentum (0 ≤ β < 1): the

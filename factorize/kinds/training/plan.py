@@ -38,7 +38,8 @@ A *dense* strategy (``kinds.training.dense``: the optimal multi-epoch strategy o
 ``training.multi_epoch`` for the prefix sums under ``epochs=K``, Choquette-Choo et al. 2023,
 §4) stores its n × n matrix and a dual witness instead of parameters; its sensitivity comes from
 its Gram matrix, its error from ``W C⁻¹`` and its lower bound from the witness (that module's
-docstring), each O(n³) — the total objective, prefix sums only.
+docstring), each O(n³) — prefix sums only; the total objective, or the worst step's with the
+dual's row weights stored as well.
 
 The evaluation imports numpy alone (no scipy.signal, which loads scipy.optimize): r comes from
 ``BLT.inverse_column`` (sums of b powers), ``BandedInverse.inverse_column`` (its stored bands)
@@ -176,7 +177,10 @@ class TrainingPlan:
 
         s = self.strategy
         if isinstance(s, DenseStrategy):
-            return {"matrix": np.asarray(s.matrix), "witness": np.asarray(s.witness)}
+            out = {"matrix": np.asarray(s.matrix), "witness": np.asarray(s.witness)}
+            if s.weights is not None:
+                out["weights"] = np.asarray(s.weights)
+            return out
         if isinstance(s, BLT):
             return {"theta": np.asarray(s.theta), "omega": np.asarray(s.omega)}
         return {"coef": np.asarray(s.coef)}
@@ -216,7 +220,8 @@ class TrainingPlan:
             size = (f"dense {s.n} × {s.n}, " + ("lower-triangular (streamable by forward substitution: "
                                              "state n·d floats)" if s.lower_triangular
                     else "not lower-triangular: no noise stream (plan with --streaming)")
-                    + f"; dual witness {s.witness.shape[0]} × {s.witness.shape[1]}")
+                    + f"; dual witness {s.witness.shape[0]} × {s.witness.shape[1]}"
+                    + ("" if s.weights is None else f" and {s.weights.size} row weights"))
         elif isinstance(s, BLT):
             size = f"BLT, {s.buffers} buffers ({2 * s.buffers} parameters θ, ω)"
         elif isinstance(s, BandedInverse):
@@ -380,10 +385,10 @@ def training_claims(strategy: LongStrategy | DenseStrategy, participation: Parti
     from .dense import DenseStrategy, dense_claims
 
     if isinstance(strategy, DenseStrategy):
-        if (workload, reduction) != ("prefix", "total"):
-            raise PlanError("a dense training strategy is planned for the prefix sums' total "
-                            f"squared error, not {workload!r} with objective {reduction!r}")
-        dsens, derror, dbound = dense_claims(strategy, participation)
+        if workload != "prefix":
+            raise PlanError("a dense training strategy is planned for the prefix sums, not "
+                            f"{workload!r}")
+        dsens, derror, dbound = dense_claims(strategy, participation, reduction)
         return TrainingClaims(dsens, required_sigma(guarantee, dsens.value), derror, dbound)
     sens = certified_sensitivity(strategy, participation)
     sigma = required_sigma(guarantee, sens.value)

@@ -114,7 +114,8 @@ def _check_objective(out: PlanCheck, plan: TrainingPlan, claims: TrainingClaims)
             problems.append(f"{key} {stated:.12g}, re-derived {value:.12g}")
     out.record("objective", not problems,
                f"{o['reduction']} squared error per unit σ² re-evaluated from "
-               + ("W C⁻¹ (certified Frobenius bound)" if isinstance(plan.strategy, DenseStrategy)
+               + (("W C⁻¹ (certified Frobenius bound)" if plan.reduction == "total" else
+                   "W C⁻¹ (certified row norms)") if isinstance(plan.strategy, DenseStrategy)
                   else "C⁻¹'s first column") + ": "
                f"{claims.error:.12g}; × Δ² = {claims.normalised:.12g}"
                + ("" if not problems else " — the plan states otherwise: " + "; ".join(problems)))
