@@ -33,7 +33,8 @@ _MODULE_OF = {"marginals": "marginal_suite"}
 SUITES: dict[str, str] = {name: f"benchmarks.suites.{_MODULE_OF.get(name, name)}" for name in (
     "core", "scale", "pure_dp_table", "hdmm_suite", "marginals", "geometric", "mee",
     "engines", "histogram", "local", "threads", "executor", "raw", "hdmm_unions", "big_release",
-    "postprocess", "union_scale", "tables", "training", "training_long", "noise_stream")}
+    "postprocess", "union_scale", "tables", "training", "training_long", "training_worst",
+    "noise_stream")}
 
 #: What every suite module defines.
 INTERFACE = ("NAME", "SUMMARY", "add_arguments", "run")
