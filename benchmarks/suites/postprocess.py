@@ -55,7 +55,10 @@ def _truth(layout: Any, csv: Path) -> Any:
     tables = []
     for T in layout.tables:
         t = np.zeros(layout.shape(T), dtype=np.int64)
-        np.add.at(t, tuple(raw[:, j] for j in T), 1)
+        if T:
+            np.add.at(t, tuple(raw[:, j] for j in T), 1)
+        else:  # np.add.at on a 0-d array adds once: the total is the number of records
+            t[()] = raw.shape[0]
         tables.append(t)
     return layout.answers(tables), int(raw.shape[0])
 

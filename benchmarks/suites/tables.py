@@ -200,7 +200,10 @@ def _adult(harness: Any, work: Path, way: int, rho: float, releases: int) -> dic
     tables = []
     for T in layout.tables:
         t = np.zeros(layout.shape(T))
-        np.add.at(t, tuple(codes[:, j] for j in T), 1.0)
+        if T:
+            np.add.at(t, tuple(codes[:, j] for j in T), 1.0)
+        else:  # np.add.at on a 0-d array adds once: the total is the number of records
+            t[()] = float(len(codes))
         tables.append(t)
     truth = layout.answers(tables)
     rows = _monte_carlo(work / f"a{way}-none.plan", csv, truth, releases, raw=False)
