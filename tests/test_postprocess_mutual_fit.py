@@ -102,3 +102,26 @@ def test_a_zero_total_gives_zero_tables():
     fit = fit_mutually([(0,), (0, 1)], [np.ones(2), np.ones((2, 2))], np.ones(2), [2, 2], 0.0,
                        tol=1e-10, max_sweeps=10)
     assert all(float(np.abs(t).max()) == 0.0 for t in fit.tables) and fit.disagreement == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_integer_rounding_repairs_three_parent_levels_to_exact_agreement(seed):
+    """Consistent real ≤3-way tables (the marginals of a real histogram) rounded: every table a
+    non-negative integer table of one total, and — with the unit-cycle repair of the third
+    parent — every two tables agree exactly; every integer cell within 3 of its real value."""
+    from factorize.postprocess.rounding import round_tables
+    from factorize.postprocess.tables import marginal_layout
+    from workloads.spec import parse_workload
+
+    sizes = [3, 4, 3, 5]
+    layout = marginal_layout(parse_workload("marginals_upto:3x4x3x5:3"), sizes)
+    rng = np.random.default_rng(seed)
+    hist = rng.gamma(0.3, 4.0, size=tuple(sizes))
+    hist *= 200.0 / hist.sum()
+    real = [np.asarray(marginal(hist, (0, 1, 2, 3), T), dtype=np.float64) for T in layout.tables]
+    r = round_tables(layout, real)
+    assert r.disagreement == 0 and not r.unforced
+    for t, x in zip(r.tables, real, strict=True):
+        assert t.dtype.kind == "i" and int(t.min()) >= 0 and int(t.sum()) == r.total == 200
+        assert float(np.abs(t - x).max()) <= 3.0
+    assert disagreement(layout.tables, [t.astype(np.float64) for t in r.tables]) == 0.0

@@ -22,15 +22,22 @@ Census Disclosure Avoidance System TopDown Algorithm", Harvard Data Science Revi
    "Controlled rounding", INFOR 1982): nearest rounding first, then cells moved to their
    other neighbour along the paths of one maximum flow until both margins hold; the
    attributes of the level outside P1 ∪ P2 are then rounded within each cell as in 3;
-5. a level with three or more parents is rounded to the two with the most cells as in 4; its
-   margins on the others are not forced (an integer table with three prescribed 2-way margins
-   may not exist), and the largest disagreement found is reported.
+5. a level with three or more parents is rounded to the two with the most cells as in 4; a
+   level with three whose third parent's margin is then off — a *triangle*, e.g. a 3-way table
+   below its three 2-way tables — is repaired by unit cycles that keep the first two margins
+   (:func:`_repair_third`, greedy); otherwise, or where no cycle can move (an integer table
+   with three prescribed 2-way margins need not exist: three-dimensional tables need not have
+   a controlled rounding, Causey, Cox & Ernst, "Applications of transportation theory to
+   statistical problems", JASA 1985), the margins on the other parents are not forced and the
+   largest disagreement found is reported.
 
 What holds, exactly: every cell is a non-negative integer; every table sums to n; where every
 level has at most two parents (e.g. any set of 1- and 2-way marginals, or tables that pairwise
 share at most one attribute set) every two tables agree exactly on the attributes they share
-(each level agrees with all levels below it, by induction). :class:`IntegerTables` reports the
-largest disagreement between a level and a level below it (0 where the above holds).
+(each level agrees with all levels below it, by induction), and so they do where the levels of
+three parents are triangles the repair of rule 5 completed (on Adult's all ≤3-way marginals:
+``benchmarks.suites.tables``). :class:`IntegerTables` reports the largest disagreement between a
+level and a level below it (0 where the above holds).
 """
 
 from __future__ import annotations
@@ -196,6 +203,98 @@ def _round_two(values: np.ndarray, level: Attrs, p1: Attrs, p2: Attrs, c1: np.nd
     return np.transpose(full, np.argsort(order))
 
 
+def _repair_third(x: np.ndarray, level: Attrs, p1: Attrs, p2: Attrs, p3: Attrs,
+                  c3: np.ndarray) -> bool:
+    """Rule 5's repair, in place: ``x`` (the level rounded to ``p1`` and ``p2``) moved by unit
+    cycles that keep both those margins until its ``p3`` margin is the integer table ``c3``.
+    Only for a *triangle* level — ``level = G ∪ X ∪ Y ∪ Z`` with ``p1 = G∪X∪Y``,
+    ``p2 = G∪X∪Z``, ``p3 = G∪Y∪Z`` (e.g. a 3-way table below its three 2-way tables) — where
+    the deficit ``D = c3 − marg_{p3} x`` sums to zero along Y and along Z in every cell of G
+    (``c3`` and x agree below, on ``G∪Y`` ⊆ p1 and ``G∪Z`` ⊆ p2). One move, at a cell (g, x)
+    and values y ≠ y', z ≠ z' with ``D[g,y,z] > 0``, ``D[g,y,z'] < 0``, ``D[g,y',z] < 0``:
+    ``x[g,x,y,z] += 1``, ``x[g,x,y',z'] += 1``, ``x[g,x,y,z'] −= 1``, ``x[g,x,y',z] −= 1`` —
+    both (g,x,·) margins unchanged, ``Σ|D|`` down by at least 2, and possible where the two cells
+    lowered hold a unit (the x with the most is taken); where no such pair of surplus cells
+    has one, the best-scoring move at any (x, y', z') that still lowers ``Σ|D|``
+    (:func:`_scored_move`). Greedy, so it terminates; False when some deficit finds no move
+    (the table is then left with the moves made, every cell still ≥ 0)."""
+    G = tuple(j for j in level if j in p1 and j in p2 and j in p3)
+    X = tuple(j for j in level if j in p1 and j in p2 and j not in p3)
+    Y = tuple(j for j in level if j in p1 and j in p3 and j not in p2)
+    Z = tuple(j for j in level if j in p2 and j in p3 and j not in p1)
+    if set(G + X + Y + Z) != set(level) or not Y or not Z:
+        return False
+    order = _axes(level, (G, X, Y, Z))
+    view = np.transpose(x, order)
+    shape = view.shape
+    ng = math.prod(shape[:len(G)])
+    nx = math.prod(shape[len(G):len(G) + len(X)])
+    ny = math.prod(shape[len(G) + len(X):len(G) + len(X) + len(Y)])
+    v = np.ascontiguousarray(view).reshape(ng, nx, ny, -1)
+    D = np.transpose(c3, _axes(p3, (G, Y, Z))).reshape(ng, ny, -1).astype(np.int64) - v.sum(axis=1)
+    ok = True
+    for g in np.flatnonzero(np.abs(D).reshape(ng, -1).any(axis=1)):
+        d, t = D[g], v[g]
+        while True:
+            pos = np.argwhere(d > 0)
+            if pos.size == 0:
+                break
+            y, z = (int(i) for i in pos[0])
+            moved = False
+            for z2 in np.flatnonzero(d[y] < 0):
+                for y2 in np.flatnonzero(d[:, z] < 0):
+                    room = np.minimum(t[:, y, z2], t[:, y2, z])
+                    xv = int(np.argmax(room))
+                    if room[xv] < 1:
+                        continue
+                    t[xv, y, z] += 1
+                    t[xv, y2, z2] += 1
+                    t[xv, y, z2] -= 1
+                    t[xv, y2, z] -= 1
+                    d[y, z] -= 1
+                    d[y2, z2] -= 1
+                    d[y, z2] += 1
+                    d[y2, z] += 1
+                    moved = True
+                    break
+                if moved:
+                    break
+            if not moved and not _scored_move(t, d, y, z):
+                ok = False
+                break
+    x[...] = np.transpose(v.reshape(shape), np.argsort(order))
+    return ok
+
+
+def _scored_move(t: np.ndarray, d: np.ndarray, y: int, z: int) -> bool:
+    """The repair's fallback for the deficit at (y, z) (``d[y, z] > 0``) when no move between
+    two surplus cells exists: the move at any (x, y', z') (y' ≠ y, z' ≠ z) whose two lowered
+    cells hold a unit that lowers ``Σ|d|`` the most (by 2 or 4), made in place; False when
+    none lowers it."""
+    ny, nz = d.shape
+    ys = np.arange(ny) != y
+    zs = np.arange(nz) != z
+    gain = (np.abs(d[y, :] + 1) - np.abs(d[y, :]))[None, :] \
+        + (np.abs(d[:, z] + 1) - np.abs(d[:, z]))[:, None] \
+        + (np.abs(d - 1) - np.abs(d)) - 1
+    gain = np.where(ys[:, None] & zs[None, :], gain, 1)  # ny × nz, per (y', z')
+    room = np.minimum(t[:, y, :][:, None, :], t[:, :, z][:, :, None])  # x × y' × z'
+    score = np.where(room >= 1, gain[None, :, :], 1)
+    best = np.unravel_index(int(np.argmin(score)), score.shape)
+    if score[best] >= 0:
+        return False
+    xv, y2, z2 = (int(i) for i in best)
+    t[xv, y, z] += 1
+    t[xv, y2, z2] += 1
+    t[xv, y, z2] -= 1
+    t[xv, y2, z] -= 1
+    d[y, z] -= 1
+    d[y2, z2] -= 1
+    d[y, z2] += 1
+    d[y2, z] += 1
+    return True
+
+
 def round_tables(layout: MarginalLayout, tables: Sequence[np.ndarray]) -> IntegerTables:
     """The integer tables of the module docstring from consistent non-negative ``tables``
     (one per table of ``layout``)."""
@@ -214,7 +313,11 @@ def round_tables(layout: MarginalLayout, tables: Sequence[np.ndarray]) -> Intege
         x = None
         if len(ps) >= 2:
             x = _round_two(real(U), U, ps[0], ps[1], ints[ps[0]], ints[ps[1]])
-            unforced += [(U, P) for P in ps[2:]] if x is not None else [(U, P) for P in ps[1:]]
+            rest = ps[2:]
+            if x is not None and len(rest) == 1 and _repair_third(x, U, ps[0], ps[1], rest[0],
+                                                                   ints[rest[0]]):
+                rest = []
+            unforced += [(U, P) for P in rest] if x is not None else [(U, P) for P in ps[1:]]
         ints[U] = x if x is not None else _round_within(real(U), U, ps[0], ints[ps[0]])
     worst = 0
     for U in levels:
