@@ -154,8 +154,9 @@ def test_a_failed_solver_is_recorded_and_another_family_plans(monkeypatch):
         search(_problem(case, GAUSSIAN))
 
 
-def test_the_dense_family_has_a_budget_in_the_search(monkeypatch):
-    """With no --time-limit, the dense family under Gaussian noise plans within
+@pytest.mark.parametrize("privacy", [GAUSSIAN, LAPLACE])
+def test_the_dense_family_has_a_budget_in_the_search(monkeypatch, privacy):
+    """With no --time-limit, the dense family under either noise plans within
     ``families.dense.SEARCH_SECONDS`` (its dual can crawl on a rank-deficient union, N = 1,024,
     rank 464): past it the family is recorded as stopped at the limit and another family plans.
     Made to bite here with a tiny budget; the solver options the family receives are checked."""
@@ -174,7 +175,7 @@ def test_the_dense_family_has_a_budget_in_the_search(monkeypatch):
     monkeypatch.setattr(dense_family, "SEARCH_SECONDS", 1e-3)
     monkeypatch.setattr(dense_family.Dense, "plan", spy)
     case = UnionCase("vstack(kron(prefix:8,total:4),kron(identity:8,prefix:4))", (8, 4), 2, False)
-    res = search(_problem(case, GAUSSIAN))
+    res = search(_problem(case, privacy))
     dense = next(r for r in res.record["tried"] if r["family"] == "dense")
     assert dense["score"] is None and "time limit" in dense["failed"]
     assert res.plan.family == res.record["chosen"] != "dense"
