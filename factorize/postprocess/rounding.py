@@ -216,8 +216,9 @@ def _repair_third(x: np.ndarray, level: Attrs, p1: Attrs, p2: Attrs, p3: Attrs,
     both (g,x,·) margins unchanged, ``Σ|D|`` down by at least 2, and possible where the two cells
     lowered hold a unit (the x with the most is taken); where no such pair of surplus cells
     has one, the best-scoring move at any (x, y', z') that still lowers ``Σ|D|``
-    (:func:`_scored_move`). Greedy, so it terminates; False when some deficit finds no move
-    (the table is then left with the moves made, every cell still ≥ 0)."""
+    (:func:`_scored_move`); passes over the deficit cells until one makes no move. Greedy, so
+    it terminates; False when a deficit is left (the table is then left with the moves made,
+    every cell still ≥ 0)."""
     G = tuple(j for j in level if j in p1 and j in p2 and j in p3)
     X = tuple(j for j in level if j in p1 and j in p2 and j not in p3)
     Y = tuple(j for j in level if j in p1 and j in p3 and j not in p2)
@@ -235,35 +236,42 @@ def _repair_third(x: np.ndarray, level: Attrs, p1: Attrs, p2: Attrs, p3: Attrs,
     ok = True
     for g in np.flatnonzero(np.abs(D).reshape(ng, -1).any(axis=1)):
         d, t = D[g], v[g]
-        while True:
-            pos = np.argwhere(d > 0)
-            if pos.size == 0:
-                break
-            y, z = (int(i) for i in pos[0])
-            moved = False
-            for z2 in np.flatnonzero(d[y] < 0):
-                for y2 in np.flatnonzero(d[:, z] < 0):
-                    room = np.minimum(t[:, y, z2], t[:, y2, z])
-                    xv = int(np.argmax(room))
-                    if room[xv] < 1:
-                        continue
-                    t[xv, y, z] += 1
-                    t[xv, y2, z2] += 1
-                    t[xv, y, z2] -= 1
-                    t[xv, y2, z] -= 1
-                    d[y, z] -= 1
-                    d[y2, z2] -= 1
-                    d[y, z2] += 1
-                    d[y2, z] += 1
-                    moved = True
-                    break
-                if moved:
-                    break
-            if not moved and not _scored_move(t, d, y, z):
-                ok = False
-                break
+        progress = True
+        while progress:  # passes over the deficit cells; each pass's moves lower Σ|d|
+            progress = False
+            for y, z in np.argwhere(d > 0):
+                while d[y, z] > 0 and _move_at(t, d, int(y), int(z)):
+                    progress = True
+        ok = ok and not bool(np.any(d))
     x[...] = np.transpose(v.reshape(shape), np.argsort(order))
     return ok
+
+
+def _move_at(t: np.ndarray, d: np.ndarray, y: int, z: int) -> bool:
+    """One move of the repair for the deficit at (y, z) (``d[y, z] > 0``), in place: between two
+    surplus cells ``d[y, z'] < 0``, ``d[y', z] < 0`` at the x with the most room, else
+    :func:`_scored_move`; False when there is none."""
+    for z2 in np.flatnonzero(d[y] < 0):
+        for y2 in np.flatnonzero(d[:, z] < 0):
+            room = np.minimum(t[:, y, z2], t[:, y2, z])
+            xv = int(np.argmax(room))
+            if room[xv] >= 1:
+                _cycle(t, d, xv, y, z, int(y2), int(z2))
+                return True
+    return _scored_move(t, d, y, z)
+
+
+def _cycle(t: np.ndarray, d: np.ndarray, xv: int, y: int, z: int, y2: int, z2: int) -> None:
+    """The unit cycle at x = xv: +1 at (y, z) and (y', z'), −1 at (y, z') and (y', z), with the
+    deficit d updated."""
+    t[xv, y, z] += 1
+    t[xv, y2, z2] += 1
+    t[xv, y, z2] -= 1
+    t[xv, y2, z] -= 1
+    d[y, z] -= 1
+    d[y2, z2] -= 1
+    d[y, z2] += 1
+    d[y2, z] += 1
 
 
 def _scored_move(t: np.ndarray, d: np.ndarray, y: int, z: int) -> bool:
@@ -284,14 +292,7 @@ def _scored_move(t: np.ndarray, d: np.ndarray, y: int, z: int) -> bool:
     if score[best] >= 0:
         return False
     xv, y2, z2 = (int(i) for i in best)
-    t[xv, y, z] += 1
-    t[xv, y2, z2] += 1
-    t[xv, y, z2] -= 1
-    t[xv, y2, z] -= 1
-    d[y, z] -= 1
-    d[y2, z2] -= 1
-    d[y, z2] += 1
-    d[y2, z] += 1
+    _cycle(t, d, xv, y, z, y2, z2)
     return True
 
 
