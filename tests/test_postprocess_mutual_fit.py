@@ -46,7 +46,7 @@ def test_the_mutual_fit_is_the_kl_projection_of_the_floored_start(seed):
     attrs = _upto3(sizes)
     tables = _noisy_tables(sizes, attrs, seed, records=60, sigma=4.0)
     n = 60.0
-    fit = fit_mutually(attrs, tables, np.ones(len(attrs)), sizes, n, tol=1e-12, max_sweeps=20000)
+    fit = fit_mutually(attrs, tables, np.ones(len(attrs)), n, tol=1e-12, max_sweeps=20000)
     assert fit.disagreement <= 1e-9 * n
     start = [t + FLOOR * n / max(x.size for x in tables) for t in tables]
     mus = [cp.Variable(t.size, nonneg=True) for t in start]
@@ -99,7 +99,7 @@ def test_tables_raking_makes_consistent_skip_the_mutual_fit():
 
 
 def test_a_zero_total_gives_zero_tables():
-    fit = fit_mutually([(0,), (0, 1)], [np.ones(2), np.ones((2, 2))], np.ones(2), [2, 2], 0.0,
+    fit = fit_mutually([(0,), (0, 1)], [np.ones(2), np.ones((2, 2))], np.ones(2), 0.0,
                        tol=1e-10, max_sweeps=10)
     assert all(float(np.abs(t).max()) == 0.0 for t in fit.tables) and fit.disagreement == 0.0
 

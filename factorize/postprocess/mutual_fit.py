@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rounding import intersection_levels
-from .tables import Attrs, marginal
+from .tables import Attrs, broadcast, marginal
 
 #: ε of step 1: the uniform floor, as a fraction of the total, added to every table.
 FLOOR = 1e-2
@@ -73,11 +73,6 @@ class MutualFit:
     tables: list[np.ndarray]
     sweeps: int
     disagreement: float
-
-
-def _shape(U: Attrs, T: Attrs, sizes: Sequence[int]) -> tuple[int, ...]:
-    """The shape a table on U ⊆ T broadcasts to over T."""
-    return tuple(int(sizes[j]) if j in U else 1 for j in T)
 
 
 def disagreement(tables_attrs: Sequence[Attrs], tables: Sequence[np.ndarray]) -> float:
@@ -104,7 +99,7 @@ def _shared(tables_attrs: Sequence[Attrs], *, with_total: bool) -> dict[Attrs, l
 
 
 def fit_mutually(tables_attrs: Sequence[Attrs], tables: Sequence[np.ndarray], weights: np.ndarray,
-                 sizes: Sequence[int], total: float, *, tol: float, max_sweeps: int,
+                 total: float, *, tol: float, max_sweeps: int,
                  deadline: float | None = None) -> MutualFit:
     """The tables of the module docstring from non-negative ``tables`` (on ``tables_attrs``,
     table weights ``weights`` c_T > 0) and their common total ``total``."""
@@ -130,7 +125,7 @@ def fit_mutually(tables_attrs: Sequence[Attrs], tables: Sequence[np.ndarray], we
             r = np.exp(log_r)
             for t, m in zip(members, ms, strict=True):
                 worst = max(worst, float(np.max(np.abs(m - r), initial=0.0)))
-                mu[t] = mu[t] * ((r / m) ** omega).reshape(_shape(U, attrs[t], sizes))
+                mu[t] = mu[t] * broadcast((r / m) ** omega, U, attrs[t])
         for t, m in enumerate(mu):
             mu[t] = m * (n / float(m.sum()))
         if deadline is not None and time.monotonic() > deadline:

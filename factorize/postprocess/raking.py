@@ -50,7 +50,7 @@ import numpy as np
 
 from .mutual_fit import fit_mutually
 from .rounding import intersection_levels, parents
-from .tables import Attrs, marginal
+from .tables import Attrs, broadcast, marginal
 
 #: Floor added to a level's values, relative to their mean (step 3 of the module docstring).
 FLOOR = 1e-12
@@ -79,11 +79,6 @@ class RakedTables:
     mutual_sweeps: int = 0
 
 
-def _broadcast(values: np.ndarray, onto: Attrs, level: Attrs) -> np.ndarray:
-    """``values`` (a table on ``onto`` ⊆ ``level``) shaped to broadcast over ``level``."""
-    return values.reshape(tuple(values.shape[onto.index(j)] if j in onto else 1 for j in level))
-
-
 def rake(level: Attrs, values: np.ndarray, fixed: dict[Attrs, np.ndarray], total: float
          ) -> tuple[np.ndarray, int]:
     """Step 4: ``values`` on ``level`` raked to the tables of its parents among ``fixed``;
@@ -99,7 +94,7 @@ def rake(level: Attrs, values: np.ndarray, fixed: dict[Attrs, np.ndarray], total
             worst = max(worst, float(np.abs(have - fixed[P]).max(initial=0.0)))
             with np.errstate(divide="ignore", invalid="ignore"):
                 factor = np.where(have > 0, fixed[P] / np.where(have > 0, have, 1.0), 0.0)
-            x = x * _broadcast(factor, P, level)
+            x = x * broadcast(factor, P, level)
         if worst <= limit or len(ps) <= 1:
             break
     return x, sweeps
@@ -137,6 +132,6 @@ def rake_tables(tables_attrs: Sequence[Attrs], tables: Sequence[np.ndarray], wei
     raked = [fixed[tuple(T)] for T in tables_attrs]
     if not many or worst <= RAKE_TOL * max(1.0, float(total)):
         return RakedTables(raked, worst, sweeps)
-    fit = fit_mutually(tables_attrs, raked, weights, sizes, total, tol=MUTUAL_TOL,
+    fit = fit_mutually(tables_attrs, raked, weights, total, tol=MUTUAL_TOL,
                        max_sweeps=MUTUAL_SWEEPS, deadline=deadline)
     return RakedTables(fit.tables, fit.disagreement, sweeps, fit.sweeps)

@@ -252,3 +252,9 @@ def marginal(table: np.ndarray, attrs: Attrs, onto: Attrs) -> np.ndarray:
     """The marginal of ``table`` (on ``attrs``) on the subset ``onto``, as an array over ``onto``."""
     axes = tuple(i for i, j in enumerate(attrs) if j not in onto)
     return table.sum(axis=axes) if axes else table
+
+
+def broadcast(values: np.ndarray, onto: Attrs, attrs: Attrs) -> np.ndarray:
+    """``values`` (a table on ``onto`` ⊆ ``attrs``) shaped to broadcast over a table on ``attrs``
+    (the inverse direction of :func:`marginal`)."""
+    return values.reshape(tuple(values.shape[onto.index(j)] if j in onto else 1 for j in attrs))
